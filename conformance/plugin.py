@@ -1,0 +1,188 @@
+"""The pytest plugin: one item per (case x runner), one report per run.
+
+Collection reads `cases/*.yaml` (no framework is imported), yields items
+named `<case-id>[<runner>]` with a marker per framework, and each item
+evaluates itself (matrix.py), records its Row and turns the outcome into
+pass / skip / fail.  At the end of the session the rows go to report.py.
+
+The full default matrix writes `reports/` (the committed scoreboard); a
+subset run (-k, -m, --runner, --case) writes nothing there unless given
+`--report-dir DIR`, so a partial run never overwrites the full scoreboard.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .case import CaseError, load_cases
+from .matrix import evaluate, failure_message
+from .runners import all_runners
+
+ROOT = Path(__file__).resolve().parent.parent
+_KEY = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("conformance", "attention conformance matrix")
+    group.addoption("--runner", action="append", default=[], metavar="NAME",
+                    help="run only these runners (repeat or comma-separate), e.g. torch.mha")
+    group.addoption("--case", action="append", default=[], metavar="ID",
+                    help="run only these case ids (repeat or comma-separate)")
+    group.addoption("--report-dir", default=None, metavar="DIR",
+                    help="write this run's reports to DIR (any run, full or subset)")
+    group.addoption("--cases-dir", default=str(ROOT / "cases"), metavar="DIR",
+                    help="where case files live (default: cases/)")
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v for item in values for v in item.split(",") if v]
+
+
+def _state(config) -> dict:
+    if _KEY not in config.stash:
+        runners = all_runners()
+        names = [r.name for r in runners]
+        chosen = _split(config.getoption("runner"))
+        unknown = sorted(set(chosen) - set(names))
+        if unknown:
+            raise pytest.UsageError(f"--runner {unknown[0]}: unknown; known runners: {names}")
+        config.stash[_KEY] = {"runners": runners, "chosen_runners": chosen,
+                              "chosen_cases": _split(config.getoption("case")),
+                              "cases": None, "error": None, "rows": {}}
+    return config.stash[_KEY]
+
+
+def _cases(config, state):
+    """All cases of the directory, loaded and checked once per session."""
+    if state["cases"] is None and state["error"] is None:
+        try:
+            state["cases"] = load_cases(config.getoption("cases_dir"),
+                                        {r.name for r in state["runners"]})
+        except CaseError as exc:
+            state["error"] = exc
+    return state["cases"] or []
+
+
+def pytest_configure(config):
+    """One marker per runner framework (so `-m torch` works under --strict-markers)."""
+    for framework in sorted({r.framework for r in all_runners()}):
+        config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
+    config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
+
+
+def pytest_report_header(config):
+    from .report import versions
+
+    return "conformance: " + ", ".join(f"{k} {v}" for k, v in versions().items())
+
+
+def pytest_collect_file(file_path: Path, parent):
+    cases_dir = Path(parent.config.getoption("cases_dir")).resolve()
+    if file_path.suffix == ".yaml" and file_path.parent.resolve() == cases_dir:
+        return CaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+class CaseFile(pytest.File):
+    def collect(self):
+        state = _state(self.config)
+        cases = _cases(self.config, state)
+        err = state["error"]
+        if err is not None and Path(err.path).resolve() == self.path.resolve():
+            raise self.CollectError(str(err))
+        if err is not None:
+            return  # reported once, by the file it names
+        chosen = state["chosen_cases"]
+        for case in cases:
+            if Path(case.path).resolve() != self.path.resolve():
+                continue
+            if chosen and case.id not in chosen:
+                continue
+            for runner in state["runners"]:
+                if state["chosen_runners"] and runner.name not in state["chosen_runners"]:
+                    continue
+                item = MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
+                                              case=case, runner=runner)
+                item.add_marker(runner.framework)
+                item.add_marker("matrix")
+                yield item
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
+
+
+class MatrixFailure(Exception):
+    pass
+
+
+class MatrixItem(pytest.Item):
+    def __init__(self, *, case, runner, **kwargs):
+        super().__init__(**kwargs)
+        self.case, self.runner = case, runner
+
+    def runtest(self):
+        row = evaluate(self.case, self.runner)
+        _state(self.config)["rows"][(self.case.id, self.runner.name)] = row
+        if row.outcome in ("skipped", "not_expressible"):
+            label = "not expressible" if row.outcome == "not_expressible" else "skipped"
+            pytest.skip(f"{self.runner.name}: {label}: {row.reason}")
+        if row.outcome in ("mismatch", "error"):
+            raise MatrixFailure(failure_message(self.case, row, self.nodeid))
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, MatrixFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.case.id}[{self.runner.name}]"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from .workers import shutdown
+
+    shutdown()
+    config = session.config
+    state = config.stash.get(_KEY, None)
+    if not state or not state["rows"] or state["error"] is not None:
+        return
+    cases = state["cases"] or []
+    full = [(c.id, r.name) for c in cases for r in state["runners"]]
+    is_full = (sorted(state["rows"]) == sorted(full)
+               and Path(config.getoption("cases_dir")).resolve() == (ROOT / "cases").resolve())
+    target = config.getoption("report_dir")
+    selection = _selection_text(config, len(state["rows"]), len(full), is_full)
+    if target is None and not is_full:
+        config._conformance_note = (f"conformance: subset run ({selection}); reports/ left "
+                                    "unchanged. Add --report-dir DIR to write this run's reports.")
+        return
+    from .report import write_reports
+
+    order = {key: n for n, key in enumerate(full)}
+    rows = sorted(state["rows"].values(), key=lambda r: order.get((r.case, r.runner), 0))
+    out = Path(target) if target else ROOT / "reports"
+    write_reports(rows, cases, state["runners"], out, selection)
+    config._conformance_note = f"conformance: reports written to {out} ({selection})"
+
+
+def _selection_text(config, ran: int, total: int, is_full: bool) -> str:
+    if is_full:
+        return f"full default matrix: {ran} items"
+    parts = [f"{ran} of {total} items"]
+    for opt, flag in (("keyword", "-k"), ("markexpr", "-m")):
+        value = config.getoption(opt)
+        if value:
+            parts.append(f"{flag} {value!r}")
+    for opt in ("runner", "case"):
+        if config.getoption(opt):
+            parts.append(f"--{opt} {','.join(_split(config.getoption(opt)))}")
+    return "subset: " + ", ".join(parts)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    note = getattr(config, "_conformance_note", None)
+    if note:
+        terminalreporter.write_line(note)

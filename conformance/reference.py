@@ -1,0 +1,77 @@
+"""The oracle: multi-head attention in float64 NumPy, written for clarity.
+
+Semantics (DESIGN.md): for each query head h, with kv head g = h // (H / H_kv),
+    head_h = softmax(scale * (x_q Wq[h] + bq[h]) (x_k Wk[g] + bk[g])^T + mask)
+             (x_v Wv[g] + bv[g])
+    out    = sum_h head_h Wo[h] + bo,        scale = 1 / sqrt(d_k).
+A query row whose every key is masked has no defined softmax: the reference
+returns NaN there (weights and output) and the comparator judges that row by
+the behaviour the case declares instead of by numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .case import Case
+from .weights import CaseData, case_data
+
+
+@dataclass(frozen=True)
+class Expected:
+    output: np.ndarray  # (B, T, E_o), NaN on fully masked rows
+    weights: np.ndarray  # (B, H, T, S) per-head softmax, NaN on fully masked rows
+    fully_masked: np.ndarray  # (B, T) bool
+    # What each fully-masked-row hypothesis would give there (compare.py):
+    output_if_zeros: np.ndarray  # the row's attention weights are all 0
+    output_if_uniform: np.ndarray  # the row attends uniformly to every key
+
+
+def project(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """(B, L, E) x (H, E, d) -> (B, H, L, d)."""
+    y = np.einsum("ble,hed->bhld", x, w)
+    return y if b is None else y + b[None, :, None, :]
+
+
+def _softmax(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    if allowed is not None:
+        scores = np.where(allowed[:, None], scores, -np.inf)
+    peak = scores.max(-1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # -inf - -inf on fully masked rows -> NaN
+        e = np.exp(scores - peak)
+        return e / e.sum(-1, keepdims=True)
+
+
+def _combine(heads: np.ndarray, data: CaseData) -> np.ndarray:
+    w = data.weights
+    out = np.einsum("bhtd,hde->bte", heads, w.wo)
+    return out if w.bo is None else out + w.bo
+
+
+def attention(case: Case, data: CaseData | None = None) -> Expected:
+    data = data or case_data(case)
+    w, x = data.weights, data.inputs
+    group = case.attention.num_heads // case.attention.num_kv_heads
+    q = project(x.query, w.wq, w.bq)
+    k = np.repeat(project(x.key, w.wk, w.bk), group, axis=1)
+    v = np.repeat(project(x.value, w.wv, w.bv), group, axis=1)
+    scores = np.einsum("bhtd,bhsd->bhts", q, k) / np.sqrt(case.attention.qk_head_dim)
+    probs = _softmax(scores, x.allowed)
+    out = _combine(probs @ v, data)
+    fully = x.fully_masked
+    # Hypotheses for fully masked rows: zero weights, or uniform over all keys.
+    zero_heads = np.where(fully[:, None, :, None], 0.0, np.nan_to_num(probs)) @ v
+    uniform = np.where(fully[:, None, :, None], 1.0 / v.shape[2], np.nan_to_num(probs))
+    return Expected(out, probs, fully, _combine(zero_heads, data), _combine(uniform @ v, data))
+
+
+def formula_parameters(case: Case) -> int:
+    """Analytic count: the projections' weights and, with bias, their biases."""
+    a = case.attention
+    h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
+    count = h * a.query_features * dk + hkv * (a.key_features * dk + a.value_features * dv)
+    count += h * dv * a.output_features
+    if a.bias:
+        count += h * dk + hkv * (dk + dv) + a.output_features
+    return count
