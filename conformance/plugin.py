@@ -69,6 +69,7 @@ def pytest_configure(config):
     for framework in sorted({r.framework for r in all_runners()}):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
+    _state(config)  # an unknown --runner is a usage error before anything runs
 
 
 def pytest_report_header(config):

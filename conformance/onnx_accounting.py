@@ -1,0 +1,280 @@
+"""What an ONNX graph holds, against what the framework said it holds.
+
+A framework counts its parameters; an exported graph holds initializers and
+Constant tensors, renamed (`val_5`), transposed (MatMul wants (in, out)),
+split (a packed in_proj_weight may become three MatMuls), reshaped, or gone
+(an exporter's optimiser folds an all-zero bias away).  So the exported
+element total can differ from the framework's count, and a reader needs to
+know which parameter went where.  `account` answers that, as JSON-able data:
+
+- `inventory`: the opset and the operator counts, sorted;
+- every initializer and Constant tensor, split into *weights* (float tensors
+  holding a framework parameter, wholly or in part) and *other constants*
+  (shape vectors, axes, scalars such as the softmax scale);
+- for each framework parameter, the tensor(s) that hold it and how (as is,
+  transposed, rows a:b of a split, rearranged), or why none does.
+
+The report sections built on it live at the bottom of this module, so every
+ONNX runner attaches the same function objects (report.py de-duplicates by
+identity).  numpy only at import; onnx is imported inside the functions.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+ONNX_RUNNER_PREFIX = "onnx."
+
+
+@dataclass(frozen=True)
+class GraphTensor:
+    """One initializer or Constant-node tensor of a graph."""
+
+    name: str  # initializer name, or the Constant node's output name
+    kind: str  # "initializer" or "constant"
+    is_float: bool  # a floating tensor (can hold a weight)
+    array: np.ndarray  # its values as float64 (ints converted too)
+
+
+def inventory(model) -> dict:
+    """{"opset": {domain: version}, "ops": {op_type: count}}, both sorted."""
+    ops: dict[str, int] = {}
+    for node in model.graph.node:
+        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+        ops[op] = ops.get(op, 0) + 1
+    opset = {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import}
+    return {"opset": dict(sorted(opset.items())), "ops": dict(sorted(ops.items()))}
+
+
+def _to_float64(array) -> np.ndarray:
+    return np.asarray(array).astype(np.float64)
+
+
+def graph_tensors(model) -> list[GraphTensor]:
+    """Initializers and Constant tensors of the main graph, in graph order."""
+    from onnx import helper, numpy_helper
+
+    found = [GraphTensor(t.name, "initializer", t.data_type in _FLOAT_TYPES,
+                         _to_float64(numpy_helper.to_array(t)))
+             for t in model.graph.initializer]
+    for node in model.graph.node:
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+            continue
+        for attr in node.attribute:
+            if attr.name == "value":
+                found.append(GraphTensor(node.output[0], "constant", attr.t.data_type in _FLOAT_TYPES,
+                                         _to_float64(numpy_helper.to_array(attr.t))))
+            elif attr.name in ("value_float", "value_floats", "value_int", "value_ints"):
+                value = np.atleast_1d(helper.get_attribute_value(attr))
+                found.append(GraphTensor(node.output[0], "constant", "float" in attr.name,
+                                         _to_float64(value).reshape(np.shape(value))))
+    return found
+
+
+_FLOAT_TYPES = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16 (onnx.TensorProto)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _find_rows(big: np.ndarray, part: np.ndarray) -> int | None:
+    """Offset o with big[o:o+len(part)] == part (same trailing shape), else None."""
+    n = part.shape[0]
+    if big.ndim != part.ndim or big.shape[1:] != part.shape[1:] or n >= big.shape[0]:
+        return None
+    for o in range(0, big.shape[0] - n + 1):
+        if np.array_equal(big[o:o + n], part):
+            return o
+    return None
+
+
+def relation(param: np.ndarray, tensor: np.ndarray) -> str | None:
+    """How `tensor` holds (part of) `param`, in words, or None."""
+    views = [("as is", tensor)] + ([("transposed", tensor.T)] if tensor.ndim == 2 else [])
+    for how, view in views:
+        if view.shape == param.shape and np.array_equal(view, param):
+            return how
+        o = _find_rows(param, view)
+        if o is not None:
+            return f"{how}, rows {o}:{o + view.shape[0]} of the parameter (split)"
+        o = _find_rows(view, param)
+        if o is not None:
+            return f"{how}, packed with others at rows {o}:{o + param.shape[0]}"
+    if tensor.size == param.size and tensor.size > 1 and np.array_equal(
+            np.sort(tensor.ravel()), np.sort(param.ravel())):
+        return f"rearranged (reshaped/transposed to {list(tensor.shape)})"
+    return None
+
+
+def account(model, params: dict[str, np.ndarray]) -> dict:
+    """The accounting of one graph against the framework's named parameters."""
+    tensors = graph_tensors(model)
+    holders: dict[str, list[dict]] = {name: [] for name in params}
+    weight_tensors: set[str] = set()
+    claimed: set[str] = set()
+    # Degenerate parameters (all one value, e.g. zero biases) would match any
+    # tensor of zeros; they are matched only by name or by an unclaimed
+    # tensor of exactly their shape, after every other parameter.
+    order = sorted(params, key=lambda n: np.ptp(params[n]) == 0 if params[n].size else True)
+    for name in order:
+        p = np.asarray(params[name], dtype=np.float64)
+        flat = p.size == 0 or np.ptp(p) == 0
+        for t in tensors:
+            if not t.is_float:
+                continue
+            if flat and not (_norm(name) in _norm(t.name) or (
+                    t.array.shape == p.shape and t.name not in claimed)):
+                continue
+            how = relation(p, t.array)
+            if how is None:
+                continue
+            holders[name].append({"tensor": t.name, "kind": t.kind, "how": how,
+                                  "shape": list(t.array.shape)})
+            weight_tensors.add(t.name)
+            claimed.add(t.name)
+            if flat:
+                break
+    weights = [t for t in tensors if t.name in weight_tensors]
+    others = [t for t in tensors if t.name not in weight_tensors]
+    framework = int(sum(np.asarray(p).size for p in params.values()))
+    exported = int(sum(t.array.size for t in weights))
+    mapping = {}
+    for name in params:
+        p = np.asarray(params[name])
+        if holders[name]:
+            mapping[name] = holders[name]
+        else:
+            why = "all zeros" if p.size and not p.any() else (
+                f"all equal to {p.flat[0]:g}" if p.size and np.ptp(p) == 0 else "values not found")
+            mapping[name] = f"missing ({p.size} elements, {why}): not in the graph"
+    return {
+        **inventory(model),
+        "framework_parameters": framework,
+        "exported_weights": exported,
+        "weight_tensors": len(weights),
+        "other_constants": int(sum(t.array.size for t in others)),
+        "other_constant_tensors": len(others),
+        "other_constants_detail": _constants_detail(others),
+        "mapping": mapping,
+        "explanation": _explain(params, mapping, framework, exported),
+    }
+
+
+def _constants_detail(others: list[GraphTensor]) -> dict[str, int]:
+    """Counts of non-weight tensors by sort: scalars, integer vectors, float tensors."""
+    detail = {"float scalars": 0, "integer scalars": 0, "integer tensors": 0, "float tensors": 0}
+    for t in others:
+        scalar = t.array.size == 1
+        kind = ("float" if t.is_float else "integer") + (" scalars" if scalar else " tensors")
+        detail[kind] += 1
+    return {k: v for k, v in detail.items() if v}
+
+
+def _explain(params, mapping, framework: int, exported: int) -> str:
+    missing = [f"{n} ({np.asarray(params[n]).size}) {m.split(': ')[0].split(' ', 1)[1]}"
+               for n, m in mapping.items() if isinstance(m, str)]
+    moved = sorted({h["how"].split(",")[0].split(" (")[0] for held in mapping.values()
+                    if isinstance(held, list) for h in held} - {"as is"})
+    split = [n for n, held in mapping.items() if isinstance(held, list) and len(held) > 1]
+    parts = []
+    if exported == framework:
+        parts.append(f"exported weights {exported} = framework count {framework}")
+    else:
+        parts.append(f"exported weights {exported} vs framework count {framework} "
+                     f"(difference {exported - framework:+d})")
+    if missing:
+        parts.append("not in the graph: " + "; ".join(missing)
+                     + " (folded away by the exporter)")
+    if split:
+        parts.append("split over several tensors: " + ", ".join(split))
+    if moved:
+        parts.append("held " + ", ".join(moved))
+    extra = exported - framework + sum(np.asarray(params[n]).size for n, m in mapping.items()
+                                       if isinstance(m, str))
+    if extra > 0:
+        parts.append(f"{extra} elements hold a parameter more than once")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------
+# Report sections (attached by every ONNX runner through Runner.sections)
+# --------------------------------------------------------------------------
+def _graph_rows(frame):
+    for r in frame.itertuples(index=False):
+        graphs = (r.extras or {}).get("graphs") if isinstance(r.extras, dict) else None
+        if r.runner.startswith(ONNX_RUNNER_PREFIX) and graphs:
+            for variant, acc in graphs.items():
+                yield r, variant, acc
+
+
+def _section_frame(records, index):
+    import pandas as pd
+
+    return pd.DataFrame(records, dtype=object).set_index(index) if records else None
+
+
+def section_onnx_accounting(frame, cases, runners):
+    from .report import Section
+
+    records = [{"case": r.case, "runner": r.runner, "graph": variant,
+                "opset": ", ".join(f"{d} {v}" for d, v in acc["opset"].items()),
+                "exported weights": acc["exported_weights"],
+                "framework count": acc["framework_parameters"],
+                "other constants": f"{acc['other_constants']} in {acc['other_constant_tensors']}",
+                "explanation": acc["explanation"]}
+               for r, variant, acc in _graph_rows(frame)]
+    table = _section_frame(records, ["case", "runner", "graph"])
+    if table is None:
+        return None
+    return Section("ONNX graphs: parameter accounting",
+                   "Elements of the initializers and Constant tensors of each exported graph: "
+                   "weights (float tensors holding a framework parameter) against the "
+                   "framework's own count, other constants (shape vectors, scalars such as the "
+                   "scale) as elements in tensors, and where each parameter went "
+                   "(results.json: extras.graphs.*.mapping).", table)
+
+
+def section_onnx_ops(frame, cases, runners):
+    from .report import Section
+
+    records = [{"case": r.case, "runner": r.runner, "graph": variant,
+                "operators": ", ".join(f"{op} {n}" for op, n in acc["ops"].items())}
+               for r, variant, acc in _graph_rows(frame)]
+    table = _section_frame(records, ["case", "runner", "graph"])
+    if table is None:
+        return None
+    return Section("ONNX graphs: operator inventory",
+                   "Operator type and count in each exported graph.", table)
+
+
+def section_onnx_masking(frame, cases, runners):
+    """Eager torch against each exported graph on the masking edge cases."""
+    from .report import Section
+
+    ids = [c.id for c in cases if c.has_fully_masked_rows or c.mask.key_padding is not None]
+    cols = [n for n in runners if n == "torch.mha" or n.startswith(ONNX_RUNNER_PREFIX)]
+    sub = frame[frame["case"].isin(ids) & frame["runner"].isin(cols)]
+    if sub.empty or not any(c.startswith(ONNX_RUNNER_PREFIX) for c in sub["runner"]):
+        return None
+
+    def cell(r) -> str:
+        if r.outcome in ("skipped", "not_expressible", "error"):
+            return {"skipped": "skip", "not_expressible": "n/e", "error": "error"}[r.outcome]
+        err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
+        label = f"{r.fully_masked_row} / " if r.fully_masked_row else ""
+        return label + err + ("" if r.outcome in ("pass", "behaviour") else " ✗")
+
+    sub = sub.assign(cell=sub.apply(cell, axis=1))
+    table = sub.pivot(index="case", columns="runner", values="cell")
+    table = table.reindex(index=[i for i in ids if i in table.index],
+                          columns=[c for c in cols if c in table.columns]).fillna("")
+    return Section("ONNX graphs against eager torch: masking edge cases",
+                   "Fully masked row label / max abs error of the output (rows with "
+                   "defined output) for eager nn.MultiheadAttention and each exported graph.",
+                   table)
+
+
+SECTIONS = (section_onnx_accounting, section_onnx_ops, section_onnx_masking)

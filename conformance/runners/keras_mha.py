@@ -1,0 +1,295 @@
+"""Keras 3 `keras.layers.MultiHeadAttention` under each Keras backend.
+
+Why worker subprocesses: a Keras backend is fixed when Keras is first
+imported, so each backend runs in its own long-lived worker (keys
+"keras-tensorflow", "keras-jax", "keras-torch"; workers.py), shared by every
+Keras runner of that backend (MHA, its `.scores` path, GroupedQueryAttention
+in keras_gqa.py).  Keras is imported inside `run` only.
+
+Conventions this runner makes explicit:
+- sizes are per head: `key_dim` = d_k, `value_dim` = d_v, `output_shape` =
+  E_o, and input widths come from the inputs, so per-head widths unrelated to
+  the input width (which nn.MultiheadAttention refuses) are expressible;
+- the call order is (query, value, key): `key` is optional and defaults to
+  `value`;
+- `attention_mask` is True = attend, (B, T, S); `use_causal_mask=True` is
+  aligned to the upper left (query i sees keys 0..i), so a lower-right
+  diagonal with T != S is not expressible through it;
+- the output depends on the path: `return_attention_scores=False` goes
+  through the backend's fused `ops.dot_product_attention`, `True` through
+  einsum + masked Softmax; both are separate rows (`keras.<backend>` and
+  `keras.<backend>.scores`) because they differ on fully masked rows;
+- kernels are EinsumDense (E_in, H, d), biases (H, d), output (H, d_v, E_o):
+  the canonical layout up to a transpose;
+- the layer's `flash_attention=False` alone does not disable flash attention
+  (`flash_attention or is_flash_attention_enabled()` turns False into None,
+  i.e. auto), so the worker calls `keras.config.disable_flash_attention()`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation
+from ..weights import round_to_dtype
+from .keras_report import section_keras_backends
+
+BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module
+DIGEST_LIMIT = 2000  # outputs up to this size are kept whole for the cross-backend table
+DIGEST_SAMPLE = 1000  # larger outputs: this many evenly spaced elements
+FLASH_NOTE = ("flash attention disabled: keras.config.disable_flash_attention() (the layer's "
+              "flash_attention=False alone means auto: `flash_attention or "
+              "is_flash_attention_enabled()`)")
+CAUSAL_NOTE = "use_causal_mask=True: upper_left alignment (query i sees keys 0..i)"
+
+
+def worker_env(backend: str) -> dict[str, str]:
+    """The environment each backend's worker starts with (shared key, shared env)."""
+    return {"KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def causal_limit(case) -> str | None:
+    """use_causal_mask is upper-left aligned: lower_right is expressible only when T == S."""
+    i = case.inputs
+    if case.mask.causal == "lower_right" and i.query_len != i.key_len:
+        return (f"causal lower_right with query_len {i.query_len} != key_len {i.key_len}: "
+                "use_causal_mask=True is aligned to the upper left (Keras "
+                "_compute_causal_mask: row_index >= col_index, query i sees keys 0..i); a "
+                "lower-right diagonal needs a hand-built attention_mask")
+    return None
+
+
+def format_call(layer: str, kwargs: dict, dtype: str) -> str:
+    """What a user types, e.g. keras.layers.MultiHeadAttention(num_heads=4, key_dim=8)."""
+    items = dict(kwargs)
+    if dtype != "float32":
+        items["dtype"] = dtype
+    return f"keras.layers.{layer}(" + ", ".join(f"{k}={v!r}" for k, v in items.items()) + ")"
+
+
+def mha_translation(case) -> Translation | NotExpressible:
+    a = case.attention
+    if case.grouped:
+        return NotExpressible(
+            f"grouped-query attention (num_kv_heads={a.num_kv_heads} < num_heads="
+            f"{a.num_heads}): MultiHeadAttention has one key/value head per query head "
+            "(see keras.layers.GroupedQueryAttention, runners keras.gqa.*)")
+    reason = causal_limit(case)
+    if reason:
+        return NotExpressible(reason)
+    kwargs = {"num_heads": a.num_heads, "key_dim": a.qk_head_dim, "value_dim": a.v_head_dim,
+              "output_shape": a.output_features}
+    if not a.bias:
+        kwargs["use_bias"] = False
+    return Translation(format_call("MultiHeadAttention", kwargs, case.inputs.dtype), kwargs)
+
+
+def call_text(case, scores: bool) -> str:
+    """The layer call as a user would write it (argument order query, value, key)."""
+    args = ["x, x"] if case.inputs.self_attention else ["query, value, key"]
+    if _explicit_mask(case) is not None:
+        args.append("attention_mask=mask")
+    if case.mask.causal != "none":
+        args.append("use_causal_mask=True")
+    if scores:
+        args.append("return_attention_scores=True")
+    return "layer(" + ", ".join(args) + ")"
+
+
+def _explicit_mask(case, inputs=None) -> np.ndarray | None:
+    """Key padding and explicit masks merged to (B, T, S), True = attend; the causal
+    part is left to use_causal_mask (Keras ANDs the two)."""
+    from ..weights import case_data
+
+    inputs = inputs or case_data(case).inputs
+    b, t, s = case.inputs.batch, case.inputs.query_len, case.inputs.key_len
+    parts = [p for p in (None if inputs.key_valid is None else inputs.key_valid[:, None, :],
+                         inputs.attn_mask) if p is not None]
+    if not parts:
+        return None
+    return np.broadcast_to(np.logical_and.reduce(np.broadcast_arrays(*parts)), (b, t, s)).copy()
+
+
+def canonical_variables(weights) -> dict[str, np.ndarray]:
+    """Canonical arrays in Keras layout, keyed by the variable path suffix."""
+    def ehd(w):  # (H, E_in, d) -> EinsumDense kernel (E_in, H, d)
+        return np.ascontiguousarray(w.transpose(1, 0, 2))
+
+    named = {"query/kernel": ehd(weights.wq), "key/kernel": ehd(weights.wk),
+             "value/kernel": ehd(weights.wv), "attention_output/kernel": weights.wo,
+             "query/bias": weights.bq, "key/bias": weights.bk, "value/bias": weights.bv,
+             "attention_output/bias": weights.bo}
+    return {k: v for k, v in named.items() if v is not None}
+
+
+def storage_dtype(keras, x) -> str:
+    """The dtype the backend really holds (a Variable may declare another)."""
+    return str(keras.ops.convert_to_numpy(x).dtype)
+
+
+def to_f64(keras, x) -> np.ndarray:
+    return np.asarray(keras.ops.convert_to_numpy(x)).astype(np.float64)
+
+
+def tensor(keras, arr: np.ndarray, dtype: str):
+    """NumPy float64 -> backend tensor in `dtype` (bfloat16 via float32: exact,
+    the canonical values are already rounded to the case dtype)."""
+    base = np.float64 if dtype == "float64" else np.float32
+    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(arr, dtype=base)), dtype)
+
+
+def load_weights(keras, layer, weights, dtype: str) -> list[str]:
+    """Assign the canonical weights through the public API and read them back.
+
+    A readback that differs from the canonical values (rounded to the dtype the
+    backend really stores) is a runner failure, raised as an error.  Returns
+    notes about variables stored in another dtype than declared.
+    """
+    want = canonical_variables(weights)
+    notes, seen = [], set()
+    for var in layer.weights:
+        suffix = "/".join(var.path.split("/")[-2:])
+        if suffix not in want:
+            raise RuntimeError(f"variable {var.path} {tuple(var.shape)} has no canonical "
+                               f"counterpart (known: {sorted(want)})")
+        arr = want[suffix]
+        if tuple(var.shape) != arr.shape:
+            raise RuntimeError(f"variable {var.path} has shape {tuple(var.shape)}, canonical "
+                               f"{suffix} is {arr.shape}")
+        var.assign(tensor(keras, arr, dtype))
+        held = storage_dtype(keras, var.value)
+        back = to_f64(keras, var.value)
+        if held not in ("float64", "float32", "float16", "bfloat16") or not np.array_equal(
+                back, round_to_dtype(arr, held)):
+            raise RuntimeError(f"readback of {var.path} differs from the canonical "
+                               f"{suffix} (stored as {held}); max abs diff "
+                               f"{np.max(np.abs(back - arr)):.3g}")
+        if held != dtype:
+            notes.append(f"{var.path} declares dtype {var.dtype} but the backend stores {held}")
+        seen.add(suffix)
+    missing = sorted(set(want) - seen)
+    if missing:
+        raise RuntimeError(f"the layer holds no variable for canonical {missing}")
+    return notes[:1] + ([f"... and {len(notes) - 1} more variables"] if len(notes) > 1 else [])
+
+
+def digest(out: np.ndarray, dtype: str) -> dict:
+    """A compact, deterministic record of the output for the cross-backend table:
+    the values themselves (float32-rounded unless the case is float64), every
+    element up to DIGEST_LIMIT, else DIGEST_SAMPLE evenly spaced ones."""
+    flat = np.asarray(out, dtype=np.float64).ravel()
+    sampled = flat.size > DIGEST_LIMIT
+    if sampled:
+        flat = flat[np.linspace(0, flat.size - 1, DIGEST_SAMPLE).round().astype(int)]
+    if dtype != "float64":
+        flat = flat.astype(np.float32).astype(np.float64)
+    return {"size": int(np.asarray(out).size), "sampled": sampled,
+            "values": [float(v) if np.isfinite(v) else None for v in flat]}
+
+
+def classify_call_error(exc: Exception, backend: str, dtype: str) -> Exception:
+    """A backend that cannot compute in a dtype is NotExpressible, in its own words."""
+    text = f"{type(exc).__name__}: {exc}"
+    markers = ("OpKernel", "not implemented for", "Unsupported dtype", "not supported",
+               "DT_HALF", "DT_BFLOAT16", "DT_DOUBLE")
+    if dtype != "float32" and any(m in text for m in markers):
+        return NotExpressibleError(f"keras ({backend}) cannot compute in {dtype}: "
+                                   f"{text.splitlines()[0][:400]}")
+    return exc
+
+
+def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:
+    """Build, load, call and observe one Keras attention layer (worker side)."""
+    import keras
+
+    backend, dtype, scores = runner.backend, case.inputs.dtype, runner.scores
+    if keras.backend.backend() != backend:
+        raise RuntimeError(f"worker runs Keras backend {keras.backend.backend()!r}, "
+                           f"runner needs {backend!r}")
+    keras.config.disable_flash_attention()
+    i = case.inputs
+    try:
+        layer = getattr(keras.layers, layer_cls)(**translation.kwargs, flash_attention=False,
+                                                 dtype=dtype, name=runner.layer_name)
+        q = tensor(keras, data.inputs.query, dtype)
+        k = q if i.self_attention else tensor(keras, data.inputs.key, dtype)
+        v = q if i.self_attention else tensor(keras, data.inputs.value, dtype)
+        layer.build(tuple(q.shape), tuple(v.shape), tuple(k.shape))
+    except (ValueError, TypeError) as exc:
+        raise NotExpressibleError(f"keras rejected the configuration: {exc}") from exc
+    notes = [FLASH_NOTE] + load_weights(keras, layer, data.weights, dtype)
+    kw = {}
+    mask = _explicit_mask(case, data.inputs)
+    if mask is not None:
+        kw["attention_mask"] = keras.ops.convert_to_tensor(mask)
+    if case.mask.causal != "none":
+        kw["use_causal_mask"] = True
+        notes.append(CAUSAL_NOTE)
+    try:
+        args = (q, q) if i.self_attention else (q, v)
+        key = {} if i.self_attention else {"key": k}
+        result = layer(*args, **key, **kw, return_attention_scores=scores)
+    except Exception as exc:
+        raise classify_call_error(exc, backend, dtype) from exc
+    out, weights = result if scores else (result, None)
+    held = storage_dtype(keras, out)
+    if held != dtype:
+        notes.append(f"output computed in {held}, not the requested {dtype}")
+    notes.append("return_attention_scores=True: einsum + masked Softmax path" if scores else
+                 "return_attention_scores=False: fused ops.dot_product_attention path")
+    return Observation(
+        output=to_f64(keras, out),
+        attention_weights=None if weights is None else to_f64(keras, weights),
+        weights_returned="per_head" if scores else "none",
+        parameters=int(layer.count_params()),
+        weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
+        notes=notes,
+        extras={"backend": backend, "call": call_text(case, scores), "output_dtype": held,
+                "mask_polarity": "True = attend", "flash_attention": False,
+                "causal_alignment": "upper_left" if case.mask.causal != "none" else None,
+                "output_digest": digest(to_f64(keras, out), dtype)})
+
+
+class KerasMHA(Runner):
+    """Base: subclasses fix the backend and whether scores are returned."""
+
+    framework = "keras"
+    backend = "tensorflow"
+    scores = False  # True: return_attention_scores=True (einsum + Softmax path)
+    layer_name = "mha"
+    sections = (section_keras_backends,)  # cross-backend output differences
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.requires = ("keras", BACKENDS[cls.backend])
+        cls.worker = f"keras-{cls.backend}"
+        cls.worker_env = worker_env(cls.backend)
+
+    def translate(self, case):
+        return mha_translation(case)
+
+    def run(self, case, translation, data):
+        return run_layer(self, "MultiHeadAttention", case, translation, data)
+
+
+class KerasTensorFlow(KerasMHA):
+    name, backend = "keras.tensorflow", "tensorflow"
+
+
+class KerasJax(KerasMHA):
+    name, backend = "keras.jax", "jax"
+
+
+class KerasTorch(KerasMHA):
+    name, backend = "keras.torch", "torch"
+
+
+class KerasTensorFlowScores(KerasMHA):
+    name, backend, scores = "keras.tensorflow.scores", "tensorflow", True
+
+
+class KerasJaxScores(KerasMHA):
+    name, backend, scores = "keras.jax.scores", "jax", True
+
+
+class KerasTorchScores(KerasMHA):
+    name, backend, scores = "keras.torch.scores", "torch", True

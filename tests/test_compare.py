@@ -1,0 +1,141 @@
+"""Every comparator rejects a wrong answer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.case import Tolerance
+from conformance.compare import agree, classify_fully_masked, classify_masked_weights
+from conformance.matrix import Row, judge
+from conformance.reference import attention, formula_parameters
+from conformance.runners import Observation
+
+from .helpers import make_case
+
+TOL = Tolerance(rtol=1.3e-6, atol=1e-5)
+E = np.linspace(-1, 1, 24).reshape(2, 3, 4)
+
+
+def test_agree_accepts_within_tolerance():
+    res = agree(E, E + 5e-6, TOL)
+    assert res.ok and res.max_abs_error == pytest.approx(5e-6) and res.compared == 24
+
+
+def test_agree_rejects_wrong_output():
+    wrong = E.copy()
+    wrong[1, 2, 3] += 1e-3
+    res = agree(E, wrong, TOL)
+    assert not res.ok and "1 of 24 values differ" in res.problem
+    assert res.max_abs_error == pytest.approx(1e-3)
+
+
+def test_agree_rejects_nan_against_number():
+    wrong = E.copy()
+    wrong[0, 0, 0] = np.nan
+    res = agree(E, wrong, TOL)
+    assert not res.ok and "NaN" in res.problem
+
+
+def test_agree_rejects_shape_mismatch():
+    res = agree(E, E[..., :3], TOL)
+    assert not res.ok and "shape mismatch" in res.problem
+
+
+def test_agree_rejects_missing_output():
+    assert not agree(E, None, TOL).ok
+
+
+def test_agree_skips_undefined_reference_and_masked_positions():
+    expected = E.copy()
+    expected[0, 0] = np.nan
+    where = np.ones((2, 3, 1), bool)
+    where[1, 1] = False
+    observed = E.copy()
+    observed[1, 1] = 99.0  # excluded by `where`
+    assert agree(expected, observed, TOL, where=where).ok
+
+
+MASKED = make_case(inputs={"key_len": 6}, mask={"masked_rows": [1]},
+                   expect={"behaviours": {"fully_masked_row": {"torch.mha": "zeros"}}})
+
+
+@pytest.mark.parametrize("label", ["nan", "zeros", "uniform", "finite_other"])
+def test_classify_each_hypothesis(label):
+    exp = attention(MASKED)
+    out = np.nan_to_num(exp.output)
+    rows = exp.fully_masked
+    fill = {"nan": np.full_like(out, np.nan), "zeros": exp.output_if_zeros,
+            "uniform": exp.output_if_uniform, "finite_other": exp.output_if_zeros + 0.5}[label]
+    out[rows] = fill[rows]
+    assert classify_fully_masked(exp, out, TOL) == label
+
+
+def test_classify_masked_weights():
+    exp = attention(MASKED)
+    w = np.nan_to_num(exp.weights)
+    assert classify_masked_weights(w, exp.fully_masked) == "zeros"
+    w[:, :, 1] = 1 / 6
+    assert classify_masked_weights(w, exp.fully_masked) == "uniform"
+    w[:, :, 1] = np.nan
+    assert classify_masked_weights(w, exp.fully_masked) == "nan"
+
+
+def _row(case):
+    return Row(case.id, "torch.mha", "torch", parameters_formula=formula_parameters(case),
+               dtype="float32")
+
+
+def _obs(exp, **kw):
+    return Observation(output=np.nan_to_num(exp.output), attention_weights=None, **kw)
+
+
+def test_judge_passes_exact_answer():
+    case = make_case()
+    exp = attention(case)
+    row = _row(case)
+    judge(case, row, _obs(exp, parameters=formula_parameters(case)), exp)
+    assert row.outcome == "pass", row.reason
+
+
+def test_judge_rejects_wrong_parameter_count():
+    case = make_case()
+    exp = attention(case)
+    row = _row(case)
+    judge(case, row, _obs(exp, parameters=formula_parameters(case) - 1), exp)
+    assert row.outcome == "mismatch" and "parameters" in row.reason
+
+
+def test_judge_rejects_case_whose_formula_disagrees():
+    case = make_case(expect={"parameters": 1})
+    exp = attention(case)
+    row = _row(case)
+    judge(case, row, _obs(exp, parameters=formula_parameters(case)), exp)
+    assert row.outcome == "mismatch" and "formula" in row.reason
+
+
+def test_judge_rejects_wrong_per_head_weights():
+    case = make_case()
+    exp = attention(case)
+    row = _row(case)
+    obs = _obs(exp, parameters=formula_parameters(case))
+    obs.attention_weights, obs.weights_returned = exp.weights.mean(1, keepdims=True), "per_head"
+    judge(case, row, obs, exp)
+    assert row.outcome == "mismatch" and "attention weights: shape mismatch" in row.reason
+
+
+def test_judge_behaviour_declared_undeclared_and_wrong():
+    exp = attention(MASKED)
+    out = np.nan_to_num(exp.output)
+    out[exp.fully_masked] = exp.output_if_zeros[exp.fully_masked]
+    obs = Observation(output=out, parameters=formula_parameters(MASKED))
+    row = _row(MASKED)
+    row.fully_masked_row_declared = "zeros"
+    judge(MASKED, row, obs, exp)
+    assert row.outcome == "behaviour"
+    row = _row(MASKED)  # undeclared: fails and says what to pin
+    judge(MASKED, row, obs, exp)
+    assert row.outcome == "mismatch" and "fully_masked_row.torch.mha: zeros" in row.reason
+    row = _row(MASKED)
+    row.fully_masked_row_declared = "nan"
+    judge(MASKED, row, obs, exp)
+    assert row.outcome == "mismatch" and "declared 'nan'" in row.reason

@@ -1,0 +1,75 @@
+"""The pytest plugin: ids, selection, subset runs, collection errors."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+from conformance.plugin import ROOT
+
+pytest_plugins = ["pytester"]
+# find_spec, not importorskip: pytester restores sys.modules after each test, and
+# importing torch a second time in one process crashes it.
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch not installed")
+
+CASE = """
+id: small
+attention: {num_heads: 2, query_features: 8}
+inputs: {batch: 1, query_len: 2}
+"""
+
+
+@pytest.fixture
+def project(pytester):
+    cases = pytester.path / "cases"
+    cases.mkdir()
+    (cases / "small.yaml").write_text(CASE)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "conformance.plugin", "-p", "no:cacheprovider",
+                                         "--cases-dir", str(pytester.path / "cases"), *args)
+
+
+def test_item_ids_and_markers(project):
+    res = run(project, "--collect-only", "-q", "-m", "torch")
+    res.stdout.fnmatch_lines(["*small.yaml::small?torch.mha?", "*small.yaml::small?torch.sdpa?"])
+    assert "keras" not in res.stdout.str()
+
+
+def test_runner_selection_and_unknown_runner(project):
+    res = run(project, "--collect-only", "-q", "--runner", "torch.sdpa")
+    assert "small[torch.sdpa]" in res.stdout.str() and "small[torch.mha]" not in res.stdout.str()
+    res = run(project, "--collect-only", "--runner", "torch.nope")
+    assert res.ret != 0 and "unknown; known runners" in res.stderr.str()
+
+
+def test_collection_error_names_file_case_and_field(project):
+    (project.path / "cases" / "bad.yaml").write_text(CASE.replace("small", "bad") + "dropout: 0\n")
+    res = run(project, "--collect-only")
+    assert res.ret != 0
+    res.stdout.fnmatch_lines(["*bad.yaml: case 'bad': field 'dropout': unknown field*"])
+
+
+@needs_torch
+def test_subset_run_writes_only_with_report_dir(project):
+    res = run(project, "-k", "sdpa", "-q")
+    res.assert_outcomes(passed=1)
+    assert "subset run" in res.stdout.str() and "reports/ left unchanged" in res.stdout.str()
+    out = project.path / "subset-report"
+    res = run(project, "-k", "sdpa", "-q", "--report-dir", str(out))
+    assert (out / "index.md").exists()
+    assert "Selection: subset: 1 of" in (out / "index.md").read_text()
+
+
+@needs_torch
+def test_full_run_of_other_cases_dir_never_writes_repo_reports(project):
+    before = {p.name: p.read_bytes() for p in (ROOT / "reports").glob("*")}
+    res = run(project, "-q")
+    assert res.ret == 0
+    after = {p.name: p.read_bytes() for p in (ROOT / "reports").glob("*")}
+    assert before == after
+    shutil.rmtree(project.path / "cases")

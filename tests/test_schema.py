@@ -1,0 +1,34 @@
+"""The published JSON Schema matches the loader and accepts every shipped case."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conformance import case as case_module
+from conformance.plugin import ROOT
+
+SCHEMA = json.loads((ROOT / "conformance" / "case.schema.json").read_text())
+
+
+def test_schema_fields_match_loader():
+    props = SCHEMA["$defs"]["case"]["properties"]
+    assert set(props) == case_module._TOP
+    for section, fields in case_module._SECTIONS.items():
+        assert set(props[section]["properties"]) == fields, section
+
+
+def test_shipped_cases_validate_against_schema():
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (dev extra)")
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    for path in sorted((ROOT / "cases").glob("*.yaml")):
+        errors = list(validator.iter_errors(yaml.safe_load(path.read_text())))
+        assert not errors, f"{path.name}: {errors[0].message}"
+
+
+def test_schema_rejects_unknown_field():
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (dev extra)")
+    bad = {"id": "x", "attention": {"num_heads": 1, "query_features": 2}, "dropout": 0.1}
+    assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(bad))
