@@ -87,6 +87,9 @@ class Expect:
     parameters_by_runner: Mapping[str, int]  # a runner's own count, where it differs
     tolerance: Mapping[str, Tolerance]  # overrides of DEFAULT_TOLERANCE by dtype
     behaviours: Mapping[str, Mapping[str, str]]  # edge case -> runner -> behaviour
+    # runner -> why it is known to mismatch (with a link): the item is a strict
+    # xfail, and passing again fails until the entry is removed
+    known_mismatch: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ _SECTIONS = {
                   "value_features", "qk_head_dim", "v_head_dim", "output_features", "bias"},
     "inputs": {"batch", "query_len", "key_len", "self_attention", "dtype", "seed"},
     "mask": {"causal", "key_padding", "attn_mask", "masked_rows"},
-    "expect": {"parameters", "tolerance", "behaviours"},
+    "expect": {"parameters", "tolerance", "behaviours", "known_mismatch"},
     "weights": {"bias_values"},
 }
 
@@ -303,6 +306,17 @@ def _mask(r: _Reader, inputs: Inputs) -> Mask:
     return Mask(causal, key_padding, density, matrix, tuple(sorted(set(rows))))
 
 
+def _number(r: _Reader, value: Any, dotted: str) -> float:
+    """A number >= 0.  YAML 1.1 reads `1e-15` (no dot) as a string: accept it."""
+    try:
+        number = float(value) if not isinstance(value, bool) else -1.0
+    except (TypeError, ValueError):
+        number = -1.0
+    if not number >= 0:
+        raise r.fail(dotted, f"must be a number >= 0, got {value!r}")
+    return number
+
+
 def _expect(r: _Reader, mask: Mask) -> Expect:
     s = r.section("expect")
     params, by_runner = s.get("parameters"), {}
@@ -317,11 +331,11 @@ def _expect(r: _Reader, mask: Mask) -> Expect:
     for dtype, spec in (s.get("tolerance") or {}).items():
         if dtype not in DTYPES:
             raise r.fail(f"expect.tolerance.{dtype}", f"dtype must be one of {list(DTYPES)}")
-        if not isinstance(spec, Mapping) or set(spec) != {"rtol", "atol"} or not all(
-                isinstance(v, (int, float)) and v >= 0 for v in spec.values()):
+        if not isinstance(spec, Mapping) or set(spec) != {"rtol", "atol"}:
             raise r.fail(f"expect.tolerance.{dtype}",
                          "must be {rtol: number >= 0, atol: number >= 0}")
-        tol[dtype] = Tolerance(float(spec["rtol"]), float(spec["atol"]))
+        tol[dtype] = Tolerance(*(_number(r, spec[k], f"expect.tolerance.{dtype}.{k}")
+                                 for k in ("rtol", "atol")))
     behaviours = {}
     for edge, per_runner in (s.get("behaviours") or {}).items():
         if edge not in BEHAVIOURS:
@@ -337,7 +351,14 @@ def _expect(r: _Reader, mask: Mask) -> Expect:
     if "fully_masked_row" in behaviours and not mask.masked_rows:
         raise r.fail("expect.behaviours.fully_masked_row",
                      "declares a fully masked row behaviour, but mask.masked_rows is empty")
-    return Expect(params, by_runner, tol, behaviours)
+    known = s.get("known_mismatch") or {}
+    if not isinstance(known, Mapping) or not all(
+            isinstance(v, str) and len(v.strip()) >= 10 for v in known.values()):
+        raise r.fail("expect.known_mismatch",
+                     "must map runner name -> the reason it is known to mismatch "
+                     "(a sentence, ideally with a link), e.g. {onnx.attention-op.ort: 'ORT "
+                     "computes double Attention in float32: <issue link>'}")
+    return Expect(params, by_runner, tol, behaviours, dict(known))
 
 
 def parse_case(raw: Any, path: Path | str, index: int = 0) -> Case:
@@ -397,6 +418,7 @@ def _check_runner_names(case: Case, runner_names: set[str]) -> None:
     named = [(f"expect.parameters.{n}", n) for n in case.expect.parameters_by_runner]
     named += [(f"expect.behaviours.{edge}.{n}", n)
               for edge, per in case.expect.behaviours.items() for n in per]
+    named += [(f"expect.known_mismatch.{n}", n) for n in case.expect.known_mismatch]
     for dotted, name in named:
         if name not in runner_names:
             raise CaseError(case.path, case.id, dotted,

@@ -50,6 +50,7 @@ class Row:
     extras: dict[str, Any] = field(default_factory=dict)
     typed: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)  # each failed check, in words
+    known_mismatch: str = ""  # the case's declared reason this runner mismatches
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +84,7 @@ def evaluate(case: Case, runner: Runner) -> Row:
               fully_masked_row_declared=case.expect.behaviours.get(
                   "fully_masked_row", {}).get(runner.name))
     row.parameters_expected = case.expect.parameters_by_runner.get(runner.name)
+    row.known_mismatch = case.expect.known_mismatch.get(runner.name, "")
     missing = runner.available()
     if missing:
         row.outcome, row.reason = "skipped", missing
@@ -114,7 +116,9 @@ def judge(case: Case, row: Row, obs: Observation, exp: Expected) -> None:
     """Fill the row's figures from the observation and decide its outcome."""
     tol = tolerance_for(case)
     row.executed, row.notes, row.extras = obs.executed, list(obs.notes), dict(obs.extras)
-    row.parameters, row.projection_parameters = obs.parameters, obs.projection_parameters
+    # A system holding no parameters (SDPA) counts 0; what it was given is separate.
+    row.parameters = 0 if obs.parameters is None else obs.parameters
+    row.projection_parameters = obs.projection_parameters
     row.weight_shapes = {k: list(v) for k, v in obs.weight_shapes.items()}
     row.weights_returned = obs.weights_returned
     fails = row.failures

@@ -82,12 +82,17 @@ def _norm(name: str) -> str:
 
 def _find_rows(big: np.ndarray, part: np.ndarray) -> int | None:
     """Offset o with big[o:o+len(part)] == part (same trailing shape), else None."""
-    n = part.shape[0]
-    if big.ndim != part.ndim or big.shape[1:] != part.shape[1:] or n >= big.shape[0]:
+    if big.ndim == 0 or big.ndim != part.ndim or big.shape[1:] != part.shape[1:] \
+            or part.shape[0] >= big.shape[0]:
         return None
-    for o in range(0, big.shape[0] - n + 1):
+    n = part.shape[0]
+    if n == 0:
+        return None
+    rows = big.reshape(big.shape[0], -1)
+    first = np.flatnonzero((rows[: big.shape[0] - n + 1] == part.reshape(n, -1)[0]).all(axis=1))
+    for o in first:  # candidate offsets: where the first row matches
         if np.array_equal(big[o:o + n], part):
-            return o
+            return int(o)
     return None
 
 
@@ -174,7 +179,7 @@ def _constants_detail(others: list[GraphTensor]) -> dict[str, int]:
 
 
 def _explain(params, mapping, framework: int, exported: int) -> str:
-    missing = [f"{n} ({np.asarray(params[n]).size}) {m.split(': ')[0].split(' ', 1)[1]}"
+    missing = [f"{n} {m.split(': ')[0].split(' ', 1)[1]}"
                for n, m in mapping.items() if isinstance(m, str)]
     moved = sorted({h["how"].split(",")[0].split(" (")[0] for held in mapping.values()
                     if isinstance(held, list) for h in held} - {"as is"})

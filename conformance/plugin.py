@@ -130,8 +130,16 @@ class MatrixItem(pytest.Item):
         if row.outcome in ("skipped", "not_expressible"):
             label = "not expressible" if row.outcome == "not_expressible" else "skipped"
             pytest.skip(f"{self.runner.name}: {label}: {row.reason}")
-        if row.outcome in ("mismatch", "error"):
+        failed = row.outcome in ("mismatch", "error")
+        if failed and row.known_mismatch:
+            pytest.xfail(f"known mismatch: {row.known_mismatch} | observed: {row.reason}")
+        if failed:
             raise MatrixFailure(failure_message(self.case, row, self.nodeid))
+        if row.known_mismatch:  # strict: a fixed mismatch must be noticed
+            raise MatrixFailure(
+                f"{self.case.id}[{self.runner.name}] passed, but the case declares a known "
+                f"mismatch ({row.known_mismatch}); remove expect.known_mismatch."
+                f"{self.runner.name} from {self.case.path}")
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, MatrixFailure):
@@ -140,6 +148,21 @@ class MatrixItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, 0, f"{self.case.id}[{self.runner.name}]"
+
+
+def pytest_collection_finish(session):
+    """Queue every selected worker item now, so worker subprocesses (other Keras
+    backends) compute in parallel with everything else (workers.py)."""
+    if session.config.option.collectonly:
+        return
+    from .runners import Translation
+    from .workers import prefetch
+
+    for item in session.items:
+        if isinstance(item, MatrixItem) and item.runner.worker and not item.runner.available():
+            translation = item.runner.translate(item.case)
+            if isinstance(translation, Translation):
+                prefetch(item.runner, item.case, translation)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -3,10 +3,17 @@
 A Keras backend is fixed when Keras is first imported, and TensorFlow, torch
 and JAX share a process only with care; so a runner may name a `worker` key
 and a `worker_env` (e.g. KERAS_BACKEND=jax).  All runners with the same key
-run in ONE subprocess per pytest session, started on first use.  The two
-processes exchange pickled, length-prefixed messages over pipes: the Case and
-Translation go in, an Observation (NumPy arrays) comes back.  The worker
-regenerates the canonical data from the case seed, which is deterministic.
+run in ONE subprocess per pytest session.  The processes exchange pickled,
+length-prefixed messages over pipes: the Case and Translation go in, an
+Observation (NumPy arrays) comes back.  The worker regenerates the canonical
+data from the case seed, which is deterministic.
+
+Requests are *pipelined*: once collection is done the plugin submits every
+selected worker item (`prefetch`), each worker works through its queue in
+its own process, and the test item later only collects its result.  So the
+workers' framework imports and computations overlap each other and the
+in-process runners, instead of adding up item by item.  One thread per
+worker does the request/reply exchange, so a pipe never fills up.
 
 Worker stdout is reserved for the protocol; whatever the framework prints
 goes to a log file whose tail is quoted when the worker dies.
@@ -16,11 +23,13 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import queue
 import struct
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import threading
+from concurrent.futures import Future
 from typing import IO, Any
 
 from .runners import NotExpressibleError
@@ -28,22 +37,6 @@ from .runners import NotExpressibleError
 
 class WorkerDied(RuntimeError):
     pass
-
-
-@dataclass
-class _Worker:
-    proc: subprocess.Popen
-    log_path: str
-
-    def tail(self) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as fh:
-                return fh.read()[-2000:]
-        except OSError:
-            return ""
-
-
-_WORKERS: dict[str, _Worker] = {}
 
 
 def _send(stream: IO[bytes], obj: Any) -> None:
@@ -60,29 +53,92 @@ def _recv(stream: IO[bytes]) -> Any:
     return pickle.loads(stream.read(size))
 
 
-def _start(key: str, env_extra: dict[str, str]) -> _Worker:
-    log = tempfile.NamedTemporaryFile(prefix=f"conformance-worker-{key}-", suffix=".log",
-                                      delete=False)
-    env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    proc = subprocess.Popen([sys.executable, "-m", "conformance.workers"], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
-    log.close()
-    return _Worker(proc, log.name)
+class _Worker:
+    """One subprocess and the thread that feeds it requests in order."""
+
+    def __init__(self, key: str, env_extra: dict[str, str]):
+        self.key = key
+        log = tempfile.NamedTemporaryFile(prefix=f"conformance-worker-{key}-", suffix=".log",
+                                          delete=False)
+        self.log_path = log.name
+        env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "conformance.workers"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+        log.close()
+        self.requests: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._pump, name=f"worker-{key}", daemon=True)
+        self.thread.start()
+
+    def tail(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+                return fh.read()[-2000:]
+        except OSError:
+            return ""
+
+    def submit(self, entry: str, case, translation) -> Future:
+        future: Future = Future()
+        self.requests.put((entry, case, translation, future))
+        return future
+
+    def _pump(self) -> None:
+        while True:
+            item = self.requests.get()
+            if item is None:
+                return
+            *request, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                _send(self.proc.stdin, tuple(request))
+                future.set_result(_recv(self.proc.stdout))
+            except (EOFError, OSError) as exc:
+                code = self.proc.poll()
+                future.set_exception(WorkerDied(
+                    f"worker '{self.key}' died (exit {code}): {type(exc).__name__}; "
+                    f"its log ends:\n{self.tail()}"))
+
+    def close(self) -> None:
+        self.requests.put(None)
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.proc.kill()
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+
+_WORKERS: dict[str, _Worker] = {}
+_PREFETCHED: dict[tuple[str, str], Future] = {}
+
+
+def _worker(runner) -> _Worker:
+    worker = _WORKERS.get(runner.worker)
+    if worker is None or worker.proc.poll() is not None:
+        worker = _WORKERS[runner.worker] = _Worker(runner.worker, runner.worker_env)
+    return worker
+
+
+def _key(runner, case) -> tuple[str, str]:
+    return runner.entry, case.fingerprint()
+
+
+def prefetch(runner, case, translation) -> None:
+    """Queue a worker run now; `run_in_worker` collects it later."""
+    if _key(runner, case) not in _PREFETCHED:
+        _PREFETCHED[_key(runner, case)] = _worker(runner).submit(runner.entry, case, translation)
 
 
 def run_in_worker(runner, case, translation):
-    worker = _WORKERS.get(runner.worker)
-    if worker is None or worker.proc.poll() is not None:
-        worker = _WORKERS[runner.worker] = _start(runner.worker, runner.worker_env)
-    try:
-        _send(worker.proc.stdin, (runner.entry, case, translation))
-        status, payload = _recv(worker.proc.stdout)
-    except (EOFError, BrokenPipeError, OSError) as exc:
-        code = worker.proc.poll()
-        raise WorkerDied(f"worker '{runner.worker}' died (exit {code}): "
-                         f"{type(exc).__name__}; its log ends:\n{worker.tail()}") from None
+    future = _PREFETCHED.pop(_key(runner, case), None)
+    if future is None:
+        future = _worker(runner).submit(runner.entry, case, translation)
+    status, payload = future.result()
     if status == "ok":
         return payload
     if status == "not_expressible":
@@ -91,16 +147,11 @@ def run_in_worker(runner, case, translation):
 
 
 def shutdown() -> None:
+    for future in _PREFETCHED.values():
+        future.cancel()  # runs never collected (a -x stop): not worth waiting for
+    _PREFETCHED.clear()
     for worker in _WORKERS.values():
-        try:
-            worker.proc.stdin.close()
-            worker.proc.wait(timeout=10)
-        except Exception:
-            worker.proc.kill()
-        try:
-            os.unlink(worker.log_path)
-        except OSError:
-            pass
+        worker.close()
     _WORKERS.clear()
 
 
@@ -121,8 +172,9 @@ def _serve() -> None:
         except EOFError:
             return
         try:
-            runner = runners.setdefault(entry, load(entry))
-            reply = ("ok", runner.run(case, translation, case_data(case)))
+            if entry not in runners:
+                runners[entry] = load(entry)
+            reply = ("ok", runners[entry].run(case, translation, case_data(case)))
         except NotExpressibleError as exc:
             reply = ("not_expressible", str(exc))
         except Exception as exc:  # reported to the parent as the row's error

@@ -59,6 +59,8 @@ def test_good_case_defaults(tmp_path):
     (GOOD + "mask: {attn_mask: {random: 1.5}}\n", "mask.attn_mask", "density"),
     (GOOD + "mask: {masked_rows: [9]}\n", "mask.masked_rows", "0..4"),
     (GOOD + "expect: {tolerance: {float32: {rtol: 1}}}\n", "expect.tolerance.float32", "atol"),
+    (GOOD + "expect: {tolerance: {float32: {rtol: 1, atol: small}}}\n",
+     "expect.tolerance.float32.atol", "number"),
     (GOOD + "mask: {masked_rows: [1]}\nexpect: {behaviours: {fully_masked_row: "
      "{torch.mha: explode}}}\n", "expect.behaviours.fully_masked_row.torch.mha", "one of"),
     (GOOD + "expect: {behaviours: {fully_masked_row: {torch.mha: nan}}}\n",
@@ -117,3 +119,8 @@ def test_shipped_cases_load():
     cases = load_cases(ROOT / "cases", set(runner_names()))
     assert len(cases) >= 10
     assert len({c.id for c in cases}) == len(cases)
+
+
+def test_known_mismatch_needs_a_reason(tmp_path):
+    err = rejected(tmp_path, GOOD + "expect: {known_mismatch: {torch.mha: bug}}\n")
+    assert err.field_name == "expect.known_mismatch" and "reason" in str(err)

@@ -73,3 +73,18 @@ def test_full_run_of_other_cases_dir_never_writes_repo_reports(project):
     after = {p.name: p.read_bytes() for p in (ROOT / "reports").glob("*")}
     assert before == after
     shutil.rmtree(project.path / "cases")
+
+
+@needs_torch
+def test_known_mismatch_is_strict_xfail(project):
+    # float64 case, but a tolerance no float32 computation can meet: a real mismatch
+    (project.path / "cases" / "small.yaml").write_text(
+        CASE + "expect:\n  tolerance: {float32: {rtol: 0, atol: 1e-15}}\n"
+        "  known_mismatch: {torch.sdpa: 'float32 cannot meet 1e-15, on purpose'}\n")
+    res = run(project, "-q", "--runner", "torch.sdpa,torch.mha")
+    res.assert_outcomes(xfailed=1, failed=1)  # torch.mha undeclared: a plain failure
+    (project.path / "cases" / "small.yaml").write_text(
+        CASE + "expect:\n  known_mismatch: {torch.sdpa: 'no longer true: must be noticed'}\n")
+    res = run(project, "-q", "--runner", "torch.sdpa")
+    res.assert_outcomes(failed=1)
+    assert "remove expect.known_mismatch.torch.sdpa" in res.stdout.str()

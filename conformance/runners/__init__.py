@@ -24,6 +24,20 @@ REGISTRY: tuple[str, ...] = (
     "conformance.runners.torch_mha:TorchMHA",
     "conformance.runners.torch_mha:TorchMHAFastPath",
     "conformance.runners.torch_sdpa:TorchSDPA",
+    "conformance.runners.keras_mha:KerasTensorFlow",
+    "conformance.runners.keras_mha:KerasJax",
+    "conformance.runners.keras_mha:KerasTorch",
+    "conformance.runners.keras_mha:KerasTensorFlowScores",
+    "conformance.runners.keras_mha:KerasJaxScores",
+    "conformance.runners.keras_mha:KerasTorchScores",
+    "conformance.runners.keras_gqa:KerasGQATensorFlow",
+    "conformance.runners.keras_gqa:KerasGQAJax",
+    "conformance.runners.keras_gqa:KerasGQATorch",
+    "conformance.runners.onnx_export:OnnxTorchExport",
+    "conformance.runners.onnx_export:OnnxTorchExportLegacy",
+    "conformance.runners.onnx_attention_op:OnnxAttentionOpORT",
+    "conformance.runners.onnx_attention_op:OnnxAttentionOpReference",
+    "conformance.runners.onnx_keras:OnnxKerasExport",
 )
 
 

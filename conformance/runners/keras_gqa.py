@@ -35,7 +35,7 @@ def gqa_translation(case) -> Translation | NotExpressible:
               "num_key_value_heads": a.num_kv_heads}
     if not a.bias:
         kwargs["use_bias"] = False
-    return Translation(format_call("GroupedQueryAttention", kwargs, case.inputs.dtype), kwargs)
+    return Translation(format_call("GroupQueryAttention", kwargs, case.inputs.dtype), kwargs)
 
 
 class KerasGQA(KerasMHA):
@@ -45,7 +45,7 @@ class KerasGQA(KerasMHA):
         return gqa_translation(case)
 
     def run(self, case, translation, data):
-        return run_layer(self, "GroupedQueryAttention", case, translation, data)
+        return run_layer(self, "GroupQueryAttention", case, translation, data)
 
 
 class KerasGQATensorFlow(KerasGQA):

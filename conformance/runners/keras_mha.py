@@ -27,6 +27,8 @@ Conventions this runner makes explicit:
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation
@@ -34,17 +36,25 @@ from ..weights import round_to_dtype
 from .keras_report import section_keras_backends
 
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module
-DIGEST_LIMIT = 2000  # outputs up to this size are kept whole for the cross-backend table
-DIGEST_SAMPLE = 1000  # larger outputs: this many evenly spaced elements
+DIGEST_LIMIT = 512  # outputs up to this size are kept whole for the cross-backend table
+DIGEST_SAMPLE = 256  # larger outputs: this many evenly spaced elements
 FLASH_NOTE = ("flash attention disabled: keras.config.disable_flash_attention() (the layer's "
               "flash_attention=False alone means auto: `flash_attention or "
               "is_flash_attention_enabled()`)")
 CAUSAL_NOTE = "use_causal_mask=True: upper_left alignment (query i sees keys 0..i)"
 
 
+# One thread per worker: the layers are tiny, three workers and the pytest
+# process share the machine, and thread pools fighting over cores cost more
+# than they give (measured: see benchmarks/keras_overhead.py).
+SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
+                 "TF_NUM_INTEROP_THREADS": "1",
+                 "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+
+
 def worker_env(backend: str) -> dict[str, str]:
     """The environment each backend's worker starts with (shared key, shared env)."""
-    return {"KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return {"KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", **SINGLE_THREAD}
 
 
 def causal_limit(case) -> str | None:
@@ -180,15 +190,38 @@ def digest(out: np.ndarray, dtype: str) -> dict:
     sampled = flat.size > DIGEST_LIMIT
     if sampled:
         flat = flat[np.linspace(0, flat.size - 1, DIGEST_SAMPLE).round().astype(int)]
+    digits = 17 if dtype == "float64" else 9  # 9 significant digits round-trip a float32
     if dtype != "float64":
         flat = flat.astype(np.float32).astype(np.float64)
     return {"size": int(np.asarray(out).size), "sampled": sampled,
-            "values": [float(v) if np.isfinite(v) else None for v in flat]}
+            "values": [float(f"{v:.{digits}g}") if np.isfinite(v) else None for v in flat]}
 
 
-def classify_call_error(exc: Exception, backend: str, dtype: str) -> Exception:
-    """A backend that cannot compute in a dtype is NotExpressible, in its own words."""
+def jax_compilation_cache() -> str:
+    """JAX compiles every eager op per new shape (about 40 ms each, 30+ per case);
+    a persistent compilation cache under the git-ignored .cache/ makes every run
+    after the first reuse them.  Keyed by JAX's own cache key (HLO, versions, flags),
+    so it cannot change a result."""
+    import jax
+
+    root = Path(__file__).resolve().parents[2] / ".cache" / f"jax-{jax.__version__}"
+    jax.config.update("jax_compilation_cache_dir", str(root))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return str(root)
+
+
+def classify_call_error(exc: Exception, case, backend: str, scores: bool) -> Exception:
+    """Limits that show only on calling, in the framework's own words."""
+    a, dtype = case.attention, case.inputs.dtype
     text = f"{type(exc).__name__}: {exc}"
+    if backend == "jax" and not scores and a.qk_head_dim != a.v_head_dim:
+        first = " ".join(text.split())[:300]
+        return NotExpressibleError(
+            f"keras (jax) fused path cannot run value_dim={a.v_head_dim} != key_dim="
+            f"{a.qk_head_dim}: jax.nn.dot_product_attention requires equal head dims "
+            "('value shape should be ...'), and Keras's fallback then fails (a Keras bug; "
+            f"return_attention_scores=True works): {first}")
     markers = ("OpKernel", "not implemented for", "Unsupported dtype", "not supported",
                "DT_HALF", "DT_BFLOAT16", "DT_DOUBLE")
     if dtype != "float32" and any(m in text for m in markers):
@@ -206,10 +239,15 @@ def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:
         raise RuntimeError(f"worker runs Keras backend {keras.backend.backend()!r}, "
                            f"runner needs {backend!r}")
     keras.config.disable_flash_attention()
+    if backend == "jax":
+        jax_compilation_cache()
     i = case.inputs
     try:
-        layer = getattr(keras.layers, layer_cls)(**translation.kwargs, flash_attention=False,
-                                                 dtype=dtype, name=runner.layer_name)
+        # Zeros initialisers: the weights are overwritten, and random initialisers
+        # cost a JAX compilation per kernel shape (seconds per case).
+        layer = getattr(keras.layers, layer_cls)(
+            **translation.kwargs, flash_attention=False, dtype=dtype, name=runner.layer_name,
+            kernel_initializer="zeros", bias_initializer="zeros")
         q = tensor(keras, data.inputs.query, dtype)
         k = q if i.self_attention else tensor(keras, data.inputs.key, dtype)
         v = q if i.self_attention else tensor(keras, data.inputs.value, dtype)
@@ -227,9 +265,12 @@ def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:
     try:
         args = (q, q) if i.self_attention else (q, v)
         key = {} if i.self_attention else {"key": k}
+        # Called eagerly, as a user calls a layer.  (Under jax.jit via stateless_call
+        # JAX compiles faster, but float16 then fails on CPU: "The precision
+        # 'F16_F16_F32' is not supported by dot_general", so it is not the same run.)
         result = layer(*args, **key, **kw, return_attention_scores=scores)
     except Exception as exc:
-        raise classify_call_error(exc, backend, dtype) from exc
+        raise classify_call_error(exc, case, backend, scores) from exc
     out, weights = result if scores else (result, None)
     held = storage_dtype(keras, out)
     if held != dtype:
@@ -246,7 +287,7 @@ def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:
         extras={"backend": backend, "call": call_text(case, scores), "output_dtype": held,
                 "mask_polarity": "True = attend", "flash_attention": False,
                 "causal_alignment": "upper_left" if case.mask.causal != "none" else None,
-                "output_digest": digest(to_f64(keras, out), dtype)})
+                "_output_digest": digest(to_f64(keras, out), dtype)})
 
 
 class KerasMHA(Runner):

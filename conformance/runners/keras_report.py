@@ -1,8 +1,8 @@
 """The cross-backend report section of the Keras runners.
 
 Rows hold figures, not arrays, so each Keras row carries a compact digest of
-its output in `extras["output_digest"]` (keras_mha.digest): the values, whole
-up to 2,000 elements, else 1,000 evenly spaced ones (the table then says
+its output in `extras["_output_digest"]` (keras_mha.digest): the values, whole
+up to 512 elements, else 256 evenly spaced ones (the table then says
 "sampled", and its figure is a lower bound).  Differences are rounded to 3
 significant digits like every other figure, so the report stays byte-identical
 across runs.  No framework is imported here.
@@ -51,8 +51,8 @@ def section_keras_backends(frame, cases, runners):
     digests = {}
     for r in frame.itertuples(index=False):
         extras = r.extras if isinstance(r.extras, dict) else {}
-        if "output_digest" in extras:
-            digests[(r.case, r.runner)] = extras["output_digest"]
+        if "_output_digest" in extras:
+            digests[(r.case, r.runner)] = extras["_output_digest"]
     if not digests:
         return None
     present = {name for _, name in digests}

@@ -20,6 +20,15 @@ import numpy as np
 from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy
 
 
+def import_torch():
+    """torch with one intra-op thread: reductions then sum in one order on every
+    machine, which keeps the reported figures identical wherever the matrix runs."""
+    import torch
+
+    torch.set_num_threads(1)
+    return torch
+
+
 def torch_dtype(torch, name: str):
     return getattr(torch, name)
 
@@ -118,7 +127,7 @@ class TorchMHA(Runner):
         return mha_translation(case)
 
     def run(self, case, translation, data):
-        import torch
+        torch = import_torch()
 
         try:
             mha, shapes = build_mha(torch, case, translation, data.weights)
@@ -174,7 +183,7 @@ class TorchMHAFastPath(Runner):
         return t
 
     def run(self, case, translation, data):
-        import torch
+        torch = import_torch()
 
         mha, shapes = build_mha(torch, case, translation, data.weights)
         q, k, v = tensors(torch, case, data.inputs)

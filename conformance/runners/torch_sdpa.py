@@ -11,7 +11,7 @@ weights.  torch is imported inside `run` only.
 from __future__ import annotations
 
 from . import Observation, Runner, Translation, to_numpy
-from .torch_mha import tensors, torch_dtype
+from .torch_mha import import_torch, tensors, torch_dtype
 
 
 def _mask_plan(case, inputs) -> dict:
@@ -41,8 +41,8 @@ class TorchSDPA(Runner):
         return Translation(f"torch.nn.functional.scaled_dot_product_attention({args})", kwargs)
 
     def run(self, case, translation, data):
-        import torch
-        import torch.nn.functional as F
+        torch = import_torch()
+        F = torch.nn.functional
 
         dt = torch_dtype(torch, case.inputs.dtype)
         w = {n: torch.tensor(a, dtype=dt) for n, a in data.weights.arrays().items()}

@@ -1,0 +1,64 @@
+"""How much wall time the Keras runners add to the matrix.
+
+Runs the matrix twice, each in its own `python -m pytest cases` subprocess
+(so worker start-up and framework imports are counted): once with the torch
+runners only (the foundation's matrix), once with the torch and Keras runners.
+Reports go to a temporary directory, never to reports/.  Acceptance target:
+the Keras runners add less than 15 s.
+
+    .venv/bin/python benchmarks/keras_overhead.py [--repeat N] [--cold]
+
+--cold deletes the JAX persistent compilation cache (.cache/jax-*) before
+each run with Keras, to measure a first run (CI starts without that cache).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def runner_names(framework: str) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from conformance.runners import all_runners
+
+    return [r.name for r in all_runners() if r.framework == framework]
+
+
+def timed_matrix(runners: list[str]) -> float:
+    with tempfile.TemporaryDirectory(prefix="keras-overhead-") as out:
+        cmd = [sys.executable, "-m", "pytest", "cases", "-q", "-p", "no:cacheprovider",
+               "--report-dir", out, "--runner", ",".join(runners)]
+        start = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)  # failing items are rows, not errors of the benchmark
+        return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--cold", action="store_true",
+                        help="clear the JAX compilation cache before each run with Keras")
+    args = parser.parse_args()
+    torch_runners, keras_runners = runner_names("torch"), runner_names("keras")
+    for i in range(args.repeat):
+        torch_only = timed_matrix(torch_runners)
+        if args.cold:
+            for cache in (ROOT / ".cache").glob("jax-*"):
+                shutil.rmtree(cache)
+        with_keras = timed_matrix(torch_runners + keras_runners)
+        print(f"run {i + 1}: torch runners {torch_only:.1f} s; torch + {len(keras_runners)} Keras "
+              f"runners {with_keras:.1f} s; Keras adds {with_keras - torch_only:.1f} s "
+              f"(target < 15 s)" + (" [cold JAX cache]" if args.cold else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""keras.layers.MultiHeadAttention exported to ONNX by Keras 3, run in onnxruntime.
+
+The converter: Keras 3's own `model.export(path, format="onnx")`, which on the
+TensorFlow backend traces the model to a tf.function and converts it with
+tf2onnx (`tf2onnx.convert.from_function`, patched by Keras for NumPy 2).
+tf2onnx is not a dependency of keras: it must be installed (pip install
+tf2onnx; 1.17.0 works with TensorFlow 2.21 / Keras 3.15 here).  If it is
+missing or fails, the row is not expressible, quoting the converter.
+
+The layer is the one the `keras.tensorflow` rows run: built, loaded with the
+canonical weights and called by keras_mha's helpers (mha_translation,
+load_weights, the merged (B, T, S) attention_mask, True = attend, and
+use_causal_mask for the causal part), wrapped in a functional model whose
+inputs are the query (value, key) and mask tensors.  Two graphs per case, as
+for the torch export: `return_attention_scores=False` (the fused
+dot-product-attention path) gives the output, `return_attention_scores=True`
+(einsum + masked Softmax) gives the per-head weights.  Exports are cached
+like the torch ones (conformance/cache.py).
+
+TensorFlow must be imported before anything else decides the Keras backend,
+so this runner runs in the "keras-tensorflow" worker (workers.py) shared with
+the keras.tensorflow rows.  Keras, TensorFlow, onnx and onnxruntime are
+imported inside `run` only.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from .. import onnx_accounting
+from ..cache import key
+from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy
+from .keras_mha import (_explicit_mask, classify_call_error, load_weights, mha_translation,
+                        storage_dtype, to_f64, worker_env)
+from .onnx_export import CACHE, FORMAT, check, numpy_dtype, ort_session, short
+
+VARIANTS = {"return_attention_scores=False": False, "return_attention_scores=True": True}
+
+
+def _versions() -> list[str]:
+    from importlib import metadata
+
+    found = []
+    for pkg in ("keras", "tensorflow-cpu", "tensorflow", "tf2onnx", "onnx"):
+        try:
+            found.append(f"{pkg}=={metadata.version(pkg)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _model(keras, case, translation, data, scores: bool):
+    """A functional model around one layer loaded with the canonical weights."""
+    i, a, dt = case.inputs, case.attention, case.inputs.dtype
+    layer = keras.layers.MultiHeadAttention(**translation.kwargs, flash_attention=False,
+                                            dtype=dt, name="mha")
+    query = keras.Input((i.query_len, a.query_features), batch_size=i.batch, dtype=dt,
+                        name="query")
+    inputs, feeds = [query], [data.inputs.query]
+    value = key_ = query
+    if not i.self_attention:
+        value = keras.Input((i.key_len, a.value_features), batch_size=i.batch, dtype=dt,
+                            name="value")
+        key_ = keras.Input((i.key_len, a.key_features), batch_size=i.batch, dtype=dt,
+                           name="key")
+        inputs += [value, key_]
+        feeds += [data.inputs.value, data.inputs.key]
+    kw = {}
+    mask = _explicit_mask(case, data.inputs)
+    if mask is not None:
+        kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
+                                           dtype="bool", name="attention_mask")
+        inputs.append(kw["attention_mask"])
+        feeds.append(mask)
+    if case.mask.causal != "none":
+        kw["use_causal_mask"] = True
+    result = layer(query, value, **({} if i.self_attention else {"key": key_}), **kw,
+                   return_attention_scores=scores)
+    model = keras.Model(inputs, list(result) if scores else result)
+    notes = load_weights(keras, layer, data.weights, dt)
+    return model, layer, feeds, notes
+
+
+class OnnxKerasExport(Runner):
+    name = "onnx.keras-export"
+    framework = "onnx"
+    requires = ("keras", "tensorflow", "onnx", "onnxruntime", "tf2onnx")
+    worker = "keras-tensorflow"
+    worker_env = worker_env("tensorflow")
+    sections = onnx_accounting.SECTIONS
+
+    def available(self):
+        missing = super().available()
+        if missing and "tf2onnx" in missing:
+            return ("tf2onnx not installed: Keras 3's model.export(format='onnx') on the "
+                    "TensorFlow backend converts with tf2onnx (pip install tf2onnx)")
+        return missing
+
+    def translate(self, case):
+        t = mha_translation(case)
+        if isinstance(t, NotExpressible):
+            return t
+        return Translation(f"keras.Model(..., {t.call}(...)).export('model.onnx', "
+                           "format='onnx')  # TensorFlow backend, tf2onnx; onnxruntime CPU",
+                           dict(t.kwargs))
+
+    def _export(self, model, variant: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="conformance-keras-onnx-") as tmp:
+            path = os.path.join(tmp, "model.onnx")
+            try:
+                model.export(path, format="onnx", verbose=False)
+            except Exception as exc:  # the converter rejected this configuration
+                raise NotExpressibleError(f"keras model.export(format='onnx', {variant}) "
+                                          f"failed: {short(exc)}") from exc
+            with open(path, "rb") as fh:
+                return fh.read()
+
+    def run(self, case, translation, data):
+        import keras
+
+        if keras.backend.backend() != "tensorflow":
+            raise RuntimeError(f"worker runs Keras backend {keras.backend.backend()!r}, "
+                               "the ONNX export needs 'tensorflow'")
+        keras.config.disable_flash_attention()
+        graphs, results, notes = {}, {}, []
+        for variant, scores in VARIANTS.items():
+            try:
+                model, layer, feeds, load_notes = _model(keras, case, translation, data, scores)
+                model(feeds if len(feeds) > 1 else feeds[0])  # export needs a called model
+            except (ValueError, TypeError) as exc:
+                raise NotExpressibleError(f"keras rejected the configuration: {exc}") from exc
+            except Exception as exc:
+                raise classify_call_error(exc, case, "tensorflow", False) from exc
+            params = {v.path: to_f64(keras, v.value) for v in layer.weights}
+            k = key(self.name, variant, case.fingerprint(), _versions(), FORMAT)
+            blob, _ = CACHE.get_or_make(k, lambda: self._export(model, variant))
+            graphs[variant] = onnx_accounting.account(check(blob), params)
+            session = ort_session(blob, f"graph exported with {variant}")
+            npdt = numpy_dtype(case.inputs.dtype)
+            names = [inp.name for inp in session.get_inputs()]
+            named = dict(zip([t.name for t in model.inputs], feeds))
+            ordered = [named[n] for n in names] if set(names) <= set(named) else feeds
+            feed = {n: (f if f.dtype == bool else f.astype(npdt)) for n, f in zip(names, ordered)}
+            results[variant] = session.run(None, feed)
+            keras.backend.clear_session()
+        out = to_numpy(results["return_attention_scores=False"][0])
+        scored = results["return_attention_scores=True"]
+        delta = float(np.nanmax(np.abs(to_numpy(scored[0]) - out), initial=0.0))
+        notes += load_notes
+        notes.append("output from the return_attention_scores=False graph; per-head weights "
+                     "from the return_attention_scores=True graph (its output differs from the "
+                     f"first by at most {delta:.2e})")
+        acc = graphs["return_attention_scores=False"]
+        if acc["exported_weights"] != acc["framework_parameters"]:
+            notes.append(f"graph weights differ from Keras' count: {acc['explanation']}")
+        return Observation(
+            output=out, attention_weights=to_numpy(scored[1]), weights_returned="per_head",
+            parameters=int(layer.count_params()),
+            weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
+            notes=notes,
+            extras={"mask_polarity": "True = attend", "converter": "tf2onnx (keras export)",
+                    "graph_inputs": [i.name for i in session.get_inputs()],
+                    "layer_dtype": storage_dtype(keras, layer.weights[0].value),
+                    "graphs": graphs, "need_weights_output_delta": float(f"{delta:.2e}")})

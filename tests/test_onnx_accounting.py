@@ -1,0 +1,112 @@
+"""The ONNX helpers in isolation: cache, graph inventory, parameter accounting,
+and the hand-built Attention-23 graph against the float64 reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance import cache
+from conformance.onnx_accounting import account, inventory, relation
+
+from .helpers import make_case
+
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
+
+
+def _graph(initializers: dict[str, np.ndarray], constant: np.ndarray | None = None):
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in initializers.items()]
+    inits.append(numpy_helper.from_array(np.array([2, 8], dtype=np.int64), "shape"))
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    nodes += [helper.make_node("Identity", ["y"], ["z"])]
+    if constant is not None:
+        nodes.append(helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(
+            constant.astype(np.float32))))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [16])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 8])],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def test_cache_roundtrip_is_atomic_and_keyed(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.ENV_VAR, str(tmp_path))
+    store = cache.BytesCache("onnx", ".onnx")
+    k = cache.key("runner", "case-fingerprint", "torch 2")
+    assert k != cache.key("runner", "case-fingerprint", "torch 3")
+    calls = []
+    data, hit = store.get_or_make(k, lambda: calls.append(1) or b"graph")
+    assert (data, hit) == (b"graph", False)
+    data, hit = store.get_or_make(k, lambda: calls.append(1) or b"other")
+    assert (data, hit, len(calls)) == (b"graph", True, 1)
+    assert [p.name for p in (tmp_path / "onnx").iterdir()] == [f"{k}.onnx"]  # no tmp left
+
+
+def test_inventory_counts_sorted():
+    inv = inventory(_graph({}))
+    assert inv == {"opset": {"ai.onnx": 20}, "ops": {"Identity": 1, "Reshape": 1}}
+
+
+def test_relation_words():
+    rng = np.random.default_rng(0)
+    p = rng.standard_normal((6, 4))
+    assert relation(p, p) == "as is"
+    assert relation(p, p.T) == "transposed"
+    assert relation(p, p[2:4]).startswith("as is, rows 2:4")
+    assert relation(p, p[:, None, :].reshape(4, 6)) is not None
+    assert relation(p, rng.standard_normal((6, 4))) is None
+
+
+def test_account_finds_moved_split_and_missing_parameters():
+    rng = np.random.default_rng(1)
+    packed = rng.standard_normal((6, 4)).astype(np.float32).astype(np.float64)
+    params = {"in_proj_weight": packed, "out_proj.weight": packed[:4].T * 2,
+              "out_proj.bias": np.zeros(4)}
+    model = _graph({"q": packed[:2], "kv": packed[2:].T.copy(),
+                    "val_7": params["out_proj.weight"].T.copy()},
+                   constant=np.array(0.5))
+    acc = account(model, params)
+    assert acc["framework_parameters"] == 24 + 16 + 4
+    assert acc["exported_weights"] == 24 + 16
+    assert acc["other_constants"] == 2 + 1  # the shape vector and the scalar
+    assert [h["tensor"] for h in acc["mapping"]["in_proj_weight"]] == ["q", "kv"]
+    assert acc["mapping"]["out_proj.weight"][0]["how"] == "transposed"
+    assert acc["mapping"]["out_proj.bias"].startswith("missing (4 elements, all zeros)")
+    assert "out_proj.bias" in acc["explanation"] and "-4" in acc["explanation"]
+
+
+def test_zero_parameter_is_not_matched_by_an_unrelated_zero_tensor():
+    params = {"bias": np.zeros(4), "w": np.arange(8.0).reshape(2, 4)}
+    acc = account(_graph({"mask_zeros": np.zeros(8), "w": params["w"]}), params)
+    assert isinstance(acc["mapping"]["bias"], str)
+    assert acc["exported_weights"] == 8
+
+
+@pytest.mark.parametrize("mask, attention", [
+    ({"causal": "lower_right"}, {"num_heads": 2, "query_features": 8}),
+    ({"key_padding": [6, 3]}, {"num_heads": 4, "num_kv_heads": 2, "query_features": 8,
+                                "qk_head_dim": 3, "v_head_dim": 5, "output_features": 7}),
+])
+def test_attention_op_graph_matches_reference(mask, attention):
+    from conformance.reference import attention as reference
+    from conformance.runners.onnx_attention_op import OnnxAttentionOpReference
+    from conformance.weights import case_data
+
+    case = make_case(attention=attention, inputs={"batch": 2, "query_len": 3, "key_len": 6,
+                                                  "dtype": "float64"}, mask=mask)
+    runner = OnnxAttentionOpReference()
+    obs = runner.run(case, runner.translate(case), case_data(case))
+    exp = reference(case)
+    np.testing.assert_allclose(obs.output, exp.output, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(obs.attention_weights, exp.weights, rtol=1e-10, atol=1e-12)
+    assert obs.parameters == case_data(case).weights.count()
+
+
+def test_attention_op_rejects_negative_causal_offset():
+    from conformance.runners import NotExpressible
+    from conformance.runners.onnx_attention_op import OnnxAttentionOpORT
+
+    case = make_case(inputs={"query_len": 6, "key_len": 3}, mask={"causal": "lower_right"})
+    t = OnnxAttentionOpORT().translate(case)
+    assert isinstance(t, NotExpressible) and "past_sequence_length" in t.reason

@@ -1,0 +1,50 @@
+"""Worker subprocesses: results, pipelining, and every way a run can end."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from conformance import workers
+from conformance.reference import attention
+from conformance.runners import NotExpressibleError, load
+
+from .helpers import make_case
+
+RUNNER = load("tests.fake_runner:FakeWorkerRunner")
+
+
+@pytest.fixture(autouse=True)
+def fresh_workers():
+    yield
+    workers.shutdown()
+
+
+def test_result_env_and_one_process_for_many_cases():
+    cases = [make_case(id=f"c{n}", inputs={"seed": 10 + n}) for n in range(3)]
+    for case in cases:  # pipelined: all queued before any is collected
+        workers.prefetch(RUNNER, case, RUNNER.translate(case))
+    observations = [workers.run_in_worker(RUNNER, c, RUNNER.translate(c)) for c in cases]
+    for case, obs in zip(cases, observations):
+        np.testing.assert_array_equal(obs.output, attention(case).output)
+    pids = {obs.notes[0] for obs in observations}
+    assert len(pids) == 1 and pids != {f"pid {os.getpid()}"}
+    assert observations[0].notes[1] == "reference"  # worker_env reached the worker
+
+
+def test_not_expressible_and_errors_come_back_as_such():
+    ne = make_case(inputs={"seed": 1})
+    with pytest.raises(NotExpressibleError, match="on purpose"):
+        workers.run_in_worker(RUNNER, ne, RUNNER.translate(ne))
+    bad = make_case(inputs={"seed": 2})
+    with pytest.raises(RuntimeError, match="ValueError: seed 2 breaks"):
+        workers.run_in_worker(RUNNER, bad, RUNNER.translate(bad))
+
+
+def test_dead_worker_is_reported_and_replaced():
+    dead = make_case(inputs={"seed": 3})
+    with pytest.raises(workers.WorkerDied, match="died"):
+        workers.run_in_worker(RUNNER, dead, RUNNER.translate(dead))
+    ok = make_case(inputs={"seed": 4})
+    assert workers.run_in_worker(RUNNER, ok, RUNNER.translate(ok)).output.shape == (2, 5, 8)
