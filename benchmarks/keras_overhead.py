@@ -34,7 +34,7 @@ def runner_names(framework: str) -> list[str]:
 def timed_matrix(runners: list[str]) -> float:
     with tempfile.TemporaryDirectory(prefix="keras-overhead-") as out:
         cmd = [sys.executable, "-m", "pytest", "cases", "-q", "-p", "no:cacheprovider",
-               "--report-dir", out, "--runner", ",".join(runners)]
+               f"--report-dir={out}", "--runner", ",".join(runners)]
         start = time.perf_counter()
         subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        check=False)  # failing items are rows, not errors of the benchmark

@@ -44,7 +44,7 @@ def _env(cache: str) -> dict[str, str]:
 
 def _run(env: dict[str, str], reports: str, runners: list[str]) -> tuple[float, int]:
     cmd = [sys.executable, "-m", "pytest", "cases", "-q", "-m", "onnx", "-p", "no:cacheprovider",
-           "--report-dir", reports]
+           f"--report-dir={reports}"]
     for r in runners:
         cmd += ["--runner", r]
     start = time.perf_counter()

@@ -181,7 +181,7 @@ def pytest_sessionfinish(session, exitstatus):
     selection = _selection_text(config, len(state["rows"]), len(full), is_full)
     if target is None and not is_full:
         config._conformance_note = (f"conformance: subset run ({selection}); reports/ left "
-                                    "unchanged. Add --report-dir DIR to write this run's reports.")
+                                    "unchanged. Add --report-dir=DIR to write this run's reports.")
         return
     from .report import write_reports
 

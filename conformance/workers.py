@@ -146,6 +146,13 @@ def run_in_worker(runner, case, translation):
     raise RuntimeError(payload)
 
 
+def close(key: str) -> None:
+    """Stop one worker (the next request starts a fresh one)."""
+    worker = _WORKERS.pop(key, None)
+    if worker is not None:
+        worker.close()
+
+
 def shutdown() -> None:
     for future in _PREFETCHED.values():
         future.cancel()  # runs never collected (a -x stop): not worth waiting for

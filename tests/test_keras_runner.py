@@ -3,12 +3,10 @@ cross-backend section.  Nothing here imports Keras; the one end-to-end check
 skips with a reason when Keras or TensorFlow is missing."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from conformance.case import load_cases
 from conformance.runners import NotExpressible
@@ -80,17 +78,3 @@ def test_max_difference_and_section():
     section = section_keras_backends(frame, [CASES["no-bias"]], ["keras.tensorflow", "keras.jax"])
     assert list(section.table.columns) == ["tf − jax"]
     assert section_keras_backends(frame.iloc[:0], [], []) is None
-
-
-@pytest.mark.skipif(importlib.util.find_spec("keras") is None
-                    or importlib.util.find_spec("tensorflow") is None,
-                    reason="keras and tensorflow not installed (pip install -e '.[keras]')")
-def test_keras_tensorflow_row_end_to_end():
-    from conformance.matrix import evaluate
-    from conformance.runners import load
-
-    row = evaluate(CASES["keras-per-head-widths-3x7x5"],
-                   load("conformance.runners.keras_mha:KerasTensorFlow"))
-    assert row.outcome == "pass", row.reason
-    assert row.parameters == 1113
-    assert row.weight_shapes["mha/attention_output/kernel"] == [3, 5, 9]

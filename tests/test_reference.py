@@ -14,7 +14,7 @@ def tiny_data(query, key, value, allowed=None):
     """One head, d_k = d_v = E = 2, identity projections, no bias."""
     eye = np.eye(2)[None]
     w = CanonicalWeights(eye, eye, eye, eye, None, None, None, None)
-    b, t, s = query.shape[0], query.shape[1], key.shape[1]
+    b, t = query.shape[0], query.shape[1]
     fully = ~allowed.any(-1) if allowed is not None else np.zeros((b, t), bool)
     return CaseData(w, CaseInputs(query, key, value, None, None, None, allowed, fully))
 

@@ -16,9 +16,9 @@ RUNNER = load("tests.fake_runner:FakeWorkerRunner")
 
 
 @pytest.fixture(autouse=True)
-def fresh_workers():
+def fresh_worker():
     yield
-    workers.shutdown()
+    workers.close(RUNNER.worker)  # only ours: the session's other workers keep their queues
 
 
 def test_result_env_and_one_process_for_many_cases():

@@ -230,6 +230,32 @@ def classify_call_error(exc: Exception, case, backend: str, scores: bool) -> Exc
     return exc
 
 
+JIT_NOTE = ("called under jax.jit (layer.stateless_call), as model.predict and fit run it: "
+            "JAX's eager mode compiles every op separately for every new shape")
+
+
+def call_jitted(layer, args, key: dict, kw: dict, scores: bool):
+    """The JAX backend's compiled path: one XLA program per call, as in
+    model.predict.  (Eager calls compile each op on its own, seconds per case.)"""
+    import jax
+
+    causal = kw.get("use_causal_mask", False)
+
+    def forward(trainable, non_trainable, query, value, key_, mask):
+        extra = {"use_causal_mask": True} if causal else {}
+        if key_ is not None:
+            extra["key"] = key_
+        if mask is not None:
+            extra["attention_mask"] = mask
+        out, _ = layer.stateless_call(trainable, non_trainable, query, value,
+                                      return_attention_scores=scores, **extra)
+        return out
+
+    return jax.jit(forward)([v.value for v in layer.trainable_variables],
+                            [v.value for v in layer.non_trainable_variables],
+                            *args, key.get("key"), kw.get("attention_mask"))
+
+
 def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:
     """Build, load, call and observe one Keras attention layer (worker side)."""
     import keras
@@ -265,10 +291,11 @@ def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:
     try:
         args = (q, q) if i.self_attention else (q, v)
         key = {} if i.self_attention else {"key": k}
-        # Called eagerly, as a user calls a layer.  (Under jax.jit via stateless_call
-        # JAX compiles faster, but float16 then fails on CPU: "The precision
-        # 'F16_F16_F32' is not supported by dot_general", so it is not the same run.)
-        result = layer(*args, **key, **kw, return_attention_scores=scores)
+        if backend == "jax":
+            result = call_jitted(layer, args, key, kw, scores)
+            notes.append(JIT_NOTE)
+        else:  # called eagerly, as a user calls a layer
+            result = layer(*args, **key, **kw, return_attention_scores=scores)
     except Exception as exc:
         raise classify_call_error(exc, case, backend, scores) from exc
     out, weights = result if scores else (result, None)
