@@ -108,8 +108,9 @@ def relation(param: np.ndarray, tensor: np.ndarray) -> str | None:
         o = _find_rows(view, param)
         if o is not None:
             return f"{how}, packed with others at rows {o}:{o + param.shape[0]}"
-    if tensor.size == param.size and tensor.size > 1 and np.array_equal(
-            np.sort(tensor.ravel()), np.sort(param.ravel())):
+    if tensor.size == param.size and tensor.size > 1 and tensor.min() == param.min() \
+            and tensor.max() == param.max() and np.array_equal(  # min/max: a cheap filter
+                np.sort(tensor.ravel()), np.sort(param.ravel())):
         return f"rearranged (reshaped/transposed to {list(tensor.shape)})"
     return None
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
+import math
 import platform
 from dataclasses import dataclass
 from importlib import metadata
@@ -195,6 +196,17 @@ def _markdown_table(table) -> str:
     return "\n".join(lines)
 
 
+def _json_safe(obj):
+    """Strict JSON: NaN becomes null, an infinity the string 'inf' / '-inf'."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else str(obj)
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
 def _rows_frame(rows):
     import pandas as pd
 
@@ -204,10 +216,12 @@ def _rows_frame(rows):
 
 def write_reports(rows, cases, runners, out: Path, selection: str) -> None:
     """`runners`: the Runner objects of the run, in column order."""
+    import pandas as pd
+
     out.mkdir(parents=True, exist_ok=True)
     frame = _rows_frame(rows)
-    for col in _FLOATS:
-        frame[col] = frame[col].map(sig).astype(object)
+    for col in _FLOATS:  # object Series: a missing figure stays None (JSON null), not NaN
+        frame[col] = pd.Series([sig(v) for v in frame[col]], index=frame.index, dtype=object)
     functions = list(SECTIONS)
     for runner in runners:
         functions += [f for f in runner.sections if f not in functions]
@@ -219,9 +233,10 @@ def write_reports(rows, cases, runners, out: Path, selection: str) -> None:
     frame["extras"] = frame["extras"].map(
         lambda d: {k: v for k, v in d.items() if not k.startswith("_")})
     payload = {"metadata": meta, "selection": selection,
-               "rows": frame.to_dict(orient="records")}
-    (out / "results.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
-                                      encoding="utf-8")
+               "rows": _json_safe(frame.to_dict(orient="records"))}
+    (out / "results.json").write_text(
+        json.dumps(payload, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
+        encoding="utf-8")
     flat = frame.copy()
     for col in ("weight_shapes", "extras", "typed"):
         flat[col] = flat[col].map(lambda v: json.dumps(v, sort_keys=True))

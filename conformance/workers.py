@@ -68,6 +68,7 @@ class _Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         log.close()
         self.requests: queue.Queue = queue.Queue()
+        self.dead = False  # set when the pipe broke: the process may not be reaped yet
         self.thread = threading.Thread(target=self._pump, name=f"worker-{key}", daemon=True)
         self.thread.start()
 
@@ -95,6 +96,7 @@ class _Worker:
                 _send(self.proc.stdin, tuple(request))
                 future.set_result(_recv(self.proc.stdout))
             except (EOFError, OSError) as exc:
+                self.dead = True
                 code = self.proc.poll()
                 future.set_exception(WorkerDied(
                     f"worker '{self.key}' died (exit {code}): {type(exc).__name__}; "
@@ -119,7 +121,9 @@ _PREFETCHED: dict[tuple[str, str], Future] = {}
 
 def _worker(runner) -> _Worker:
     worker = _WORKERS.get(runner.worker)
-    if worker is None or worker.proc.poll() is not None:
+    if worker is None or worker.dead or worker.proc.poll() is not None:
+        if worker is not None:
+            worker.close()
         worker = _WORKERS[runner.worker] = _Worker(runner.worker, runner.worker_env)
     return worker
 

@@ -72,3 +72,11 @@ def test_committed_reports_cover_every_case_and_runner():
     names = [load(e).name for e in REGISTRY]
     assert have == {(c.id, n) for c in cases for n in names}
     assert data["selection"].startswith("full default matrix")
+
+
+def test_missing_figures_are_json_null(tmp_path):
+    write_reports(rows(), CASES, [FakeRunner()], tmp_path, "full")
+    text = (tmp_path / "results.json").read_text()
+    assert "NaN" not in text
+    row = json.loads(text)["rows"][1]
+    assert row["max_abs_error"] is None and row["parameters"] is None

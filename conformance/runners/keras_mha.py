@@ -21,6 +21,9 @@ Conventions this runner makes explicit:
   `keras.<backend>.scores`) because they differ on fully masked rows;
 - kernels are EinsumDense (E_in, H, d), biases (H, d), output (H, d_v, E_o):
   the canonical layout up to a transpose;
+- on the JAX backend the layer runs compiled (`jax.jit` over `stateless_call`,
+  as `model.predict` runs it): eager JAX compiles each op for each new shape,
+  and the compiled path is where users meet JAX's limits (float16 on CPU);
 - the layer's `flash_attention=False` alone does not disable flash attention
   (`flash_attention or is_flash_attention_enabled()` turns False into None,
   i.e. auto), so the worker calls `keras.config.disable_flash_attention()`.

@@ -187,22 +187,29 @@ class OnnxTorchExport(Runner):
             session = ort_session(blob, f"graph exported with {variant}")
             inputs = {i.name for i in session.get_inputs()}
             results[variant] = session.run(None, {n: a for n, a in feed_all.items() if n in inputs})
-        out = to_numpy(results["need_weights=False"][0])
-        with_weights = results["need_weights=True, average_attn_weights=False"]
-        delta = float(np.nanmax(np.abs(to_numpy(with_weights[0]) - out), initial=0.0))
-        notes.append("output from the need_weights=False graph; per-head weights from the "
-                     "need_weights=True, average_attn_weights=False graph (its output differs "
-                     f"from the first by at most {delta:.2e})")
-        acc = graphs["need_weights=False"]
-        if acc["exported_weights"] != acc["framework_parameters"]:
-            notes.append(f"graph weights differ from torch's count: {acc['explanation']}")
+        out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
         return Observation(
-            output=out, attention_weights=to_numpy(with_weights[1]), weights_returned="per_head",
+            output=out, attention_weights=weights, weights_returned="per_head",
             parameters=sum(p.numel() for p in mha.parameters()), weight_shapes=shapes,
             notes=notes,
             extras={"mask_polarity": "True = blocked (torch polarity, as graph inputs)",
                     "graph_inputs": list(names), "graphs": graphs,
                     "need_weights_output_delta": float(f"{delta:.2e}")})
+
+
+def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str,
+                   plain: str, with_weights: str):
+    """Output from the graph exported without weights, per-head weights from the
+    one exported with them; notes say so, how far the two outputs differ, and
+    where the exported weight total differs from the framework's count."""
+    out = to_numpy(results[plain][0])
+    delta = float(np.nanmax(np.abs(to_numpy(results[with_weights][0]) - out), initial=0.0))
+    notes.append(f"output from the {plain} graph; per-head weights from the {with_weights} "
+                 f"graph (its output differs from the first by at most {delta:.2e})")
+    acc = graphs[plain]
+    if acc["exported_weights"] != acc["framework_parameters"]:
+        notes.append(f"graph weights differ from {framework}'s count: {acc['explanation']}")
+    return out, to_numpy(results[with_weights][1]), delta
 
 
 class OnnxTorchExportLegacy(OnnxTorchExport):

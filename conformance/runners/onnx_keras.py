@@ -27,14 +27,13 @@ from __future__ import annotations
 import os
 import tempfile
 
-import numpy as np
 
 from .. import onnx_accounting
 from ..cache import key
-from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy
+from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation
 from .keras_mha import (_explicit_mask, classify_call_error, load_weights, mha_translation,
                         storage_dtype, to_f64, worker_env)
-from .onnx_export import CACHE, FORMAT, check, numpy_dtype, ort_session, short
+from .onnx_export import CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short
 
 VARIANTS = {"return_attention_scores=False": False, "return_attention_scores=True": True}
 
@@ -144,19 +143,13 @@ class OnnxKerasExport(Runner):
             ordered = [named[n] for n in names] if set(names) <= set(named) else feeds
             feed = {n: (f if f.dtype == bool else f.astype(npdt)) for n, f in zip(names, ordered)}
             results[variant] = session.run(None, feed)
-            keras.backend.clear_session()
-        out = to_numpy(results["return_attention_scores=False"][0])
-        scored = results["return_attention_scores=True"]
-        delta = float(np.nanmax(np.abs(to_numpy(scored[0]) - out), initial=0.0))
+            keras.backend.clear_session(free_memory=False)  # gc.collect() cost 0.16 s a call
         notes += load_notes
-        notes.append("output from the return_attention_scores=False graph; per-head weights "
-                     "from the return_attention_scores=True graph (its output differs from the "
-                     f"first by at most {delta:.2e})")
-        acc = graphs["return_attention_scores=False"]
-        if acc["exported_weights"] != acc["framework_parameters"]:
-            notes.append(f"graph weights differ from Keras' count: {acc['explanation']}")
+        out, weights, delta = combine_graphs(results, graphs, notes, "Keras",
+                                             "return_attention_scores=False",
+                                             "return_attention_scores=True")
         return Observation(
-            output=out, attention_weights=to_numpy(scored[1]), weights_returned="per_head",
+            output=out, attention_weights=weights, weights_returned="per_head",
             parameters=int(layer.count_params()),
             weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
             notes=notes,
