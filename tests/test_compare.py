@@ -139,3 +139,32 @@ def test_judge_behaviour_declared_undeclared_and_wrong():
     row.fully_masked_row_declared = "nan"
     judge(MASKED, row, obs, exp)
     assert row.outcome == "mismatch" and "declared 'nan'" in row.reason
+
+
+def test_missing_framework_is_a_skip_with_reason():
+    from conformance.matrix import evaluate
+    from conformance.runners import Runner
+
+    class Absent(Runner):
+        name, framework, requires = "absent.mha", "absent", ("no_such_framework_xyz",)
+
+    row = evaluate(make_case(), Absent())
+    assert row.outcome == "skipped"
+    assert "no_such_framework_xyz not installed" in row.reason and "[absent]" in row.reason
+
+
+def test_runner_crash_is_an_error_row_not_a_crash():
+    from conformance.matrix import evaluate
+    from conformance.runners import Runner, Translation
+
+    class Broken(Runner):
+        name, framework = "broken.mha", "broken"
+
+        def translate(self, case):
+            return Translation("broken()")
+
+        def run(self, case, translation, data):
+            raise ZeroDivisionError("on purpose")
+
+    row = evaluate(make_case(), Broken())
+    assert row.outcome == "error" and row.reason == "ZeroDivisionError: on purpose"
