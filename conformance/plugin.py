@@ -61,6 +61,11 @@ def _cases(config, state):
                                         {r.name for r in state["runners"]})
         except CaseError as exc:
             state["error"] = exc
+        unknown = sorted(set(state["chosen_cases"]) - {c.id for c in state["cases"] or []})
+        if state["cases"] is not None and unknown:  # a --case that matches nothing
+            raise pytest.UsageError(f"--case {unknown[0]}: no such case id in "
+                                    f"{config.getoption('cases_dir')} "
+                                    "(python -m conformance list shows them)")
     return state["cases"] or []
 
 

@@ -45,6 +45,8 @@ def test_runner_selection_and_unknown_runner(project):
     assert "small[torch.sdpa]" in res.stdout.str() and "small[torch.mha]" not in res.stdout.str()
     res = run(project, "--collect-only", "--runner", "torch.nope")
     assert res.ret != 0 and "unknown; known runners" in res.stderr.str()
+    res = run(project, "--collect-only", "--case", "smal")
+    assert res.ret != 0 and "--case smal: no such case id" in res.stdout.str() + res.stderr.str()
 
 
 def test_collection_error_names_file_case_and_field(project):

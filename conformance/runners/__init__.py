@@ -83,6 +83,7 @@ class Runner:
     name: str = ""  # the id in reports and pytest ids, e.g. "torch.mha"
     framework: str = ""  # the pytest marker, e.g. "torch"
     requires: tuple[str, ...] = ()  # importable modules needed to run
+    extras: str = ""  # the pip extras that bring them, when not just `framework`
     # Runners sharing a `worker` key run in one long-lived subprocess with
     # `worker_env` set before anything is imported (e.g. KERAS_BACKEND).
     worker: str | None = None
@@ -97,7 +98,7 @@ class Runner:
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
         if missing:
             return (f"{', '.join(missing)} not installed "
-                    f"(pip install -e '.[{self.framework}]')")
+                    f"(pip install -e '.[{self.extras or self.framework}]')")
         return None
 
     def translate(self, case) -> Translation | NotExpressible:

@@ -86,6 +86,7 @@ class OnnxKerasExport(Runner):
     name = "onnx.keras-export"
     framework = "onnx"
     requires = ("keras", "tensorflow", "onnx", "onnxruntime", "tf2onnx")
+    extras = "keras,onnx"
     worker = "keras-tensorflow"
     worker_env = worker_env("tensorflow")
     sections = onnx_accounting.SECTIONS
