@@ -8,7 +8,7 @@ the Keras runners add less than 15 s.
 
     .venv/bin/python benchmarks/keras_overhead.py [--repeat N] [--cold]
 
---cold deletes the JAX persistent compilation cache (.cache/jax-*) before
+--cold deletes the JAX persistent compilation cache (<cache root>/jax-*) before
 each run with Keras, to measure a first run (CI starts without that cache).
 """
 from __future__ import annotations
@@ -51,7 +51,9 @@ def main() -> int:
     for i in range(args.repeat):
         torch_only = timed_matrix(torch_runners)
         if args.cold:
-            for cache in (ROOT / ".cache").glob("jax-*"):
+            from conformance.cache import cache_root
+
+            for cache in cache_root().glob("jax-*"):
                 shutil.rmtree(cache)
         with_keras = timed_matrix(torch_runners + keras_runners)
         print(f"run {i + 1}: torch runners {torch_only:.1f} s; torch + {len(keras_runners)} Keras "

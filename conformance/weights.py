@@ -66,6 +66,18 @@ class CaseInputs:
     allowed: np.ndarray | None  # (B, T, S) all parts combined; None = no mask at all
     fully_masked: np.ndarray  # (B, T) rows whose every key is masked
 
+    @property
+    def non_causal(self) -> np.ndarray | None:
+        """Key padding and explicit masks ANDed to (B, T, S), causal left out: what
+        systems with their own causal switch (Keras use_causal_mask, ONNX
+        is_causal) take as a mask; None when there is none."""
+        parts = [p for p in (None if self.key_valid is None else self.key_valid[:, None, :],
+                             self.attn_mask) if p is not None]
+        if not parts:
+            return None
+        shape = (self.query.shape[0], self.query.shape[1], self.key.shape[1])
+        return np.broadcast_to(np.logical_and.reduce(np.broadcast_arrays(*parts)), shape).copy()
+
 
 @dataclass(frozen=True)
 class CaseData:

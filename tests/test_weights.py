@@ -58,3 +58,13 @@ def test_zero_bias_option():
     d = case_data(make_case(weights={"bias_values": "zeros"}))
     assert not d.weights.bq.any() and not d.weights.bo.any()
     assert d.weights.wq.any()
+
+
+def test_non_causal_mask_leaves_causal_out():
+    x = case_data(make_case(inputs={"key_len": 4}, mask={
+        "causal": "upper_left", "key_padding": [4, 2], "masked_rows": [0]})).inputs
+    assert x.non_causal.shape == (2, 5, 4)
+    assert not x.non_causal[:, 0].any()  # the masked row
+    assert x.non_causal[0, 1].all()  # causal would hide keys 2..3 of row 1: not here
+    assert x.non_causal[1, 1].tolist() == [True, True, False, False]  # padding
+    assert case_data(make_case(mask={"causal": "upper_left"})).inputs.non_causal is None

@@ -30,8 +30,6 @@ Conventions this runner makes explicit:
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation
@@ -109,17 +107,11 @@ def call_text(case, scores: bool) -> str:
 
 
 def _explicit_mask(case, inputs=None) -> np.ndarray | None:
-    """Key padding and explicit masks merged to (B, T, S), True = attend; the causal
-    part is left to use_causal_mask (Keras ANDs the two)."""
+    """The attention_mask (B, T, S), True = attend; the causal part is left to
+    use_causal_mask (Keras ANDs the two)."""
     from ..weights import case_data
 
-    inputs = inputs or case_data(case).inputs
-    b, t, s = case.inputs.batch, case.inputs.query_len, case.inputs.key_len
-    parts = [p for p in (None if inputs.key_valid is None else inputs.key_valid[:, None, :],
-                         inputs.attn_mask) if p is not None]
-    if not parts:
-        return None
-    return np.broadcast_to(np.logical_and.reduce(np.broadcast_arrays(*parts)), (b, t, s)).copy()
+    return (inputs or case_data(case).inputs).non_causal
 
 
 def canonical_variables(weights) -> dict[str, np.ndarray]:
@@ -207,7 +199,9 @@ def jax_compilation_cache() -> str:
     so it cannot change a result."""
     import jax
 
-    root = Path(__file__).resolve().parents[2] / ".cache" / f"jax-{jax.__version__}"
+    from ..cache import cache_root
+
+    root = cache_root() / f"jax-{jax.__version__}"
     jax.config.update("jax_compilation_cache_dir", str(root))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -51,9 +51,9 @@ def _plan(case) -> dict:
         plan["is_causal"] = 1
         if case.mask.causal == "lower_right" and i.key_len > i.query_len:
             plan["past_length"] = i.key_len - i.query_len
-    masked = case.mask.key_padding is not None or case.mask.attn_mask_density is not None \
-        or case.mask.attn_mask_matrix is not None or bool(case.mask.masked_rows)
-    if masked:
+    from ..weights import case_data
+
+    if case_data(case).inputs.non_causal is not None:
         plan["attn_mask"] = "bool (B, 1, T, S), True = attend"
     return plan
 
@@ -101,10 +101,7 @@ def build_model(case, data, plan: dict):
     v = project(xv, "v", in_out(w.wv), w.bv)
     mask = ""
     if "attn_mask" in plan:
-        parts = [p for p in (None if data.inputs.key_valid is None else
-                             np.broadcast_to(data.inputs.key_valid[:, None, :], (b, t, s)),
-                             data.inputs.attn_mask) if p is not None]
-        feed["attn_mask"] = np.logical_and.reduce(parts)[:, None]
+        feed["attn_mask"] = data.inputs.non_causal[:, None]
         inputs.append(helper.make_tensor_value_info("attn_mask", TensorProto.BOOL, [b, 1, t, s]))
         mask = "attn_mask"
     past = plan.get("past_length", 0)
