@@ -174,8 +174,24 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
+HIDE_ENV = "CONFORMANCE_WORKER_HIDE"  # "mod,mod": modules the worker must not import
+
+
+def hide_modules(names: str) -> list[str]:
+    """Make `import name` raise ImportError in this process, as if the package
+    were not installed.  For optional packages a framework imports merely
+    because they are there (Keras imports jax and pandas when installed, on
+    every backend), which would cost a worker seconds of imports it never uses."""
+    hidden = [n.strip() for n in names.split(",") if n.strip()]
+    for name in hidden:
+        if name not in sys.modules:
+            sys.modules[name] = None  # the import system's "not importable" marker
+    return hidden
+
+
 def _serve() -> None:
     """The worker loop: read requests until stdin closes."""
+    hide_modules(os.environ.get(HIDE_ENV, ""))
     from .runners import load
     from .weights import case_data
 

@@ -9,7 +9,8 @@ from conformance.runners import NotExpressibleError, Observation, Runner, Transl
 
 class FakeWorkerRunner(Runner):
     name, framework = "fake.worker", "fake"
-    worker, worker_env = "fake", {"FAKE_WORKER_FLAVOUR": "reference"}
+    worker = "fake"
+    worker_env = {"FAKE_WORKER_FLAVOUR": "reference", "CONFORMANCE_WORKER_HIDE": "wave"}
 
     def translate(self, case):
         return Translation("fake()")
@@ -21,5 +22,11 @@ class FakeWorkerRunner(Runner):
             raise ValueError("seed 2 breaks, on purpose")
         if case.inputs.seed == 3:
             os._exit(3)  # the worker dies
+        try:
+            import wave  # noqa: F401  (hidden by worker_env: must fail)
+            hidden = "wave importable"
+        except ImportError as exc:
+            hidden = f"wave hidden: {exc}"
         return Observation(output=attention(case, data).output,
-                           notes=[f"pid {os.getpid()}", os.environ["FAKE_WORKER_FLAVOUR"]])
+                           notes=[f"pid {os.getpid()}", os.environ["FAKE_WORKER_FLAVOUR"],
+                                  hidden])

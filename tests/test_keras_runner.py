@@ -1,12 +1,14 @@
 """The Keras runners' framework-free helpers: translation, layouts, digests, the
-cross-backend section.  Nothing here imports Keras; the one end-to-end check
-skips with a reason when Keras or TensorFlow is missing."""
+cross-backend section.  Nothing here imports Keras; the one check of the worker
+side runs in a Keras (JAX) worker and skips with a reason without them."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from conformance.case import load_cases
 from conformance.runners import NotExpressible
@@ -78,3 +80,29 @@ def test_max_difference_and_section():
     section = section_keras_backends(frame, [CASES["no-bias"]], ["keras.tensorflow", "keras.jax"])
     assert list(section.table.columns) == ["tf − jax"]
     assert section_keras_backends(frame.iloc[:0], [], []) is None
+
+
+def test_worker_machinery_shares_layers_and_refuses_bad_readback():
+    """In a Keras (JAX) worker: a case's `.scores` row reuses the layer its fused
+    row built, another case does not, and a weight the layer cannot hold
+    exactly fails the readback check (skips without Keras or JAX)."""
+    from conformance import workers
+    from conformance.runners import load
+
+    probe = load("tests.keras_probe:KerasProbe")
+    if probe.available():
+        pytest.skip(probe.available())
+    case = CASES["no-bias"]
+    try:
+        notes = workers.run_in_worker(probe, case, probe.translate(case)).notes
+    finally:
+        workers.close(probe.worker)
+    assert notes[:2] == ["scores row shares the layer: True", "another case shares it: False"]
+    assert re.match(r"readback refused: readback of \S+/query/kernel differs", notes[2])
+
+
+def test_keras_workers_hide_only_what_their_backend_does_not_use():
+    from conformance.workers import HIDE_ENV
+
+    assert set(KerasTensorFlow.worker_env[HIDE_ENV].split(",")) == {"jax", "pandas"}
+    assert "jax" not in KerasJax.worker_env[HIDE_ENV].split(",")

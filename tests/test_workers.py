@@ -31,6 +31,7 @@ def test_result_env_and_one_process_for_many_cases():
     pids = {obs.notes[0] for obs in observations}
     assert len(pids) == 1 and pids != {f"pid {os.getpid()}"}
     assert observations[0].notes[1] == "reference"  # worker_env reached the worker
+    assert observations[0].notes[2].startswith("wave hidden")  # CONFORMANCE_WORKER_HIDE
 
 
 def test_not_expressible_and_errors_come_back_as_such():

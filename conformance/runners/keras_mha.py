@@ -53,9 +53,19 @@ SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TF_NUM_INTRAOP
                  "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
 
 
+# Keras imports these whenever they are installed (orbax checkpointing imports
+# jax, the data adapters pandas), on every backend; attention uses neither, and
+# they cost a worker ~1.2 s of imports.  Hidden from the workers that have no
+# other use for them (workers.hide_modules).
+UNUSED_BY_BACKEND = {"tensorflow": "jax,pandas", "torch": "jax,pandas", "jax": "pandas"}
+
+
 def worker_env(backend: str) -> dict[str, str]:
     """The environment each backend's worker starts with (shared key, shared env)."""
-    return {"KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", **SINGLE_THREAD}
+    from ..workers import HIDE_ENV
+
+    return {"KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", **SINGLE_THREAD,
+            HIDE_ENV: UNUSED_BY_BACKEND[backend]}
 
 
 def causal_limit(case) -> str | None:

@@ -1,0 +1,44 @@
+"""A runner that probes the Keras runners' own machinery inside a Keras worker
+(tests/test_keras_runner.py): layer sharing between a case's rows, and the
+weight readback that must reject values the layer does not hold exactly.
+Its own worker key, so it never queues behind the matrix's Keras items."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.runners import Observation, Runner
+from conformance.runners.keras_mha import (KerasJax, KerasJaxScores, built_layer, load_weights,
+                                           mha_translation, worker_env)
+
+
+class KerasProbe(Runner):
+    name, framework = "keras.probe", "keras"
+    requires = ("keras", "jax")
+    worker, worker_env = "keras-probe", worker_env("jax")
+
+    def translate(self, case):
+        return mha_translation(case)
+
+    def run(self, case, translation, data):
+        import keras
+
+        first = built_layer(keras, KerasJax(), "MultiHeadAttention", case, translation, data)
+        second = built_layer(keras, KerasJaxScores(), "MultiHeadAttention", case, translation,
+                             data)
+        other = replace(case, inputs=replace(case.inputs, seed=case.inputs.seed + 1))
+        third = built_layer(keras, KerasJax(), "MultiHeadAttention", other, translation, data)
+        notes = [f"scores row shares the layer: {second[0] is first[0]}",
+                 f"another case shares it: {third[0] is first[0]}"]
+        # float16 cannot hold these values exactly: the readback must refuse them
+        layer = keras.layers.MultiHeadAttention(**translation.kwargs, dtype="float16")
+        q = data.inputs.query
+        layer.build(q.shape, q.shape, q.shape)
+        off = replace(data.weights, wq=data.weights.wq + 1e-3 * np.pi)
+        try:
+            load_weights(keras, layer, off, "float16")
+            notes.append("readback accepted unrepresentable weights")
+        except RuntimeError as exc:
+            notes.append(f"readback refused: {exc}")
+        return Observation(output=np.zeros(1), notes=notes)
