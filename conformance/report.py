@@ -71,14 +71,15 @@ def _cell_parameters(r) -> str:
     if r.projection_parameters is not None:
         return f"{r.parameters} (+{r.projection_parameters} given)"
     bad = "parameters" in r.reason
-    return f"{r.parameters}{' ✗' if bad else ''}"
+    return f"{r.parameters}{' ✗' if bad else ''}{'' if r.executed else ' (model)'}"
 
 
 def _cell_numbers(r) -> str:
     if r.outcome in ("skipped", "not_expressible", "error"):
         return {"skipped": "skip", "not_expressible": "n/e", "error": "error"}[r.outcome]
     mark = "✓" if r.outcome in ("pass", "behaviour") else ("✗ known" if r.known_mismatch else "✗")
-    return f"{mark} {fmt(r.max_abs_error)} / {fmt(r.max_rel_error)}"
+    model = "" if r.executed else " (model)"
+    return f"{mark} {fmt(r.max_abs_error)} / {fmt(r.max_rel_error)}{model}"
 
 
 def section_outcomes(frame, cases, runners):
@@ -99,14 +100,16 @@ def section_parameters(frame, cases, runners):
     return Section("Parameter counts",
                    "The framework's own count per runner, against the analytic formula. "
                    "n/e = not expressible, ✗ = differs from what the case expects; SDPA holds "
-                   "no parameters and shows the projections it was given.", table)
+                   "no parameters and shows the projections it was given; (model) = a "
+                   "documented model of a system that cannot run here (MATLAB).", table)
 
 
 def section_numbers(frame, cases, runners):
     frame = frame.assign(cell=frame.apply(_cell_numbers, axis=1))
     return Section("Numerical agreement",
                    "Max abs / max rel error of the output against the float64 reference "
-                   "(fully masked rows excluded: see edge cases).",
+                   "(fully masked rows excluded: see edge cases); (model) = not executed, "
+                   "a documented model in NumPy: it checks layout and translation only.",
                    _pivot(frame, "cell", cases, runners))
 
 

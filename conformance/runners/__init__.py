@@ -38,6 +38,7 @@ REGISTRY: tuple[str, ...] = (
     "conformance.runners.onnx_attention_op:OnnxAttentionOpORT",
     "conformance.runners.onnx_attention_op:OnnxAttentionOpReference",
     "conformance.runners.onnx_keras:OnnxKerasExport",
+    "conformance.runners.matlab_model:MatlabSelfAttentionModel",
 )
 
 
