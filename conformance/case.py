@@ -171,8 +171,9 @@ class _Reader:
             raise self.fail(name, f"must be a mapping, got {type(value).__name__}")
         unknown = sorted(set(value) - _SECTIONS[name])
         if unknown:
+            valid = sorted(_SECTIONS[name])
             raise self.fail(f"{name}.{unknown[0]}",
-                            f"unknown field; valid fields of '{name}' are {sorted(_SECTIONS[name])}")
+                            f"unknown field; valid fields of '{name}' are {valid}")
         return value
 
     def integer(self, sec: Mapping, name: str, dotted: str, default: Any = None,
@@ -245,8 +246,8 @@ def _inputs(r: _Reader, att: Attention) -> Inputs:
                          "key_features and value_features must be equal; got "
                          f"{att.query_features}, {att.key_features}, {att.value_features}")
         if inputs.key_len != inputs.query_len:
-            raise r.fail("inputs.self_attention",
-                         f"requires key_len == query_len, got {inputs.key_len} != {inputs.query_len}")
+            raise r.fail("inputs.self_attention", "requires key_len == query_len, got "
+                         f"{inputs.key_len} != {inputs.query_len}")
     return inputs
 
 

@@ -64,7 +64,8 @@ def graph_tensors(model) -> list[GraphTensor]:
             continue
         for attr in node.attribute:
             if attr.name == "value":
-                found.append(GraphTensor(node.output[0], "constant", attr.t.data_type in _FLOAT_TYPES,
+                is_float = attr.t.data_type in _FLOAT_TYPES
+                found.append(GraphTensor(node.output[0], "constant", is_float,
                                          _to_float64(numpy_helper.to_array(attr.t))))
             elif attr.name in ("value_float", "value_floats", "value_int", "value_ints"):
                 value = np.atleast_1d(helper.get_attribute_value(attr))
