@@ -95,12 +95,14 @@ class Runner:
     sections: tuple = ()
 
     def available(self) -> str | None:
-        """None when runnable here, else the reason to skip."""
-        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
-        if missing:
-            return (f"{', '.join(missing)} not installed "
-                    f"(pip install -e '.[{self.extras or self.framework}]')")
-        return None
+        """None when runnable here, else the reason to skip.  Looked up once per
+        runner object (every item asks; find_spec reads the file system)."""
+        if "_missing" not in self.__dict__:
+            missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+            self._missing = (f"{', '.join(missing)} not installed "
+                             f"(pip install -e '.[{self.extras or self.framework}]')"
+                             if missing else None)
+        return self._missing
 
     def translate(self, case) -> Translation | NotExpressible:
         raise NotImplementedError
