@@ -8,8 +8,13 @@ the Keras runners add less than 15 s.
 
     .venv/bin/python benchmarks/keras_overhead.py [--repeat N] [--cold]
 
---cold deletes the JAX persistent compilation cache (<cache root>/jax-*) before
-each run with Keras, to measure a first run (CI starts without that cache).
+By default it measures the steady state: when there is no JAX compilation
+cache yet (a fresh clone), one untimed run with Keras fills it first.  --cold
+deletes the JAX persistent compilation cache (<cache root>/jax-*) before each
+run with Keras instead, to measure a first run (CI starts without that cache);
+there JAX compiles ~45 programs, ~10 s of CPU.  The host line (a fixed pure
+Python loop) shows how fast the machine was: on a shared host it varies
+by half, and the figures with it.
 """
 from __future__ import annotations
 
@@ -49,12 +54,18 @@ def main() -> int:
                         help="clear the JAX compilation cache before each run with Keras")
     args = parser.parse_args()
     torch_runners, keras_runners = runner_names("torch"), runner_names("keras")
+    start = time.perf_counter()
+    sum(range(3 * 10**7))
+    print(f"host: a fixed Python loop took {time.perf_counter() - start:.2f} s")
+    from conformance.cache import cache_root
+
+    if not args.cold and not any(cache_root().glob("jax-*")):
+        print("warm-up: one untimed run with Keras fills the JAX compilation cache")
+        timed_matrix(torch_runners + keras_runners)
     added = []
     for i in range(args.repeat):
         torch_only = timed_matrix(torch_runners)
         if args.cold:
-            from conformance.cache import cache_root
-
             for cache in cache_root().glob("jax-*"):
                 shutil.rmtree(cache)
         with_keras = timed_matrix(torch_runners + keras_runners)
