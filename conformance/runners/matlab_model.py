@@ -167,6 +167,6 @@ class MatlabSelfAttentionModel(Runner):
                    "(channels x batch x time); weights applied as W*X",
                    "HasScoresOutput=true: scores numKeys x numQueries x numHeads x batch, "
                    "transposed to (B, H, T, S) here"],
-            extras={"executed": False, "mask_polarity": "padding mask: 1 = data, 0 = padding",
+            extras={"mask_polarity": "padding mask: 1 = data, 0 = padding",
                     "sources": [SELF_ATTENTION, MATLAB_ANSWERS, HOW_IT_WORKS, ATTENTION_LAYER,
                                 ATTENTION_FUNCTION, EXTRACTDATA]})
