@@ -28,6 +28,10 @@ a MATLAB Answers reproduction, [inferred] = deduced, checked by arithmetic):
   ATTENTION_FUNCTION]; it is transposed back to (B, H, T, S) for comparison.
 - dlarray holds single, double or logical data [doc, EXTRACTDATA]: float16
   and bfloat16 are not expressible.
+- Causal cases: AttentionMask is a documented option [doc, SELF_ATTENTION]; its
+  value "causal" is taken from users' code [forum], read as the usual lower
+  triangle (query t sees keys 1..t; in self-attention T == S, so both
+  alignments of the suite agree).
 Not documented in any page we could read, so not modelled (not expressible,
 with that reason): the padding mask's effect on padded *query* positions, a
 custom AttentionMask array, fully masked rows, layers without biases.
