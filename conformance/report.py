@@ -83,10 +83,13 @@ def _cell_numbers(r) -> str:
 
 
 def section_outcomes(frame, cases, runners):
+    known = (frame["known_mismatch"] != "") & frame["outcome"].isin(["mismatch", "error"])
+    frame = frame.assign(outcome=frame["outcome"].where(~known, "known mismatch"))
     table = frame.pivot_table(index="runner", columns="outcome", values="case",
                               aggfunc="count", fill_value=0)
     table = table.reindex(index=[r for r in runners if r in table.index])
-    return Section("Outcomes", "Items per runner and outcome.", table.astype(int))
+    return Section("Outcomes", "Items per runner and outcome; a known mismatch is declared "
+                   "in its case (expect.known_mismatch) and listed below.", table.astype(int))
 
 
 def section_parameters(frame, cases, runners):

@@ -80,3 +80,19 @@ def test_missing_figures_are_json_null(tmp_path):
     assert "NaN" not in text
     row = json.loads(text)["rows"][1]
     assert row["max_abs_error"] is None and row["parameters"] is None
+
+
+def test_outcomes_tell_known_mismatches_from_new_ones(tmp_path):
+    from types import SimpleNamespace
+
+    from conformance.matrix import Row
+    from conformance.report import write_reports
+
+    rows = [Row("c", "r1", "f", outcome="mismatch", known_mismatch="understood"),
+            Row("c", "r2", "f", outcome="mismatch")]
+    runners = [SimpleNamespace(name=n, sections=()) for n in ("r1", "r2")]
+    write_reports(rows, [], runners, tmp_path, "test")
+    text = (tmp_path / "index.md").read_text()
+    table = text.split("## Outcomes")[1].split("##")[0]
+    assert "| runner | known mismatch | mismatch |" in table
+    assert "| r1 | 1 | 0 |" in table and "| r2 | 0 | 1 |" in table
