@@ -124,6 +124,15 @@ class Case:
     def has_fully_masked_rows(self) -> bool:
         return bool(self.mask.masked_rows)
 
+    @property
+    def has_non_causal_mask(self) -> bool:
+        """Key padding, an explicit or random mask, or masked rows: what systems with
+        their own causal switch take as a mask argument.  Read from the case alone,
+        so translating a case allocates nothing."""
+        m = self.mask
+        return (m.key_padding is not None or m.attn_mask_density is not None
+                or m.attn_mask_matrix is not None or bool(m.masked_rows))
+
 
 # Default tolerances by dtype, modelled on torch.testing.assert_close and
 # widened for half precision, where attention chains several reductions.
