@@ -23,6 +23,7 @@ class Agreement:
     max_rel_error: float | None
     problem: str = ""  # why not ok, in words ("" when ok)
     compared: int = 0  # how many elements were compared
+    shape_mismatch: bool = False  # the shapes differ: nothing was compared
 
 
 def agree(expected: np.ndarray, observed: np.ndarray | None, tol: Tolerance,
@@ -33,7 +34,8 @@ def agree(expected: np.ndarray, observed: np.ndarray | None, tol: Tolerance,
     observed = np.asarray(observed, dtype=np.float64)
     if observed.shape != expected.shape:
         return Agreement(False, None, None,
-                         f"shape mismatch: expected {expected.shape}, got {observed.shape}")
+                         f"shape mismatch: expected {expected.shape}, got {observed.shape}",
+                         shape_mismatch=True)
     select = np.isfinite(expected)
     if where is not None:
         select &= np.broadcast_to(where, expected.shape)

@@ -71,18 +71,26 @@ class CaseInputs:
         """Key padding and explicit masks ANDed to (B, T, S), causal left out: what
         systems with their own causal switch (Keras use_causal_mask, ONNX
         is_causal) take as a mask; None when there is none."""
-        parts = [p for p in (None if self.key_valid is None else self.key_valid[:, None, :],
-                             self.attn_mask) if p is not None]
-        if not parts:
-            return None
         shape = (self.query.shape[0], self.query.shape[1], self.key.shape[1])
-        return np.broadcast_to(np.logical_and.reduce(np.broadcast_arrays(*parts)), shape).copy()
+        return combine_masks(
+            (None if self.key_valid is None else self.key_valid[:, None, :], self.attn_mask),
+            shape)
 
 
 @dataclass(frozen=True)
 class CaseData:
     weights: CanonicalWeights
     inputs: CaseInputs
+
+
+def combine_masks(parts, shape: tuple[int, ...] | None = None) -> np.ndarray | None:
+    """The one mask combination: AND the parts that are not None (True = may
+    attend), broadcast to `shape` when given; None when no part is given."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    allowed = np.logical_and.reduce(np.broadcast_arrays(*parts)) if len(parts) > 1 else parts[0]
+    return allowed if shape is None else np.broadcast_to(allowed, shape).copy()
 
 
 def causal_mask(t: int, s: int, alignment: str) -> np.ndarray:
@@ -126,12 +134,8 @@ def _masks(case: Case, rng: np.random.Generator):
     if m.masked_rows:
         attn = np.ones((b, t, s), dtype=bool) if attn is None else attn
         attn[:, list(m.masked_rows), :] = False
-    parts = [p for p in (causal, None if key_valid is None else key_valid[:, None, :], attn)
-             if p is not None]
-    allowed = None
-    if parts:
-        allowed = np.broadcast_to(np.logical_and.reduce(np.broadcast_arrays(*parts)),
-                                  (b, t, s)).copy()
+    allowed = combine_masks(
+        (causal, None if key_valid is None else key_valid[:, None, :], attn), (b, t, s))
     fully = ~allowed.any(-1) if allowed is not None else np.zeros((b, t), dtype=bool)
     return causal, key_valid, attn, allowed, fully
 

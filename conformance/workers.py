@@ -32,7 +32,10 @@ import threading
 from concurrent.futures import Future
 from typing import IO, Any
 
-from .runners import NotExpressibleError
+from .contract import NotExpressibleError, WorkerSpec
+from .paths import ROOT
+
+HIDE_ENV = "CONFORMANCE_WORKER_HIDE"  # "mod,mod": WorkerSpec.hide, passed to the worker
 
 
 class WorkerDied(RuntimeError):
@@ -56,14 +59,13 @@ def _recv(stream: IO[bytes]) -> Any:
 class _Worker:
     """One subprocess and the thread that feeds it requests in order."""
 
-    def __init__(self, key: str, env_extra: dict[str, str]):
-        self.key = key
+    def __init__(self, spec: WorkerSpec):
+        self.key = key = spec.key
         log = tempfile.NamedTemporaryFile(prefix=f"conformance-worker-{key}-", suffix=".log",
                                           delete=False)
         self.log_path = log.name
-        env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        env = {**os.environ, **spec.env, HIDE_ENV: ",".join(spec.hide), "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, "-m", "conformance.workers"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         log.close()
@@ -79,9 +81,9 @@ class _Worker:
         except OSError:
             return ""
 
-    def submit(self, entry: str, case, translation) -> Future:
+    def submit(self, runner, case, translation) -> Future:
         future: Future = Future()
-        self.requests.put((entry, case, translation, future))
+        self.requests.put(((runner.target, dict(runner.params)), case, translation, future))
         return future
 
     def _pump(self) -> None:
@@ -125,28 +127,29 @@ _PREFETCHED: dict[tuple[str, str], Future] = {}
 
 
 def _worker(runner) -> _Worker:
-    worker = _WORKERS.get(runner.worker)
+    spec = runner.worker
+    worker = _WORKERS.get(spec.key)
     if worker is None or worker.dead or worker.proc.poll() is not None:
         if worker is not None:
             worker.close()
-        worker = _WORKERS[runner.worker] = _Worker(runner.worker, runner.worker_env)
+        worker = _WORKERS[spec.key] = _Worker(spec)
     return worker
 
 
 def _key(runner, case) -> tuple[str, str]:
-    return runner.entry, case.fingerprint()
+    return runner.name, case.fingerprint()
 
 
 def prefetch(runner, case, translation) -> None:
     """Queue a worker run now; `run_in_worker` collects it later."""
     if _key(runner, case) not in _PREFETCHED:
-        _PREFETCHED[_key(runner, case)] = _worker(runner).submit(runner.entry, case, translation)
+        _PREFETCHED[_key(runner, case)] = _worker(runner).submit(runner, case, translation)
 
 
 def run_in_worker(runner, case, translation):
     future = _PREFETCHED.pop(_key(runner, case), None)
     if future is None:
-        future = _worker(runner).submit(runner.entry, case, translation)
+        future = _worker(runner).submit(runner, case, translation)
     status, payload = future.result()
     if status == "ok":
         return payload
@@ -174,9 +177,6 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
-HIDE_ENV = "CONFORMANCE_WORKER_HIDE"  # "mod,mod": modules the worker must not import
-
-
 def hide_modules(names: str) -> list[str]:
     """Make `import name` raise ImportError in this process, as if the package
     were not installed.  For optional packages a framework imports merely
@@ -200,13 +200,14 @@ def _serve() -> None:
     runners: dict[str, Any] = {}
     while True:
         try:
-            entry, case, translation = _recv(proto_in)
+            (target, params), case, translation = _recv(proto_in)
         except EOFError:
             return
         try:
-            if entry not in runners:
-                runners[entry] = load(entry)
-            reply = ("ok", runners[entry].run(case, translation, case_data(case)))
+            key = (target, repr(sorted(params.items())))
+            if key not in runners:
+                runners[key] = load(target, params)
+            reply = ("ok", runners[key].run(case, translation, case_data(case)))
         except NotExpressibleError as exc:
             reply = ("not_expressible", str(exc))
         except Exception as exc:  # reported to the parent as the row's error
