@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 
 from .case import CaseError, load_cases
-from .plugin import ROOT
-from .report import REPORT_FILES, differences
+from .paths import CASES_DIR, REPORTS_DIR, ROOT
 
 
 def _validate(args) -> int:
@@ -31,7 +30,8 @@ def _validate(args) -> int:
 
 
 def _list(args) -> int:
-    from .runners import NotExpressible, all_runners
+    from .contract import NotExpressible
+    from .runners import all_runners
 
     cases = load_cases(args.cases_dir)
     for case in cases:
@@ -45,6 +45,8 @@ def _list(args) -> int:
 
 def _check_reports(args) -> int:
     """Compare a report folder with another one, or with its committed version."""
+    from .report import REPORT_FILES, differences
+
     current = Path(args.reports)
     if args.against:
         baseline = Path(args.against)
@@ -76,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, helptext in (("validate", "check every case file, run nothing"),
                            ("list", "each case and what each runner makes of it")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--cases-dir", default=str(ROOT / "cases"))
+        p.add_argument("--cases-dir", default=str(CASES_DIR))
     p = sub.add_parser("check-reports", help="fail if reports differ outside the metadata block")
-    p.add_argument("reports", nargs="?", default=str(ROOT / "reports"))
+    p.add_argument("reports", nargs="?", default=str(REPORTS_DIR))
     p.add_argument("--against", help="another report folder (default: the committed version)")
     p.add_argument("--rev", default="HEAD", help="git revision to compare with (default HEAD)")
     args = parser.parse_args(argv)

@@ -17,9 +17,9 @@ import pytest
 
 from .case import CaseError, load_cases
 from .matrix import evaluate, failure_message
+from .paths import CASES_DIR, REPORTS_DIR
 from .runners import all_runners
-
-ROOT = Path(__file__).resolve().parent.parent
+from .verdict import Outcome
 _KEY = pytest.StashKey[dict]()
 
 
@@ -31,7 +31,7 @@ def pytest_addoption(parser):
                     help="run only these case ids (repeat or comma-separate)")
     group.addoption("--report-dir", default=None, metavar="DIR",
                     help="write this run's reports to DIR (any run, full or subset)")
-    group.addoption("--cases-dir", default=str(ROOT / "cases"), metavar="DIR",
+    group.addoption("--cases-dir", default=str(CASES_DIR), metavar="DIR",
                     help="where case files live (default: cases/)")
 
 
@@ -78,7 +78,7 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    from .report import versions
+    from .versions import versions
 
     return "conformance: " + ", ".join(f"{k} {v}" for k, v in versions().items())
 
@@ -132,13 +132,13 @@ class MatrixItem(pytest.Item):
     def runtest(self):
         row = evaluate(self.case, self.runner)
         _state(self.config)["rows"][(self.case.id, self.runner.name)] = row
-        if row.outcome in ("skipped", "not_expressible"):
-            label = "not expressible" if row.outcome == "not_expressible" else "skipped"
+        if row.outcome.skips:
+            label = ("not expressible" if row.outcome is Outcome.NOT_EXPRESSIBLE
+                     else "skipped")
             pytest.skip(f"{self.runner.name}: {label}: {row.reason}")
-        failed = row.outcome in ("mismatch", "error")
-        if failed and row.known_mismatch:
+        if row.outcome.failed and row.known_mismatch:
             pytest.xfail(f"known mismatch: {row.known_mismatch} | observed: {row.reason}")
-        if failed:
+        if row.outcome.failed:
             raise MatrixFailure(failure_message(self.case, row, self.nodeid))
         if row.known_mismatch:  # strict: a fixed mismatch must be noticed
             raise MatrixFailure(
@@ -162,7 +162,7 @@ def pytest_collection_finish(session):
     backends) compute in parallel with everything else (workers.py)."""
     if session.config.option.collectonly:
         return
-    from .runners import Translation
+    from .contract import Translation
     from .workers import prefetch
 
     for item in session.items:
@@ -183,7 +183,7 @@ def pytest_sessionfinish(session, exitstatus):
     cases = state["cases"] or []
     full = [(c.id, r.name) for c in cases for r in state["runners"]]
     is_full = (sorted(state["rows"]) == sorted(full)
-               and Path(config.getoption("cases_dir")).resolve() == (ROOT / "cases").resolve())
+               and Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve())
     target = config.getoption("report_dir")
     selection = _selection_text(config, len(state["rows"]), len(full), is_full)
     if target is None and not is_full:
@@ -194,7 +194,7 @@ def pytest_sessionfinish(session, exitstatus):
 
     order = {key: n for n, key in enumerate(full)}
     rows = sorted(state["rows"].values(), key=lambda r: order.get((r.case, r.runner), 0))
-    out = Path(target) if target else ROOT / "reports"
+    out = Path(target) if target else REPORTS_DIR
     write_reports(rows, cases, state["runners"], out, selection)
     config._conformance_note = f"conformance: reports written to {out} ({selection})"
 

@@ -6,9 +6,9 @@ import pytest
 
 from conformance.case import Tolerance
 from conformance.compare import agree, classify_fully_masked, classify_masked_weights
-from conformance.matrix import Row, judge
+from conformance.contract import Observation
 from conformance.reference import attention, formula_parameters
-from conformance.runners import Observation
+from conformance.verdict import FailureKind, Outcome, judge
 
 from .helpers import make_case
 
@@ -80,9 +80,8 @@ def test_classify_masked_weights():
     assert classify_masked_weights(w, exp.fully_masked) == "nan"
 
 
-def _row(case):
-    return Row(case.id, "torch.mha", "torch", parameters_formula=formula_parameters(case),
-               dtype="float32")
+def _judge(case, obs, exp, declared=None):
+    return judge(case, "torch.mha", obs, exp, formula_parameters(case), None, declared)
 
 
 def _obs(exp, **kw):
@@ -92,35 +91,43 @@ def _obs(exp, **kw):
 def test_judge_passes_exact_answer():
     case = make_case()
     exp = attention(case)
-    row = _row(case)
-    judge(case, row, _obs(exp, parameters=formula_parameters(case)), exp)
-    assert row.outcome == "pass", row.reason
+    v = _judge(case, _obs(exp, parameters=formula_parameters(case)), exp)
+    assert v.outcome is Outcome.PASS and not v.failures, v.reason
 
 
 def test_judge_rejects_wrong_parameter_count():
     case = make_case()
     exp = attention(case)
-    row = _row(case)
-    judge(case, row, _obs(exp, parameters=formula_parameters(case) - 1), exp)
-    assert row.outcome == "mismatch" and "parameters" in row.reason
+    v = _judge(case, _obs(exp, parameters=formula_parameters(case) - 1), exp)
+    assert v.outcome is Outcome.MISMATCH
+    assert [f.kind for f in v.failures] == [FailureKind.PARAMETERS]
 
 
 def test_judge_rejects_case_whose_formula_disagrees():
     case = make_case(expect={"parameters": 1})
     exp = attention(case)
-    row = _row(case)
-    judge(case, row, _obs(exp, parameters=formula_parameters(case)), exp)
-    assert row.outcome == "mismatch" and "formula" in row.reason
+    v = _judge(case, _obs(exp, parameters=formula_parameters(case)), exp)
+    assert v.outcome is Outcome.MISMATCH and "formula" in v.reason
+    assert [f.kind for f in v.failures] == [FailureKind.FORMULA]
+
+
+def test_judge_rejects_wrong_output_values_and_shape():
+    case = make_case()
+    exp = attention(case)
+    v = _judge(case, Observation(output=exp.output + 1e-2, parameters=None), exp)
+    assert [f.kind for f in v.failures] == [FailureKind.VALUES]
+    v = _judge(case, Observation(output=exp.output[..., :3], parameters=None), exp)
+    assert [f.kind for f in v.failures] == [FailureKind.SHAPE] and v.max_abs_error is None
 
 
 def test_judge_rejects_wrong_per_head_weights():
     case = make_case()
     exp = attention(case)
-    row = _row(case)
     obs = _obs(exp, parameters=formula_parameters(case))
     obs.attention_weights, obs.weights_returned = exp.weights.mean(1, keepdims=True), "per_head"
-    judge(case, row, obs, exp)
-    assert row.outcome == "mismatch" and "attention weights: shape mismatch" in row.reason
+    v = _judge(case, obs, exp)
+    assert v.outcome is Outcome.MISMATCH and "attention weights: shape mismatch" in v.reason
+    assert [f.kind for f in v.failures] == [FailureKind.WEIGHTS]
 
 
 def test_judge_behaviour_declared_undeclared_and_wrong():
@@ -128,22 +135,25 @@ def test_judge_behaviour_declared_undeclared_and_wrong():
     out = np.nan_to_num(exp.output)
     out[exp.fully_masked] = exp.output_if_zeros[exp.fully_masked]
     obs = Observation(output=out, parameters=formula_parameters(MASKED))
-    row = _row(MASKED)
-    row.fully_masked_row_declared = "zeros"
-    judge(MASKED, row, obs, exp)
-    assert row.outcome == "behaviour"
-    row = _row(MASKED)  # undeclared: fails and says what to pin
-    judge(MASKED, row, obs, exp)
-    assert row.outcome == "mismatch" and "fully_masked_row.torch.mha: zeros" in row.reason
-    row = _row(MASKED)
-    row.fully_masked_row_declared = "nan"
-    judge(MASKED, row, obs, exp)
-    assert row.outcome == "mismatch" and "declared 'nan'" in row.reason
+    v = _judge(MASKED, obs, exp, declared="zeros")
+    assert v.outcome is Outcome.BEHAVIOUR and v.fully_masked_row == "zeros"
+    v = _judge(MASKED, obs, exp)  # undeclared: fails and says what to pin
+    assert v.outcome is Outcome.MISMATCH and "fully_masked_row.torch.mha: zeros" in v.reason
+    v = _judge(MASKED, obs, exp, declared="nan")
+    assert v.outcome is Outcome.MISMATCH and "declared 'nan'" in v.reason
+    assert [f.kind for f in v.failures] == [FailureKind.BEHAVIOUR]
+
+
+def test_outcome_words_and_pytest_meaning():
+    assert [o.cell for o in Outcome] == ["pass", "behaviour", "mismatch", "n/e", "skip", "error"]
+    assert {o for o in Outcome if o.failed} == {Outcome.MISMATCH, Outcome.ERROR}
+    assert {o for o in Outcome if o.skips} == {Outcome.SKIPPED, Outcome.NOT_EXPRESSIBLE}
+    assert str(Outcome.NOT_EXPRESSIBLE) == "not_expressible"
 
 
 def test_missing_framework_is_a_skip_with_reason():
+    from conformance.contract import Runner
     from conformance.matrix import evaluate
-    from conformance.runners import Runner
 
     class Absent(Runner):
         name, framework, requires = "absent.mha", "absent", ("no_such_framework_xyz",)
@@ -154,8 +164,8 @@ def test_missing_framework_is_a_skip_with_reason():
 
 
 def test_runner_crash_is_an_error_row_not_a_crash():
+    from conformance.contract import Runner, Translation
     from conformance.matrix import evaluate
-    from conformance.runners import Runner, Translation
 
     class Broken(Runner):
         name, framework = "broken.mha", "broken"

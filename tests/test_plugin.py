@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conformance.plugin import ROOT
+from conformance.paths import ROOT
 
 pytest_plugins = ["pytester"]
 # find_spec, not importorskip: pytester restores sys.modules after each test, and
