@@ -74,6 +74,18 @@ class Observation:
     output_digest: dict | None = None  # compact output record for cross-backend tables
 
 
+@dataclass(frozen=True)
+class Convention:
+    """One cell of the conventions ledger, observed by running the system (or,
+    for a documented model, read from the cited documentation)."""
+
+    axis: str  # an id of axes.AXES
+    value: str  # a word of that axis's vocabulary (axes.py)
+    evidence: str  # what ran and what it showed, with a figure where there is one
+    documented: str | None = None  # the value the system's documentation states
+    documented_source: str = ""  # the link to that documentation
+
+
 class Runner:
     """Base class: subclasses set the class attributes and implement two methods.
 
@@ -114,6 +126,13 @@ class Runner:
 
     def run(self, case, translation: Translation, data) -> Observation:
         raise NotImplementedError
+
+    def conventions(self) -> list[Convention]:
+        """Probe runs that settle convention axes for this system (axes.py), each
+        run in the system itself on small seeded inputs.  Runs where `run` runs
+        (in the worker for worker runners).  Axes that the matrix rows settle
+        (fully masked rows, returned weights, float64) need no probe here."""
+        return []
 
 
 def to_numpy(x) -> np.ndarray:

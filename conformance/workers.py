@@ -81,9 +81,10 @@ class _Worker:
         except OSError:
             return ""
 
-    def submit(self, runner, case, translation) -> Future:
+    def submit(self, runner, case, translation, op: str = "run") -> Future:
+        """`op`: "run" (runner.run on the case) or "conventions" (its probes)."""
         future: Future = Future()
-        self.requests.put(((runner.target, dict(runner.params)), case, translation, future))
+        self.requests.put(((runner.target, dict(runner.params)), op, case, translation, future))
         return future
 
     def _pump(self) -> None:
@@ -158,6 +159,14 @@ def run_in_worker(runner, case, translation):
     raise RuntimeError(payload)
 
 
+def conventions_in_worker(runner) -> list:
+    """The runner's convention probes, run in its worker."""
+    status, payload = _worker(runner).submit(runner, None, None, "conventions").result()
+    if status == "ok":
+        return payload
+    raise RuntimeError(payload)
+
+
 def close(key: str) -> None:
     """Stop one worker (the next request starts a fresh one)."""
     worker = _WORKERS.pop(key, None)
@@ -200,14 +209,16 @@ def _serve() -> None:
     runners: dict[str, Any] = {}
     while True:
         try:
-            (target, params), case, translation = _recv(proto_in)
+            (target, params), op, case, translation = _recv(proto_in)
         except EOFError:
             return
         try:
             key = (target, repr(sorted(params.items())))
             if key not in runners:
                 runners[key] = load(target, params)
-            reply = ("ok", runners[key].run(case, translation, case_data(case)))
+            runner = runners[key]
+            reply = ("ok", runner.conventions() if op == "conventions"
+                     else runner.run(case, translation, case_data(case)))
         except NotExpressibleError as exc:
             reply = ("not_expressible", str(exc))
         except Exception as exc:  # reported to the parent as the row's error
