@@ -49,14 +49,16 @@ def _combine(heads: np.ndarray, data: CaseData) -> np.ndarray:
     return out if w.bo is None else out + w.bo
 
 
-def attention(case: Case, data: CaseData | None = None) -> Expected:
+def attention(case: Case, data: CaseData | None = None, scale: float | None = None) -> Expected:
+    """`scale` overrides 1/sqrt(d_k) (the convention probes try other scales)."""
     data = data or case_data(case)
     w, x = data.weights, data.inputs
     group = case.attention.num_heads // case.attention.num_kv_heads
     q = project(x.query, w.wq, w.bq)
     k = np.repeat(project(x.key, w.wk, w.bk), group, axis=1)
     v = np.repeat(project(x.value, w.wv, w.bv), group, axis=1)
-    scores = np.einsum("bhtd,bhsd->bhts", q, k) / np.sqrt(case.attention.qk_head_dim)
+    scores = np.einsum("bhtd,bhsd->bhts", q, k)
+    scores = scores / np.sqrt(case.attention.qk_head_dim) if scale is None else scores * scale
     probs = _softmax(scores, x.allowed)
     out = _combine(probs @ v, data)
     fully = x.fully_masked
