@@ -4,37 +4,31 @@ from __future__ import annotations
 import json
 
 from conformance.case import load_cases
-from conformance.matrix import Row
-from conformance.plugin import ROOT
-from conformance.report import differences, strip_metadata, write_reports
-from conformance.runners import Runner
+from conformance.paths import ROOT
+from conformance.report import (METADATA_END, METADATA_START, differences, strip_metadata,
+                                write_reports)
+from conformance.report.keras import max_difference
+from conformance.versions import versions
+from conformance.verdict import Outcome
 
+from .report_rows import FakeCase, graph, make_row, replace, stand_in
 
-class FakeRunner(Runner):
-    name, framework = "fake.one", "fake"
+FAKE = stand_in("fake.one", "fake", "fake.Attention")
+CASES = [FakeCase("a"), FakeCase("b")]
 
 
 def rows():
     return [
-        Row("a", "fake.one", "fake", outcome="pass", dtype="float32", parameters=10,
-            parameters_formula=10, max_abs_error=1.23456e-7, max_rel_error=2e-6,
-            native_call="fake(1)", weight_shapes={"w": [2, 5]}, typed={"heads": 2}),
-        Row("b", "fake.one", "fake", outcome="not_expressible", reason="cannot", dtype="float16",
-            parameters_formula=12),
+        make_row("a", FAKE, parameters=10, max_abs_error=1.23456e-7, max_rel_error=2e-6,
+                 native_call="fake(1)", weight_shapes={"w": [2, 5]}, typed={"heads": 2}),
+        make_row("b", FAKE, Outcome.NOT_EXPRESSIBLE, reason="cannot", dtype="float16",
+                 parameters_formula=12),
     ]
 
 
-class FakeCase:
-    def __init__(self, id_):
-        self.id, self.has_fully_masked_rows = id_, False
-
-
-CASES = [FakeCase("a"), FakeCase("b")]
-
-
 def test_two_runs_identical_outside_metadata(tmp_path):
-    write_reports(rows(), CASES, [FakeRunner()], tmp_path / "one", "full")
-    write_reports(rows(), CASES, [FakeRunner()], tmp_path / "two", "full")
+    write_reports(rows(), CASES, [FAKE], tmp_path / "one", "full")
+    write_reports(rows(), CASES, [FAKE], tmp_path / "two", "full")
     assert differences(tmp_path / "one", tmp_path / "two") == []
     data = json.loads((tmp_path / "one" / "results.json").read_text())
     assert "time" in data["metadata"] and len(data["rows"]) == 2
@@ -43,20 +37,36 @@ def test_two_runs_identical_outside_metadata(tmp_path):
     assert "## Parameter counts" in md and "n/e" in md and "cannot" in md
 
 
+def test_metadata_is_the_one_version_lookup_and_the_time(tmp_path):
+    write_reports(rows(), CASES, [FAKE], tmp_path, "full")
+    meta = json.loads((tmp_path / "results.json").read_text())["metadata"]
+    assert set(meta) == {*versions(), "time"}
+    md = (tmp_path / "index.md").read_text()
+    block = md.split(METADATA_START)[1].split(METADATA_END)[0]
+    assert f"- python: {versions()['python']}" in block and "- time: " in block
+
+
+def test_results_records_are_row_as_dict(tmp_path):
+    row = make_row("a", FAKE, graphs={"g": graph()}, output_digest={"size": 1},
+                   extras={"call": "x"}, max_abs_error=None, max_rel_error=None)
+    write_reports([row], CASES, [FAKE], tmp_path, "full")
+    record = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    assert record == json.loads(json.dumps(row.as_dict()))
+    assert record["extras"] == {"call": "x", "graphs": {"g": graph()}}
+    assert "output_digest" not in record and "graphs" not in record
+
+
 def test_changed_result_is_detected(tmp_path):
-    write_reports(rows(), CASES, [FakeRunner()], tmp_path / "one", "full")
+    write_reports(rows(), CASES, [FAKE], tmp_path / "one", "full")
     changed = rows()
-    changed[0].max_abs_error = 9e-3
-    write_reports(changed, CASES, [FakeRunner()], tmp_path / "two", "full")
+    changed[0] = replace(changed[0], max_abs_error=9e-3)
+    write_reports(changed, CASES, [FAKE], tmp_path / "two", "full")
     diffs = differences(tmp_path / "one", tmp_path / "two")
     assert {d.split(":")[0] for d in diffs} == {"results.json", "results.csv", "index.md",
                                                 "index.html"}
 
 
 def test_metadata_is_stripped_and_only_metadata():
-    text = "a\n<!-- run-metadata: start (x) -->\nt1\n<!-- run-metadata: end -->\nb"
-    from conformance.report import METADATA_END, METADATA_START
-
     text = f"a\n{METADATA_START}\nt1\n{METADATA_END}\nb"
     other = f"a\n{METADATA_START}\nt2\n{METADATA_END}\nb"
     assert strip_metadata(text, "index.md") == strip_metadata(other, "index.md")
@@ -64,18 +74,17 @@ def test_metadata_is_stripped_and_only_metadata():
 
 
 def test_committed_reports_cover_every_case_and_runner():
-    from conformance.runners import REGISTRY, load
+    from conformance.runners import all_runners
 
     data = json.loads((ROOT / "reports" / "results.json").read_text())
     have = {(r["case"], r["runner"]) for r in data["rows"]}
     cases = load_cases(ROOT / "cases")
-    names = [load(e).name for e in REGISTRY]
-    assert have == {(c.id, n) for c in cases for n in names}
+    assert have == {(c.id, r.name) for c in cases for r in all_runners()}
     assert data["selection"].startswith("full default matrix")
 
 
 def test_missing_figures_are_json_null(tmp_path):
-    write_reports(rows(), CASES, [FakeRunner()], tmp_path, "full")
+    write_reports(rows(), CASES, [FAKE], tmp_path, "full")
     text = (tmp_path / "results.json").read_text()
     assert "NaN" not in text
     row = json.loads(text)["rows"][1]
@@ -83,16 +92,22 @@ def test_missing_figures_are_json_null(tmp_path):
 
 
 def test_outcomes_tell_known_mismatches_from_new_ones(tmp_path):
-    from types import SimpleNamespace
-
-    from conformance.matrix import Row
-    from conformance.report import write_reports
-
-    rows = [Row("c", "r1", "f", outcome="mismatch", known_mismatch="understood"),
-            Row("c", "r2", "f", outcome="mismatch")]
-    runners = [SimpleNamespace(name=n, sections=()) for n in ("r1", "r2")]
-    write_reports(rows, [], runners, tmp_path, "test")
+    r1, r2 = stand_in("r1", "f"), stand_in("r2", "f")
+    rows = [make_row("c", r1, Outcome.MISMATCH, known_mismatch="understood"),
+            make_row("c", r2, Outcome.MISMATCH)]
+    write_reports(rows, [], [r1, r2], tmp_path, "test")
     text = (tmp_path / "index.md").read_text()
     table = text.split("## Outcomes")[1].split("##")[0]
     assert "| runner | known mismatch | mismatch |" in table
     assert "| r1 | 1 | 0 |" in table and "| r2 | 0 | 1 |" in table
+
+
+def test_max_difference_of_output_digests():
+    a = {"size": 3, "sampled": False, "values": [1.0, 2.0, None]}
+    b = {"size": 3, "sampled": False, "values": [1.0, 2.5, 3.0]}
+    assert max_difference(a, b) == "5.00e-01 (1 non-finite skipped)"
+    assert max_difference(a, None) == ""
+    assert max_difference(a, {**b, "size": 4}) == ""
+    big = {"size": 12544, "sampled": True, "values": [0.0] * 256}
+    assert max_difference(big, big) == "0 (sampled 256 of 12544)"
+    assert max_difference({**a, "values": [None] * 3}, b) == "n/a"

@@ -1,0 +1,78 @@
+"""The ONNX sections: what each exported graph holds, and masking against eager torch.
+
+The accounting itself (onnx_accounting.account) runs in the ONNX runners and
+reaches the report as Row.graphs: {graph label: accounting}.  The accounting
+and operator sections show every row that has graphs, whatever its runner;
+the masking section puts the rows of framework "onnx" beside the eager rows of
+the system most of them export (EAGER: system and path descriptors).
+"""
+from __future__ import annotations
+
+from .base import Section, pivot, section_table
+
+FRAMEWORK = "onnx"
+EAGER = ("torch", "torch.nn.MultiheadAttention", "ordinary")  # framework, system, path
+
+
+def _graph_rows(frame):
+    for r in frame.itertuples(index=False):
+        for variant, acc in (r.graphs or {}).items():
+            yield r, variant, acc
+
+
+def section_onnx_accounting(frame, cases, runners):
+    records = [{"case": r.case, "runner": r.runner, "graph": variant,
+                "opset": ", ".join(f"{d} {v}" for d, v in acc["opset"].items()),
+                "exported weights": acc["exported_weights"],
+                "framework count": acc["framework_parameters"],
+                "other constants": f"{acc['other_constants']} in {acc['other_constant_tensors']}",
+                "explanation": acc["explanation"]}
+               for r, variant, acc in _graph_rows(frame)]
+    table = section_table(records, ["case", "runner", "graph"])
+    if table is None:
+        return None
+    return Section("ONNX graphs: parameter accounting",
+                   "Elements of the initializers and Constant tensors of each exported graph: "
+                   "weights (float tensors holding a framework parameter) against the "
+                   "framework's own count, other constants (shape vectors, scalars such as the "
+                   "scale) as elements in tensors, and where each parameter went "
+                   "(results.json: extras.graphs.*.mapping).", table)
+
+
+def section_onnx_ops(frame, cases, runners):
+    records = [{"case": r.case, "runner": r.runner, "graph": variant,
+                "operators": ", ".join(f"{op} {n}" for op, n in acc["ops"].items())}
+               for r, variant, acc in _graph_rows(frame)]
+    table = section_table(records, ["case", "runner", "graph"])
+    if table is None:
+        return None
+    return Section("ONNX graphs: operator inventory",
+                   "Operator type and count in each exported graph.", table)
+
+
+def _cell_masking(r) -> str:
+    if not r.outcome.ran:
+        return r.outcome.cell
+    err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
+    label = f"{r.fully_masked_row} / " if r.fully_masked_row else ""
+    return label + err + ("" if r.outcome.agrees else " ✗")
+
+
+def _masking_runners(runners) -> list:
+    return [r for r in runners if r.framework == FRAMEWORK
+            or (r.framework, r.system, r.path) == EAGER]
+
+
+def section_onnx_masking(frame, cases, runners):
+    """Eager torch against each exported graph on the masking edge cases."""
+    ids = [c.id for c in cases if c.has_fully_masked_rows or c.mask.key_padding is not None]
+    shown = _masking_runners(runners)
+    sub = frame[frame["case"].isin(ids) & frame["runner"].isin([r.name for r in shown])]
+    if sub.empty or not (sub["framework"] == FRAMEWORK).any():
+        return None
+    sub = sub.assign(cell=sub.apply(_cell_masking, axis=1))
+    masking_cases = [c for c in cases if c.id in ids]
+    return Section("ONNX graphs against eager torch: masking edge cases",
+                   "Fully masked row label / max abs error of the output (rows with "
+                   "defined output) for eager nn.MultiheadAttention and each exported graph.",
+                   pivot(sub, "cell", masking_cases, shown))

@@ -1,0 +1,157 @@
+"""The core report sections, and SECTIONS: the one list of every section.
+
+A section is a function `(frame, cases, runners) -> Section | None`: `frame`
+is the section frame (base.py: typed columns), `cases` the run's cases in
+file order, `runners` the run's Runner objects in column order.  A section
+selects rows by framework and typed fields, never by runner name; None = it
+has nothing to show for this run.  A new section is one function added to
+SECTIONS below; runners hold no report code.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..verdict import FailureKind, Outcome
+from .base import Section, fmt, pivot
+from .keras import section_keras_backends
+from .onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
+
+_PARAMETER_FAILURES = (FailureKind.PARAMETERS, FailureKind.FORMULA)
+
+
+def _failed(r, kinds) -> bool:
+    return any(f.kind in kinds for f in r.failures)
+
+
+def cell_parameters(r) -> str:
+    """A row's parameter cell: its count, ✗ when a parameter check failed."""
+    if not r.outcome.ran:
+        return r.outcome.cell
+    if r.projection_parameters is not None:
+        return f"{r.parameters} (+{r.projection_parameters} given)"
+    bad = " ✗" if _failed(r, _PARAMETER_FAILURES) else ""
+    return f"{r.parameters}{bad}{'' if r.executed else ' (model)'}"
+
+
+def cell_numbers(r) -> str:
+    if not r.outcome.ran:
+        return r.outcome.cell
+    mark = "✓" if r.outcome.agrees else ("✗ known" if r.known_mismatch else "✗")
+    model = "" if r.executed else " (model)"
+    return f"{mark} {fmt(r.max_abs_error)} / {fmt(r.max_rel_error)}{model}"
+
+
+def _known(frame):
+    """Rows whose failure the case declares (expect.known_mismatch)."""
+    return (frame["known_mismatch"] != "") & frame["outcome"].map(lambda o: o.failed)
+
+
+KNOWN_MISMATCH = "known mismatch"  # the Outcomes column of declared failures
+
+
+def section_outcomes(frame, cases, runners):
+    label = frame["outcome"].map(lambda o: o.value).where(~_known(frame), KNOWN_MISMATCH)
+    table = frame.assign(outcome=label).pivot_table(
+        index="runner", columns="outcome", values="case", aggfunc="count", fill_value=0)
+    names = [r.name for r in runners]
+    table = table.reindex(index=[n for n in names if n in table.index])
+    return Section("Outcomes", "Items per runner and outcome; a known mismatch is declared "
+                   "in its case (expect.known_mismatch) and listed below.", table.astype(int))
+
+
+def section_parameters(frame, cases, runners):
+    frame = frame.assign(cell=frame.apply(cell_parameters, axis=1))
+    table = pivot(frame, "cell", cases, runners)
+    first = frame.drop_duplicates("case").set_index("case")
+    typed = first["typed"].map(lambda t: ", ".join(f"{k}={v}" for k, v in t.items()))
+    table.insert(0, "formula", first["parameters_formula"].reindex(table.index))
+    table.insert(0, "typed by the user", typed.reindex(table.index))
+    return Section("Parameter counts",
+                   "The framework's own count per runner, against the analytic formula. "
+                   "n/e = not expressible, ✗ = differs from what the case expects; SDPA holds "
+                   "no parameters and shows the projections it was given; (model) = a "
+                   "documented model of a system that cannot run here (MATLAB).", table)
+
+
+def section_numbers(frame, cases, runners):
+    frame = frame.assign(cell=frame.apply(cell_numbers, axis=1))
+    return Section("Numerical agreement",
+                   "Max abs / max rel error of the output against the float64 reference "
+                   "(fully masked rows excluded: see edge cases); (model) = not executed, "
+                   "a documented model in NumPy: it checks layout and translation only.",
+                   pivot(frame, "cell", cases, runners))
+
+
+def section_weights(frame, cases, runners):
+    has = frame[frame["weights_max_abs_error"].notna()]
+    if has.empty:
+        return None
+    has = has.assign(cell=has.apply(lambda r: f"{fmt(r.weights_max_abs_error)} / "
+                                              f"{fmt(r.weights_max_rel_error)}", axis=1))
+    return Section("Per-head attention weights",
+                   "Max abs / max rel error of the returned per-head weights (B, H, T, S).",
+                   pivot(has, "cell", cases, runners))
+
+
+def _cell_masked(r) -> str:
+    weights = f" (weights: {r.fully_masked_row_weights})" if r.fully_masked_row_weights else ""
+    declared = ("" if r.fully_masked_row == r.fully_masked_row_declared
+                else f" ✗ declared {r.fully_masked_row_declared}")
+    return (r.fully_masked_row or "") + weights + declared
+
+
+def section_edge_cases(frame, cases, runners):
+    masked = frame[frame["case"].isin([c.id for c in cases if c.has_fully_masked_rows])]
+    masked = masked[masked["outcome"].map(lambda o: o.ran)]
+    if masked.empty:
+        return None
+    masked = masked.assign(cell=masked.apply(_cell_masked, axis=1))
+    return Section("Edge case: fully masked query rows",
+                   "What each system returns for a query row whose every key is masked: "
+                   "nan, zeros (all weights 0: the output is the output bias), uniform (equal "
+                   "weight on every key), finite_other.", pivot(masked, "cell", cases, runners))
+
+
+def _listing(sub, title, intro, columns=("reason",)):
+    if sub.empty:
+        return None
+    return Section(title, intro, sub[["case", "runner", *columns]].set_index(["case", "runner"]))
+
+
+def section_not_expressible(frame, cases, runners):
+    return _listing(frame[frame["outcome"] == Outcome.NOT_EXPRESSIBLE], "Not expressible",
+                    "Configurations a system cannot express, in its own words.")
+
+
+def section_failures(frame, cases, runners):
+    listed = frame["outcome"].map(lambda o: o.failed or o == Outcome.SKIPPED)
+    return _listing(frame[listed & (frame["known_mismatch"] == "")], "Failures and skips",
+                    "Mismatches, runner errors and missing frameworks.")
+
+
+def section_known_mismatches(frame, cases, runners):
+    sub = frame[_known(frame)]
+    sub = sub.assign(known=sub["known_mismatch"], observed=sub["reason"])
+    return _listing(sub, "Known mismatches",
+                    "Declared in the case (expect.known_mismatch): the item is an expected "
+                    "failure, and fails again if the mismatch goes away.", ("known", "observed"))
+
+
+def section_calls(frame, cases, runners):
+    sub = frame[frame["native_call"] != ""]
+    sub = sub.assign(shapes=sub["weight_shapes"].map(
+        lambda d: ", ".join(f"{k} {tuple(v)}" for k, v in d.items())))
+    return Section("How each system was called",
+                   "The native call a user would type, and the weights it holds (native names "
+                   "and shapes).",
+                   sub[["case", "runner", "native_call", "shapes"]].set_index(["case", "runner"]))
+
+
+# Every report section, in report order.  Each decides from the typed columns
+# whether it applies (None = nothing to show).
+SECTIONS: list[Callable] = [
+    section_outcomes, section_parameters, section_numbers, section_weights,
+    section_edge_cases, section_not_expressible, section_known_mismatches, section_failures,
+    section_calls, section_keras_backends,
+    section_onnx_accounting, section_onnx_ops, section_onnx_masking,
+]
