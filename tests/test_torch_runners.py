@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.runners import NotExpressible
-from conformance.runners.torch_mha import TorchMHA, TorchMHAFastPath, build_mha, torch_masks
+from conformance.contract import NotExpressible
+from conformance.runners._torch import build_mha, torch_masks
+from conformance.runners.torch_mha import TorchMHA, TorchMHAFastPath
 from conformance.weights import case_data
 
 from .helpers import make_case
@@ -50,3 +51,31 @@ def test_weights_land_in_out_in_layout():
     w = mha.in_proj_weight.detach().double().numpy()
     # rows 4:8 of the packed (3E, E) matrix are head 1's query projection, transposed
     np.testing.assert_allclose(w[4:8], data.weights.wq[1].T, rtol=1e-7)
+
+
+@pytest.mark.parametrize("sections, args", [
+    ({}, "q, k, v"),
+    ({"mask": {"causal": "upper_left"}, "inputs": {"key_len": 4}}, "q, k, v, is_causal=True"),
+    ({"mask": {"causal": "lower_right"}, "inputs": {"key_len": 4}},
+     "q, k, v, attn_mask=causal_lower_right(T, S)"),
+    ({"mask": {"causal": "lower_right", "key_padding": [4, 2]}, "inputs": {"key_len": 4}},
+     "q, k, v, attn_mask=bool (B, 1, T, S), True = attend"),
+    ({"attention": {"num_heads": 4, "num_kv_heads": 2, "query_features": 8},
+      "mask": {"key_padding": [5, 2]}},
+     "q, k, v, attn_mask=bool (B, 1, T, S), True = attend, enable_gqa=True"),
+])
+def test_sdpa_plan_is_typed_and_the_call_reads_as_typed(sections, args):
+    from conformance.runners.torch_sdpa import SdpaPlan, TorchSDPA
+
+    t = TorchSDPA().translate(make_case(**sections))
+    assert isinstance(t.plan, SdpaPlan)
+    assert t.call == f"torch.nn.functional.scaled_dot_product_attention({args})"
+
+
+def test_descriptors_say_what_each_torch_runner_runs():
+    from conformance.runners.torch_sdpa import TorchSDPA
+
+    got = [(r.framework, r.system, r.path) for r in (TorchMHA(), TorchMHAFastPath(), TorchSDPA())]
+    assert got == [("torch", "torch.nn.MultiheadAttention", "ordinary"),
+                   ("torch", "torch.nn.MultiheadAttention", "fast path"),
+                   ("torch", "torch.nn.functional.scaled_dot_product_attention", "default")]

@@ -11,116 +11,19 @@ Conventions this runner makes explicit:
   `key_padding_mask` (B, S) separate from `attn_mask` ((T, S) or (B*H, T, S));
 - attention weights come back averaged over heads unless
   `average_attn_weights=False`.
-torch is imported inside `run` only.
+The shared helpers live in _torch.py; torch is imported inside `run` only.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy
-
-
-def import_torch():
-    """torch with one intra-op thread: reductions then sum in one order on every
-    machine, which keeps the reported figures identical wherever the matrix runs."""
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-def torch_dtype(torch, name: str):
-    return getattr(torch, name)
-
-
-def _limits(case) -> str | None:
-    a = case.attention
-    even = a.query_features % a.num_heads == 0 and a.query_features // a.num_heads
-    if a.num_kv_heads != a.num_heads:
-        return (f"grouped-query attention (num_kv_heads={a.num_kv_heads} < num_heads="
-                f"{a.num_heads}): nn.MultiheadAttention has one key/value head per query head")
-    if not even or a.qk_head_dim != even or a.v_head_dim != even:
-        return (f"per-head widths qk_head_dim={a.qk_head_dim}, v_head_dim={a.v_head_dim}: "
-                "nn.MultiheadAttention fixes head_dim = embed_dim // num_heads = "
-                f"{a.query_features} // {a.num_heads}"
-                + (f" = {even}" if even else " (does not divide: 'embed_dim must be divisible "
-                   "by num_heads')"))
-    if a.output_features != a.query_features:
-        return (f"output_features={a.output_features} != query_features={a.query_features}: "
-                "out_proj is Linear(embed_dim, embed_dim)")
-    return None
-
-
-def mha_translation(case) -> Translation | NotExpressible:
-    reason = _limits(case)
-    if reason:
-        return NotExpressible(reason)
-    a = case.attention
-    kwargs = {"embed_dim": a.query_features, "num_heads": a.num_heads}
-    if a.key_features != a.query_features or a.value_features != a.query_features:
-        kwargs.update(kdim=a.key_features, vdim=a.value_features)
-    if not a.bias:
-        kwargs["bias"] = False
-    kwargs["batch_first"] = True
-    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    return Translation(f"torch.nn.MultiheadAttention({args})", kwargs)
-
-
-def build_mha(torch, case, translation: Translation, weights):
-    """The module with the canonical weights loaded into torch's (out, in) layout."""
-    dt = torch_dtype(torch, case.inputs.dtype)
-    # Built in the case dtype, so float64 weights are never rounded through float32.
-    mha = torch.nn.MultiheadAttention(**translation.kwargs, dtype=dt)
-    h = case.attention.num_heads
-
-    def out_in(w):  # (H, E_in, d) -> (H*d, E_in): head h owns rows h*d:(h+1)*d
-        return w.transpose(0, 2, 1).reshape(-1, w.shape[1])
-
-    q, k, v = out_in(weights.wq), out_in(weights.wk), out_in(weights.wv)
-    state = {"out_proj.weight": weights.wo.reshape(h * case.attention.v_head_dim, -1).T}
-    if mha._qkv_same_embed_dim:
-        state["in_proj_weight"] = np.concatenate([q, k, v])
-    else:
-        state.update(q_proj_weight=q, k_proj_weight=k, v_proj_weight=v)
-    if case.attention.bias:
-        state["in_proj_bias"] = np.concatenate([weights.bq.ravel(), weights.bk.ravel(),
-                                                weights.bv.ravel()])
-        state["out_proj.bias"] = weights.bo
-    mha.load_state_dict({n: torch.tensor(a, dtype=dt) for n, a in state.items()}, strict=True)
-    shapes = {n: tuple(p.shape) for n, p in mha.named_parameters()}
-    return mha.eval(), shapes
-
-
-def torch_masks(torch, case, inputs):
-    """Canonical (True = attend) -> PyTorch MHA (True = blocked).
-
-    Key padding goes to `key_padding_mask` (B, S); causal and explicit masks
-    are merged into `attn_mask`, (T, S) when shared by the batch, else
-    (B * H, T, S) as MHA requires for per-item masks.
-    """
-    kpm = None if inputs.key_valid is None else torch.from_numpy(~inputs.key_valid)
-    parts = [p for p in (inputs.causal, inputs.attn_mask) if p is not None]
-    if not parts:
-        return kpm, None
-    allowed = np.logical_and.reduce(np.broadcast_arrays(*parts)) if len(parts) > 1 else parts[0]
-    if allowed.ndim == 3 and (allowed == allowed[:1]).all():
-        allowed = allowed[0]
-    if allowed.ndim == 3:
-        allowed = np.repeat(allowed, case.attention.num_heads, axis=0)
-    return kpm, torch.from_numpy(np.ascontiguousarray(~allowed))
-
-
-def tensors(torch, case, inputs):
-    dt = torch_dtype(torch, case.inputs.dtype)
-    q = torch.tensor(inputs.query, dtype=dt)
-    if case.inputs.self_attention:
-        return q, q, q  # the same tensor object: MHA's fast path checks `query is key`
-    return q, torch.tensor(inputs.key, dtype=dt), torch.tensor(inputs.value, dtype=dt)
+from ..contract import NotExpressible, NotExpressibleError, Observation, Runner, to_numpy
+from ._torch import build_mha, import_torch, mha_translation, tensors, torch_masks
 
 
 class TorchMHA(Runner):
     name = "torch.mha"
     framework = "torch"
+    system = "torch.nn.MultiheadAttention"
+    path = "ordinary"
     requires = ("torch",)
 
     def translate(self, case):
@@ -153,7 +56,7 @@ class TorchMHA(Runner):
                     "default_weights_shape": list(averaged.shape)})
 
 
-class TorchMHAFastPath(Runner):
+class TorchMHAFastPath(TorchMHA):
     """The inference fast path (`torch._native_multi_head_attention`).
 
     It engages only for self-attention, batch_first, eval, no grad, even
@@ -162,8 +65,7 @@ class TorchMHAFastPath(Runner):
     """
 
     name = "torch.mha.fastpath"
-    framework = "torch"
-    requires = ("torch",)
+    path = "fast path"
 
     def translate(self, case):
         t = mha_translation(case)

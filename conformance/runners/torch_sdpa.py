@@ -10,35 +10,59 @@ weights.  torch is imported inside `run` only.
 """
 from __future__ import annotations
 
-from . import Observation, Runner, Translation, to_numpy
-from .torch_mha import import_torch, tensors, torch_dtype
+from dataclasses import dataclass
+from typing import Literal
+
+from ..contract import Observation, Runner, Translation, to_numpy
+from ._torch import import_torch, tensors, torch_dtype
+
+MASK_WORDS = {"causal_lower_right": "causal_lower_right(T, S)",
+              "bool": "bool (B, 1, T, S), True = attend"}  # as the call shows them
 
 
-def _mask_plan(case, inputs) -> dict:
-    """Which SDPA mask argument a user would pass for this case."""
-    only_causal = inputs.key_valid is None and inputs.attn_mask is None
-    if inputs.causal is not None and only_causal:
+@dataclass(frozen=True)
+class SdpaPlan:
+    """Which SDPA arguments a user would pass for the case."""
+
+    is_causal: bool = False  # is_causal=True: the causal part alone, upper-left aligned
+    mask: Literal["none", "causal_lower_right", "bool"] = "none"  # what attn_mask gets
+    enable_gqa: bool = False
+
+    def arguments(self) -> str:
+        """The call's arguments, e.g. "q, k, v, is_causal=True"."""
+        args = ["q, k, v"]
+        if self.is_causal:
+            args.append("is_causal=True")
+        if self.mask != "none":
+            args.append(f"attn_mask={MASK_WORDS[self.mask]}")
+        if self.enable_gqa:
+            args.append("enable_gqa=True")
+        return ", ".join(args)
+
+
+def sdpa_plan(case) -> SdpaPlan:
+    """Read from the case alone (no arrays): a causal mask with nothing else goes
+    to is_causal (or causal_lower_right where the alignment needs it), any other
+    mask to a boolean attn_mask holding every part."""
+    causal = case.mask.causal != "none"
+    if causal and not case.has_non_causal_mask:
         if case.mask.causal == "upper_left" or case.inputs.query_len == case.inputs.key_len:
-            return {"is_causal": True}
-        return {"attn_mask": "causal_lower_right(T, S)"}
-    if inputs.allowed is not None:
-        return {"attn_mask": "bool (B, 1, T, S), True = attend"}
-    return {}
+            return SdpaPlan(is_causal=True, enable_gqa=case.grouped)
+        return SdpaPlan(mask="causal_lower_right", enable_gqa=case.grouped)
+    return SdpaPlan(mask="bool" if causal or case.has_non_causal_mask else "none",
+                    enable_gqa=case.grouped)
 
 
 class TorchSDPA(Runner):
     name = "torch.sdpa"
     framework = "torch"
+    system = "torch.nn.functional.scaled_dot_product_attention"
     requires = ("torch",)
 
     def translate(self, case):
-        from ..weights import case_data
-
-        kwargs = _mask_plan(case, case_data(case).inputs)
-        if case.grouped:
-            kwargs["enable_gqa"] = True
-        args = ", ".join(["q, k, v"] + [f"{k}={v}" for k, v in kwargs.items()])
-        return Translation(f"torch.nn.functional.scaled_dot_product_attention({args})", kwargs)
+        plan = sdpa_plan(case)
+        return Translation(f"torch.nn.functional.scaled_dot_product_attention("
+                           f"{plan.arguments()})", plan)
 
     def run(self, case, translation, data):
         torch = import_torch()
@@ -52,13 +76,16 @@ class TorchSDPA(Runner):
             y = torch.einsum("ble,hed->bhld", x, w[wn])
             return y + w[bn][None, :, None, :] if bn in w else y
 
-        kw = dict(translation.kwargs)
-        if kw.get("attn_mask") == "causal_lower_right(T, S)":
+        plan: SdpaPlan = translation.plan
+        kw = {"is_causal": True} if plan.is_causal else {}
+        if plan.mask == "causal_lower_right":
             from torch.nn.attention.bias import causal_lower_right
 
             kw["attn_mask"] = causal_lower_right(case.inputs.query_len, case.inputs.key_len)
-        elif "attn_mask" in kw:
+        elif plan.mask == "bool":
             kw["attn_mask"] = torch.tensor(data.inputs.allowed[:, None])
+        if plan.enable_gqa:
+            kw["enable_gqa"] = True
         with torch.no_grad():
             heads = F.scaled_dot_product_attention(project(xq, "wq", "bq"),
                                                    project(xk, "wk", "bk"),
