@@ -8,15 +8,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.runners import Observation, Runner
-from conformance.runners.keras_mha import (KerasJax, KerasJaxScores, built_layer, load_weights,
-                                           mha_translation, worker_env)
+from conformance.contract import Observation, Runner
+from conformance.runners._keras import built_layer, load_weights, mha_translation, worker_spec
 
 
 class KerasProbe(Runner):
     name, framework = "keras.probe", "keras"
     requires = ("keras", "jax")
-    worker, worker_env = "keras-probe", worker_env("jax")
+    worker = replace(worker_spec("jax"), key="keras-probe")
 
     def translate(self, case):
         return mha_translation(case)
@@ -24,15 +23,15 @@ class KerasProbe(Runner):
     def run(self, case, translation, data):
         import keras
 
-        first = built_layer(keras, KerasJax(), "MultiHeadAttention", case, translation, data)
-        second = built_layer(keras, KerasJaxScores(), "MultiHeadAttention", case, translation,
-                             data)
+        # the keras.jax row and its .scores row build under one layer name
+        first = built_layer(keras, "mha", "MultiHeadAttention", case, translation, data)
+        second = built_layer(keras, "mha", "MultiHeadAttention", case, translation, data)
         other = replace(case, inputs=replace(case.inputs, seed=case.inputs.seed + 1))
-        third = built_layer(keras, KerasJax(), "MultiHeadAttention", other, translation, data)
+        third = built_layer(keras, "mha", "MultiHeadAttention", other, translation, data)
         notes = [f"scores row shares the layer: {second[0] is first[0]}",
                  f"another case shares it: {third[0] is first[0]}"]
         # float16 cannot hold these values exactly: the readback must refuse them
-        layer = keras.layers.MultiHeadAttention(**translation.kwargs, dtype="float16")
+        layer = keras.layers.MultiHeadAttention(**translation.plan, dtype="float16")
         q = data.inputs.query
         layer.build(q.shape, q.shape, q.shape)
         off = replace(data.weights, wq=data.weights.wq + 1e-3 * np.pi)

@@ -1,5 +1,5 @@
-"""The Keras runners' framework-free helpers: translation, layouts, digests, the
-cross-backend section.  Nothing here imports Keras; the one check of the worker
+"""The Keras runners' framework-free helpers: translation, layouts, digests,
+names and workers.  Nothing here imports Keras; the one check of the worker
 side runs in a Keras (JAX) worker and skips with a reason without them."""
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from conformance.case import load_cases
-from conformance.runners import NotExpressible
-from conformance.runners.keras_gqa import gqa_translation
-from conformance.runners.keras_mha import (KerasJax, KerasTensorFlow, canonical_variables,
-                                           digest, mha_translation)
-from conformance.runners.keras_report import max_difference, section_keras_backends
+from conformance.contract import NotExpressible
+from conformance.runners._keras import canonical_variables, digest, mha_translation
+from conformance.runners.keras_gqa import KerasGQA, gqa_translation
+from conformance.runners.keras_mha import KerasMHA
+from conformance.runners.onnx_keras import OnnxKerasExport
 from conformance.weights import case_data
 
 CASES = {c.id: c for c in load_cases(Path(__file__).resolve().parent.parent / "cases")}
@@ -35,7 +34,7 @@ def test_per_head_widths_are_expressible_and_grouped_query_is_not():
 
 def test_gqa_needs_one_head_dim_and_the_query_width():
     assert isinstance(gqa_translation(CASES["per-head-widths"]), NotExpressible)
-    assert gqa_translation(CASES["grouped-query-8q-2kv"]).kwargs == {
+    assert gqa_translation(CASES["grouped-query-8q-2kv"]).plan == {
         "head_dim": 4, "num_query_heads": 8, "num_key_value_heads": 2}
 
 
@@ -49,16 +48,26 @@ def test_kernels_are_the_canonical_layout_transposed():
 
 
 def test_runners_share_one_worker_per_backend():
-    assert KerasTensorFlow.worker == "keras-tensorflow"
-    assert KerasTensorFlow.worker_env["KERAS_BACKEND"] == "tensorflow"
-    assert KerasTensorFlow.worker_env["OMP_NUM_THREADS"] == "1"  # deterministic sums
-    from conformance.runners.keras_gqa import KerasGQATensorFlow
-    from conformance.runners.onnx_keras import OnnxKerasExport
+    tf, jax = KerasMHA(backend="tensorflow"), KerasMHA(backend="jax")
+    assert tf.worker.key == "keras-tensorflow"
+    assert tf.worker.env["KERAS_BACKEND"] == "tensorflow"
+    assert tf.worker.env["OMP_NUM_THREADS"] == "1"  # deterministic sums
+    for other in (KerasGQA(backend="tensorflow"), KerasMHA(backend="tensorflow", scores=True),
+                  OnnxKerasExport()):  # one TensorFlow worker for all
+        assert other.worker == tf.worker
+    assert jax.worker.key == "keras-jax"
 
-    for other in (KerasGQATensorFlow, OnnxKerasExport):  # one TensorFlow worker for all
-        assert (other.worker, other.worker_env) == (KerasTensorFlow.worker,
-                                                    KerasTensorFlow.worker_env)
-    assert KerasJax.worker == "keras-jax"
+
+def test_parameters_name_the_runners_and_their_paths():
+    assert [(r.name, r.path) for r in (KerasMHA(backend="tensorflow"),
+                                       KerasMHA(backend="jax", scores=True))] == [
+        ("keras.tensorflow", "fused"), ("keras.jax.scores", "scores")]
+    gqa = KerasGQA(backend="torch")
+    assert (gqa.name, gqa.system, gqa.requires) == (
+        "keras.gqa.torch", "keras.layers.GroupQueryAttention", ("keras", "torch"))
+    assert KerasMHA(backend="jax", name="keras.mine").name == "keras.mine"
+    with pytest.raises(TypeError, match="no runner parameter"):
+        KerasMHA(backnd="jax")
 
 
 def test_digest_is_small_and_samples_large_outputs():
@@ -66,20 +75,6 @@ def test_digest_is_small_and_samples_large_outputs():
     assert np.float32(small["values"][1]) == np.float32(1 / 3) and not small["sampled"]
     big = digest(np.ones((1, 4, 3136)), "float32")
     assert big["sampled"] and len(big["values"]) == 256 and big["size"] == 12544
-
-
-def test_max_difference_and_section():
-    a = {"size": 3, "sampled": False, "values": [1.0, 2.0, None]}
-    b = {"size": 3, "sampled": False, "values": [1.0, 2.5, 3.0]}
-    assert max_difference(a, b) == "5.00e-01 (1 non-finite skipped)"
-    assert max_difference(a, None) == ""
-    frame = pd.DataFrame([{"case": "no-bias", "runner": "keras.tensorflow",
-                           "extras": {"_output_digest": a}},
-                          {"case": "no-bias", "runner": "keras.jax",
-                           "extras": {"_output_digest": b}}], dtype=object)
-    section = section_keras_backends(frame, [CASES["no-bias"]], ["keras.tensorflow", "keras.jax"])
-    assert list(section.table.columns) == ["tf − jax"]
-    assert section_keras_backends(frame.iloc[:0], [], []) is None
 
 
 def test_worker_machinery_shares_layers_and_refuses_bad_readback():
@@ -96,13 +91,11 @@ def test_worker_machinery_shares_layers_and_refuses_bad_readback():
     try:
         notes = workers.run_in_worker(probe, case, probe.translate(case)).notes
     finally:
-        workers.close(probe.worker)
+        workers.close(probe.worker.key)
     assert notes[:2] == ["scores row shares the layer: True", "another case shares it: False"]
     assert re.match(r"readback refused: readback of \S+/query/kernel differs", notes[2])
 
 
 def test_keras_workers_hide_only_what_their_backend_does_not_use():
-    from conformance.workers import HIDE_ENV
-
-    assert set(KerasTensorFlow.worker_env[HIDE_ENV].split(",")) == {"jax", "pandas"}
-    assert "jax" not in KerasJax.worker_env[HIDE_ENV].split(",")
+    assert set(KerasMHA(backend="tensorflow").worker.hide) == {"jax", "pandas"}
+    assert "jax" not in KerasMHA(backend="jax").worker.hide

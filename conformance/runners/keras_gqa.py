@@ -9,13 +9,15 @@ head h uses kv head h // r, the canonical grouping.  Its limits:
 - kernels are (E_in, H or H_kv, head_dim) and output (H, head_dim, E_q), the
   same layout as MultiHeadAttention.
 Non-grouped cases run too, with num_key_value_heads == num_query_heads.
-It shares the Keras workers (one per backend) with keras_mha.py; the default
-call (return_attention_scores=False, fused path) is what these rows run.
+One class parametrised by `backend` (`KerasGQA(backend="jax")` is
+`keras.gqa.jax`); it shares the Keras workers (one per backend) and the layer
+machinery (_keras.py) with keras_mha.py; the default call
+(return_attention_scores=False, fused path) is what these rows run.
 """
 from __future__ import annotations
 
-from . import NotExpressible, Translation
-from .keras_mha import KerasMHA, causal_limit, format_call, run_layer
+from ..contract import NotExpressible, Translation
+from ._keras import KerasLayerRunner, causal_limit, format_call
 
 
 def gqa_translation(case) -> Translation | NotExpressible:
@@ -38,23 +40,15 @@ def gqa_translation(case) -> Translation | NotExpressible:
     return Translation(format_call("GroupQueryAttention", kwargs, case.inputs.dtype), kwargs)
 
 
-class KerasGQA(KerasMHA):
-    layer_name = "gqa"
+class KerasGQA(KerasLayerRunner):
+    """keras.layers.GroupQueryAttention on one backend (`backend`), default call."""
+
+    system = "keras.layers.GroupQueryAttention"
+    path = "fused"  # return_attention_scores=False
+    layer_cls, layer_name = "GroupQueryAttention", "gqa"
+
+    def default_name(self) -> str:
+        return f"keras.gqa.{self.backend}"
 
     def translate(self, case):
         return gqa_translation(case)
-
-    def run(self, case, translation, data):
-        return run_layer(self, "GroupQueryAttention", case, translation, data)
-
-
-class KerasGQATensorFlow(KerasGQA):
-    name, backend = "keras.gqa.tensorflow", "tensorflow"
-
-
-class KerasGQAJax(KerasGQA):
-    name, backend = "keras.gqa.jax", "jax"
-
-
-class KerasGQATorch(KerasGQA):
-    name, backend = "keras.gqa.torch", "torch"
