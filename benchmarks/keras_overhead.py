@@ -57,7 +57,7 @@ def main() -> int:
     start = time.perf_counter()
     sum(range(3 * 10**7))
     print(f"host: a fixed Python loop took {time.perf_counter() - start:.2f} s")
-    from conformance.cache import cache_root
+    from conformance.paths import cache_root
 
     if not args.cold and not any(cache_root().glob("jax-*")):
         print("warm-up: one untimed run with Keras fills the JAX compilation cache")

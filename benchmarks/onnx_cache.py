@@ -8,9 +8,6 @@ directory: the first run exports every graph (cold), the second finds them
 all in the cache (warm).  Reports go to a temporary directory too, so
 reports/ and .cache/ are never touched.  Prints both wall times, their ratio
 (target: warm at least 3x faster) and how many graphs were cached.
-
-The ONNX runners are added through CONFORMANCE_EXTRA_RUNNERS unless the
-registry already lists them.
 """
 from __future__ import annotations
 
@@ -23,23 +20,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ONNX_RUNNERS = ("conformance.runners.onnx_export:OnnxTorchExport",
-                "conformance.runners.onnx_export:OnnxTorchExportLegacy",
-                "conformance.runners.onnx_attention_op:OnnxAttentionOpORT",
-                "conformance.runners.onnx_attention_op:OnnxAttentionOpReference",
-                "conformance.runners.onnx_keras:OnnxKerasExport")
 
 
 def _env(cache: str) -> dict[str, str]:
+    """The ONNX runners are registry lines: `-m onnx` selects them all."""
     sys.path.insert(0, str(ROOT))
-    from conformance.runners import REGISTRY
+    from conformance.paths import CACHE_ENV
 
-    extra = [e for e in ONNX_RUNNERS if e not in REGISTRY]
-    env = {**os.environ, "CONFORMANCE_CACHE_DIR": cache}
-    if extra:
-        env["CONFORMANCE_EXTRA_RUNNERS"] = ",".join(
-            filter(None, [os.environ.get("CONFORMANCE_EXTRA_RUNNERS", "")] + extra))
-    return env
+    return {**os.environ, CACHE_ENV: cache}
 
 
 def _run(env: dict[str, str], reports: str, runners: list[str]) -> tuple[float, int]:

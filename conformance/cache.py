@@ -8,7 +8,8 @@ bytes live in `<root>/<namespace>/<key>`.
 
 The root is `.cache/` at the repository root (git-ignored), or the directory
 named by the environment variable CONFORMANCE_CACHE_DIR (benchmarks point it
-at a fresh temporary directory to measure a cold run).  Writes are atomic
+at a fresh temporary directory to measure a cold run); paths.cache_root
+resolves it.  Writes are atomic
 (temporary file in the same directory, then `os.replace`), so two processes
 (the pytest process and a worker) never read a half-written entry.  A cache
 that cannot be written (read-only checkout) is not an error: the artefact is
@@ -24,12 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-ENV_VAR = "CONFORMANCE_CACHE_DIR"  # overrides the cache root (default: <repo>/.cache)
-ROOT = Path(__file__).resolve().parent.parent
+from .paths import CACHE_ENV, cache_root
 
-
-def cache_root() -> Path:
-    return Path(os.environ.get(ENV_VAR) or ROOT / ".cache")
+__all__ = ["CACHE_ENV", "BytesCache", "cache_root", "key"]
 
 
 def key(*parts: object) -> str:

@@ -14,9 +14,9 @@ know which parameter went where.  `account` answers that, as JSON-able data:
 - for each framework parameter, the tensor(s) that hold it and how (as is,
   transposed, rows a:b of a split, rearranged), or why none does.
 
-The report sections built on it live at the bottom of this module, so every
-ONNX runner attaches the same function objects (report.py de-duplicates by
-identity).  numpy only at import; onnx is imported inside the functions.
+ONNX runners put the result in Observation.graphs; the report sections that
+tabulate it live in the report package.  numpy only at import; onnx is
+imported inside the functions.
 """
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-
-ONNX_RUNNER_PREFIX = "onnx."
 
 
 @dataclass(frozen=True)
@@ -204,84 +202,3 @@ def _explain(params, mapping, framework: int, exported: int) -> str:
     if extra > 0:
         parts.append(f"{extra} elements hold a parameter more than once")
     return "; ".join(parts)
-
-
-# --------------------------------------------------------------------------
-# Report sections (attached by every ONNX runner through Runner.sections)
-# --------------------------------------------------------------------------
-def _graph_rows(frame):
-    for r in frame.itertuples(index=False):
-        graphs = (r.extras or {}).get("graphs") if isinstance(r.extras, dict) else None
-        if r.runner.startswith(ONNX_RUNNER_PREFIX) and graphs:
-            for variant, acc in graphs.items():
-                yield r, variant, acc
-
-
-def _section_frame(records, index):
-    import pandas as pd
-
-    return pd.DataFrame(records, dtype=object).set_index(index) if records else None
-
-
-def section_onnx_accounting(frame, cases, runners):
-    from .report import Section
-
-    records = [{"case": r.case, "runner": r.runner, "graph": variant,
-                "opset": ", ".join(f"{d} {v}" for d, v in acc["opset"].items()),
-                "exported weights": acc["exported_weights"],
-                "framework count": acc["framework_parameters"],
-                "other constants": f"{acc['other_constants']} in {acc['other_constant_tensors']}",
-                "explanation": acc["explanation"]}
-               for r, variant, acc in _graph_rows(frame)]
-    table = _section_frame(records, ["case", "runner", "graph"])
-    if table is None:
-        return None
-    return Section("ONNX graphs: parameter accounting",
-                   "Elements of the initializers and Constant tensors of each exported graph: "
-                   "weights (float tensors holding a framework parameter) against the "
-                   "framework's own count, other constants (shape vectors, scalars such as the "
-                   "scale) as elements in tensors, and where each parameter went "
-                   "(results.json: extras.graphs.*.mapping).", table)
-
-
-def section_onnx_ops(frame, cases, runners):
-    from .report import Section
-
-    records = [{"case": r.case, "runner": r.runner, "graph": variant,
-                "operators": ", ".join(f"{op} {n}" for op, n in acc["ops"].items())}
-               for r, variant, acc in _graph_rows(frame)]
-    table = _section_frame(records, ["case", "runner", "graph"])
-    if table is None:
-        return None
-    return Section("ONNX graphs: operator inventory",
-                   "Operator type and count in each exported graph.", table)
-
-
-def section_onnx_masking(frame, cases, runners):
-    """Eager torch against each exported graph on the masking edge cases."""
-    from .report import Section
-
-    ids = [c.id for c in cases if c.has_fully_masked_rows or c.mask.key_padding is not None]
-    cols = [n for n in runners if n == "torch.mha" or n.startswith(ONNX_RUNNER_PREFIX)]
-    sub = frame[frame["case"].isin(ids) & frame["runner"].isin(cols)]
-    if sub.empty or not any(c.startswith(ONNX_RUNNER_PREFIX) for c in sub["runner"]):
-        return None
-
-    def cell(r) -> str:
-        if r.outcome in ("skipped", "not_expressible", "error"):
-            return {"skipped": "skip", "not_expressible": "n/e", "error": "error"}[r.outcome]
-        err = "" if r.max_abs_error is None else f"{r.max_abs_error:.2e}"
-        label = f"{r.fully_masked_row} / " if r.fully_masked_row else ""
-        return label + err + ("" if r.outcome in ("pass", "behaviour") else " ✗")
-
-    sub = sub.assign(cell=sub.apply(cell, axis=1))
-    table = sub.pivot(index="case", columns="runner", values="cell")
-    table = table.reindex(index=[i for i in ids if i in table.index],
-                          columns=[c for c in cols if c in table.columns]).fillna("")
-    return Section("ONNX graphs against eager torch: masking edge cases",
-                   "Fully masked row label / max abs error of the output (rows with "
-                   "defined output) for eager nn.MultiheadAttention and each exported graph.",
-                   table)
-
-
-SECTIONS = (section_onnx_accounting, section_onnx_ops, section_onnx_masking)

@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 
 from conformance.reference import attention
-from conformance.runners import NotExpressibleError, Observation, Runner, Translation
+from conformance.contract import (NotExpressibleError, Observation, Runner, Translation,
+                                  WorkerSpec)
 
 
 class FakeWorkerRunner(Runner):
     name, framework = "fake.worker", "fake"
-    worker = "fake"
-    worker_env = {"FAKE_WORKER_FLAVOUR": "reference", "CONFORMANCE_WORKER_HIDE": "wave"}
+    worker = WorkerSpec("fake", {"FAKE_WORKER_FLAVOUR": "reference"}, hide=("wave",))
 
     def translate(self, case):
         return Translation("fake()")
@@ -23,7 +23,7 @@ class FakeWorkerRunner(Runner):
         if case.inputs.seed == 3:
             os._exit(3)  # the worker dies
         try:
-            import wave  # noqa: F401  (hidden by worker_env: must fail)
+            import wave  # noqa: F401  (hidden by WorkerSpec.hide: must fail)
             hidden = "wave importable"
         except ImportError as exc:
             hidden = f"wave hidden: {exc}"

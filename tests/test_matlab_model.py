@@ -11,7 +11,7 @@ from conformance.case import load_cases, tolerance_for
 from conformance.compare import agree
 from conformance.matrix import evaluate
 from conformance.reference import attention
-from conformance.runners import NotExpressible
+from conformance.contract import NotExpressible
 from conformance.runners.matlab_model import (MatlabSelfAttentionModel, forward, matlab_call,
                                               matlab_weights)
 from conformance.weights import case_data

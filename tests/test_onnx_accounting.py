@@ -31,7 +31,7 @@ def _graph(initializers: dict[str, np.ndarray], constant: np.ndarray | None = No
 
 
 def test_cache_roundtrip_is_atomic_and_keyed(tmp_path, monkeypatch):
-    monkeypatch.setenv(cache.ENV_VAR, str(tmp_path))
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     store = cache.BytesCache("onnx", ".onnx")
     k = cache.key("runner", "case-fingerprint", "torch 2")
     assert k != cache.key("runner", "case-fingerprint", "torch 3")
@@ -90,12 +90,12 @@ def test_zero_parameter_is_not_matched_by_an_unrelated_zero_tensor():
 ])
 def test_attention_op_graph_matches_reference(mask, attention):
     from conformance.reference import attention as reference
-    from conformance.runners.onnx_attention_op import OnnxAttentionOpReference
+    from conformance.runners.onnx_attention_op import OnnxAttentionOp
     from conformance.weights import case_data
 
     case = make_case(attention=attention, inputs={"batch": 2, "query_len": 3, "key_len": 6,
                                                   "dtype": "float64"}, mask=mask)
-    runner = OnnxAttentionOpReference()
+    runner = OnnxAttentionOp(engine="reference")
     obs = runner.run(case, runner.translate(case), case_data(case))
     exp = reference(case)
     np.testing.assert_allclose(obs.output, exp.output, rtol=1e-10, atol=1e-12)
@@ -104,9 +104,33 @@ def test_attention_op_graph_matches_reference(mask, attention):
 
 
 def test_attention_op_rejects_negative_causal_offset():
-    from conformance.runners import NotExpressible
-    from conformance.runners.onnx_attention_op import OnnxAttentionOpORT
+    from conformance.contract import NotExpressible
+    from conformance.runners.onnx_attention_op import OnnxAttentionOp
 
     case = make_case(inputs={"query_len": 6, "key_len": 3}, mask={"causal": "lower_right"})
-    t = OnnxAttentionOpORT().translate(case)
+    t = OnnxAttentionOp(engine="ort").translate(case)
     assert isinstance(t, NotExpressible) and "past_sequence_length" in t.reason
+
+
+def test_onnx_runners_are_parameters_with_typed_descriptors():
+    from conformance.runners.onnx_attention_op import AttentionPlan, OnnxAttentionOp
+    from conformance.runners.onnx_export import OnnxTorchExport
+
+    legacy, dynamo = OnnxTorchExport(dynamo=False), OnnxTorchExport(dynamo=True)
+    assert (legacy.name, dynamo.name) == ("onnx.torch-export-legacy", "onnx.torch-export")
+    assert "onnxscript" in dynamo.requires and "onnxscript" not in legacy.requires
+    assert (dynamo.system, dynamo.path, dynamo.backend) == (
+        "torch.nn.MultiheadAttention", "exported graph", "onnxruntime")
+    ort, ref = OnnxAttentionOp(engine="ort"), OnnxAttentionOp(engine="reference")
+    assert [(r.name, r.backend, r.requires) for r in (ort, ref)] == [
+        ("onnx.attention-op.ort", "onnxruntime", ("onnx", "onnxruntime")),
+        ("onnx.attention-op.reference", "onnx.reference", ("onnx",))]
+    case = make_case(inputs={"query_len": 3, "key_len": 6, "batch": 2},
+                     mask={"causal": "lower_right", "key_padding": [6, 4]})
+    t = ref.translate(case)
+    assert t.plan == AttentionPlan(2, 2, is_causal=True, past_length=3, attn_mask=True)
+    assert t.call == (
+        "MatMul+Add -> Attention(Q, K, V, q_num_heads=2, kv_num_heads=2, is_causal=1, "
+        "attn_mask=bool (B, 1, T, S), True = attend, past_key/past_value = first 3 projected "
+        "keys/values (lower-right offset)) [opset 23] -> MatMul+Add; run in "
+        "onnx.reference.ReferenceEvaluator")

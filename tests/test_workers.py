@@ -8,7 +8,8 @@ import pytest
 
 from conformance import workers
 from conformance.reference import attention
-from conformance.runners import NotExpressibleError, load
+from conformance.contract import NotExpressibleError
+from conformance.runners import load
 
 from .helpers import make_case
 
@@ -18,7 +19,7 @@ RUNNER = load("tests.fake_runner:FakeWorkerRunner")
 @pytest.fixture(autouse=True)
 def fresh_worker():
     yield
-    workers.close(RUNNER.worker)  # only ours: the session's other workers keep their queues
+    workers.close(RUNNER.worker.key)  # only ours: the session's other workers keep their queues
 
 
 def test_result_env_and_one_process_for_many_cases():
@@ -30,8 +31,8 @@ def test_result_env_and_one_process_for_many_cases():
         np.testing.assert_array_equal(obs.output, attention(case).output)
     pids = {obs.notes[0] for obs in observations}
     assert len(pids) == 1 and pids != {f"pid {os.getpid()}"}
-    assert observations[0].notes[1] == "reference"  # worker_env reached the worker
-    assert observations[0].notes[2].startswith("wave hidden")  # CONFORMANCE_WORKER_HIDE
+    assert observations[0].notes[1] == "reference"  # WorkerSpec.env reached the worker
+    assert observations[0].notes[2].startswith("wave hidden")  # WorkerSpec.hide
 
 
 def test_not_expressible_and_errors_come_back_as_such():

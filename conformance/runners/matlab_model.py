@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import NotExpressible, Observation, Runner, Translation
+from ..contract import NotExpressible, Observation, Runner, Translation
 
 SELF_ATTENTION = "https://www.mathworks.com/help/deeplearning/ref/nnet.cnn.layer.selfattentionlayer.html"
 ATTENTION_LAYER = "https://www.mathworks.com/help/deeplearning/ref/nnet.cnn.layer.attentionlayer.html"
@@ -141,6 +141,7 @@ def forward(p: dict[str, np.ndarray], x: np.ndarray, num_heads: int, causal: boo
 class MatlabSelfAttentionModel(Runner):
     name = "matlab.selfAttentionLayer"
     framework = "matlab"
+    system = "matlab selfAttentionLayer"
     requires = ()  # a model in NumPy: runs everywhere
 
     def translate(self, case):
@@ -152,7 +153,7 @@ class MatlabSelfAttentionModel(Runner):
 
     def run(self, case, translation, data):
         params = matlab_weights(data.weights)
-        causal = translation.kwargs.get("AttentionMask") == "causal"
+        causal = translation.plan.get("AttentionMask") == "causal"
         outputs, scores = [], []
         for x in data.inputs.query:  # (T, C) per observation -> MATLAB's C x T
             y, s = forward(params, x.T, case.attention.num_heads, causal)

@@ -25,106 +25,164 @@ operator's own offset: the first S - T projected keys/values go in as
 past_key/past_value (4-D, (B, H_kv, S - T, d)), the last T as K/V.  With
 S < T no past length can be negative: not expressible.
 
-Two rows, one graph: `onnx.attention-op.ort` (onnxruntime CPU; its kernel
-has no bfloat16 path, and the row quotes ORT's own error) and
-`onnx.attention-op.reference` (onnx.reference.ReferenceEvaluator, NumPy).
+Two rows, one graph, one class parametrised by `engine`:
+`onnx.attention-op.ort` (engine="ort": onnxruntime CPU; its kernel has no
+bfloat16 path, and the row quotes ORT's own error) and
+`onnx.attention-op.reference` (engine="reference":
+onnx.reference.ReferenceEvaluator, NumPy).
 onnx / onnxruntime are imported inside `run` only.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .. import onnx_accounting
-from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy
-from .onnx_export import numpy_dtype, ort_session, short
+from ..contract import NotExpressible, NotExpressibleError, Observation, Runner, Translation
+from ..contract import to_numpy
+from ._onnx import numpy_dtype, ort_session, short
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
                "alignment: query `i` attends key `j` iff `j <= i + past_sequence_length`\"")
+MASK_WORDS = "bool (B, 1, T, S), True = attend"
+# engine -> (backend, what the call says it runs in, modules it needs)
+ENGINES = {"ort": ("onnxruntime", "onnxruntime CPUExecutionProvider", ("onnx", "onnxruntime")),
+           "reference": ("onnx.reference", "onnx.reference.ReferenceEvaluator", ("onnx",))}
 
 
-def _plan(case) -> dict:
-    """The Attention node's arguments a user would choose for this case."""
+@dataclass(frozen=True)
+class AttentionPlan:
+    """The Attention node's arguments a user would choose for the case."""
+
+    q_num_heads: int
+    kv_num_heads: int
+    is_causal: bool = False
+    past_length: int = 0  # lower-right causal: the first S - T keys/values go in as the past
+    attn_mask: bool = False  # a boolean (B, 1, T, S) graph input, True = attend
+
+    def attributes(self) -> dict[str, int]:
+        """The node's attributes (qk_matmul_output_mode aside)."""
+        attrs = {"q_num_heads": self.q_num_heads, "kv_num_heads": self.kv_num_heads}
+        return {**attrs, "is_causal": 1} if self.is_causal else attrs
+
+    def arguments(self) -> str:
+        """As the call shows them."""
+        args = [", ".join(f"{k}={v!r}" for k, v in self.attributes().items())]
+        if self.attn_mask:
+            args.append(f"attn_mask={MASK_WORDS}")
+        if self.past_length:
+            args.append(f"past_key/past_value = first {self.past_length} projected keys/"
+                        "values (lower-right offset)")
+        return ", ".join(args)
+
+
+def attention_plan(case) -> AttentionPlan:
     a, i = case.attention, case.inputs
-    plan = {"q_num_heads": a.num_heads, "kv_num_heads": a.num_kv_heads}
-    if case.mask.causal != "none":
-        plan["is_causal"] = 1
-        if case.mask.causal == "lower_right" and i.key_len > i.query_len:
-            plan["past_length"] = i.key_len - i.query_len
-    from ..weights import case_data
-
-    if case_data(case).inputs.non_causal is not None:
-        plan["attn_mask"] = "bool (B, 1, T, S), True = attend"
-    return plan
+    causal = case.mask.causal != "none"
+    past = i.key_len - i.query_len if case.mask.causal == "lower_right" else 0
+    return AttentionPlan(a.num_heads, a.num_kv_heads, is_causal=causal,
+                         past_length=max(past, 0), attn_mask=case.has_non_causal_mask)
 
 
-def build_model(case, data, plan: dict):
-    """(ModelProto, feed) for the case; initializers in the case dtype."""
-    from onnx import TensorProto, helper, numpy_helper
+@dataclass
+class _Graph:
+    """Nodes and initializers of the graph being built, in the case dtype."""
 
-    a, i, w = case.attention, case.inputs, data.weights
-    elem = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
-            "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[i.dtype]
-    npdt = numpy_dtype(i.dtype)
-    b, t, s = i.batch, i.query_len, i.key_len
-    inits, nodes = [], []
+    dtype: str
+    inits: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
 
-    def init(name, array):
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(array).astype(npdt), name))
+    def node(self, op: str, inputs, outputs, **attrs) -> None:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, outputs, **attrs))
+
+    def init(self, name: str, array) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(
+            np.ascontiguousarray(array).astype(numpy_dtype(self.dtype)), name))
         return name
 
-    def const(name, values):
-        inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+    def const(self, name: str, values) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
         return name
 
-    def project(x, tag, weight, bias):  # x (B, L, E) @ (E, heads*d) [+ bias]
+    def project(self, x: str, tag: str, weight, bias) -> str:
+        """x (B, L, E) @ (E, heads*d) [+ bias]"""
         y = f"{tag}_matmul" if bias is not None else f"{tag}_proj"
-        nodes.append(helper.make_node("MatMul", [x, init(f"W_{tag}", weight)], [y]))
+        self.node("MatMul", [x, self.init(f"W_{tag}", weight)], [y])
         if bias is None:
             return y
-        nodes.append(helper.make_node("Add", [y, init(f"b_{tag}", bias.ravel())], [f"{tag}_proj"]))
+        self.node("Add", [y, self.init(f"b_{tag}", bias.ravel())], [f"{tag}_proj"])
         return f"{tag}_proj"
 
-    def in_out(w3):  # canonical (heads, E, d) -> (E, heads*d), head-major columns
-        return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
+    def split_past(self, case, k: str, v: str, past: int) -> None:
+        """Lower-right causal: the first `past` keys/values become past_k/past_v
+        (B, H_kv, past, d); the rest k_now/v_now."""
+        a, b, s = case.attention, case.inputs.batch, case.inputs.key_len
+        splits = self.const("split", [past, s - past])
+        for x, d, tag in ((k, a.qk_head_dim, "k"), (v, a.v_head_dim, "v")):
+            self.node("Split", [x, splits], [f"{tag}_past3", f"{tag}_now"], axis=1)
+            self.node("Reshape", [f"{tag}_past3", self.const(
+                f"{tag}_past_shape", [b, past, a.num_kv_heads, d])], [f"{tag}_past4"])
+            self.node("Transpose", [f"{tag}_past4"], [f"past_{tag}"], perm=[0, 2, 1, 3])
 
+
+def _in_out(w3):  # canonical (heads, E, d) -> (E, heads*d), head-major columns
+    return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
+
+
+def _graph_inputs(case, data, elem):
+    """The value infos and the feed of the query (key, value) inputs."""
+    from onnx import helper
+
+    a, i, npdt = case.attention, case.inputs, numpy_dtype(case.inputs.dtype)
+    b, t, s = i.batch, i.query_len, i.key_len
     inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
     feed = {"query": data.inputs.query.astype(npdt)}
-    xk = xv = "query"
     if not i.self_attention:
         inputs += [helper.make_tensor_value_info("key", elem, [b, s, a.key_features]),
                    helper.make_tensor_value_info("value", elem, [b, s, a.value_features])]
         feed.update(key=data.inputs.key.astype(npdt), value=data.inputs.value.astype(npdt))
-        xk, xv = "key", "value"
-    q = project("query", "q", in_out(w.wq), w.bq)
-    k = project(xk, "k", in_out(w.wk), w.bk)
-    v = project(xv, "v", in_out(w.wv), w.bv)
+    return inputs, feed
+
+
+def build_model(case, data, plan: AttentionPlan):
+    """(ModelProto, feed) for the case; initializers in the case dtype."""
+    from onnx import TensorProto, helper
+
+    a, i, w = case.attention, case.inputs, data.weights
+    elem = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
+            "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[i.dtype]
+    b, t, s = i.batch, i.query_len, i.key_len
+    g = _Graph(i.dtype)
+    inputs, feed = _graph_inputs(case, data, elem)
+    xk, xv = ("query", "query") if i.self_attention else ("key", "value")
+    q = g.project("query", "q", _in_out(w.wq), w.bq)
+    k = g.project(xk, "k", _in_out(w.wk), w.bk)
+    v = g.project(xv, "v", _in_out(w.wv), w.bv)
     mask = ""
-    if "attn_mask" in plan:
+    if plan.attn_mask:
         feed["attn_mask"] = data.inputs.non_causal[:, None]
         inputs.append(helper.make_tensor_value_info("attn_mask", TensorProto.BOOL, [b, 1, t, s]))
         mask = "attn_mask"
-    past = plan.get("past_length", 0)
     args, outs = [q, k, v, mask], ["heads", "", "", "weights"]
-    if past:  # lower-right causal: the first S - T keys/values become the "past"
-        splits = const("split", [past, s - past])
-        for x, d, tag in ((k, a.qk_head_dim, "k"), (v, a.v_head_dim, "v")):
-            nodes.append(helper.make_node("Split", [x, splits], [f"{tag}_past3", f"{tag}_now"],
-                                          axis=1))
-            nodes.append(helper.make_node("Reshape", [f"{tag}_past3", const(
-                f"{tag}_past_shape", [b, past, a.num_kv_heads, d])], [f"{tag}_past4"]))
-            nodes.append(helper.make_node("Transpose", [f"{tag}_past4"], [f"past_{tag}"],
-                                          perm=[0, 2, 1, 3]))
+    if plan.past_length:  # lower-right causal: the first S - T keys/values become the "past"
+        g.split_past(case, k, v, plan.past_length)
         args = [q, "k_now", "v_now", mask, "past_k", "past_v"]
         outs = ["heads", "present_key", "present_value", "weights"]
-    attrs = {n: plan[n] for n in ("q_num_heads", "kv_num_heads", "is_causal") if n in plan}
-    nodes.append(helper.make_node("Attention", args, outs, qk_matmul_output_mode=3, **attrs))
-    out = project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
-    nodes.append(helper.make_node("Identity", [out], ["output"]))
+    g.node("Attention", args, outs, qk_matmul_output_mode=3, **plan.attributes())
+    out = g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
+    g.node("Identity", [out], ["output"])
     graph = helper.make_graph(
-        nodes, "canonical_attention", inputs,
+        g.nodes, "canonical_attention", inputs,
         [helper.make_tensor_value_info("output", elem, [b, t, a.output_features]),
-         helper.make_tensor_value_info("weights", elem, [b, a.num_heads, t, s])], inits)
+         helper.make_tensor_value_info("weights", elem, [b, a.num_heads, t, s])], g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="attention-conformance")
     return model, feed
@@ -151,12 +209,20 @@ def _lone_node_verdict(model) -> str:
     return "loads (the missing kernel is elsewhere in the graph)"
 
 
-class OnnxAttentionOpORT(Runner):
-    name = "onnx.attention-op.ort"
+class OnnxAttentionOp(Runner):
+    """engine="ort": onnxruntime's CPU kernel; engine="reference": the same graph
+    in onnx.reference.ReferenceEvaluator (the spec's NumPy code)."""
+
     framework = "onnx"
-    requires = ("onnx", "onnxruntime")
-    sections = onnx_accounting.SECTIONS
-    backend = "onnxruntime CPUExecutionProvider"
+    system = f"onnx Attention-{OPSET}"
+    path = "graph"
+    engine = "ort"
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if "name" not in params:
+            self.name = f"onnx.attention-op.{self.engine}"
+        self.backend, self.runs_in, self.requires = ENGINES[self.engine]
 
     def translate(self, case):
         i = case.inputs
@@ -164,18 +230,20 @@ class OnnxAttentionOpORT(Runner):
             return NotExpressible(
                 f"lower-right causal with key_len {i.key_len} < query_len {i.query_len}: "
                 f"Attention-23 {SPEC_CAUSAL}, and past_sequence_length cannot be negative")
-        plan = _plan(case)
-        args = ", ".join(f"{k}={v!r}" for k, v in plan.items() if k not in ("attn_mask",
-                                                                           "past_length"))
-        extra = [f"attn_mask={plan['attn_mask']}"] if "attn_mask" in plan else []
-        if "past_length" in plan:
-            extra.append(f"past_key/past_value = first {plan['past_length']} projected keys/"
-                         "values (lower-right offset)")
-        call = (f"MatMul+Add -> Attention(Q, K, V, {', '.join([args] + extra)}) "
-                f"[opset {OPSET}] -> MatMul+Add; run in {self.backend}")
+        plan = attention_plan(case)
+        call = (f"MatMul+Add -> Attention(Q, K, V, {plan.arguments()}) "
+                f"[opset {OPSET}] -> MatMul+Add; run in {self.runs_in}")
         return Translation(call, plan)
 
     def execute(self, model, feed, dtype: str):
+        if self.engine == "reference":
+            from onnx.reference import ReferenceEvaluator
+
+            try:
+                return ReferenceEvaluator(model).run(["output", "weights"], feed)
+            except NotImplementedError as exc:
+                raise NotExpressibleError(f"ReferenceEvaluator cannot run the {dtype} graph: "
+                                          f"{short(exc)}") from exc
         try:
             session = ort_session(model.SerializeToString(), f"Attention-{OPSET} graph in {dtype}",
                                   exported=False)
@@ -187,7 +255,8 @@ class OnnxAttentionOpORT(Runner):
     def run(self, case, translation, data):
         import onnx
 
-        model, feed = build_model(case, data, translation.kwargs)
+        plan: AttentionPlan = translation.plan
+        model, feed = build_model(case, data, plan)
         try:
             onnx.checker.check_model(model, full_check=True)
         except onnx.checker.ValidationError as exc:
@@ -196,7 +265,7 @@ class OnnxAttentionOpORT(Runner):
         out, weights = self.execute(model, feed, case.inputs.dtype)
         notes = ["per-head weights from qk_matmul_output (qk_matmul_output_mode=3)",
                  "holds the canonical weights as initializers, rearranged to (in, heads*d)"]
-        if "past_length" in translation.kwargs:
+        if plan.past_length:
             notes.append("lower-right causal via past_key/past_value: is_causal's offset is "
                          "past_sequence_length (upper-left without a past)")
         return Observation(
@@ -204,22 +273,5 @@ class OnnxAttentionOpORT(Runner):
             parameters=acc["exported_weights"],
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer
                            if t.data_type != onnx.TensorProto.INT64},
-            notes=notes,
-            extras={"mask_polarity": "True = attend", "graphs": {"Attention-23": acc}})
-
-
-class OnnxAttentionOpReference(OnnxAttentionOpORT):
-    """The same graph in onnx.reference.ReferenceEvaluator (the spec's NumPy code)."""
-
-    name = "onnx.attention-op.reference"
-    requires = ("onnx",)
-    backend = "onnx.reference.ReferenceEvaluator"
-
-    def execute(self, model, feed, dtype: str):
-        from onnx.reference import ReferenceEvaluator
-
-        try:
-            return ReferenceEvaluator(model).run(["output", "weights"], feed)
-        except NotImplementedError as exc:
-            raise NotExpressibleError(f"ReferenceEvaluator cannot run the {dtype} graph: "
-                                      f"{short(exc)}") from exc
+            notes=notes, extras={"mask_polarity": "True = attend"},
+            graphs={f"Attention-{OPSET}": acc})

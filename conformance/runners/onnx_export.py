@@ -1,11 +1,11 @@
 """nn.MultiheadAttention exported to ONNX by torch.onnx.export, run in onnxruntime.
 
 What a user deploying a PyTorch attention layer gets: the *same* module the
-`torch.mha` row runs (built by torch_mha.build_mha, so the canonical weights
-are loaded), exported with the default dynamo exporter (`onnx.torch-export`)
-or the TorchScript one (`onnx.torch-export-legacy`, dynamo=False, while this
-torch still ships it), checked with onnx.checker and run in onnxruntime's
-CPUExecutionProvider.
+`torch.mha` row runs (built by _torch.build_mha, so the canonical weights
+are loaded), exported with the default dynamo exporter (`onnx.torch-export`,
+`OnnxTorchExport(dynamo=True)`) or the TorchScript one
+(`onnx.torch-export-legacy`, dynamo=False, while this torch still ships it),
+checked with onnx.checker and run in onnxruntime's CPUExecutionProvider.
 
 Each case exports two graphs, because `need_weights` changes the traced
 program: the graph of `need_weights=False` (the inference form) gives the
@@ -13,11 +13,11 @@ row's output; the graph of `need_weights=True, average_attn_weights=False`
 gives the per-head weights (B, H, T, S), and its output's difference from
 the first graph is noted.  Masks are graph inputs in torch polarity
 (True = blocked): `key_padding_mask` (B, S) and `attn_mask` ((T, S), or
-(B*H, T, S) per item), exactly as torch_mha.torch_masks builds them.
+(B*H, T, S) per item), exactly as _torch.torch_masks builds them.
 
 Exports are cached (conformance/cache.py) by case content, runner, variant
 and torch/onnx versions, so a second run does no export.  Each graph's
-opset, operators and parameter accounting go to extras["graphs"]
+opset, operators and parameter accounting go to Observation.graphs
 (onnx_accounting.py).  An exporter or runtime that rejects a configuration
 (e.g. onnxruntime has no bfloat16 kernel on CPU) makes the row not
 expressible, quoting its own error.  torch, onnx, onnxruntime are imported
@@ -30,60 +30,16 @@ import io
 import numpy as np
 
 from .. import onnx_accounting
-from ..cache import BytesCache, key
-from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy
-from .torch_mha import build_mha, import_torch, mha_translation, tensors, torch_masks
+from ..cache import key
+from ..contract import NotExpressible, NotExpressibleError, Observation, Runner, Translation
+from ._onnx import CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short
+from ._torch import build_mha, import_torch, mha_translation, tensors, torch_masks
 
-CACHE = BytesCache("onnx", ".onnx")
-FORMAT = 1  # bump when what we export changes, to invalidate cached graphs
 VARIANTS = {  # variant label -> forward keyword arguments
     "need_weights=False": {"need_weights": False},
     "need_weights=True, average_attn_weights=False": {"need_weights": True,
                                                       "average_attn_weights": False},
 }
-
-
-def short(exc: BaseException, limit: int = 600) -> str:
-    """The first lines of an exception, as a one-line quote."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:limit]}" + ("..." if len(text) > limit else "")
-
-
-def numpy_dtype(name: str):
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(name)
-
-
-def ort_session(model_bytes: bytes, what: str, exported: bool = True):
-    """An onnxruntime CPU session.  A missing kernel (dtype) is not expressible;
-    so is an exported graph ORT refuses to load (the exporter's doing), but a
-    graph we built ourselves (exported=False) that fails to load is an error."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1  # tiny graphs: threads cost more than they give
-    options.log_severity_level = 3
-    try:
-        return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # ORT raises its own pybind classes (NotImplemented, Fail)
-        if "NOT_IMPLEMENTED" in str(exc) or type(exc).__name__ == "NotImplemented":
-            raise NotExpressibleError(f"onnxruntime {ort.__version__} CPUExecutionProvider "
-                                      f"cannot run the {what}: {short(exc)}") from exc
-        if exported:  # the exporter wrote a graph the runtime refuses to load
-            raise NotExpressibleError(f"onnxruntime {ort.__version__} refuses to load the "
-                                      f"{what}: {short(exc)}") from exc
-        raise
-
-
-def check(model_bytes: bytes):
-    import onnx
-
-    model = onnx.load_from_string(model_bytes)
-    onnx.checker.check_model(model)
-    return model
 
 
 def _framework_params(mha) -> dict[str, np.ndarray]:
@@ -111,11 +67,23 @@ class _Wrapped:
 
 
 class OnnxTorchExport(Runner):
-    name = "onnx.torch-export"
+    """`dynamo=True`: the default exporter (onnx.torch-export, needs onnxscript);
+    `dynamo=False`: the TorchScript one (onnx.torch-export-legacy), deprecated
+    but still shipped."""
+
     framework = "onnx"
-    requires = ("torch", "onnx", "onnxruntime", "onnxscript")
+    system = "torch.nn.MultiheadAttention"
+    path = "exported graph"
+    backend = "onnxruntime"
     dynamo = True
-    sections = onnx_accounting.SECTIONS
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if "name" not in params:
+            self.name = "onnx.torch-export" + ("" if self.dynamo else "-legacy")
+        # the TorchScript exporter needs no onnxscript
+        self.requires = ("torch", "onnx", "onnxruntime") + (("onnxscript",) if self.dynamo
+                                                             else ())
 
     def translate(self, case):
         t = mha_translation(case)
@@ -124,7 +92,7 @@ class OnnxTorchExport(Runner):
         args = "(query,)" if case.inputs.self_attention else "(query, key, value)"
         call = (f"torch.onnx.export({t.call}, {args}, dynamo={self.dynamo}); "
                 "onnxruntime.InferenceSession(..., providers=['CPUExecutionProvider'])")
-        return Translation(call, dict(t.kwargs))
+        return Translation(call, t.plan)
 
     def _export(self, torch, module, args, names) -> bytes:
         if self.dynamo:
@@ -193,28 +161,6 @@ class OnnxTorchExport(Runner):
             parameters=sum(p.numel() for p in mha.parameters()), weight_shapes=shapes,
             notes=notes,
             extras={"mask_polarity": "True = blocked (torch polarity, as graph inputs)",
-                    "graph_inputs": list(names), "graphs": graphs,
-                    "need_weights_output_delta": float(f"{delta:.2e}")})
-
-
-def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str,
-                   plain: str, with_weights: str):
-    """Output from the graph exported without weights, per-head weights from the
-    one exported with them; notes say so, how far the two outputs differ, and
-    where the exported weight total differs from the framework's count."""
-    out = to_numpy(results[plain][0])
-    delta = float(np.nanmax(np.abs(to_numpy(results[with_weights][0]) - out), initial=0.0))
-    notes.append(f"output from the {plain} graph; per-head weights from the {with_weights} "
-                 f"graph (its output differs from the first by at most {delta:.2e})")
-    acc = graphs[plain]
-    if acc["exported_weights"] != acc["framework_parameters"]:
-        notes.append(f"graph weights differ from {framework}'s count: {acc['explanation']}")
-    return out, to_numpy(results[with_weights][1]), delta
-
-
-class OnnxTorchExportLegacy(OnnxTorchExport):
-    """The TorchScript exporter (dynamo=False), deprecated but still shipped."""
-
-    name = "onnx.torch-export-legacy"
-    requires = ("torch", "onnx", "onnxruntime")  # no onnxscript: TorchScript exporter
-    dynamo = False
+                    "graph_inputs": list(names),
+                    "need_weights_output_delta": float(f"{delta:.2e}")},
+            graphs=graphs)

@@ -8,7 +8,7 @@ tf2onnx; 1.17.0 works with TensorFlow 2.21 / Keras 3.15 here).  If it is
 missing or fails, the row is not expressible, quoting the converter.
 
 The layer is the one the `keras.tensorflow` rows run: built, loaded with the
-canonical weights and called by keras_mha's helpers (mha_translation,
+canonical weights and called by the Keras helpers (_keras.py: mha_translation,
 load_weights, the merged (B, T, S) attention_mask, True = attend, and
 use_causal_mask for the causal part), wrapped in a functional model whose
 inputs are the query (value, key) and mask tensors.  Two graphs per case, as
@@ -27,33 +27,27 @@ from __future__ import annotations
 import os
 import tempfile
 
-
 from .. import onnx_accounting
 from ..cache import key
-from . import NotExpressible, NotExpressibleError, Observation, Runner, Translation
-from .keras_mha import (_explicit_mask, classify_call_error, load_weights, mha_translation,
-                        storage_dtype, to_f64, worker_env)
-from .onnx_export import CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short
+from ..contract import NotExpressible, NotExpressibleError, Observation, Runner, Translation
+from ..versions import package_versions
+from ._keras import (classify_call_error, explicit_mask, load_weights, mha_translation,
+                     storage_dtype, to_f64, worker_spec)
+from ._onnx import CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short
 
 VARIANTS = {"return_attention_scores=False": False, "return_attention_scores=True": True}
 
 
 def _versions() -> list[str]:
-    from importlib import metadata
-
-    found = []
-    for pkg in ("keras", "tensorflow-cpu", "tensorflow", "tf2onnx", "onnx"):
-        try:
-            found.append(f"{pkg}=={metadata.version(pkg)}")
-        except metadata.PackageNotFoundError:
-            continue
-    return found
+    """What the export depends on, for the cache key: ["keras==3.15.0", ...]."""
+    found = package_versions(("keras", "tensorflow-cpu", "tensorflow", "tf2onnx", "onnx"))
+    return [f"{pkg}=={version}" for pkg, version in found.items()]
 
 
 def _model(keras, case, translation, data, scores: bool):
     """A functional model around one layer loaded with the canonical weights."""
     i, a, dt = case.inputs, case.attention, case.inputs.dtype
-    layer = keras.layers.MultiHeadAttention(**translation.kwargs, flash_attention=False,
+    layer = keras.layers.MultiHeadAttention(**translation.plan, flash_attention=False,
                                             dtype=dt, name="mha")
     query = keras.Input((i.query_len, a.query_features), batch_size=i.batch, dtype=dt,
                         name="query")
@@ -67,7 +61,7 @@ def _model(keras, case, translation, data, scores: bool):
         inputs += [value, key_]
         feeds += [data.inputs.value, data.inputs.key]
     kw = {}
-    mask = _explicit_mask(case, data.inputs)
+    mask = explicit_mask(data.inputs)
     if mask is not None:
         kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
                                            dtype="bool", name="attention_mask")
@@ -85,11 +79,12 @@ def _model(keras, case, translation, data, scores: bool):
 class OnnxKerasExport(Runner):
     name = "onnx.keras-export"
     framework = "onnx"
+    system = "keras.layers.MultiHeadAttention"
+    path = "exported graph"
+    backend = "onnxruntime"
     requires = ("keras", "tensorflow", "onnx", "onnxruntime", "tf2onnx")
     extras = "keras,onnx"
-    worker = "keras-tensorflow"
-    worker_env = worker_env("tensorflow")
-    sections = onnx_accounting.SECTIONS
+    worker = worker_spec("tensorflow")  # the keras.tensorflow rows' worker
 
     def available(self):
         missing = super().available()
@@ -104,7 +99,7 @@ class OnnxKerasExport(Runner):
             return t
         return Translation(f"keras.Model(..., {t.call}(...)).export('model.onnx', "
                            "format='onnx')  # TensorFlow backend, tf2onnx; onnxruntime CPU",
-                           dict(t.kwargs))
+                           t.plan)
 
     def _export(self, model, variant: str) -> bytes:
         with tempfile.TemporaryDirectory(prefix="conformance-keras-onnx-") as tmp:
@@ -157,4 +152,5 @@ class OnnxKerasExport(Runner):
             extras={"mask_polarity": "True = attend", "converter": "tf2onnx (keras export)",
                     "graph_inputs": [i.name for i in session.get_inputs()],
                     "layer_dtype": storage_dtype(keras, layer.weights[0].value),
-                    "graphs": graphs, "need_weights_output_delta": float(f"{delta:.2e}")})
+                    "need_weights_output_delta": float(f"{delta:.2e}")},
+            graphs=graphs)
