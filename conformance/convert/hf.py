@@ -1,0 +1,136 @@
+"""HuggingFace transformers attention state dicts (PyTorch modules).
+
+Keys are those of the attention module's own state_dict():
+- BERT `BertAttention`: `self.query.weight` (out, in), `self.query.bias`, key,
+  value, and `output.dense.*` of BertSelfOutput (its `output.LayerNorm.*` is
+  not attention: ignored on the way in, not produced on the way out);
+- GPT-2 `GPT2Attention`: Conv1D weights stored (in, out): `c_attn.weight`
+  (E, 3E) with columns q | k | v, `c_attn.bias` (3E,), `c_proj.weight` (E, E);
+- T5 `T5Attention`: `q/k/v/o.weight` (out, in), no biases (and T5 does not
+  scale scores by 1/sqrt(d_k): the converter moves weights, not conventions);
+- Llama `LlamaAttention`: `q/k/v/o_proj.weight`, optional biases, grouped-query
+  (k/v with num_kv_heads heads);
+- Marian (BART-style) `MarianAttention`: `q/k/v/out_proj.weight` and `.bias`.
+No transformers import: the layouts are plain arrays.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..weights import CanonicalWeights
+from ._core import (ConversionError, LinearNames, all_or_no_biases, dims_of, expect,
+                    expect_ndim, from_linear, kv_heads_or, take, to_linear)
+
+BERT = LinearNames(("self.query.weight", "self.key.weight", "self.value.weight",
+                    "output.dense.weight"),
+                   ("self.query.bias", "self.key.bias", "self.value.bias", "output.dense.bias"))
+BERT_IGNORED = ("output.LayerNorm.weight", "output.LayerNorm.bias")
+T5 = LinearNames(("q.weight", "k.weight", "v.weight", "o.weight"))
+LLAMA = LinearNames(tuple(f"{p}_proj.weight" for p in "qkvo"),  # type: ignore[arg-type]
+                    tuple(f"{p}_proj.bias" for p in "qkvo"))  # type: ignore[arg-type]
+MARIAN = LinearNames(("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"),
+                     ("q_proj.bias", "k_proj.bias", "v_proj.bias", "out_proj.bias"))
+GPT2 = "GPT2Attention"
+_GPT2_LINEAR = LinearNames(("q", "k", "v", "c_proj.weight"), ("bq", "bk", "bv", "c_proj.bias"))
+
+
+def _to(weights: CanonicalWeights, names: LinearNames, what: str,
+        grouped: bool = False) -> dict[str, np.ndarray]:
+    d = dims_of(weights)
+    kv_heads_or(d.heads, d.kv_heads, what, grouped)
+    return to_linear(weights, names, what)
+
+
+def _from(state: Mapping[str, Any], names: LinearNames, num_heads: int,
+          num_kv_heads: int | None, what: str, grouped: bool = False,
+          ignored: tuple[str, ...] = ()) -> CanonicalWeights:
+    kv = kv_heads_or(num_heads, num_kv_heads, what, grouped)
+    return from_linear(state, names, num_heads, kv, what, ignored)
+
+
+def to_bert(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+    """Canonical -> BertAttention keys (self.query.*, ..., output.dense.*)."""
+    return _to(weights, BERT, "BertAttention")
+
+
+def from_bert(state: Mapping[str, Any], num_heads: int,
+              num_kv_heads: int | None = None) -> CanonicalWeights:
+    return _from(state, BERT, num_heads, num_kv_heads, "BertAttention", ignored=BERT_IGNORED)
+
+
+def to_t5(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+    """Canonical -> T5Attention q/k/v/o.weight; a weight set with biases is refused."""
+    return _to(weights, T5, "T5Attention")
+
+
+def from_t5(state: Mapping[str, Any], num_heads: int,
+            num_kv_heads: int | None = None) -> CanonicalWeights:
+    return _from(state, T5, num_heads, num_kv_heads, "T5Attention")
+
+
+def to_llama(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+    """Canonical -> LlamaAttention q/k/v/o_proj (biases where the weights have them)."""
+    return _to(weights, LLAMA, "LlamaAttention", grouped=True)
+
+
+def from_llama(state: Mapping[str, Any], num_heads: int,
+               num_kv_heads: int | None = None) -> CanonicalWeights:
+    return _from(state, LLAMA, num_heads, num_kv_heads, "LlamaAttention", grouped=True)
+
+
+def to_marian(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+    """Canonical -> MarianAttention (BART-style) q/k/v/out_proj weights and biases."""
+    return _to(weights, MARIAN, "MarianAttention")
+
+
+def from_marian(state: Mapping[str, Any], num_heads: int,
+                num_kv_heads: int | None = None) -> CanonicalWeights:
+    return _from(state, MARIAN, num_heads, num_kv_heads, "MarianAttention")
+
+
+def to_gpt2(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+    """Canonical -> GPT2Attention Conv1D weights, (in, out): c_attn (E, 3E) = q|k|v."""
+    d = dims_of(weights)
+    kv_heads_or(d.heads, d.kv_heads, GPT2)
+    e = d.e_q
+    if not (d.e_k == d.e_v == d.e_o == e == d.heads * d.d_k == d.heads * d.d_v):
+        raise ConversionError(
+            f"{GPT2} has one width E = num_heads * head size for input, q, k, v and output; "
+            f"the weights have widths q {d.e_q}, k {d.e_k}, v {d.e_v}, out {d.e_o}, "
+            f"num_heads={d.heads}, d_k={d.d_k}, d_v={d.d_v}")
+    bias = all_or_no_biases(weights, ("bq", "bk", "bv"), GPT2)
+    lin = to_linear(weights, _GPT2_LINEAR, GPT2)
+    out = {"c_attn.weight": np.ascontiguousarray(np.concatenate([lin[n] for n in "qkv"]).T)}
+    if bias:
+        out["c_attn.bias"] = np.concatenate([lin[n] for n in ("bq", "bk", "bv")])
+    out["c_proj.weight"] = np.ascontiguousarray(lin["c_proj.weight"].T)
+    if "c_proj.bias" in lin:
+        out["c_proj.bias"] = lin["c_proj.bias"]
+    return out
+
+
+def from_gpt2(state: Mapping[str, Any], num_heads: int,
+              num_kv_heads: int | None = None) -> CanonicalWeights:
+    """GPT2Attention state dict -> canonical."""
+    kv_heads_or(num_heads, num_kv_heads, GPT2)
+    arrs = take(state, ("c_attn.weight", "c_proj.weight"), ("c_attn.bias", "c_proj.bias"),
+                what=GPT2)
+    attn = arrs["c_attn.weight"]
+    expect_ndim("c_attn.weight", attn, 2, "(in, 3 * out)")
+    e = attn.shape[0]
+    expect("c_attn.weight", attn, (e, 3 * e))
+    expect("c_proj.weight", arrs["c_proj.weight"], (e, e))
+    if e % num_heads:
+        raise ConversionError(f"c_attn.weight: embed_dim {e} does not split into "
+                              f"num_heads={num_heads} heads")
+    lin = dict(zip("qkv", np.split(attn.T, 3)))
+    lin["c_proj.weight"] = arrs["c_proj.weight"].T
+    if "c_attn.bias" in arrs:
+        expect("c_attn.bias", arrs["c_attn.bias"], (3 * e,))
+        lin.update(zip(("bq", "bk", "bv"), np.split(arrs["c_attn.bias"], 3)))
+    if "c_proj.bias" in arrs:
+        lin["c_proj.bias"] = arrs["c_proj.bias"]
+    return from_linear(lin, _GPT2_LINEAR, num_heads, num_heads, GPT2)

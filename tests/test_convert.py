@@ -1,0 +1,361 @@
+"""conformance.convert: bit-identical round trips, real modules loaded from the
+converted arrays giving the reference output, and errors that say what is wrong."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conformance.convert import (FORMATS, ConversionError, convert, from_bert, from_keras,
+                                 from_llama, from_t5, from_torch, keras_weights,
+                                 set_keras_weights, to_flax, to_gpt2, to_keras, to_matlab,
+                                 to_t5, to_torch)
+from conformance.reference import attention
+from conformance.runners.keras_mha import canonical_variables
+from conformance.runners.matlab_model import matlab_weights
+from conformance.weights import CanonicalWeights, case_data
+from tests.helpers import make_case
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
+SHAPES = {  # attention sections; "general" uses every freedom of the canonical layout
+    "general": {"num_heads": 2, "query_features": 8, "key_features": 6, "value_features": 5,
+                "qk_head_dim": 3, "v_head_dim": 4, "output_features": 7},
+    "square": {"num_heads": 2, "query_features": 8},
+    "kdim_vdim": {"num_heads": 2, "query_features": 8, "key_features": 6, "value_features": 5},
+    "grouped": {"num_heads": 4, "num_kv_heads": 2, "query_features": 8, "key_features": 6,
+                "value_features": 5, "qk_head_dim": 3, "v_head_dim": 5, "output_features": 7},
+}
+LAYOUTS = {"torch": ["square", "kdim_vdim"], "keras": ["general"], "flax": ["general"],
+           "matlab": ["general"], "bert": ["general"], "gpt2": ["square"], "t5": ["general"],
+           "llama": ["general", "grouped"], "marian": ["general"]}
+ROUND_TRIPS = [(f, s, dt, bias) for f, shapes in LAYOUTS.items() for s in shapes
+               for dt in ("float64", "float32") for bias in (True, False)
+               if not (f == "t5" and bias)]
+
+
+def cast(w: CanonicalWeights, dtype: str) -> CanonicalWeights:
+    return CanonicalWeights(**{n: None if getattr(w, n) is None else getattr(w, n).astype(dtype)
+                               for n in NAMES})
+
+
+def canonical(shape: str, dtype: str = "float64", bias: bool = True) -> CanonicalWeights:
+    case = make_case(attention={**SHAPES[shape], "bias": bias}, inputs={"dtype": dtype})
+    return cast(case_data(case).weights, dtype)
+
+
+def assert_identical(a: CanonicalWeights, b: CanonicalWeights) -> None:
+    for n in NAMES:
+        x, y = getattr(a, n), getattr(b, n)
+        assert (x is None) == (y is None), n
+        if x is not None:
+            assert (y.dtype, y.shape) == (x.dtype, x.shape), n
+            assert y.tobytes() == x.tobytes(), f"{n} differs"
+
+
+def flat(state) -> dict:
+    """Flax's nested params as one level, for comparisons."""
+    if all(isinstance(v, np.ndarray) for v in state.values()):
+        return state
+    return {f"{m}/{k}": a for m, inner in state.items() for k, a in inner.items()}
+
+
+@pytest.mark.parametrize("fmt,shape,dtype,bias", ROUND_TRIPS,
+                         ids=[f"{f}-{s}-{d}-{'bias' if b else 'nobias'}"
+                              for f, s, d, b in ROUND_TRIPS])
+def test_round_trip_is_bit_identical(fmt, shape, dtype, bias):
+    to_x, from_x = FORMATS[fmt]
+    w = canonical(shape, dtype, bias)
+    state = to_x(w)
+    assert all(a.dtype == np.dtype(dtype) for a in flat(state).values())
+    back = from_x(state, w.wq.shape[0], w.wk.shape[0])
+    assert_identical(w, back)
+    again = flat(to_x(back))  # and the other way: state -> canonical -> state
+    assert list(again) == list(flat(state))
+    assert all(again[k].tobytes() == a.tobytes() for k, a in flat(state).items())
+
+
+def test_torch_layout_choice_follows_the_module():
+    assert set(to_torch(canonical("square"))) == {"in_proj_weight", "in_proj_bias",
+                                                  "out_proj.weight", "out_proj.bias"}
+    kv = to_torch(canonical("kdim_vdim", bias=False))
+    assert {n: a.shape for n, a in kv.items()} == {
+        "q_proj_weight": (8, 8), "k_proj_weight": (8, 6), "v_proj_weight": (8, 5),
+        "out_proj.weight": (8, 8)}
+    separate = to_torch(canonical("square"), packed=False)
+    assert_identical(from_torch(separate, 2), canonical("square"))
+
+
+def test_keras_and_matlab_layouts_match_the_runners():
+    w = canonical("general")
+    expected = canonical_variables(w)
+    got = to_keras(w)
+    assert set(got) == set(expected)
+    assert all(got[k].tobytes() == np.ascontiguousarray(a).tobytes() for k, a in expected.items())
+    theirs, ours = matlab_weights(w), to_matlab(w)
+    assert list(ours) == list(theirs)
+    assert all(ours[k].shape == a.shape and np.array_equal(ours[k], a) for k, a in theirs.items())
+
+
+def test_flax_params_are_keras_kernels_under_other_names():
+    w = canonical("general")
+    keras_state, flax_state = to_keras(w), flat(to_flax(w))
+    renamed = {k.replace("attention_output/", "out/"): a for k, a in keras_state.items()}
+    assert {k: a.tobytes() for k, a in renamed.items()} == {
+        k: a.tobytes() for k, a in flax_state.items()}
+
+
+def test_convert_goes_through_the_canonical_set():
+    w = canonical("square")
+    keras_state = convert(to_torch(w), "torch", "keras", num_heads=2)
+    assert_identical(from_keras(keras_state), w)
+    gpt2 = convert(keras_state, "keras", "gpt2")
+    assert gpt2["c_attn.weight"].shape == (8, 24)
+    assert_identical(FORMATS["gpt2"][1](gpt2, 2), w)
+    with pytest.raises(ConversionError, match="unknown format 'jax'.*torch, keras"):
+        convert(keras_state, "keras", "jax")
+    with pytest.raises(ConversionError, match="num_heads is needed"):
+        convert(to_torch(w), "torch", "keras")
+
+
+# -- real modules: converted weights give the reference output -----------------------
+
+def float32_case(shape: str, bias: bool = True, self_attention: bool = False, **attention):
+    inputs = {"dtype": "float32", "batch": 2, "query_len": 3, "key_len": 3 if self_attention
+              else 4, "self_attention": self_attention}
+    return make_case(attention={**SHAPES[shape], "bias": bias, **attention}, inputs=inputs)
+
+
+@pytest.mark.parametrize("shape,self_attention", [("square", True), ("kdim_vdim", False)])
+def test_torch_module_loads_the_state_and_matches_the_reference(shape, self_attention):
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    case = float32_case(shape, self_attention=self_attention)
+    data = case_data(case)
+    a = case.attention
+    mha = torch.nn.MultiheadAttention(8, 2, kdim=a.key_features, vdim=a.value_features,
+                                      batch_first=True)
+    state = to_torch(cast(data.weights, "float32"))
+    mha.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True)
+    x = data.inputs
+    with torch.no_grad():
+        out, _ = mha(*(torch.from_numpy(t.astype(np.float32)) for t in (x.query, x.key, x.value)))
+    np.testing.assert_allclose(out.numpy(), attention(case).output, rtol=1e-5, atol=1e-5)
+    module_state = mha.state_dict()  # torch tensors in, NumPy out, bit for bit
+    back = to_torch(from_torch(module_state, 2))
+    assert list(back) == list(module_state)
+    assert all(back[k].tobytes() == t.numpy().tobytes() for k, t in module_state.items())
+
+
+def test_flax_module_takes_the_params_and_matches_the_reference():
+    pytest.importorskip("flax", reason="flax not installed")
+    import jax
+    import jax.numpy as jnp
+    from flax import linen as nn
+
+    case = float32_case("general", v_head_dim=3)
+    data, x = case_data(case), case_data(case).inputs
+    module = nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=6, out_features=7)
+    q, k, v = (jnp.asarray(t, jnp.float32) for t in (x.query, x.key, x.value))
+    init = module.init(jax.random.key(0), q, k, v)
+    params = to_flax(cast(data.weights, "float32"))
+    shapes = jax.tree_util.tree_map(lambda t: tuple(t.shape), init["params"])
+    assert shapes == jax.tree_util.tree_map(lambda t: t.shape, params)
+    out = module.apply({"params": params}, q, k, v)
+    np.testing.assert_allclose(np.asarray(out), attention(case).output, rtol=1e-5, atol=1e-5)
+    back = FORMATS["flax"][1](init)  # jax arrays, with the 'params' level
+    assert back.wq.shape == (2, 8, 3) and back.wo.shape == (2, 3, 7)
+
+
+KERAS_SCRIPT = """
+import numpy as np, keras
+from conformance.convert import from_keras, keras_weights, set_keras_weights, to_keras
+from conformance.reference import attention
+from conformance.weights import case_data
+from tests.test_convert import float32_case
+case = float32_case("general")
+data = case_data(case); x = data.inputs
+q, k, v = (np.asarray(t, np.float32) for t in (x.query, x.key, x.value))
+layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=4, output_shape=7)
+layer(q, v, key=k)
+set_keras_weights(layer, to_keras(data.weights))
+out = keras.ops.convert_to_numpy(layer(q, v, key=k))
+np.testing.assert_allclose(out, attention(case).output, rtol=1e-5, atol=1e-5)
+back = from_keras(keras_weights(layer), num_heads=2)
+for n, a in data.weights.arrays().items():
+    assert getattr(back, n).dtype == np.float32 and np.array_equal(getattr(back, n), a), n
+print("keras ok")
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason="keras not installed")
+def test_real_keras_layer_takes_the_weights_and_matches_the_reference():
+    """In a subprocess: a Keras backend is fixed per process (torch backend here)."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("the Keras torch backend needs torch")
+    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-c", KERAS_SCRIPT], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "keras ok" in run.stdout, run.stderr[-3000:]
+
+
+class FakeVariable:
+    def __init__(self, path, shape):
+        self.path, self.shape, self.dtype, self.value = path, shape, "float32", None
+
+    def assign(self, value):
+        self.value = value
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.value, dtype=dtype)
+
+
+def test_keras_layer_helpers_match_variables_by_path_suffix():
+    w = canonical("general", dtype="float32")
+    state = to_keras(w)
+    layer = type("Layer", (), {})()
+    layer.weights = [FakeVariable(f"mha/{k}", a.shape) for k, a in state.items()]
+    set_keras_weights(layer, state)
+    assert_identical(from_keras(keras_weights(layer)), w)
+    layer.weights[0].shape = (8, 2, 4)
+    with pytest.raises(ConversionError, match=r"mha/query/kernel: expected shape \(8, 2, 4\), "
+                                              r"found \(8, 2, 3\)"):
+        set_keras_weights(layer, state)
+
+
+# -- HuggingFace modules built from config objects (never from the hub) ---------------
+
+def _hf_module(name: str, case):
+    """(module, forward(module, x) -> output) for a small config of `name`."""
+    import torch
+    import transformers as tf
+    from transformers.models.bert.modeling_bert import BertAttention
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
+    from transformers.models.llama.modeling_llama import LlamaAttention
+    from transformers.models.marian.modeling_marian import MarianAttention
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    a = case.attention
+    if name == "bert":
+        cfg = tf.BertConfig(hidden_size=8, num_attention_heads=2, intermediate_size=8)
+        return cfg, BertAttention, lambda m, x: m.output.dense(m.self(x)[0])
+    if name == "gpt2":
+        cfg = tf.GPT2Config(n_embd=8, n_head=2)
+        return cfg, GPT2Attention, lambda m, x: m(x)[0]
+    if name == "t5":
+        cfg = tf.T5Config(d_model=8, d_kv=4, num_heads=2)
+        return cfg, T5Attention, lambda m, x: m(x)[0]
+    if name == "marian":
+        cfg = tf.MarianConfig(d_model=8, encoder_attention_heads=2)
+        return cfg, lambda c: MarianAttention(8, 2, config=c), lambda m, x: m(x)[0]
+    cfg = tf.LlamaConfig(hidden_size=a.query_features, num_attention_heads=a.num_heads,
+                         num_key_value_heads=a.num_kv_heads, head_dim=a.qk_head_dim,
+                         attention_bias=True)
+
+    def llama(m, x):  # rotary embedding at angle 0 (cos 1, sin 0) is the identity
+        cos = torch.ones(*x.shape[:2], a.qk_head_dim)
+        return m(x, position_embeddings=(cos, torch.zeros_like(cos)), attention_mask=None)[0]
+    return cfg, lambda c: LlamaAttention(c, layer_idx=0), llama
+
+
+HF = {"bert": {}, "gpt2": {}, "t5": {"bias": False}, "marian": {},
+      "llama": {"num_heads": 4, "num_kv_heads": 2, "query_features": 16}}
+
+
+@pytest.mark.parametrize("name", list(HF))
+def test_hf_module_loads_the_state_and_matches_the_reference(name):
+    pytest.importorskip("torch", reason="torch not installed")
+    pytest.importorskip("transformers", reason="transformers not installed")
+    import torch
+
+    case = float32_case("square", self_attention=True, **HF[name])
+    data = case_data(case)
+    w = cast(data.weights, "float32")
+    cfg, build, forward = _hf_module(name, case)
+    cfg._attn_implementation = "eager"  # no implicit causal mask (SDPA paths add one)
+    module = build(cfg).eval()
+    if name == "t5":  # T5 does not scale scores: fold 1/sqrt(d_k) = 1/2 (exact) into wq
+        w = CanonicalWeights(**{**vars(w), "wq": w.wq / 2})
+    state = FORMATS[name][0](w)
+    missing, unexpected = module.load_state_dict({k: torch.from_numpy(v)
+                                                  for k, v in state.items()}, strict=False)
+    assert unexpected == [] and set(missing) <= {"output.LayerNorm.weight",
+                                                 "output.LayerNorm.bias"}
+    with torch.no_grad():
+        out = forward(module, torch.from_numpy(data.inputs.query.astype(np.float32)))
+    np.testing.assert_allclose(out.numpy(), attention(case).output, rtol=1e-5, atol=1e-5)
+    module_state = module.state_dict()  # the module's own dict converts back, bit for bit
+    back = FORMATS[name][1](module_state, case.attention.num_heads, case.attention.num_kv_heads)
+    assert_identical(back, w)
+
+
+# -- errors name the tensor, the expected and the found shape -------------------------
+
+def test_wrong_shape_names_tensor_expected_and_found():
+    state = to_torch(canonical("square"))
+    state["in_proj_weight"] = state["in_proj_weight"][:, :7]
+    with pytest.raises(ConversionError, match=r"in_proj_weight: expected shape \(24, 8\), "
+                                              r"found \(24, 7\)"):
+        from_torch(state, 2)
+    llama = FORMATS["llama"][0](canonical("grouped"))
+    llama["k_proj.weight"] = llama["k_proj.weight"][:5]
+    with pytest.raises(ConversionError, match=r"k_proj.weight: expected shape \(6, 6\), "
+                                              r"found \(5, 6\)"):
+        from_llama(llama, 4, 2)
+    with pytest.raises(ConversionError, match=r"q_proj.weight: .*found \(12, 8\): 12 rows do "
+                                              r"not split into 5 heads"):
+        from_llama(FORMATS["llama"][0](canonical("grouped")), 5, 5)
+    bad = CanonicalWeights(**{**vars(canonical("general")), "bv": np.zeros((2, 3))})
+    with pytest.raises(ConversionError, match=r"bv: expected shape \(2, 4\), found \(2, 3\)"):
+        to_keras(bad)
+    assert issubclass(ConversionError, ValueError)
+
+
+def test_missing_and_unexpected_keys_list_the_layout():
+    state = FORMATS["bert"][0](canonical("general"))
+    del state["self.key.weight"]
+    with pytest.raises(ConversionError, match=r"missing key 'self.key.weight'; expected keys: "
+                                              r"'self.query.weight', 'self.key.weight'"):
+        from_bert(state, 2)
+    t5 = to_t5(canonical("general", bias=False))
+    t5["q.bias"] = np.zeros(6)
+    with pytest.raises(ConversionError, match=r"unexpected key 'q.bias'; expected keys: "
+                                              r"'q.weight', 'k.weight', 'v.weight', 'o.weight'"):
+        from_t5(t5, 2)
+
+
+def test_layouts_that_cannot_hold_the_weights_refuse():
+    with pytest.raises(ConversionError, match="num_kv_heads=2 != num_heads=4"):
+        to_torch(canonical("grouped"))
+    with pytest.raises(ConversionError, match="T5Attention has no bq bias"):
+        to_t5(canonical("general"))
+    with pytest.raises(ConversionError, match="one width E"):
+        to_gpt2(canonical("kdim_vdim"))
+    with pytest.raises(ConversionError, match="key width 6 and value width 5"):
+        to_torch(canonical("kdim_vdim"), packed=True)
+    partial = CanonicalWeights(**{**vars(canonical("square")), "bo": None})
+    with pytest.raises(ConversionError, match="all or none; the weights have only bq, bk, bv"):
+        to_torch(partial)
+
+
+# -- the documented example runs as written --------------------------------------------
+
+def test_documented_example_runs_as_written():
+    pytest.importorskip("torch", reason="torch not installed")
+    text = (ROOT / "docs" / "converters.md").read_text()
+    section = text.split("## Example", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert len(block.strip().splitlines()) <= 6  # five statements and a blank line
+    namespace: dict = {}
+    exec(compile(block, "docs/converters.md", "exec"), namespace)
+    weights, mha = namespace["weights"], namespace["mha"]
+    expected = canonical_variables(from_torch(mha.state_dict(), 2))
+    assert set(weights) == set(expected)
+    assert all(np.array_equal(weights[k], a) for k, a in expected.items())
+    assert weights["query/kernel"].shape == (8, 2, 4)
+    assert weights["attention_output/kernel"].shape == (2, 4, 8)
