@@ -17,7 +17,7 @@ from conformance.convert import (FORMATS, ConversionError, convert, from_bert, f
                                  set_keras_weights, to_flax, to_gpt2, to_keras, to_matlab,
                                  to_t5, to_torch)
 from conformance.reference import attention
-from conformance.runners.keras_mha import canonical_variables
+from conformance.runners._keras import canonical_variables
 from conformance.runners.matlab_model import matlab_weights
 from conformance.weights import CanonicalWeights, case_data
 from tests.helpers import make_case
