@@ -38,6 +38,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_A, {"engine": "reference"}),
     ("conformance.runners.onnx_keras:OnnxKerasExport", {}),
     ("conformance.runners.matlab_model:MatlabSelfAttentionModel", {}),
+    ("conformance.runners.hf_bert:HFBert", {"attn_implementation": "eager"}),
+    ("conformance.runners.hf_bert:HFBert", {"attn_implementation": "sdpa"}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 
