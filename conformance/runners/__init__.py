@@ -40,6 +40,10 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.matlab_model:MatlabSelfAttentionModel", {}),
     ("conformance.runners.hf_bert:HFBert", {"attn_implementation": "eager"}),
     ("conformance.runners.hf_bert:HFBert", {"attn_implementation": "sdpa"}),
+    ("conformance.runners.hf_t5:HFT5", {}),
+    ("conformance.runners.hf_gpt2:HFGpt2", {}),
+    ("conformance.runners.hf_marian:HFMarian", {}),
+    ("conformance.runners.hf_llama:HFLlama", {}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 

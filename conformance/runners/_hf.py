@@ -142,8 +142,10 @@ class HFRunner(Runner):
         dt = getattr(torch, case.inputs.dtype)
         try:
             module = self.build(torch, plan).to(dt)
-        except (ValueError, TypeError) as exc:
-            raise NotExpressibleError(f"transformers rejected the config: {exc}") from exc
+        except Exception as exc:  # config validators raise their own error types
+            why = exc.__cause__ or exc
+            text = " ".join(f"{type(why).__name__}: {why}".split())
+            raise NotExpressibleError(f"transformers rejected the config: {text}") from exc
         module.load_state_dict({n: torch.tensor(a, dtype=dt)
                                 for n, a in self.state(case, weights).items()}, strict=True)
         return module.eval()

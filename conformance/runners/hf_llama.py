@@ -1,0 +1,84 @@
+"""HuggingFace Llama: `LlamaAttention`, rotary embedding neutralised.
+
+LlamaConfig's `head_dim` is the per-head size (default hidden_size //
+num_attention_heads, any value allowed); `num_key_value_heads` < heads gives
+grouped-query attention; `attention_bias` puts a bias on q_proj, k_proj,
+v_proj AND o_proj (exactly the suite's `bias`).  The rotary embedding is
+applied inside forward to q and k from `position_embeddings=(cos, sin)`: this
+runner passes cos = 1, sin = 0 (the identity rotation), so the module computes
+plain multi-head attention; the row says so.  LlamaModel always builds a
+causal mask; the module itself attends to what attention_mask allows (eager:
+the additive (B, 1, T, S) mask; None = every key).
+"""
+from __future__ import annotations
+
+from ..contract import Convention
+from ._hf import SOURCE, HFRunner, cross_reason, default_scale, out_in, out_proj, shape_limits
+
+LLAMA_SOURCE = SOURCE + "llama/modeling_llama.py"
+
+
+class HFLlama(HFRunner):
+    name = "hf.llama"
+    system = "transformers.models.llama.modeling_llama.LlamaAttention"
+    path = "rotary neutralised (cos=1, sin=0)"
+    backend = "eager"
+
+    def limits(self, case):
+        return (cross_reason(case, "LlamaAttention is self-attention only (hidden_states)")
+                or shape_limits(case, gqa=True, equal_dims=True)
+                or (None if default_scale(case) else "a scale other than 1/sqrt(head_dim): "
+                    "LlamaAttention.scaling = head_dim**-0.5, not a config field"))
+
+    def config_call(self, case):
+        a = case.attention
+        cfg = {"hidden_size": a.query_features, "num_attention_heads": a.num_heads,
+               "num_key_value_heads": a.num_kv_heads, "head_dim": a.qk_head_dim,
+               "attention_bias": a.bias}
+        args = ", ".join(f"{k}={v}" for k, v in cfg.items())
+        return f"LlamaAttention(LlamaConfig({args}), layer_idx=0)", cfg
+
+    def build(self, torch, plan):
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaAttention
+
+        keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                "attention_bias", "attn_implementation")
+        config = LlamaConfig(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"])
+        module = LlamaAttention(config, layer_idx=0)
+        module.rotary_identity = True
+        return module
+
+    def state(self, case, weights):
+        s = {"q_proj.weight": out_in(weights.wq), "k_proj.weight": out_in(weights.wk),
+             "v_proj.weight": out_in(weights.wv), "o_proj.weight": out_proj(weights.wo)}
+        if case.attention.bias:
+            s.update({"q_proj.bias": weights.bq.ravel(), "k_proj.bias": weights.bk.ravel(),
+                      "v_proj.bias": weights.bv.ravel(), "o_proj.bias": weights.bo})
+        return s
+
+    def forward(self, module, x, mask):
+        import torch
+
+        shape = (*x.shape[:-1], module.head_dim)
+        cos, sin = torch.ones(shape, dtype=x.dtype), torch.zeros(shape, dtype=x.dtype)
+        return module(x, position_embeddings=(cos, sin), attention_mask=mask)[:2]
+
+    def notes(self, case, module):
+        return ["rotary embedding neutralised: position_embeddings=(cos=1, sin=0), the identity "
+                "rotation; LlamaModel would rotate q and k by position",
+                "attention_bias=True biases q_proj, k_proj, v_proj and o_proj (the suite's bias)"]
+
+    def size_cells(self, case):
+        module, _ = self.probe_module(case)
+        q = tuple(module.q_proj.weight.shape)
+        return [
+            Convention("size_arguments", "per_head",
+                       f"LlamaConfig(hidden_size=8, num_attention_heads=2, head_dim="
+                       f"{module.head_dim}): q_proj.weight {q}; head_dim any value",
+                       "per_head", f"{LLAMA_SOURCE}#L206"),
+            Convention("parameter_formula", "(H + H_kv) d E x 2 (+ (H + 2 H_kv) d + E biases)",
+                       f"probe E=8, H=2, d=4, bias: "
+                       f"{sum(p.numel() for p in module.parameters())}"),
+            Convention("weight_layout", f"q_proj.weight {q} out x in (nn.Linear)",
+                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)")]
