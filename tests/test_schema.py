@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from conformance import case as case_module
-from conformance.plugin import ROOT
+from conformance.paths import ROOT
 
 SCHEMA = json.loads((ROOT / "conformance" / "case.schema.json").read_text())
 
