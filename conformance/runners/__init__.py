@@ -44,6 +44,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf_gpt2:HFGpt2", {}),
     ("conformance.runners.hf_marian:HFMarian", {}),
     ("conformance.runners.hf_llama:HFLlama", {}),
+    ("conformance.runners.flax_linen:FlaxLinen", {}),
+    ("conformance.runners.flax_nnx:FlaxNnx", {}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 

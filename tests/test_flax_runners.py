@@ -1,0 +1,58 @@
+"""Flax runners: translation words and limits, a run against the reference, ledger cells."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from conformance.axes import BY_ID
+from conformance.contract import NotExpressible
+from conformance.reference import attention
+from conformance.runners.flax_linen import FlaxLinen
+from conformance.runners.flax_nnx import FlaxNnx
+from conformance.weights import case_data
+
+from .helpers import make_case
+
+needs_flax = pytest.mark.skipif(importlib.util.find_spec("flax") is None,
+                                reason="flax not installed (pip install -e '.[flax]')")
+SEED = {"attention": {"num_heads": 4, "query_features": 64, "qk_head_dim": 32, "bias": False},
+        "inputs": {"self_attention": True}}
+
+
+def test_qkv_features_is_the_total():
+    t = FlaxLinen().translate(make_case(**SEED))
+    assert t.call == ("flax.linen.MultiHeadDotProductAttention(num_heads=4, qkv_features=128, "
+                      "use_bias=False)")
+
+
+@pytest.mark.parametrize("runner, attention, words", [
+    (FlaxLinen, {"num_heads": 4, "num_kv_heads": 2, "query_features": 8}, "grouped-query"),
+    (FlaxNnx, {"num_heads": 2, "query_features": 8, "v_head_dim": 3}, "qkv_features is one"),
+    (FlaxNnx, {"num_heads": 2, "query_features": 8, "key_features": 6, "value_features": 4},
+     "in_kv_features"),
+])
+def test_not_expressible(runner, attention, words):
+    t = runner().translate(make_case(attention=attention))
+    assert isinstance(t, NotExpressible) and words in t.reason
+
+
+@needs_flax
+@pytest.mark.parametrize("runner", [FlaxLinen, FlaxNnx])
+def test_seed_case_agrees_with_reference(runner):
+    case = make_case(**SEED, mask={"key_padding": [5, 3]})
+    r = runner()
+    obs = r.run(case, r.translate(case), case_data(case))
+    np.testing.assert_allclose(obs.output, attention(case).output, rtol=1.3e-6, atol=1e-5)
+    assert obs.parameters == 4 * 64 * 128
+
+
+@needs_flax
+def test_conventions_use_the_vocabulary():
+    cells = FlaxLinen().conventions()
+    by = {c.axis: c.value for c in cells}
+    assert by["size_arguments"] == "total_over_heads" and by["attn_mask_polarity"] == "true_attends"
+    for c in cells:
+        vocab = BY_ID[c.axis].vocabulary
+        assert vocab is None or c.value in vocab, (c.axis, c.value)
