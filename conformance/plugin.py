@@ -3,7 +3,10 @@
 Collection reads `cases/*.yaml` (no framework is imported), yields items
 named `<case-id>[<runner>]` with a marker per framework, and each item
 evaluates itself (matrix.py), records its Row and turns the outcome into
-pass / skip / fail.  At the end of the session the rows go to report.py.
+pass / skip / fail.  After the matrix, one item per runner checks its
+conventions ledger cells against conventions/expected.yaml (plugin_conventions.py;
+--update-conventions rewrites the file instead).  At the end of the session the
+rows go to the report package, and the ledger to reports/conventions.{json,md}.
 
 The full default matrix writes `reports/` (the committed scoreboard); a
 subset run (-k, -m, --runner, --case) writes nothing there unless given
@@ -33,6 +36,12 @@ def pytest_addoption(parser):
                     help="write this run's reports to DIR (any run, full or subset)")
     group.addoption("--cases-dir", default=str(CASES_DIR), metavar="DIR",
                     help="where case files live (default: cases/)")
+    group.addoption("--conventions-file", default=None, metavar="PATH",
+                    help="pinned conventions, runner -> axis -> value (default: "
+                    "conventions/expected.yaml; checked after the matrix)")
+    group.addoption("--update-conventions", action="store_true", default=False,
+                    help="write the observed conventions into the conventions file instead "
+                    "of failing on differences")
 
 
 def _split(values: list[str]) -> list[str]:
@@ -49,7 +58,7 @@ def _state(config) -> dict:
             raise pytest.UsageError(f"--runner {unknown[0]}: unknown; known runners: {names}")
         config.stash[_KEY] = {"runners": runners, "chosen_runners": chosen,
                               "chosen_cases": _split(config.getoption("case")),
-                              "cases": None, "error": None, "rows": {}}
+                              "cases": None, "error": None, "rows": {}, "probes": {}}
     return config.stash[_KEY]
 
 
@@ -74,6 +83,7 @@ def pytest_configure(config):
     for framework in sorted({r.framework for r in all_runners()}):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
+    config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
     _state(config)  # an unknown --runner is a usage error before anything runs
 
 
@@ -87,7 +97,32 @@ def pytest_collect_file(file_path: Path, parent):
     cases_dir = Path(parent.config.getoption("cases_dir")).resolve()
     if file_path.suffix == ".yaml" and file_path.parent.resolve() == cases_dir:
         return CaseFile.from_parent(parent, path=file_path)
+    if file_path.resolve() == conventions_file(parent.config).resolve():
+        from .plugin_conventions import ConventionsFile
+
+        return ConventionsFile.from_parent(parent, path=file_path)
     return None
+
+
+def conventions_file(config) -> Path:
+    from .pinning import EXPECTED_FILE
+
+    return Path(config.getoption("conventions_file") or EXPECTED_FILE)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they apply to these items too
+def pytest_collection_modifyitems(session, config, items):
+    """The conventions items run after every matrix item (they read its rows); a
+    matrix run of the default cases (or one naming --conventions-file) gets them
+    even when the file was not among the paths collected."""
+    from .plugin_conventions import ConventionsItem, add_conventions_items
+
+    matrix = any(isinstance(i, MatrixItem) for i in items)
+    own_file = (Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
+                or config.getoption("conventions_file"))
+    if matrix and own_file and not any(isinstance(i, ConventionsItem) for i in items):
+        add_conventions_items(session, conventions_file(config), items)
+    items.sort(key=lambda i: isinstance(i, ConventionsItem))  # stable: order kept otherwise
 
 
 class CaseFile(pytest.File):
@@ -196,6 +231,10 @@ def pytest_sessionfinish(session, exitstatus):
     rows = sorted(state["rows"].values(), key=lambda r: order.get((r.case, r.runner), 0))
     out = Path(target) if target else REPORTS_DIR
     write_reports(rows, cases, state["runners"], out, selection)
+    from .ledger import build
+    from .report.ledger import write_ledger
+
+    write_ledger(build(rows, state["probes"], state["runners"], cases), out)
     config._conformance_note = f"conformance: reports written to {out} ({selection})"
 
 
