@@ -1,0 +1,146 @@
+/* index.html: filters, the errors / parameters toggle, the per-case view and the
+   in-page self-test (#selftest).  Inlined by conformance/report/html.py.
+   Every string from the data is written with textContent, never innerHTML. */
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("report-data").textContent);
+  var table = document.getElementById("matrix");
+  var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+  var filters = { framework: "", runner: "", tag: "", outcome: "" };
+
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    if (cls) { e.className = cls; }
+    return e;
+  }
+  function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } }
+  function find(list, key, value) {
+    for (var i = 0; i < list.length; i++) { if (list[i][key] === value) { return list[i]; } }
+    return null;
+  }
+  function columnShown(cell) {
+    return (!filters.framework || cell.getAttribute("data-framework") === filters.framework) &&
+      (!filters.runner || cell.getAttribute("data-runner") === filters.runner);
+  }
+  function apply() {
+    var heads = table.tHead.rows[0].cells, shown = 0;
+    for (var h = 1; h < heads.length; h++) { heads[h].hidden = !columnShown(heads[h]); }
+    rows.forEach(function (tr) {
+      var tags = (tr.getAttribute("data-tags") || "").split(" ");
+      var any = false;
+      for (var i = 1; i < tr.cells.length; i++) {
+        var td = tr.cells[i], visible = columnShown(td);
+        var match = !filters.outcome || td.getAttribute("data-outcome") === filters.outcome;
+        td.hidden = !visible;
+        td.classList.toggle("dim", !match);
+        if (visible && match) { any = true; }
+      }
+      tr.hidden = !((!filters.tag || tags.indexOf(filters.tag) >= 0) && any);
+      if (!tr.hidden) { shown++; }
+    });
+    document.getElementById("matrix-count").textContent =
+      shown + " of " + rows.length + " cases shown";
+    return shown;
+  }
+  function setFilter(name, value) {
+    filters[name] = value;
+    document.getElementById("filter-" + name).value = value;
+    return apply();
+  }
+
+  function pairs(parent, list) {
+    var t = el("table");
+    list.forEach(function (p) {
+      var tr = el("tr");
+      tr.appendChild(el("th", p[0]));
+      tr.appendChild(el("td", p[1], "wrap"));
+      t.appendChild(tr);
+    });
+    parent.appendChild(t);
+  }
+  function shapes(w) {
+    return Object.keys(w).map(function (k) { return k + " (" + w[k].join(", ") + ")"; })
+      .join("\n");
+  }
+  function ledgerCells(runner) {
+    var sys = find(data.ledger, "system", runner);
+    if (!sys) { return null; }
+    var d = el("details");
+    d.appendChild(el("summary", "conventions ledger (" + sys.cells.length + " cells)"));
+    pairs(d, sys.cells.map(function (c) {
+      return [c.axis, c.value + " (" + c.source + "): " + c.evidence];
+    }));
+    return d;
+  }
+  function runnerTable(c) {
+    var t = el("table");
+    var head = el("tr");
+    ["runner", "outcome", "native call", "weights (native names and shapes)", "figures",
+     "reason and notes"].forEach(function (h) { head.appendChild(el("th", h)); });
+    t.appendChild(head);
+    c.cells.forEach(function (x) {
+      var tr = el("tr", null, "o-" + x.label.replace(/ /g, "-"));
+      tr.appendChild(el("td", x.runner));
+      tr.appendChild(el("td", x.label));
+      tr.appendChild(el("td", x.native_call, "wrap"));
+      tr.appendChild(el("td", shapes(x.weight_shapes), "wrap"));
+      tr.appendChild(el("td", x.figures, "wrap"));
+      var why = el("td", [x.reason].concat(x.notes).filter(Boolean).join("\n"), "wrap");
+      var ledger = ledgerCells(x.runner);
+      if (ledger) { why.appendChild(ledger); }
+      tr.appendChild(why);
+      t.appendChild(tr);
+    });
+    return t;
+  }
+  function showCase(id) {
+    var view = document.getElementById("case-view"), c = find(data.cases, "id", id);
+    clear(view);
+    view.hidden = !c;
+    if (!c) { return; }
+    view.appendChild(el("h2", "Case " + c.id + ": " + c.title));
+    view.appendChild(el("p", c.description, "wrap"));
+    pairs(view, [["source", c.source], ["tags", c.tags.join(", ")], ["file", c.file]]);
+    view.appendChild(el("h3", "Configuration"));
+    view.appendChild(el("pre", JSON.stringify(c.config, null, 1)));
+    view.appendChild(el("h3", "Each runner"));
+    view.appendChild(runnerTable(c));
+  }
+  function route() {
+    var h = window.location.hash;
+    if (h.indexOf("#case=") === 0) { showCase(decodeURIComponent(h.slice(6))); }
+  }
+
+  function selftest() {
+    var out = { rows: rows.length, cases: data.cases.length, filters: {} };
+    out.cells_per_row = rows.map(function (tr) { return tr.cells.length - 1; });
+    Object.keys(filters).forEach(function (name) {
+      var sel = document.getElementById("filter-" + name), counts = {};
+      Array.prototype.forEach.call(sel.options, function (o) {
+        counts[o.value] = setFilter(name, o.value);
+      });
+      setFilter(name, "");
+      out.filters[name] = counts;
+    });
+    data.cases.forEach(function (c) { showCase(c.id); });
+    out.case_view_text = document.getElementById("case-view").textContent.length;
+    out.scripts = document.scripts.length;
+    var pre = el("pre", JSON.stringify(out));
+    pre.id = "selftest-result";
+    document.body.appendChild(pre);
+  }
+
+  Object.keys(filters).forEach(function (name) {
+    document.getElementById("filter-" + name).addEventListener("change", function (e) {
+      setFilter(name, e.target.value);
+    });
+  });
+  document.getElementById("view-params").addEventListener("change", function (e) {
+    table.classList.toggle("view-params", e.target.checked);
+  });
+  window.addEventListener("hashchange", route);
+  apply();
+  route();
+  if (window.location.hash === "#selftest") { selftest(); }
+}());

@@ -1,0 +1,288 @@
+"""index.html: one self-contained page (inline CSS and JS, figures as data: URIs).
+
+- the case x runner matrix, each cell coloured by outcome, showing the max abs
+  error (or, with the "parameters" toggle, the system's parameter count);
+- filters by framework and runner (columns), tag and outcome (rows);
+- a per-case view (click a case): its configuration, each runner's native call,
+  weight names and shapes, figures, reason, and its conventions-ledger cells
+  when a ledger is passed;
+- the figures of plots.py, then every report section as a table, then the run
+  metadata.
+
+Safety: every string from a case file or a framework is escaped with
+html.escape; the data the script reads is JSON in a <script type=
+"application/json"> with '<', '>' and '&' written as \\u escapes (so neither
+'</script>' nor '<!--' can end it); the script writes only with textContent; a
+Content-Security-Policy allows no network and only this page's own script (by
+hash), so even an unescaped <script> would not run.
+
+Deterministic: no time outside the run-metadata block; the figures, whose PNG
+bytes differ across machines (font rasterisation), sit between FIGURES_START
+and FIGURES_END so a freshness check can leave them out.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import html
+import json
+import math
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from urllib.parse import quote
+
+from . import plots
+from .base import fmt
+
+FIGURES_START = "<!-- figures: start (PNG bytes differ across machines) -->"
+FIGURES_END = "<!-- figures: end -->"
+KNOWN = "known mismatch"  # the label of a declared failure (sections.KNOWN_MISMATCH)
+FILTERS = ("framework", "runner", "tag", "outcome")
+_CASE_FIELDS = ("attention", "inputs", "mask", "expect", "weights", "typed")
+_TITLE = "Attention conformance report"
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _markers() -> tuple[str, str]:
+    """METADATA_START / METADATA_END, wherever the report package keeps them."""
+    from . import base
+
+    if hasattr(base, "METADATA_START"):
+        return base.METADATA_START, base.METADATA_END
+    from . import render
+
+    return render.METADATA_START, render.METADATA_END
+
+
+def e(value) -> str:
+    """Text or attribute value, escaped (quotes too)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def script_json(obj) -> str:
+    """JSON safe inside <script>: no '<', '>' or '&' (so no '</script>', no '<!--')."""
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def plain(obj):
+    """A case's field as JSON-able data (dataclasses, mappings, tuples; NaN -> None)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else str(obj)
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def label(r) -> str:
+    """The outcome word a cell is coloured by (a declared failure: 'known mismatch')."""
+    outcome = str(r["outcome"])
+    return KNOWN if r["known_mismatch"] and outcome in ("mismatch", "error") else outcome
+
+
+def _short(outcome: str) -> str:
+    return {"skipped": "skip", "not_expressible": "n/e"}.get(outcome, outcome)
+
+
+def cell_texts(r) -> tuple[str, str]:
+    """(error view, parameter view) of one row's cell."""
+    outcome = str(r["outcome"])
+    if outcome not in ("pass", "behaviour", "mismatch"):
+        return _short(outcome), _short(outcome)
+    err = fmt(r["max_abs_error"]) if _number(r["max_abs_error"]) else outcome
+    params = r["parameters"] if _number(r["parameters"]) else ""
+    if _number(r["projection_parameters"]):
+        params = f"+{r['projection_parameters']} given"
+    model = "" if r["executed"] else " (m)"
+    return err + model, f"{params}{model}"
+
+
+def figures_text(r) -> str:
+    """The per-case view's figures of one row, in words."""
+    parts = []
+    if _number(r["max_abs_error"]):
+        parts.append(f"max abs {fmt(r['max_abs_error'])} / max rel {fmt(r['max_rel_error'])} "
+                     f"(rtol {r['rtol']:g}, atol {r['atol']:g}, {r['dtype']})")
+    if _number(r["weights_max_abs_error"]):
+        parts.append(f"weights max abs {fmt(r['weights_max_abs_error'])}")
+    if _number(r["parameters"]):
+        parts.append(f"parameters {r['parameters']} (formula {r['parameters_formula']})")
+    if r["fully_masked_row"]:
+        parts.append(f"fully masked row: {r['fully_masked_row']}")
+    return "\n".join(parts)
+
+
+def order(frame, cases, runners) -> tuple[list[str], list[str]]:
+    """Case ids and runner names of the frame, in case-file and column order."""
+    ids = list(dict.fromkeys([c.id for c in cases] + list(frame["case"])))
+    names = list(dict.fromkeys([r.name for r in runners] + list(frame["runner"])))
+    have_c, have_r = set(frame["case"]), set(frame["runner"])
+    return [c for c in ids if c in have_c], [n for n in names if n in have_r]
+
+
+def _options(name: str, values) -> str:
+    opts = "".join(f'<option value="{e(v)}">{e(v)}</option>' for v in values)
+    return (f'<label>{name} <select id="filter-{name}"><option value="">all</option>'
+            f"{opts}</select></label>")
+
+
+def controls(frameworks, names, tags, outcomes) -> str:
+    legend = "".join(f'<span class="o-{e(o.replace(" ", "-"))}">{e(o)}</span>'
+                     for o in outcomes)
+    return ('<div id="controls">' + _options("framework", frameworks)
+            + _options("runner", names) + _options("tag", tags) + _options("outcome", outcomes)
+            + '<label><input type="checkbox" id="view-params"> show parameter counts</label>'
+            + f'<span class="legend">{legend}</span></div>')
+
+
+def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
+    """The case x runner table: one <tr data-case> per case, one <td> per runner."""
+    head = "".join(f'<th class="runner" data-runner="{e(n)}" data-framework='
+                   f'"{e(framework_of[n])}">{e(n)}</th>' for n in names)
+    body = []
+    for cid in case_ids:
+        tds = []
+        for n in names:
+            r = by_cell.get((cid, n))
+            if r is None:
+                tds.append(f'<td data-runner="{e(n)}" data-framework="{e(framework_of[n])}" '
+                           'data-outcome=""></td>')
+                continue
+            word = label(r)
+            err, params = cell_texts(r)
+            tds.append(f'<td class="o-{e(word.replace(" ", "-"))}" data-runner="{e(n)}" '
+                       f'data-framework="{e(framework_of[n])}" data-outcome="{e(word)}" '
+                       f'title="{e(r["reason"])}"><span class="v-err">{e(err)}</span>'
+                       f'<span class="v-par">{e(params)}</span></td>')
+        body.append(f'<tr data-case="{e(cid)}" data-tags="{e(" ".join(tags_of.get(cid, ())))}">'
+                    f'<th><a class="case-link" href="#case={e(quote(cid, safe=""))}">{e(cid)}'
+                    f"</a></th>{''.join(tds)}</tr>")
+    return (f'<table id="matrix"><thead><tr><th>case</th>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>"
+            '<p id="matrix-count"></p><section id="case-view" hidden></section>')
+
+
+def ledger_data(ledger, names) -> list[dict]:
+    """[{system, cells: [{axis, value, source, evidence}]}] of the ledger (a Ledger or
+    its as_dict()), for the runners shown; [] when no ledger is passed."""
+    if ledger is None:
+        return []
+    cells = ledger["cells"] if isinstance(ledger, Mapping) else [c.as_dict() for c in ledger.cells]
+    by_system: dict[str, list] = {}
+    for c in cells:
+        by_system.setdefault(str(c.get("system")), []).append(
+            {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")})
+    return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
+
+
+def _row_data(r) -> dict:
+    return {"runner": str(r["runner"]), "label": label(r), "native_call": str(r["native_call"]),
+            "weight_shapes": plain(r["weight_shapes"] or {}), "figures": figures_text(r),
+            "reason": str(r["reason"] or ""), "notes": [str(n) for n in r["notes"] or ()]}
+
+
+def case_data(case, cid: str, rows: list) -> dict:
+    path = getattr(case, "path", "") or ""
+    return {"id": cid, "title": str(getattr(case, "title", "") or cid),
+            "description": str(getattr(case, "description", "") or ""),
+            "source": str(getattr(case, "source", "") or ""),
+            "tags": [str(t) for t in getattr(case, "tags", ()) or ()],
+            "file": Path(path).name if path else "",
+            "config": {f: plain(getattr(case, f)) for f in _CASE_FIELDS if hasattr(case, f)},
+            "cells": [_row_data(r) for r in rows]}
+
+
+def figures_block(figures: dict[str, bytes]) -> str:
+    if not figures:
+        return ""
+    items = "".join(
+        f'<figure><img alt="{e(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{e(plots.CAPTIONS[name])} '
+        f"({e(name)})</figcaption></figure>" for name, png in figures.items())
+    return f"{FIGURES_START}<h2>Figures</h2>{items}{FIGURES_END}"
+
+
+def sections_block(sections) -> str:
+    """Every section: title, intro, its table(s) (a split section: one per part)."""
+    out = []
+    for s in sections:
+        out.append(f"<h2>{e(s.title)}</h2><p>{e(s.intro)}</p>")
+        for part, table in getattr(s, "tables", None) or [("", s.table)]:
+            out.append((f"<h3>{e(part)}</h3>" if part else "")
+                       + table.to_html(border=0, escape=True))
+    return "".join(out)
+
+
+def metadata_block(meta: dict) -> str:
+    start, end = _markers()
+    items = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in meta.items())
+    return f"{start}<h2>Run metadata</h2><ul>{items}</ul>{end}"
+
+
+def _head(script: str) -> str:
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    csp = (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+           f"script-src 'sha256-{digest}'")
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+            f"<title>{_TITLE}</title><style>{_asset('report.css')}</style></head>")
+
+
+def page(frame, cases, runners, sections, meta: dict, selection: str = "",
+         ledger=None, figures: dict[str, bytes] | None = None) -> str:
+    """The whole index.html as text."""
+    case_ids, names = order(frame, cases, runners)
+    records = frame.to_dict(orient="records")
+    by_cell = {(r["case"], r["runner"]): r for r in records}
+    framework_of = {str(r["runner"]): str(r["framework"]) for r in records}
+    case_of = {c.id: c for c in cases}
+    tags_of = {c.id: tuple(getattr(c, "tags", ()) or ()) for c in cases}
+    labels = {label(r) for r in records}
+    outcomes = [o for o in ("pass", "behaviour", KNOWN, "mismatch", "not_expressible",
+                            "skipped", "error") if o in labels]
+    data = {"cases": [case_data(case_of.get(cid), cid, [by_cell[(cid, n)] for n in names
+                                                         if (cid, n) in by_cell])
+                      for cid in case_ids],
+            "ledger": ledger_data(ledger, names)}
+    script = _asset("report.js")
+    body = [f"<h1>{_TITLE}</h1><p>Selection: {e(selection)}. Click a case for its "
+            "configuration and each runner's call; hover a cell for its reason.</p>",
+            controls(list(dict.fromkeys(framework_of[n] for n in names)), names,
+                     sorted({tag for tags in tags_of.values() for tag in tags}), outcomes),
+            matrix(by_cell, case_ids, names, framework_of, tags_of),
+            figures_block(figures or {}), sections_block(sections), metadata_block(meta),
+            f'<script type="application/json" id="report-data">{script_json(data)}</script>',
+            f"<script>{script}</script>"]
+    return _head(script) + "<body>\n" + "\n".join(b for b in body if b) + "\n</body></html>\n"
+
+
+def write_html(frame, cases, runners, sections, meta: dict, out_dir, selection: str = "",
+               ledger=None) -> Path:
+    """Write the figures (plots.FIGURES, when matplotlib is installed) and index.html
+    into out_dir.  `frame`: the results frame (base.results_frame), `cases` in file
+    order, `runners` in column order, `sections` as build_sections gives them, `ledger`:
+    a conformance.ledger.Ledger (or its as_dict()) or None."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = plots.make_figures(frame, cases, runners)
+    plots.write_figures(figures, out)
+    path = out / "index.html"
+    path.write_text(page(frame, cases, runners, sections, meta, selection, ledger, figures),
+                    encoding="utf-8")
+    return path
