@@ -12,10 +12,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .case import Case, tolerance_for
-from .contract import NotExpressible, NotExpressibleError, Observation, Runner
+from .contract import NotExpressible, NotExpressibleError, Observation, Runner, Translation
+from .isolation import ItemTimeout, deadline, item_timeout
 from .reference import Expected, attention, formula_parameters
 from .verdict import Failure, FailureKind, Outcome, Verdict, judge
 from .weights import case_data
+from .workers import WorkerFault, run_in_worker
+from .workers import prefetch as queue_in_worker
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,20 @@ def expected_for(case: Case) -> Expected:
 def observe(runner: Runner, case: Case, translation) -> Observation:
     """Run in this process, or in the runner's worker subprocess."""
     if runner.worker:
-        from .workers import run_in_worker
-
         return run_in_worker(runner, case, translation)
     return runner.run(case, translation, case_data(case))
+
+
+def prefetch(case: Case, runner: Runner) -> None:
+    """Queue a worker runner's run now (the plugin, once collection is done), so
+    workers compute in parallel (workers.py).  A translate that raises, refuses or
+    hangs queues nothing: the item's own evaluate makes its row."""
+    if not runner.worker or runner.available():
+        return
+    with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
+        translation, _ = _attempt(runner.translate, case)
+    if isinstance(translation, Translation):
+        queue_in_worker(runner, case, translation)
 
 
 def _row(case: Case, runner: Runner, outcome: Outcome, reason: str, native_call: str = "",
@@ -123,27 +136,99 @@ def _declared(case: Case, runner: Runner) -> str | None:
 
 
 def evaluate(case: Case, runner: Runner) -> Row:
+    """The row of one item, whatever the runner does: an exception in any stage
+    (translate, run, judging), a BaseException other than KeyboardInterrupt
+    (SystemExit...), a worker that died or hung (workers.py) or an in-process
+    timeout (isolation.py) becomes an `error` row naming what happened."""
+    try:
+        return _evaluate(case, runner)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a fault of the machinery itself: still a row
+        return _fault_row(case, runner, "evaluating the item", exc)
+
+
+def _attempt(fn, *args):
+    """(fn(*args), None), or (None, what it raised): anything but KeyboardInterrupt."""
+    try:
+        return fn(*args), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        return None, exc
+
+
+def _evaluate(case: Case, runner: Runner) -> Row:
     missing = runner.available()
     if missing:
         return _row(case, runner, Outcome.SKIPPED, missing)
-    translation = runner.translate(case)
+    with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
+        translation, exc = _attempt(runner.translate, case)
+    if exc is not None:
+        return _fault_row(case, runner, "translate", exc)
     if isinstance(translation, NotExpressible):
         return _row(case, runner, Outcome.NOT_EXPRESSIBLE, translation.reason)
     call = translation.call
-    try:
-        obs = observe(runner, case, translation)
-    except NotExpressibleError as exc:
+    in_process = 0 if runner.worker else item_timeout()  # a worker times its own runs
+    with deadline(in_process, f"run of {runner.name} on case {case.id}"):
+        obs, exc = _attempt(observe, runner, case, translation)
+    if isinstance(exc, NotExpressibleError):
         return _row(case, runner, Outcome.NOT_EXPRESSIBLE, str(exc), call)
-    except Exception as exc:  # a runner crash is a result, and the matrix goes on
-        if _declared(case, runner) == "error":
-            return _row(case, runner, Outcome.BEHAVIOUR,
-                        f"raised as declared: {type(exc).__name__}: {exc}", call,
-                        fully_masked_row="error")
-        return _row(case, runner, Outcome.ERROR, f"{type(exc).__name__}: {exc}", call,
-                    notes=(traceback.format_exc(limit=-3),))
-    verdict = judge(case, runner.name, obs, expected_for(case), formula_parameters(case),
-                    case.expect.parameters_by_runner.get(runner.name), _declared(case, runner))
+    if exc is not None:
+        return _run_fault(case, runner, exc, call)
+    verdict, exc = _attempt(judge, case, runner.name, obs, expected_for(case),
+                            formula_parameters(case),
+                            case.expect.parameters_by_runner.get(runner.name),
+                            _declared(case, runner))
+    if exc is not None:
+        return _fault_row(case, runner, "judging the observation", exc, call, obs)
     return _row(case, runner, verdict.outcome, verdict.reason, call, obs, verdict)
+
+
+def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str) -> Row:
+    if isinstance(exc, WorkerFault):  # the worker died or timed out: the log tail as a note
+        return _row(case, runner, Outcome.ERROR, str(exc), call,
+                    notes=(f"worker log ends:\n{exc.log}",) if exc.log else ())
+    if not isinstance(exc, Exception) or isinstance(exc, ItemTimeout):
+        return _fault_row(case, runner, "run", exc, call)
+    if _declared(case, runner) == "error":  # a runner raising is a result, as declared
+        return _row(case, runner, Outcome.BEHAVIOUR,
+                    f"raised as declared: {type(exc).__name__}: {exc}", call,
+                    fully_masked_row="error")
+    return _row(case, runner, Outcome.ERROR, f"{type(exc).__name__}: {exc}", call,
+                notes=(_trace(exc),))
+
+
+def _fault_row(case: Case, runner: Runner, stage: str, exc: BaseException, call: str = "",
+               obs: Observation | None = None) -> Row:
+    """An error row for a fault outside a runner's ordinary exceptions in `run`."""
+    if isinstance(exc, ItemTimeout):
+        reason = str(exc)
+    else:
+        reason = f"{stage} raised {type(exc).__name__}: {exc}"
+        if isinstance(exc, SystemExit):
+            reason += " (sys.exit was called)"
+    try:
+        return _row(case, runner, Outcome.ERROR, reason, call, obs, notes=(_trace(exc),))
+    except Exception as again:  # the case itself breaks the row's figures: a bare row
+        return _bare_row(case, runner, f"{reason}; building the row raised "
+                         f"{type(again).__name__}: {again}", call)
+
+
+def _trace(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
+
+
+def _bare_row(case: Case, runner: Runner, reason: str, call: str) -> Row:
+    return Row(case=case.id, runner=runner.name, framework=runner.framework,
+               outcome=Outcome.ERROR, reason=reason, dtype=str(case.inputs.dtype),
+               native_call=call, executed=False, parameters=None, parameters_formula=0,
+               parameters_expected=None, projection_parameters=None, max_abs_error=None,
+               max_rel_error=None, weights_max_abs_error=None, weights_max_rel_error=None,
+               rtol=0.0, atol=0.0, weights_returned="", fully_masked_row=None,
+               fully_masked_row_weights=None, fully_masked_row_declared=None,
+               weight_shapes={}, notes=(), extras={}, typed={}, failures=(),
+               known_mismatch="")
 
 
 def failure_message(case: Case, row: Row, nodeid: str) -> str:

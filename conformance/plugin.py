@@ -39,6 +39,12 @@ def pytest_addoption(parser):
     group.addoption("--conventions-file", default=None, metavar="PATH",
                     help="pinned conventions, runner -> axis -> value (default: "
                     "conventions/expected.yaml; checked after the matrix)")
+    group.addoption("--item-timeout", type=float, default=None, metavar="SECONDS",
+                    help="fail an item that runs longer as an error row (a hung worker is "
+                    "killed and restarted; default $CONFORMANCE_ITEM_TIMEOUT or 300; 0: none)")
+    group.addoption("--isolate", action="store_true", default=None,
+                    help="run every runner in a worker subprocess, so a hard crash costs one "
+                    "row (default: $CONFORMANCE_ISOLATE=1; else only runners declaring one)")
     group.addoption("--update-conventions", action="store_true", default=False,
                     help="write the observed conventions into the conventions file instead "
                     "of failing on differences")
@@ -84,7 +90,13 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
-    _state(config)  # an unknown --runner is a usage error before anything runs
+    state = _state(config)  # an unknown --runner is a usage error before anything runs
+    from . import isolation
+
+    timeout, isolate = config.getoption("item_timeout"), config.getoption("isolate")
+    isolation.configure(isolation.env_timeout() if timeout is None else timeout,
+                        isolation.env_isolate() if isolate is None else isolate,
+                        state["runners"])
 
 
 def pytest_report_header(config):
@@ -197,14 +209,11 @@ def pytest_collection_finish(session):
     backends) compute in parallel with everything else (workers.py)."""
     if session.config.option.collectonly:
         return
-    from .contract import Translation
-    from .workers import prefetch
+    from .matrix import prefetch
 
     for item in session.items:
-        if isinstance(item, MatrixItem) and item.runner.worker and not item.runner.available():
-            translation = item.runner.translate(item.case)
-            if isinstance(translation, Translation):
-                prefetch(item.runner, item.case, translation)
+        if isinstance(item, MatrixItem):
+            prefetch(item.case, item.runner)  # a translate that raises queues nothing
 
 
 def pytest_sessionfinish(session, exitstatus):
