@@ -17,6 +17,13 @@ worker does the request/reply exchange, so a pipe never fills up.
 
 Worker stdout is reserved for the protocol; whatever the framework prints
 goes to a log file whose tail is quoted when the worker dies.
+
+Faults cost one request, never the queue: a runner's exception (SystemExit
+included) is an error reply; a worker that dies (os._exit, a segfault: its
+exit code and signal are named, faulthandler's stack is in the log) or that
+outlives the item timeout (isolation.py; the clock starts when the request is
+sent; the worker is killed) fails that request with WorkerDied / WorkerTimeout,
+and the same pump restarts the process for the next request of its queue.
 """
 from __future__ import annotations
 

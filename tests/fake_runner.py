@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 from conformance.reference import attention
 from conformance.contract import (NotExpressibleError, Observation, Runner, Translation,
@@ -22,6 +24,11 @@ class FakeWorkerRunner(Runner):
             raise ValueError("seed 2 breaks, on purpose")
         if case.inputs.seed == 3:
             os._exit(3)  # the worker dies
+        if case.inputs.seed == 5:
+            while True:  # the worker hangs
+                time.sleep(60)
+        if case.inputs.seed == 6:
+            sys.exit(4)  # a SystemExit: an error reply, the worker lives on
         try:
             import wave  # noqa: F401  (hidden by WorkerSpec.hide: must fail)
             hidden = "wave importable"

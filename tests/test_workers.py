@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conformance import workers
+from conformance import isolation, workers
 from conformance.reference import attention
 from conformance.contract import NotExpressibleError
 from conformance.runners import load
@@ -50,3 +50,39 @@ def test_dead_worker_is_reported_and_replaced():
         workers.run_in_worker(RUNNER, dead, RUNNER.translate(dead))
     ok = make_case(inputs={"seed": 4})
     assert workers.run_in_worker(RUNNER, ok, RUNNER.translate(ok)).output.shape == (2, 5, 8)
+
+
+def test_a_crash_fails_its_request_alone_and_the_queue_goes_on():
+    cases = [make_case(id=f"q{n}", inputs={"seed": s}) for n, s in enumerate((7, 3, 8))]
+    for case in cases:  # all queued before the crash
+        workers.prefetch(RUNNER, case, RUNNER.translate(case))
+    first = workers.run_in_worker(RUNNER, cases[0], None)
+    with pytest.raises(workers.WorkerDied, match=r"worker 'fake' died \(exit 3\) while "
+                       "running fake.worker on case q1"):
+        workers.run_in_worker(RUNNER, cases[1], None)
+    last = workers.run_in_worker(RUNNER, cases[2], None)
+    assert first.notes[0] != last.notes[0]  # a fresh process took over the queue
+    assert workers._WORKERS["fake"].restarts == 1
+
+
+def test_a_hung_request_times_out_and_the_worker_restarts(monkeypatch):
+    monkeypatch.setattr(isolation, "_timeout", 1.0)
+    hung = make_case(inputs={"seed": 5})
+    with pytest.raises(workers.WorkerTimeout, match=r"timed out after 1 s: worker 'fake' was "
+                       "killed while running fake.worker on case t"):
+        workers.run_in_worker(RUNNER, hung, RUNNER.translate(hung))
+    ok = make_case(inputs={"seed": 4})
+    assert workers.run_in_worker(RUNNER, ok, RUNNER.translate(ok)).output.shape == (2, 5, 8)
+
+
+def test_sys_exit_in_a_worker_is_an_error_reply_not_a_death():
+    ok, bad = make_case(inputs={"seed": 4}), make_case(inputs={"seed": 6})
+    pid = workers.run_in_worker(RUNNER, ok, None).notes[0]
+    with pytest.raises(RuntimeError, match=r"run raised SystemExit: 4 \(sys.exit was called\)"):
+        workers.run_in_worker(RUNNER, bad, None)
+    assert workers.run_in_worker(RUNNER, ok, None).notes[0] == pid
+
+
+def test_exit_text_names_the_signal():
+    assert workers.exit_text(-11) == "exit -11, SIGSEGV"
+    assert workers.exit_text(1) == "exit 1"
