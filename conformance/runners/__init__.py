@@ -22,6 +22,7 @@ _X, _A = ("conformance.runners.onnx_export:OnnxTorchExport",
 REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_T, {}),
     ("conformance.runners.torch_mha:TorchMHAFastPath", {}),
+    (_T, {"need_weights": False}),
     ("conformance.runners.torch_sdpa:TorchSDPA", {}),
     (_K, {"backend": "tensorflow"}),
     (_K, {"backend": "jax"}),

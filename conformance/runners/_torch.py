@@ -108,3 +108,91 @@ def tensors(torch, case, inputs):
     if case.inputs.self_attention:
         return q, q, q  # the same tensor object: MHA's fast path checks `query is key`
     return q, torch.tensor(inputs.key, dtype=dt), torch.tensor(inputs.value, dtype=dt)
+
+
+# ---- convention probes (Runner.conventions) shared by torch_mha, torch_sdpa, onnx_export
+
+MHA_DOC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html"
+SDPA_DOC = ("https://docs.pytorch.org/docs/stable/generated/"
+            "torch.nn.functional.scaled_dot_product_attention.html")
+
+
+def probe_mha(torch, case, **ctor):
+    """nn.MultiheadAttention on a probe case (canonical weights, eval) and its q, k, v;
+    `ctor` overrides constructor arguments (batch_first, dropout)."""
+    from ..weights import case_data
+
+    data = case_data(case)
+    t = mha_translation(case)
+    mha, _ = build_mha(torch, case, Translation(t.call, {**t.plan, **ctor}), data.weights)
+    return mha, tensors(torch, case, data.inputs)
+
+
+def per_head(torch, case, mask: np.ndarray):
+    """A probe's (B, T, S) mask as MHA's (B*H, T, S) attn_mask, passed raw (bool or float)."""
+    return torch.from_numpy(np.ascontiguousarray(np.repeat(mask, case.attention.num_heads, 0)))
+
+
+def fast_call(torch, mha, args, **kwargs):
+    """Forward under inference_mode; returns (output, weights, whether the native fast
+    path ran), seen by wrapping torch._native_multi_head_attention for the call."""
+    native, calls = torch._native_multi_head_attention, []
+
+    def spy(*a, **k):
+        calls.append(1)
+        return native(*a, **k)
+
+    torch._native_multi_head_attention = spy
+    try:
+        with torch.inference_mode():
+            out, weights = mha(*args, **kwargs)
+    finally:
+        torch._native_multi_head_attention = native
+    return out, weights, bool(calls)
+
+
+def key_padding_cell(case, fwd, what: str, **doc):
+    """A (B, S) boolean key-padding mask passed raw: True = attends or True = blocks."""
+    from ..probes import closest, output_with, probe_mask, refusal
+
+    kp = probe_mask(case)[:, 0, :]  # key 0 True, the last False: both readings defined
+    allowed = np.broadcast_to(kp[:, None, :], probe_mask(case).shape)
+    try:
+        out = fwd(kp)
+    except Exception as exc:  # the system's refusal is the observation
+        return refusal("key_padding_polarity", exc, what)
+    return closest("key_padding_polarity", out, {"true_attends": output_with(case, allowed),
+                                                 "true_blocks": output_with(case, ~allowed)},
+                   what, **doc)
+
+
+def float_mask_cell(case, fwd, what: str, **doc):
+    """_ledger.float_mask (0 / -1e9), and the same with -inf, quoted beside it."""
+    from dataclasses import replace
+
+    from ..probes import distances, output_with, probe_mask
+    from ._ledger import float_mask
+
+    cell = float_mask(case, fwd, what, **doc)
+    if cell.value != "added":
+        return cell
+    m = probe_mask(case)
+    d = distances(fwd(np.where(m, 0.0, -np.inf)), {"added": output_with(case, m)})
+    return replace(cell, evidence=f"{cell.evidence}; 0 / -inf mask: added {d['added']:.1e}")
+
+
+def scale_probe_case():
+    """float64, d_k = 3: 1/sqrt(3) is not a float32 number, so its rounding shows."""
+    from ..probes import probe_case
+
+    return probe_case("scale-precision", attention={"num_heads": 2, "query_features": 6},
+                      inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
+
+
+def scale_precision_cell(case64, out, what: str):
+    from ..probes import closest, output_with
+
+    s32 = float(np.float32(1 / np.sqrt(case64.attention.qk_head_dim)))
+    cands = {"float64": output_with(case64, None),
+             "float32_rounded": output_with(case64, None, scale=s32)}
+    return closest("scale_precision", out, cands, what)

@@ -15,8 +15,10 @@ The shared helpers live in _torch.py; torch is imported inside `run` only.
 """
 from __future__ import annotations
 
-from ..contract import NotExpressible, NotExpressibleError, Observation, Runner, to_numpy
-from ._torch import build_mha, import_torch, mha_translation, tensors, torch_masks
+from ..contract import (NotExpressible, NotExpressibleError, Observation, Runner, Translation,
+                        to_numpy)
+from ._torch import build_mha, fast_call, import_torch, mha_translation, tensors, torch_masks
+from ._torch_mha_probes import mha_conventions
 
 
 class TorchMHA(Runner):
@@ -25,12 +27,28 @@ class TorchMHA(Runner):
     system = "torch.nn.MultiheadAttention"
     path = "ordinary"
     requires = ("torch",)
+    need_weights = True  # False: torch.mha.no-weights, forward(..., need_weights=False)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if "name" not in params and not self.need_weights:
+            self.name, self.path = "torch.mha.no-weights", "ordinary, need_weights=False"
 
     def translate(self, case):
-        return mha_translation(case)
+        t = mha_translation(case)
+        if self.need_weights or isinstance(t, NotExpressible):
+            return t
+        return Translation(f"{t.call}; forward(query, key, value, ..., need_weights=False)",
+                           t.plan)
+
+    def conventions(self):
+        return mha_conventions(import_torch(), "fast" if self.path == "fast path" else
+                               "ordinary", self.need_weights)
 
     def run(self, case, translation, data):
         torch = import_torch()
+        if not self.need_weights:
+            return self._run_no_weights(torch, case, translation, data)
 
         try:
             mha, shapes = build_mha(torch, case, translation, data.weights)
@@ -54,6 +72,18 @@ class TorchMHA(Runner):
                    "needs average_attn_weights=False"],
             extras={"mask_polarity": "True = blocked",
                     "default_weights_shape": list(averaged.shape)})
+
+    def _run_no_weights(self, torch, case, translation, data):
+        mha, shapes = build_mha(torch, case, translation, data.weights)
+        q, k, v = tensors(torch, case, data.inputs)
+        kpm, am = torch_masks(torch, case, data.inputs)
+        with torch.no_grad():
+            mha.train()  # the ordinary path (dropout is 0), as torch.mha
+            out, weights = mha(q, k, v, key_padding_mask=kpm, attn_mask=am, need_weights=False)
+        return Observation(
+            output=to_numpy(out), parameters=sum(p.numel() for p in mha.parameters()),
+            weight_shapes=shapes, notes=[f"need_weights=False returns {weights} for the weights"],
+            extras={"mask_polarity": "True = blocked"})
 
 
 class TorchMHAFastPath(TorchMHA):
@@ -90,19 +120,9 @@ class TorchMHAFastPath(TorchMHA):
         mha, shapes = build_mha(torch, case, translation, data.weights)
         q, k, v = tensors(torch, case, data.inputs)
         kpm, am = torch_masks(torch, case, data.inputs)
-        native, calls = torch._native_multi_head_attention, []
-
-        def spy(*args, **kwargs):
-            calls.append(1)
-            return native(*args, **kwargs)
-
-        torch._native_multi_head_attention = spy
-        try:
-            with torch.inference_mode():
-                out, _ = mha(q, k, v, key_padding_mask=kpm, attn_mask=am, need_weights=False)
-        finally:
-            torch._native_multi_head_attention = native
-        if not calls:
+        out, _, engaged = fast_call(torch, mha, (q, k, v), key_padding_mask=kpm, attn_mask=am,
+                                    need_weights=False)
+        if not engaged:
             raise NotExpressibleError("fast path not taken: forward fell back to the "
                                       "ordinary path for this configuration")
         return Observation(

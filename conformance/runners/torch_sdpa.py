@@ -15,6 +15,7 @@ from typing import Literal
 
 from ..contract import Observation, Runner, Translation, to_numpy
 from ._torch import import_torch, tensors, torch_dtype
+from ._torch_sdpa_probes import sdpa_conventions
 
 MASK_WORDS = {"causal_lower_right": "causal_lower_right(T, S)",
               "bool": "bool (B, 1, T, S), True = attend"}  # as the call shows them
@@ -63,6 +64,9 @@ class TorchSDPA(Runner):
         plan = sdpa_plan(case)
         return Translation(f"torch.nn.functional.scaled_dot_product_attention("
                            f"{plan.arguments()})", plan)
+
+    def conventions(self):
+        return sdpa_conventions(import_torch())
 
     def run(self, case, translation, data):
         torch = import_torch()
