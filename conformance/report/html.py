@@ -151,28 +151,28 @@ def controls(frameworks, names, tags, outcomes) -> str:
             + f'<span class="legend">{legend}</span></div>')
 
 
+def _td(r, name: str, framework: str) -> str:
+    """One matrix cell: coloured by outcome, both views' figures, the reason on hover."""
+    where = f'data-runner="{e(name)}" data-framework="{e(framework)}"'
+    if r is None:
+        return f'<td {where} data-outcome=""></td>'
+    word = label(r)
+    err, params = cell_texts(r)
+    return (f'<td class="o-{e(word.replace(" ", "-"))}" {where} data-outcome="{e(word)}" '
+            f'title="{e(r["reason"])}"><span class="v-err">{e(err)}</span>'
+            f'<span class="v-par">{e(params)}</span></td>')
+
+
 def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
     """The case x runner table: one <tr data-case> per case, one <td> per runner."""
     head = "".join(f'<th class="runner" data-runner="{e(n)}" data-framework='
                    f'"{e(framework_of[n])}">{e(n)}</th>' for n in names)
     body = []
     for cid in case_ids:
-        tds = []
-        for n in names:
-            r = by_cell.get((cid, n))
-            if r is None:
-                tds.append(f'<td data-runner="{e(n)}" data-framework="{e(framework_of[n])}" '
-                           'data-outcome=""></td>')
-                continue
-            word = label(r)
-            err, params = cell_texts(r)
-            tds.append(f'<td class="o-{e(word.replace(" ", "-"))}" data-runner="{e(n)}" '
-                       f'data-framework="{e(framework_of[n])}" data-outcome="{e(word)}" '
-                       f'title="{e(r["reason"])}"><span class="v-err">{e(err)}</span>'
-                       f'<span class="v-par">{e(params)}</span></td>')
-        body.append(f'<tr data-case="{e(cid)}" data-tags="{e(" ".join(tags_of.get(cid, ())))}">'
-                    f'<th><a class="case-link" href="#case={e(quote(cid, safe=""))}">{e(cid)}'
-                    f"</a></th>{''.join(tds)}</tr>")
+        tds = "".join(_td(by_cell.get((cid, n)), n, framework_of[n]) for n in names)
+        tags = json.dumps(list(tags_of.get(cid, ())))
+        body.append(f'<tr data-case="{e(cid)}" data-tags="{e(tags)}"><th><a class="case-link" '
+                    f'href="#case={e(quote(cid, safe=""))}">{e(cid)}</a></th>{tds}</tr>')
     return (f'<table id="matrix"><thead><tr><th>case</th>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>"
             '<p id="matrix-count"></p><section id="case-view" hidden></section>')

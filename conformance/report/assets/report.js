@@ -27,7 +27,7 @@
     var heads = table.tHead.rows[0].cells, shown = 0;
     for (var h = 1; h < heads.length; h++) { heads[h].hidden = !columnShown(heads[h]); }
     rows.forEach(function (tr) {
-      var tags = (tr.getAttribute("data-tags") || "").split(" ");
+      var tags = JSON.parse(tr.getAttribute("data-tags") || "[]");
       var any = false;
       for (var i = 1; i < tr.cells.length; i++) {
         var td = tr.cells[i], visible = columnShown(td);

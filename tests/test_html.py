@@ -1,0 +1,204 @@
+"""index.html: self-contained, escaped, one matrix row per case, deterministic."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from types import SimpleNamespace
+
+import pytest
+
+from conformance.paths import ROOT
+from conformance.report import html as page_html
+from conformance.report.base import results_frame
+from conformance.verdict import Failure, FailureKind, Outcome
+
+from .report_rows import FakeCase, make_row, stand_in
+
+# Every free-text field gets this: a script, an event handler, a comment opener and
+# a script-end, so escaping anywhere (text, attribute, JSON in <script>) is checked.
+PAYLOAD = ('<script>document.body.dataset.pwned="1"</script><img src=x '
+           'onerror="document.body.dataset.pwned=2">"\'<!-- </script> &amp;')
+FAKE = stand_in("fake.one", "fake", "fake.Attention")
+OTHER = stand_in("other.two", "other", "other.Attention")
+
+
+@dataclass
+class PlantedCase(FakeCase):
+    """A case with the free-text fields a case file gives."""
+
+    title: str = PAYLOAD
+    description: str = PAYLOAD
+    source: str = PAYLOAD
+    tags: tuple = ("planted", PAYLOAD)
+    typed: dict | None = None
+
+
+def planted_rows():
+    """Rows with the payload in every free-text field a framework or a case fills."""
+    return [
+        make_row("a", FAKE, Outcome.MISMATCH, reason=PAYLOAD, native_call=PAYLOAD,
+                 notes=(PAYLOAD,), weight_shapes={PAYLOAD: [2, 3]}, typed={PAYLOAD: PAYLOAD},
+                 known_mismatch=PAYLOAD, extras={"call": PAYLOAD},
+                 failures=(Failure(FailureKind.VALUES, PAYLOAD),)),
+        make_row("a", OTHER, Outcome.ERROR, reason=PAYLOAD, notes=(PAYLOAD,)),
+        make_row("b", FAKE, Outcome.NOT_EXPRESSIBLE, reason=PAYLOAD),
+        make_row("b", OTHER, parameters=77, fully_masked_row="nan"),
+    ]
+
+
+PLANTED_CASES = [PlantedCase("a", typed={PAYLOAD: 1}), PlantedCase("b")]
+PLANTED_LEDGER = {"cells": [{"system": "fake.one", "axis": "mask_polarity", "value": PAYLOAD,
+                             "source": "probe", "evidence": PAYLOAD}]}
+
+
+def render(rows, cases, runners, meta=None, figures=None, ledger=None, selection="test"):
+    return page_html.page(results_frame(rows), cases, runners, [], meta or {"time": "t"},
+                          selection, ledger, figures)
+
+
+def real_data():
+    """(frame, cases, runners) of the committed reports/results.json and cases/."""
+    import pandas as pd
+
+    from conformance.case import load_cases
+
+    data = json.loads((ROOT / "reports" / "results.json").read_text(encoding="utf-8"))
+    frame = pd.DataFrame(data["rows"], dtype=object)
+    runners = [SimpleNamespace(name=n, framework=f)
+               for n, f in dict.fromkeys(zip(frame["runner"], frame["framework"]))]
+    return frame, load_cases(ROOT / "cases"), runners
+
+
+SAFE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "div",
+             "label", "select", "option", "input", "span", "table", "thead", "tbody", "tr",
+             "th", "td", "a", "section", "figure", "img", "figcaption", "ul", "li", "script"}
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+
+
+def elements(text: str) -> list:
+    """(tag, attributes) of every element the page really has (what a browser parses)."""
+    parser = _Tags()
+    parser.feed(text)
+    return parser.tags
+
+
+def matrix_rows(text: str) -> list[str]:
+    return re.findall(r'<tr data-case="([^"]*)"', text)
+
+
+def test_self_contained_no_network():
+    frame, cases, runners = real_data()
+    text = page_html.page(frame, cases, runners, [], {"time": "t"}, "full",
+                          figures={"error_heatmap.png": b"\x89PNG fake"})
+    refs = re.findall(r'\b(?:src|href|action|srcset)\s*=\s*["\']?([^"\'\s>]*)', text, re.I)
+    assert refs and all(not re.match(r"(?:https?:)?//", r, re.I) for r in refs), refs
+    assert all(r.startswith(("data:image/png;base64,", "#case=")) for r in refs), refs
+    assert not re.search(r"<link\b|@import|url\(|<iframe\b|<object\b", text, re.I)
+    assert "default-src 'none'" in text  # and the CSP forbids any fetch
+
+
+def test_every_free_text_field_is_escaped():
+    text = render(planted_rows(), PLANTED_CASES, [FAKE, OTHER], meta={"time": PAYLOAD},
+                  ledger=PLANTED_LEDGER, selection=PAYLOAD)
+    # only the page's two own scripts: the data (JSON) and the code
+    assert len(re.findall(r"<script\b", text, re.I)) == 2
+    assert len(re.findall(r"</script", text, re.I)) == 2
+    assert "<img" not in text and "<!-- </script>" not in text
+    tags = elements(text)
+    assert [t for t, _ in tags if t == "script"] == ["script", "script"]
+    assert {t for t, _ in tags} <= SAFE_TAGS
+    assert not [a for _, attrs in tags for a, _ in attrs if a.startswith("on")]
+    assert "&lt;script&gt;document.body.dataset.pwned" in text  # shown as text
+    data = text.split('<script type="application/json" id="report-data">')[1].split(
+        "</script>")[0]
+    assert "<" not in data and ">" not in data and "&" not in data
+    parsed = json.loads(data)
+    case = parsed["cases"][0]
+    assert case["description"] == PAYLOAD and case["title"] == PAYLOAD
+    assert case["cells"][0]["native_call"] == PAYLOAD and PAYLOAD in case["cells"][0]["notes"]
+    assert case["config"]["typed"] == {PAYLOAD: 1}
+    assert parsed["ledger"][0]["cells"][0]["evidence"] == PAYLOAD
+
+
+def test_sections_and_metadata_escaped_through_write_reports(tmp_path):
+    from conformance.report import write_reports
+
+    write_reports(planted_rows(), PLANTED_CASES, [FAKE, OTHER], tmp_path, PAYLOAD)
+    text = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert len(re.findall(r"<script\b", text, re.I)) == 2
+    assert all(img.startswith('<img alt="') and 'src="data:image/png;base64,' in img
+               for img in re.findall(r"<img\b[^>]*>", text))  # the figures only
+    assert text.count("&lt;script&gt;document.body") >= 3  # selection, sections, matrix
+    tags = elements(text)
+    assert {t for t, _ in tags} <= SAFE_TAGS
+    assert not [a for _, attrs in tags for a, _ in attrs if a.startswith("on")]
+
+
+def test_one_matrix_row_per_case_and_one_cell_per_runner():
+    frame, cases, runners = real_data()
+    text = page_html.page(frame, cases, runners, [], {}, "full")
+    ids = list(dict.fromkeys(frame["case"]))
+    assert sorted(matrix_rows(text)) == sorted(ids)
+    assert matrix_rows(text) == [c.id for c in cases if c.id in set(ids)]  # file order
+    body = text.split("<tbody>")[1].split("</tbody>")[0]
+    for row in body.split("</tr>")[:-1]:
+        assert row.count("<td") == len(runners)
+    assert text.count('class="runner"') == len(runners)
+
+
+def test_cells_coloured_by_outcome_with_both_views():
+    text = render(planted_rows(), PLANTED_CASES, [FAKE, OTHER])
+    assert 'class="o-known-mismatch"' in text  # a declared failure
+    assert 'class="o-error"' in text and 'class="o-not_expressible"' in text
+    assert '<span class="v-err">n/e</span><span class="v-par">n/e</span>' in text
+    assert '<span class="v-err">1.00e-07</span><span class="v-par">77</span>' in text
+    for name in page_html.FILTERS:
+        assert f'id="filter-{name}"' in text
+    assert '<option value="planted">planted</option>' in text
+
+
+def test_deterministic_across_two_renders(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = planted_rows() + [make_row("b", FAKE, max_abs_error=3e-4, typed={"heads": 2})]
+    frame = results_frame(rows)
+    one = page_html.write_html(frame, PLANTED_CASES, [FAKE, OTHER], [], {"time": "1"},
+                               tmp_path / "one", "s")
+    two = page_html.write_html(frame, PLANTED_CASES, [FAKE, OTHER], [], {"time": "2"},
+                               tmp_path / "two", "s")
+    a, b = one.read_text(encoding="utf-8"), two.read_text(encoding="utf-8")
+    assert a != b  # the time differs, inside the metadata block only
+    start, end = page_html._markers()
+    assert a.split(start)[0] == b.split(start)[0] and a.split(end)[1] == b.split(end)[1]
+    pngs = sorted(p.name for p in (tmp_path / "one").glob("*.png"))
+    assert pngs and all((tmp_path / "one" / n).read_bytes() == (tmp_path / "two" / n)
+                        .read_bytes() for n in pngs)
+    assert page_html.FIGURES_START in a and "data:image/png;base64," in a
+
+
+def test_script_json_cannot_end_the_script():
+    text = page_html.script_json({"x": "</script><!--<script>&\u2028"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"x": "</script><!--<script>&\u2028"}
+
+
+def test_case_configuration_and_ledger_in_the_case_view():
+    frame, cases, runners = real_data()
+    ledger = {"cells": [{"system": runners[0].name, "axis": "a", "value": "v", "source": "probe",
+                         "evidence": "e"}, {"system": "not.in.run", "axis": "a", "value": "v"}]}
+    text = page_html.page(frame, cases, runners, [], {}, "full", ledger)
+    data = json.loads(text.split('id="report-data">')[1].split("</script>")[0])
+    first = data["cases"][0]
+    assert first["config"]["attention"]["num_heads"] >= 1 and first["file"].endswith(".yaml")
+    assert all(c["native_call"] or c["label"] == "not_expressible" for c in first["cells"])
+    assert [s["system"] for s in data["ledger"]] == [runners[0].name]
+    assert "/" not in first["file"]  # no machine path in the page
