@@ -8,10 +8,11 @@ from conformance.paths import ROOT
 from conformance.report import (METADATA_END, METADATA_START, differences, strip_metadata,
                                 write_reports)
 from conformance.report.keras import max_difference
+from conformance.report.render import machine
 from conformance.versions import versions
 from conformance.verdict import Outcome
 
-from .report_rows import FakeCase, graph, make_row, replace, stand_in
+from .report_rows import FakeCase, graph, make_row, parameter_failure, replace, stand_in
 
 FAKE = stand_in("fake.one", "fake", "fake.Attention")
 CASES = [FakeCase("a"), FakeCase("b")]
@@ -40,10 +41,24 @@ def test_two_runs_identical_outside_metadata(tmp_path):
 def test_metadata_is_the_one_version_lookup_and_the_time(tmp_path):
     write_reports(rows(), CASES, [FAKE], tmp_path, "full")
     meta = json.loads((tmp_path / "results.json").read_text())["metadata"]
-    assert set(meta) == {*versions(), "time"}
+    assert set(meta) == {*versions(), *machine(), "time"}
+    assert "cpu" in meta  # the machine: figures vary with it (check-reports' rule)
     md = (tmp_path / "index.md").read_text()
     block = md.split(METADATA_START)[1].split(METADATA_END)[0]
     assert f"- python: {versions()['python']}" in block and "- time: " in block
+    assert "- cpu: " in block
+
+
+def test_machine_is_read_without_importing_a_framework():
+    import subprocess
+    import sys
+
+    code = ("import sys; from conformance.report.render import machine; m = machine(); "
+            "print(sorted(m)); assert not {'torch', 'tensorflow', 'jax', 'keras'} & "
+            "set(sys.modules), sorted(sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
 
 
 def test_results_records_are_row_as_dict(tmp_path):
@@ -51,9 +66,26 @@ def test_results_records_are_row_as_dict(tmp_path):
                    extras={"call": "x"}, max_abs_error=None, max_rel_error=None)
     write_reports([row], CASES, [FAKE], tmp_path, "full")
     record = json.loads((tmp_path / "results.json").read_text())["rows"][0]
-    assert record == json.loads(json.dumps(row.as_dict()))
+    more = {"failure_kinds": [], "output_digest": {"size": 1}}  # what re-rendering reads
+    assert record == json.loads(json.dumps({**row.as_dict(), **more}))
     assert record["extras"] == {"call": "x", "graphs": {"g": graph()}}
-    assert "output_digest" not in record and "graphs" not in record
+    assert "graphs" not in record
+
+
+def test_rows_come_back_from_results_json(tmp_path):
+    from conformance.report.results import rows_from_results
+
+    row = make_row("a", FAKE, Outcome.MISMATCH, graphs={"g": graph()},
+                   output_digest={"size": 1, "sampled": False, "values": [1.0]},
+                   failures=(parameter_failure(),), notes=("n",), max_abs_error=1e-7)
+    write_reports([row], CASES, [FAKE], tmp_path / "one", "full")
+    back, cases, runners, selection, meta = rows_from_results(tmp_path / "one/results.json")
+    assert back == [row] and selection == "full"
+    assert [(r.name, r.framework, r.system) for r in runners] == [
+        ("fake.one", "fake", "fake.Attention")]
+    write_reports(back, cases, runners, tmp_path / "two", selection, meta)
+    for name in ("results.json", "results.csv", "index.md", "index.html", "cases/a.md"):
+        assert (tmp_path / "one" / name).read_text() == (tmp_path / "two" / name).read_text()
 
 
 def test_changed_result_is_detected(tmp_path):
@@ -62,8 +94,8 @@ def test_changed_result_is_detected(tmp_path):
     changed[0] = replace(changed[0], max_abs_error=9e-3)
     write_reports(changed, CASES, [FAKE], tmp_path / "two", "full")
     diffs = differences(tmp_path / "one", tmp_path / "two")
-    assert {d.split(":")[0] for d in diffs} == {"results.json", "results.csv", "index.md",
-                                                "index.html"}
+    assert {d.split(":")[0] for d in diffs} == {"results.json", "results.csv"}
+    assert "results.json: a[fake.one] max_abs_error: 1.23e-07 -> 0.009" in diffs
 
 
 def test_metadata_is_stripped_and_only_metadata():

@@ -70,7 +70,10 @@ def section(md: str, title: str) -> str:
 def test_every_section_shows_for_the_default_runner_families(tmp_path):
     md = report(tmp_path, rows_for(RUNNERS), CASES, RUNNERS)
     titles = [line[3:] for line in md.splitlines() if line.startswith("## ")]
-    assert len(titles) == len(SECTIONS) + 1  # and the run metadata
+    # every section but the typed numbers and the ledger summary (no typed data, no
+    # conventions.json here), then the per-case links and the run metadata
+    assert len(titles) == len(SECTIONS) - 2 + 2
+    assert titles[-2:] == ["Per-case pages", "Run metadata"]
     keras = section(md, "Keras: differences between backends")
     assert "| case | " + " | ".join(KERAS_COLUMNS) + " |" in keras
     masking = section(md, "ONNX graphs against eager torch: masking edge cases")
@@ -127,7 +130,8 @@ def test_a_toy_runner_from_the_environment_gets_every_section_that_applies(
     assert "| toy-plain | ✓ 0 / 0 |" in section(md, "Numerical agreement")
     assert "| case | toy.numpy |" in section(md, "Per-head attention weights")
     assert "| toy-masked | nan (weights: " in section(md, "Edge case: fully masked query rows")
-    assert "toy.Attention(heads=2, features=8)" in section(md, "How each system was called")
+    page = (tmp_path / "cases" / "toy-plain.md").read_text()
+    assert "- call: toy.Attention(heads=2, features=8)" in page
     for title in ("Keras: differences", "ONNX graphs"):  # they do not apply
         assert f"## {title}" not in md
 
@@ -143,7 +147,7 @@ def test_the_parameter_cross_follows_the_typed_failure(tmp_path):
     assert [cell_parameters(r) for r in (words, counted, formula, values)] == \
         ["10", "10 ✗", "10 ✗", "10"]
     md = report(tmp_path, [counted], [FakeCase("c")], [runner])
-    assert "| c |  | 10 | 10 ✗ |" in section(md, "Parameter counts")
+    assert "| c | 10 | 10 ✗ |" in section(md, "Parameter counts")
 
 
 def test_outcome_words_come_from_the_outcome(tmp_path):
@@ -156,3 +160,88 @@ def test_outcome_words_come_from_the_outcome(tmp_path):
                  if line.startswith("| ")}
         assert [lines[o.value].endswith(f" {o.cell} |") for o in Outcome] == \
             [not o.ran for o in Outcome]
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The header rows of every Markdown table in a text."""
+    lines = text.splitlines()
+    return [lines[i] for i in range(len(lines) - 1)
+            if lines[i].startswith("| ") and lines[i + 1].startswith("|---")]
+
+
+def test_answers_come_first_and_no_table_is_wider_than_eight_data_columns(tmp_path):
+    many = RUNNERS + [stand_in(f"other.{i}", f"fw{i}") for i in range(10)]
+    cases = CASES + [FakeCase("typed")]
+    rows = rows_for(many) + [make_row("typed", r, typed={"num_heads": 4, "key_dim": 784})
+                             for r in many]
+    md = report(tmp_path, rows, cases, many)
+    titles = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    assert titles[:4] == ["Typed numbers", "Edge case: fully masked query rows",
+                          "Known mismatches", "Failures and skips"]
+    assert md.index("# Details") > md.index("## Failures and skips")
+    for header in _tables(md):
+        assert header.count(" | ") <= 8, header  # first column + at most 8 data columns
+    numbers = section(md, "Numerical agreement")
+    assert "**torch**" in numbers and "**keras (1 of 2)**" in numbers
+    assert "**others (1 of 2)**" in numbers and "**onnx**" in numbers
+    assert "| typed | num_heads=4, key_dim=784 | 10 |" in section(md, "Typed numbers")
+
+
+def test_not_expressible_reasons_are_grouped(tmp_path):
+    runners = [stand_in("a", "f"), stand_in("b", "f")]
+    rows = [make_row(c, r, Outcome.NOT_EXPRESSIBLE, reason="no GQA")
+            for c in ("x", "y") for r in runners]
+    md = report(tmp_path, rows, [FakeCase("x"), FakeCase("y")], runners)
+    table = section(md, "Not expressible")
+    assert "| no GQA | x[a], x[b], y[a], y[b] |" in table
+    assert table.count("no GQA") == 1
+
+
+def test_the_ledger_summary_reads_conventions_json(tmp_path):
+    import json
+
+    runners = [stand_in("t.one", "torch"), stand_in("k.one", "keras")]
+    ledger = {"axes": [{"id": "mask_polarity"}],
+              "systems": [{"id": "t.one", "framework": "torch"},
+                          {"id": "k.one", "framework": "keras"}],
+              "cells": [{"system": "t.one", "axis": "mask_polarity",
+                         "value": "true_blocks (bool)", "contradicts_documentation": False},
+                        {"system": "k.one", "axis": "mask_polarity", "value": "true_attends",
+                         "contradicts_documentation": True}]}
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "conventions.json").write_text(json.dumps(ledger))
+    md = report(tmp_path, [make_row("c", r) for r in runners], [FakeCase("c")], runners)
+    summary = section(md, "Conventions (summary)")
+    assert "| mask_polarity | true_blocks |" in summary
+    assert "| mask_polarity | true_attends† |" in summary
+
+
+HOSTILE = "<script>alert(1)</script> | a\rb\nc \x1b[31mred\x1b[0m <img src=x onerror=alert(2)>"
+
+
+def test_free_text_is_escaped_in_markdown_and_csv(tmp_path):
+    import csv
+
+    runner = stand_in("r", "f")
+    texts = dict(reason=HOSTILE, native_call=HOSTILE, known_mismatch=HOSTILE,
+                 notes=(HOSTILE,), typed={"k": HOSTILE}, fully_masked_row=HOSTILE,
+                 fully_masked_row_declared="nan", weight_shapes={HOSTILE: [1]})
+    rows = [make_row("c", runner, Outcome.MISMATCH, **texts),
+            make_row("d", runner, Outcome.NOT_EXPRESSIBLE, reason=HOSTILE),
+            make_row("e", runner, Outcome.ERROR, reason=HOSTILE)]
+    cases = [FakeCase("c", has_fully_masked_rows=True), FakeCase("d"), FakeCase("e")]
+    write_reports(rows, cases, [runner], tmp_path, HOSTILE)
+    for name in ("index.md", "cases/c.md", "cases/e.md"):
+        text = (tmp_path / name).read_text()
+        assert "<script" not in text and "<img" not in text and "\x1b" not in text
+        assert "\r" not in text and "&lt;script&gt;" in text
+    md = (tmp_path / "index.md").read_text()
+    for header in _tables(md):  # no row has more cells than its header
+        width = header.count("|")
+        block = md.split(header, 1)[1].split("\n\n", 1)[0]
+        for line in block.splitlines()[1:]:
+            assert line.replace("\\|", "").count("|") == width, line
+    with open(tmp_path / "results.csv", newline="") as f:
+        records = list(csv.DictReader(f))
+    assert all("\x1b" not in v and "\r" not in v and "\n" not in v
+               for r in records for v in r.values())

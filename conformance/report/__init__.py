@@ -1,10 +1,15 @@
 """The report package: every report section, and the writers of reports/.
 
-- base.py: Section, figure rounding (sig, fmt), the results and section frames;
-- sections.py: the core sections and SECTIONS, the one list of every section;
+- base.py: Section, figure rounding (sig, fmt), escaping (md, csv_text), framework
+  families and table splitting, the results and section frames;
+- sections.py: the core sections, ANSWERS, DETAILS and SECTIONS (every section);
 - keras.py, onnx.py: the sections of the Keras and ONNX rows;
-- render.py: results.json, results.csv, index.md, index.html, and the
-  freshness check (`differences`, outside the run-metadata block).
+- pages.py: one page per case (reports/cases/<id>.md);
+- render.py: results.json, results.csv, index.md, index.html (report/html.py's
+  write_html when it exists), the machine in the metadata block;
+- results.py: rows_from_results, to re-render from results.json;
+- drift.py: check-reports' comparison (figures by a rule, the rest exactly);
+- terminal.py: the case x runner symbol matrix at the end of pytest.
 
 Sections select rows by framework and typed fields (Row.graphs,
 Row.output_digest, the runners' system / path / backend), never by runner
@@ -13,9 +18,9 @@ name, so a renamed or added runner lands in every section that applies.
 from __future__ import annotations
 
 from .base import Section, fmt, sig
-from .render import (METADATA_END, METADATA_START, REPORT_FILES, differences, strip_metadata,
-                     write_reports)
+from .drift import compare_reports, differences
+from .render import METADATA_END, METADATA_START, REPORT_FILES, strip_metadata, write_reports
 from .sections import SECTIONS
 
-__all__ = ["write_reports", "differences", "strip_metadata", "REPORT_FILES", "METADATA_START",
-           "METADATA_END", "Section", "sig", "fmt", "SECTIONS"]
+__all__ = ["write_reports", "differences", "compare_reports", "strip_metadata", "REPORT_FILES",
+           "METADATA_START", "METADATA_END", "Section", "sig", "fmt", "SECTIONS"]

@@ -1,20 +1,28 @@
-"""What every report section shares: the Section, figure rounding, the frames.
+"""What every report section shares: the Section, figure rounding, escaping, the frames.
 
 Two frames are built from the rows of a run:
-- the *results frame*: one `Row.as_dict()` record per row, figures rounded to
-  3 significant digits; results.json and results.csv are written from it;
+- the *results frame*: one record per row (`record`: `Row.as_dict()` plus what
+  re-rendering needs: `failure_kinds`, `output_digest`), figures rounded to 3
+  significant digits; results.json and results.csv are written from it;
 - the *section frame*: the same rows with typed columns, which sections select
   by (never by runner name):
   `outcome` (an Outcome), `failures` (a tuple of Failure), `graphs`,
   `output_digest` (the Row's typed fields), and `system`, `path`, `backend`
   (the descriptors of the row's runner object).
+Every text from a case file, a framework message or an exception goes through
+`md` (Markdown) or `csv_text` (CSV) before it lands in a file.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 FLOATS = ("max_abs_error", "max_rel_error", "weights_max_abs_error", "weights_max_rel_error")
 DESCRIPTORS = ("system", "path", "backend")
+FAMILIES = ("torch", "keras", "onnx")  # then "others"
+MAX_COLUMNS = 8  # data columns of one table
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def sig(x: float | None, digits: int = 3) -> float | None:
@@ -29,18 +37,96 @@ def fmt(x: float | None) -> str:
     return "0" if x == 0 else f"{x:.2e}"
 
 
+def plain(text) -> str:
+    """One line of text: ANSI codes and control characters removed, line breaks and tabs
+    as spaces."""
+    text = _ANSI.sub("", str(text))
+    text = re.sub(r"[\r\n\t]+", " ", text)
+    return _CONTROL.sub("", text)
+
+
+def md(text) -> str:
+    """Text for a Markdown table cell or list line: one line, no live HTML, no
+    table-breaking pipe."""
+    text = plain(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+
+
+def csv_text(text):
+    """A CSV cell: one line without ANSI/control characters; a text a spreadsheet would
+    read as a formula (= + @) gets a leading apostrophe.  Non-strings pass through."""
+    if not isinstance(text, str):
+        return text
+    text = plain(text)
+    return "'" + text if text[:1] in ("=", "+", "@") else text
+
+
+def family(framework: str) -> str:
+    """A runner's framework family: torch, keras, onnx, or others."""
+    return framework if framework in FAMILIES else "others"
+
+
+def chunks(names: list[str], limit: int) -> list[list[str]]:
+    """`names` split into as few parts of at most `limit` as needed, sizes even."""
+    count = max(1, -(-len(names) // max(limit, 1)))
+    return [names[n * len(names) // count:(n + 1) * len(names) // count] for n in range(count)]
+
+
+def family_groups(runners, names: list[str] | None = None,
+                  limit: int = MAX_COLUMNS) -> list[tuple[str, list[str]]]:
+    """(label, runner names) per table: families in FAMILIES order then others (by the
+    runners' `framework`, never their names), each cut to at most `limit` columns."""
+    keep = set(names) if names is not None else None
+    out = []
+    for fam in FAMILIES + ("others",):
+        own = [r.name for r in runners if family(r.framework) == fam
+               and (keep is None or r.name in keep)]
+        if not own:
+            continue
+        parts = chunks(own, limit)
+        out += [(fam if len(parts) == 1 else f"{fam} ({n} of {len(parts)})", part)
+                for n, part in enumerate(parts, 1)]
+    return out
+
+
 @dataclass(frozen=True)
 class Section:
     title: str
     intro: str
-    table: "object"  # pandas.DataFrame
+    table: "object"  # pandas.DataFrame (the first part when split)
+    parts: tuple = field(default=())  # ((label, DataFrame), ...) when split by family
+
+    @property
+    def tables(self) -> list[tuple[str, "object"]]:
+        return list(self.parts) if self.parts else [("", self.table)]
+
+
+def split_section(title: str, intro: str, table, runners, fixed: int = 0) -> Section:
+    """A case x runner table cut by framework family, at most MAX_COLUMNS data columns
+    per part (`fixed`: leading non-runner columns repeated in each part)."""
+    lead = list(table.columns[:fixed])
+    groups = family_groups(runners, [c for c in table.columns[fixed:]],
+                           MAX_COLUMNS - fixed)
+    parts = tuple((label, table[lead + names]) for label, names in groups)
+    if len(parts) == 1:
+        return Section(title, intro, parts[0][1])
+    return Section(title, intro, parts[0][1] if parts else table, parts)
+
+
+def record(row) -> dict:
+    """One results record: Row.as_dict() and what re-rendering reads back
+    (report/results.py: rows_from_results)."""
+    d = row.as_dict()
+    d["failure_kinds"] = [f.kind.value for f in row.failures]
+    d["output_digest"] = row.output_digest
+    return d
 
 
 def results_frame(rows):
     """The results-file records, figures rounded (object dtype: None stays None)."""
     import pandas as pd
 
-    frame = pd.DataFrame([r.as_dict() for r in rows], dtype=object)
+    frame = pd.DataFrame([record(r) for r in rows], dtype=object)
     for col in FLOATS:
         if col in frame:
             frame[col] = pd.Series([sig(v) for v in frame[col]], index=frame.index,

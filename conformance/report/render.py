@@ -1,12 +1,14 @@
-"""The writers: results.json, results.csv, index.md, index.html.
+"""The writers: results.json, results.csv, index.md, index.html, cases/<id>.md.
 
 Deterministic by construction: rows come in case-file x registry order,
-figures are rounded to 3 significant digits (the last bits of a float32 sum
-are not a result), and everything that changes between identical runs
-(library versions, time) lives in ONE metadata block: the "metadata" key of
-results.json and the block between METADATA_START and METADATA_END in
-index.md / index.html.  `differences` compares two report folders outside
-that block (`python -m conformance check-reports`).
+figures are rounded to 3 significant digits, and everything that changes
+between identical runs (library versions, machine, time) lives in ONE
+metadata block: the "metadata" key of results.json and the block between
+METADATA_START and METADATA_END in index.md / index.html.  What varies with
+the CPU (error figures beyond their order of magnitude) is judged by
+drift.py (`python -m conformance check-reports`).  index.md opens with the
+answers (sections.ANSWERS), then the details; the native calls and weight
+shapes of each case sit on its own page (pages.py).
 """
 from __future__ import annotations
 
@@ -14,16 +16,21 @@ import datetime as _dt
 import html
 import json
 import math
+import sys
 from pathlib import Path
 
 from ..versions import versions
-from .base import results_frame, section_frame
-from .sections import SECTIONS
+from .base import csv_text, md, results_frame, section_frame
+from .html import write_html as write_html_page
+from .pages import write_pages
+from .sections import ANSWERS, DETAILS
 
 METADATA_START = "<!-- run-metadata: start (versions and time; excluded from freshness checks) -->"
 METADATA_END = "<!-- run-metadata: end -->"
 REPORT_FILES = ("results.json", "results.csv", "index.md", "index.html")
+LEDGER_FILE = "conventions.json"
 _TITLE = "Attention conformance report"
+CSV_DROPPED = ("output_digest",)  # re-rendering data, kept in results.json only
 
 
 def _json_safe(obj):
@@ -37,48 +44,106 @@ def _json_safe(obj):
     return obj
 
 
-def _markdown_table(table) -> str:
+def markdown_table(table) -> str:
     frame = table.reset_index() if table.index.name or any(table.index.names) else table
-    cols = [str(c) for c in frame.columns]
-
-    def cell(v) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(False)]
+    lines = ["| " + " | ".join(md(c) for c in frame.columns) + " |",
+             "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in frame.itertuples(False)]
     return "\n".join(lines)
 
 
-def write_results(frame, meta: dict, selection: str, out: Path) -> None:
-    """results.json (strict JSON) and results.csv (nested values as sorted JSON)."""
-    payload = {"metadata": meta, "selection": selection,
+def machine() -> dict[str, str]:
+    """The CPU and the instruction sets kernels may use: read from /proc/cpuinfo and
+    from frameworks only when already imported (never imports one)."""
+    out = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                out["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    np_core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
+        "numpy.core._multiarray_umath")
+    features = getattr(np_core, "__cpu_features__", None)
+    if features:
+        wanted = ("SSE42", "AVX", "AVX2", "FMA3", "AVX512F", "AVX512_SKX", "AVX512_SPR",
+                  "ASIMD", "SVE")
+        out["numpy cpu features"] = " ".join(f for f in wanted if features.get(f)) or "none"
+    torch = sys.modules.get("torch")
+    backends = getattr(torch, "backends", None)
+    cpu = getattr(backends, "cpu", None)
+    if cpu is not None and hasattr(cpu, "get_cpu_capability"):
+        out["torch cpu capability"] = str(cpu.get_cpu_capability())
+    return out
+
+
+def write_results(frame, meta: dict, selection: str, out: Path, described: dict) -> None:
+    """results.json (strict JSON; `described`: the runners' descriptors and the cases'
+    fields sections read, for re-rendering) and results.csv (nested values as sorted
+    JSON, free text one line)."""
+    import pandas as pd
+
+    payload = {"metadata": meta, "selection": selection, **described,
                "rows": _json_safe(frame.to_dict(orient="records"))}
     (out / "results.json").write_text(
         json.dumps(payload, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
         encoding="utf-8")
-    flat = frame.copy()
+    flat = frame.drop(columns=[c for c in CSV_DROPPED if c in frame])
     for col in ("weight_shapes", "extras", "typed"):
         flat[col] = flat[col].map(lambda v: json.dumps(v, sort_keys=True))
-    for col in ("notes", "failures"):
-        flat[col] = flat[col].map(" | ".join)
+    for col in ("notes", "failures", "failure_kinds"):
+        if col in flat:
+            flat[col] = flat[col].map(" | ".join)
+    for col in flat.columns:
+        flat[col] = pd.Series([csv_text(v) for v in flat[col]], index=flat.index, dtype=object)
     flat.to_csv(out / "results.csv", index=False, lineterminator="\n")
 
 
-def write_markdown(sections, meta: dict, selection: str, out: Path) -> None:
-    md = [f"# {_TITLE}", "",
-          f"Selection: {selection}. Generated by `python -m pytest`; do not edit by hand.", ""]
-    for s in sections:
-        md += [f"## {s.title}", "", s.intro, "", _markdown_table(s.table), ""]
-    md += [METADATA_START, "## Run metadata", "", *[f"- {k}: {v}" for k, v in meta.items()],
-           METADATA_END, ""]
-    (out / "index.md").write_text("\n".join(md), encoding="utf-8")
+def _section_md(s, level: str = "##") -> list[str]:
+    lines = [f"{level} {s.title}", "", s.intro, ""]
+    for label, table in s.tables:
+        if label:
+            lines += [f"**{md(label)}**", ""]
+        lines += [markdown_table(table), ""]
+    return lines
 
 
-def write_html(sections, meta: dict, selection: str, out: Path) -> None:
+def _case_links(cases, written: list[str]) -> list[str]:
+    if not written:
+        return []
+    titles = {c.id: getattr(c, "title", c.id) for c in cases}
+    return ["## Per-case pages", "",
+            "How each runner was called (native call or refusal), its weight names and shapes "
+            "and its figures, one page per case:", ""] + [
+        f"- [{md(cid)}](cases/{cid}.md): {md(titles.get(cid, cid))}" for cid in written] + [""]
+
+
+def write_markdown(answers, details, meta: dict, selection: str, out: Path,
+                   pages: list[str] = ()) -> None:
+    """index.md: the answers, then the details, the per-case links (`pages`: lines)."""
+    lines = [f"# {_TITLE}", "",
+             f"Selection: {md(selection)}. Generated by `python -m pytest` (or re-rendered "
+             "from results.json by `python -m conformance report`); do not edit by hand.", ""]
+    for s in answers:
+        lines += _section_md(s)
+    lines += ["# Details", ""]
+    for s in details:
+        lines += _section_md(s)
+    lines += list(pages)
+    lines += [METADATA_START, "## Run metadata", "",
+              *[f"- {md(k)}: {md(v)}" for k, v in meta.items()], METADATA_END, ""]
+    (out / "index.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def _legacy_html(sections, meta: dict, selection: str, out: Path) -> None:
+    """index.html until report/html.py lands (its write_html then replaces this)."""
     body = [f"<h1>{_TITLE}</h1><p>Selection: {html.escape(selection)}</p>"]
     for s in sections:
-        body += [f"<h2>{html.escape(s.title)}</h2><p>{html.escape(s.intro)}</p>",
-                 s.table.to_html(border=0)]
+        body += [f"<h2>{html.escape(s.title)}</h2><p>{html.escape(s.intro)}</p>"]
+        for label, table in s.tables:
+            body += ([f"<h3>{html.escape(label)}</h3>"] if label else []) + [
+                table.to_html(border=0, escape=True)]
     body += [METADATA_START, "<h2>Run metadata</h2><ul>"
              + "".join(f"<li>{html.escape(k)}: {html.escape(str(v))}</li>" for k, v in meta.items())
              + "</ul>", METADATA_END]
@@ -89,24 +154,67 @@ def write_html(sections, meta: dict, selection: str, out: Path) -> None:
         "<body>\n" + "\n".join(body) + "\n</body></html>\n", encoding="utf-8")
 
 
-def build_sections(results, rows, cases, runners) -> list:
-    """Every section of SECTIONS that has something to show for these rows
+def write_html(results, cases, runners, sections, meta: dict, out: Path, selection: str,
+               ledger: dict | None) -> None:
+    """index.html: report/html.py's page when that module is there, else the legacy one."""
+    try:
+        from .html import write_html as page
+    except ImportError:
+        _legacy_html(sections, meta, selection, out)
+        return
+    page(results, cases, runners, sections, meta, out, selection, ledger)
+
+
+def read_ledger(out: Path) -> dict | None:
+    """reports/conventions.json as written by the ledger (report/ledger.py), if there."""
+    path = Path(out) / LEDGER_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def build_sections(results, rows, cases, runners, ledger: dict | None = None):
+    """(answers, details): every section that has something to show for these rows
     (`results`: their results frame)."""
     frame = section_frame(results, rows, runners)
-    return [s for s in (f(frame, cases, runners) for f in SECTIONS) if s is not None]
+    frame.attrs["ledger"] = ledger
+    made = [[s for s in (f(frame, cases, runners) for f in group) if s is not None]
+            for group in (ANSWERS, DETAILS)]
+    return made[0], made[1]
 
 
-def write_reports(rows, cases, runners, out: Path, selection: str) -> None:
+def describe(cases, runners) -> dict:
+    """What sections read of the runners and the cases, for results.json."""
+    return {"runners": [{"name": r.name, "framework": r.framework,
+                         **{d: getattr(r, d, "") for d in ("system", "path", "backend")}}
+                        for r in runners],
+            "cases": [{"id": c.id, "title": getattr(c, "title", c.id),
+                       "has_fully_masked_rows": bool(c.has_fully_masked_rows),
+                       "key_padding": (None if c.mask.key_padding is None
+                                       else list(c.mask.key_padding))} for c in cases]}
+
+
+def write_reports(rows, cases, runners, out: Path, selection: str,
+                  meta: dict | None = None) -> list[Path]:
     """`rows`: the run's Rows; `cases` in file order; `runners`: the Runner objects
-    of the run, in column order."""
+    of the run, in column order.  `meta`: kept as given (re-rendering), else this run's.
+    Returns the paths written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results = results_frame(rows)
-    sections = build_sections(results, rows, cases, runners)
-    meta = {**versions(), "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    write_results(results, meta, selection, out)
-    write_markdown(sections, meta, selection, out)
-    write_html(sections, meta, selection, out)
+    ledger = read_ledger(out)
+    answers, details = build_sections(results, rows, cases, runners, ledger)
+    if meta is None:
+        meta = {**versions(), **machine(),
+                "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    write_results(results, meta, selection, out, describe(cases, runners))
+    pages = write_pages(rows, cases, runners, out)
+    written = [p.stem for p in pages]
+    write_markdown(answers, details, meta, selection, out, _case_links(cases, written))
+    write_html_page(results, cases, runners, answers + details, meta, out, selection,
+                    read_ledger(out))
+    return [out / name for name in REPORT_FILES] + pages
 
 
 def strip_metadata(text: str, name: str) -> str:
@@ -119,16 +227,3 @@ def strip_metadata(text: str, name: str) -> str:
         head, rest = text.split(METADATA_START, 1)
         return head + rest.split(METADATA_END, 1)[-1]
     return text
-
-
-def differences(a: Path, b: Path) -> list[str]:
-    """Report files that differ outside the metadata block (empty = fresh)."""
-    diffs = []
-    for name in REPORT_FILES:
-        pa, pb = Path(a) / name, Path(b) / name
-        if not pa.exists() or not pb.exists():
-            diffs.append(f"{name}: missing in {a if not pa.exists() else b}")
-        elif strip_metadata(pa.read_text(encoding="utf-8"), name) != strip_metadata(
-                pb.read_text(encoding="utf-8"), name):
-            diffs.append(f"{name}: differs outside the run-metadata block")
-    return diffs

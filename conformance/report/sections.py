@@ -1,22 +1,25 @@
 """The core report sections, and SECTIONS: the one list of every section.
 
 A section is a function `(frame, cases, runners) -> Section | None`: `frame`
-is the section frame (base.py: typed columns), `cases` the run's cases in
-file order, `runners` the run's Runner objects in column order.  A section
-selects rows by framework and typed fields, never by runner name; None = it
-has nothing to show for this run.  A new section is one function added to
-SECTIONS below; runners hold no report code.
+is the section frame (base.py: typed columns; `frame.attrs["ledger"]` holds
+reports/conventions.json when one was there at render time), `cases` the run's
+cases in file order, `runners` the run's Runner objects in column order.  A
+section selects rows by framework and typed fields, never by runner name; None
+= it has nothing to show for this run.  Wide case x runner tables are split by
+framework family (base.split_section).  ANSWERS open index.md, DETAILS follow;
+a new section is one function added to one of them.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from ..verdict import FailureKind, Outcome
-from .base import Section, fmt, pivot
+from .base import Section, family_groups, fmt, pivot, split_section
 from .keras import section_keras_backends
 from .onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
 
 _PARAMETER_FAILURES = (FailureKind.PARAMETERS, FailureKind.FORMULA)
+WORD_LIMIT = 24  # characters of a ledger value in the summary
 
 
 def _failed(r, kinds) -> bool:
@@ -49,6 +52,58 @@ def _known(frame):
 KNOWN_MISMATCH = "known mismatch"  # the Outcomes column of declared failures
 
 
+def _typed_text(typed) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (typed or {}).items())
+
+
+def section_typed_numbers(frame, cases, runners):
+    """SLOT for the typed-numbers table (what the user typed, what it means in each
+    system).  Renders only when rows carry typed data; today it shows what a case's
+    `typed` holds beside the analytic count.  The typed-numbers data will fill this
+    function in (one section, first in ANSWERS)."""
+    first = frame.drop_duplicates("case")
+    first = first[first["typed"].map(bool)]
+    if first.empty:
+        return None
+    table = first.assign(typed_text=first["typed"].map(_typed_text))[
+        ["case", "typed_text", "parameters_formula"]].set_index("case")
+    table.columns = ["typed by the user", "parameters (formula)"]
+    return Section("Typed numbers",
+                   "The numbers a user typed in their framework (the case's `typed`) and "
+                   "the parameter count they give by the analytic formula.", table)
+
+
+def _ledger_word(value: str) -> str:
+    cut = value.find(" (")
+    shown = value[:cut] if cut > 0 else value
+    return shown if len(shown) <= WORD_LIMIT else shown[:WORD_LIMIT - 1] + "…"
+
+
+def section_ledger_summary(frame, cases, runners):
+    """One word per (axis, system) from reports/conventions.json, by family."""
+    import types
+
+    import pandas as pd
+
+    data = frame.attrs.get("ledger")
+    if not data or not data.get("cells"):
+        return None
+    systems = [types.SimpleNamespace(name=s["id"], framework=s.get("framework", ""))
+               for s in data.get("systems", [])]
+    axes = [a["id"] for a in data.get("axes", [])]
+    cells = {(c["system"], c["axis"]): _ledger_word(str(c["value"]))
+             + ("†" if c.get("contradicts_documentation") else "") for c in data["cells"]}
+    parts = tuple((label, pd.DataFrame({n: [cells.get((n, a), "") for a in axes]
+                                        for n in names}, index=pd.Index(axes, name="axis")))
+                  for label, names in family_groups(systems))
+    if not parts:
+        return None
+    return Section("Conventions (summary)",
+                   "One word per system and axis from reports/conventions.json (evidence in "
+                   "conventions.md); † = contradicts the system's documentation.",
+                   parts[0][1], parts if len(parts) > 1 else ())
+
+
 def section_outcomes(frame, cases, runners):
     label = frame["outcome"].map(lambda o: o.value).where(~_known(frame), KNOWN_MISMATCH)
     table = frame.assign(outcome=label).pivot_table(
@@ -56,30 +111,31 @@ def section_outcomes(frame, cases, runners):
     names = [r.name for r in runners]
     table = table.reindex(index=[n for n in names if n in table.index])
     return Section("Outcomes", "Items per runner and outcome; a known mismatch is declared "
-                   "in its case (expect.known_mismatch) and listed below.", table.astype(int))
+                   "in its case (expect.known_mismatch) and listed above.", table.astype(int))
 
 
 def section_parameters(frame, cases, runners):
     frame = frame.assign(cell=frame.apply(cell_parameters, axis=1))
     table = pivot(frame, "cell", cases, runners)
     first = frame.drop_duplicates("case").set_index("case")
-    typed = first["typed"].map(lambda t: ", ".join(f"{k}={v}" for k, v in t.items()))
     table.insert(0, "formula", first["parameters_formula"].reindex(table.index))
-    table.insert(0, "typed by the user", typed.reindex(table.index))
-    return Section("Parameter counts",
-                   "The framework's own count per runner, against the analytic formula. "
-                   "n/e = not expressible, ✗ = differs from what the case expects; SDPA holds "
-                   "no parameters and shows the projections it was given; (model) = a "
-                   "documented model of a system that cannot run here (MATLAB).", table)
+    return split_section(
+        "Parameter counts",
+        "The framework's own count per runner, against the analytic formula (what the user "
+        "typed: Typed numbers above). n/e = not expressible, ✗ = differs from what the case "
+        "expects; SDPA holds no parameters and shows the projections it was given; (model) = "
+        "a documented model of a system that cannot run here (MATLAB).", table, runners, 1)
 
 
 def section_numbers(frame, cases, runners):
     frame = frame.assign(cell=frame.apply(cell_numbers, axis=1))
-    return Section("Numerical agreement",
-                   "Max abs / max rel error of the output against the float64 reference "
-                   "(fully masked rows excluded: see edge cases); (model) = not executed, "
-                   "a documented model in NumPy: it checks layout and translation only.",
-                   pivot(frame, "cell", cases, runners))
+    return split_section(
+        "Numerical agreement",
+        "Max abs / max rel error of the output against the float64 reference (fully masked "
+        "rows excluded: see edge cases); (model) = not executed, a documented model in "
+        "NumPy: it checks layout and translation only. The figures vary with the CPU "
+        "(check-reports compares them by its rule, README).", pivot(frame, "cell", cases,
+                                                                    runners), runners)
 
 
 def section_weights(frame, cases, runners):
@@ -88,9 +144,9 @@ def section_weights(frame, cases, runners):
         return None
     has = has.assign(cell=has.apply(lambda r: f"{fmt(r.weights_max_abs_error)} / "
                                               f"{fmt(r.weights_max_rel_error)}", axis=1))
-    return Section("Per-head attention weights",
-                   "Max abs / max rel error of the returned per-head weights (B, H, T, S).",
-                   pivot(has, "cell", cases, runners))
+    return split_section("Per-head attention weights",
+                         "Max abs / max rel error of the returned per-head weights "
+                         "(B, H, T, S).", pivot(has, "cell", cases, runners), runners)
 
 
 def _cell_masked(r) -> str:
@@ -106,10 +162,11 @@ def section_edge_cases(frame, cases, runners):
     if masked.empty:
         return None
     masked = masked.assign(cell=masked.apply(_cell_masked, axis=1))
-    return Section("Edge case: fully masked query rows",
-                   "What each system returns for a query row whose every key is masked: "
-                   "nan, zeros (all weights 0: the output is the output bias), uniform (equal "
-                   "weight on every key), finite_other.", pivot(masked, "cell", cases, runners))
+    return split_section(
+        "Edge case: fully masked query rows",
+        "What each system returns for a query row whose every key is masked: nan, zeros (all "
+        "weights 0: the output is the output bias), uniform (equal weight on every key), "
+        "finite_other.", pivot(masked, "cell", cases, runners), runners)
 
 
 def _listing(sub, title, intro, columns=("reason",)):
@@ -119,8 +176,19 @@ def _listing(sub, title, intro, columns=("reason",)):
 
 
 def section_not_expressible(frame, cases, runners):
-    return _listing(frame[frame["outcome"] == Outcome.NOT_EXPRESSIBLE], "Not expressible",
-                    "Configurations a system cannot express, in its own words.")
+    """Grouped by reason: each reason once, with every case[runner] that gave it."""
+    import pandas as pd
+
+    sub = frame[frame["outcome"] == Outcome.NOT_EXPRESSIBLE]
+    if sub.empty:
+        return None
+    groups: dict[str, list[str]] = {}
+    for r in sub.itertuples(index=False):
+        groups.setdefault(r.reason, []).append(f"{r.case}[{r.runner}]")
+    table = pd.DataFrame({"reason": list(groups), "items": [", ".join(v) for v in
+                                                            groups.values()]}).set_index("reason")
+    return Section("Not expressible", "Configurations a system cannot express, in its own "
+                   "words; each reason once, with the items (case[runner]) that gave it.", table)
 
 
 def section_failures(frame, cases, runners):
@@ -137,21 +205,16 @@ def section_known_mismatches(frame, cases, runners):
                     "failure, and fails again if the mismatch goes away.", ("known", "observed"))
 
 
-def section_calls(frame, cases, runners):
-    sub = frame[frame["native_call"] != ""]
-    sub = sub.assign(shapes=sub["weight_shapes"].map(
-        lambda d: ", ".join(f"{k} {tuple(v)}" for k, v in d.items())))
-    return Section("How each system was called",
-                   "The native call a user would type, and the weights it holds (native names "
-                   "and shapes).",
-                   sub[["case", "runner", "native_call", "shapes"]].set_index(["case", "runner"]))
-
-
-# Every report section, in report order.  Each decides from the typed columns
-# whether it applies (None = nothing to show).
-SECTIONS: list[Callable] = [
+# The answers open index.md, in this order; the details follow.  Each section
+# decides from the typed columns whether it applies (None = nothing to show).
+# The native calls and weight shapes live on the per-case pages (pages.py).
+ANSWERS: list[Callable] = [
+    section_typed_numbers, section_ledger_summary, section_edge_cases,
+    section_known_mismatches, section_failures,
+]
+DETAILS: list[Callable] = [
     section_outcomes, section_parameters, section_numbers, section_weights,
-    section_edge_cases, section_not_expressible, section_known_mismatches, section_failures,
-    section_calls, section_keras_backends,
+    section_not_expressible, section_keras_backends,
     section_onnx_accounting, section_onnx_ops, section_onnx_masking,
 ]
+SECTIONS: list[Callable] = ANSWERS + DETAILS
