@@ -369,3 +369,9 @@ class KerasLayerRunner(Runner):
 
     def run(self, case, translation, data):
         return run_layer(self, self.layer_cls, case, translation, data)
+
+    def conventions(self):
+        """Probes of this layer and path on this worker's backend (_keras_probes.py)."""
+        from ._keras_probes import layer_cells
+
+        return layer_cells(self)
