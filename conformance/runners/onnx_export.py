@@ -76,11 +76,13 @@ class OnnxTorchExport(Runner):
     path = "exported graph"
     backend = "onnxruntime"
     dynamo = True
+    opset: int | None = None  # None: the exporter's default opset
 
     def __init__(self, **params):
         super().__init__(**params)
         if "name" not in params:
-            self.name = "onnx.torch-export" + ("" if self.dynamo else "-legacy")
+            self.name = "onnx.torch-export" + ("" if self.dynamo else "-legacy") + (
+                f".opset{self.opset}" if self.opset else "")
         # the TorchScript exporter needs no onnxscript
         self.requires = ("torch", "onnx", "onnxruntime") + (("onnxscript",) if self.dynamo
                                                              else ())
@@ -90,14 +92,16 @@ class OnnxTorchExport(Runner):
         if isinstance(t, NotExpressible):
             return t
         args = "(query,)" if case.inputs.self_attention else "(query, key, value)"
-        call = (f"torch.onnx.export({t.call}, {args}, dynamo={self.dynamo}); "
+        opset = f", opset_version={self.opset}" if self.opset else ""
+        call = (f"torch.onnx.export({t.call}, {args}, dynamo={self.dynamo}{opset}); "
                 "onnxruntime.InferenceSession(..., providers=['CPUExecutionProvider'])")
         return Translation(call, t.plan)
 
     def _export(self, torch, module, args, names) -> bytes:
         if self.dynamo:
+            extra = {"opset_version": self.opset} if self.opset else {}
             program = torch.onnx.export(module, args, dynamo=True, input_names=list(names),
-                                        verbose=False)
+                                        verbose=False, **extra)
             return program.model_proto.SerializeToString()
         buf = io.BytesIO()
         try:
