@@ -109,7 +109,10 @@
   }
   function route() {
     var h = window.location.hash;
-    if (h.indexOf("#case=") === 0) { showCase(decodeURIComponent(h.slice(6))); }
+    if (h.indexOf("#case=") === 0) {
+      showCase(decodeURIComponent(h.slice(6)));
+      document.getElementById("case-view").scrollIntoView();
+    }
   }
 
   function selftest() {

@@ -1,0 +1,106 @@
+"""index.html in a real browser: headless Chromium opens it from disk.
+
+The page's own self-test (index.html#selftest: counts rows, tries every filter
+value, opens every case view, writes the results into <pre id="selftest-result">)
+runs in Chromium, and the DOM is read back with --dump-dom: no driver, no
+download.  Skips when no Chromium is installed (Debian: apt-get install chromium;
+or set CHROMIUM to a Chromium/Chrome binary).  Also saves reports/matrix.png,
+a screenshot of the matrix of the committed results.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conformance.paths import ROOT
+from conformance.report import html as page_html
+
+from .test_html import PAYLOAD, real_data
+
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-extensions", "--disable-default-apps", "--hide-scrollbars",
+         "--virtual-time-budget=5000")
+PLANTED = "planted-script"
+PASS_RGB = (0xB7, 0xE4, 0xB0)  # .o-pass in assets/report.css
+
+
+def chromium() -> str | None:
+    found = [os.environ.get("CHROMIUM")] + [shutil.which(n) for n in (
+        "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")]
+    found += ["/usr/bin/chromium"]
+    return next((p for p in found if p and os.access(p, os.X_OK)), None)
+
+
+BROWSER = chromium()
+pytestmark = pytest.mark.skipif(
+    BROWSER is None, reason="no headless Chromium: apt-get install chromium (Debian), "
+                            "or set CHROMIUM to a Chromium/Chrome binary")
+
+
+def run_browser(tmp: Path, url: str, *args: str) -> str:
+    cmd = [BROWSER, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args, url]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HOME": str(tmp)})
+    assert done.returncode == 0, f"{' '.join(cmd)}: {done.stderr[-2000:]}"
+    return done.stdout
+
+
+def planted_page(tmp: Path):
+    """index.html of the committed results plus a case whose every text is PAYLOAD."""
+    import pandas as pd
+
+    frame, cases, runners = real_data()
+    first = frame[frame["case"] == frame["case"].iloc[0]].copy()
+    first["case"] = PLANTED
+    first["reason"] = PAYLOAD
+    frame = pd.concat([frame, first], ignore_index=True)
+    cases = list(cases) + [SimpleNamespace(id=PLANTED, title=PAYLOAD, description=PAYLOAD,
+                                           source=PAYLOAD, tags=("planted", PAYLOAD))]
+    path = tmp / "index.html"
+    path.write_text(page_html.page(frame, cases, runners, [], {}, "planted"), encoding="utf-8")
+    in_run = set(frame["case"])
+    return path, [c for c in cases if c.id in in_run], runners
+
+
+def test_matrix_filters_and_no_script_from_a_case(tmp_path):
+    path, cases, runners = planted_page(tmp_path)
+    dom = run_browser(tmp_path, path.as_uri() + "#selftest", "--dump-dom")
+    found = re.search(r'<pre id="selftest-result">([^<]*)</pre>', dom)
+    assert found, "the page's self-test did not run: " + dom[-1000:]
+    result = json.loads(html.unescape(found[1]))
+    ids = [c.id for c in cases]
+    assert result["rows"] == result["cases"] == len(ids)  # one row per case
+    assert result["cells_per_row"] == [len(runners)] * len(ids)
+    filters = result["filters"]
+    assert all(counts[""] == len(ids) for counts in filters.values())
+    assert filters["tag"]["planted"] == 1  # a filter hides every other row
+    for tag, count in filters["tag"].items():
+        if tag:
+            assert count == sum(tag in getattr(c, "tags", ()) for c in cases), tag
+    assert any(n < len(ids) for o, n in filters["outcome"].items() if o)
+    assert "pwned" not in dom.replace("dataset.pwned", "")  # the planted script never ran
+    assert "&lt;script&gt;document.body.dataset.pwned" in dom  # shown as text in the view
+    assert result["scripts"] == 2
+
+
+def test_screenshot_of_the_matrix(tmp_path):
+    frame, cases, runners = real_data()
+    path = tmp_path / "index.html"
+    path.write_text(page_html.page(frame, cases, runners, [], {}, "committed results"),
+                    encoding="utf-8")
+    shot = ROOT / "reports" / "matrix.png"
+    run_browser(tmp_path, path.as_uri(), "--window-size=1600,1000", f"--screenshot={shot}")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = pytest.importorskip("matplotlib.image").imread(shot)
+    rgb = (image[..., :3] * 255).round()
+    green = ((abs(rgb - PASS_RGB)).max(axis=-1) <= 2).sum()
+    assert green > 5000, "the screenshot shows no pass-coloured matrix cells"
