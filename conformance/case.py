@@ -288,9 +288,9 @@ def _top_fields(r: _Reader, raw: Mapping, index: int) -> tuple[str, tuple, dict]
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise r.fail("tags", "must be a list of strings")
     typed = raw.get("typed", {})
-    if not isinstance(typed, Mapping) or not all(
-            isinstance(v, (int, float, str, bool)) for v in typed.values()):
-        raise r.fail("typed", "must map names to plain numbers or strings, "
+    if not isinstance(typed, Mapping) or not all(isinstance(v, (int, str)) or (
+            isinstance(v, float) and math.isfinite(v)) for v in typed.values()):
+        raise r.fail("typed", "must map names to plain numbers (finite) or strings, "
                      "e.g. {num_heads: 4, key_channels: 784}")
     return case_id, tuple(tags), dict(typed)
 

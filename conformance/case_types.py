@@ -31,7 +31,7 @@ BIAS_VALUES = ("random", "zeros")
 
 # Case files are untrusted input: limits on what reading one may cost.
 MAX_FILE_BYTES = 1_000_000  # a case file is a few KB; refuse anything over 1 MB
-MAX_YAML_NODES = 20_000  # scalars, sequences, mappings and aliases as written
+MAX_YAML_NODES = 10_000  # scalars, sequences, mappings and aliases as written
 MAX_EXPANDED_NODES = 100_000  # the same with every alias expanded
 MAX_DEPTH = 32  # nesting of sequences and mappings (aliases expanded)
 MAX_MESSAGE = 1_000  # characters of a CaseError message
