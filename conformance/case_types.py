@@ -384,10 +384,9 @@ def _read_text(path: Path) -> str:
 def read_document(path: Path | str) -> Any:
     """The YAML document of `path` as plain data (str keys; str, int, float, bool,
     None, list and dict values), read within the limits above, or a CaseError."""
-    path = Path(path)
-    loader = _LOADER(_read_text(path))
-    try:
-        return loader.get_single_data()
+    text = _read_text(Path(path))
+    try:  # the pure-Python reader checks every character when it is built: inside the try
+        return _LOADER(text).get_single_data()
     except _Refused as exc:
         raise CaseError(path, exc.case_id, exc.field_name, exc.problem) from None
     except yaml.YAMLError as exc:
@@ -395,5 +394,3 @@ def read_document(path: Path | str) -> Any:
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         raise CaseError(path, None, "(yaml)",
                         f"not valid YAML: {type(exc).__name__}: {cut(str(exc), 300)}") from None
-    finally:
-        loader.dispose()
