@@ -32,3 +32,18 @@ def test_schema_rejects_unknown_field():
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (dev extra)")
     bad = {"id": "x", "attention": {"num_heads": 1, "query_features": 2}, "dropout": 0.1}
     assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(bad))
+
+
+@pytest.mark.parametrize("bad", [
+    {"id": "tiny\n", "attention": {"num_heads": 1, "query_features": 2}},
+    {"id": "x", "attention": {"num_heads": 1, "query_features": 2},
+     "expect": {"tolerance": {"float32": {"rtol": float("inf"), "atol": 0}}}},
+    {"id": "x", "attention": {"num_heads": 1, "query_features": 2**63}},
+    {"id": "x", "attention": {"num_heads": 1, "query_features": 2}, "inputs": {"seed": None}},
+])
+def test_schema_and_loader_refuse_the_same_hostile_values(bad):
+    """The schema follows the loader on what issue #13 found accepted."""
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (dev extra)")
+    assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(bad))
+    with pytest.raises(case_module.CaseError):
+        case_module.parse_case(bad, "<schema test>")

@@ -1,0 +1,98 @@
+"""The fuzz tool runs, and the loader survives it: 0 unclean documents."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance import fuzz
+from conformance.case import CaseError, load_file
+from conformance.case_types import MAX_MESSAGE
+
+
+def test_bounded_fuzz_run_is_clean():
+    result = fuzz.fuzz(300, seed=13)
+    assert result["tried"] == 300 == result["accepted"] + result["clean"]
+    assert result["unclean"] == 0, result["unclean_examples"]
+    assert result["accepted"] > 0 and result["clean"] > 100  # it mutates, and not everything
+    assert result["max_seconds"] < 1.0 and not result["over_1s"]
+    assert result["rss_growth_bytes"] < 200 * 2**20
+    assert {"raw", "raw_key", "nest", "size", "drop", "value"} <= set(result["operators"])
+
+
+def test_mutations_are_reproducible_and_varied():
+    docs = [yaml.safe_load(p.read_text()) for p in sorted(fuzz.CASES.glob("*.yaml"))]
+    first = [fuzz.mutate(random.Random(5), docs) for _ in range(3)]
+    again = [fuzz.mutate(random.Random(5), docs) for _ in range(3)]
+    assert first == again
+    many = {fuzz.mutate(random.Random(s), docs)[0] for s in range(50)}
+    assert len(many) == 50
+
+
+def test_fuzz_bomb_is_small_and_refused(tmp_path):
+    bomb = fuzz._bomb()
+    assert len(bomb) < 450
+    path = tmp_path / "bomb.yaml"
+    path.write_text("id: b\nattention: {num_heads: 1, query_features: 2}\n"
+                    f"mask: {{key_padding: {bomb}}}\n")
+    outcome, seconds, _, detail = fuzz.run_one(path, path.read_bytes())
+    assert outcome == "clean" and "aliases expand" in detail and seconds < 1.0
+
+
+def test_an_unclean_error_is_counted(tmp_path, monkeypatch):
+    """The tool would see a loader that crashes (it is not just counting CaseErrors)."""
+    def broken(path):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(fuzz, "load_file", broken)
+    outcome, _, _, detail = fuzz.run_one(tmp_path / "x.yaml", b"id: x\n")
+    assert outcome == "unclean" and "KeyError" in detail
+
+
+def test_main_prints_the_figures(capsys):
+    assert fuzz.main(["--count", "20", "--seed", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "tried 20," in out and "unclean 0" in out and "slowest document" in out
+
+
+def _check_any(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "any.yaml"
+    path.write_bytes(data)
+    try:
+        load_file(path)
+    except CaseError as exc:
+        assert len(str(exc)) <= MAX_MESSAGE and str(path) in str(exc)
+
+
+def test_property_any_bytes_give_cases_or_a_clean_error(tmp_path):
+    hypothesis = pytest.importorskip("hypothesis", reason="hypothesis not installed (dev)")
+    st = hypothesis.strategies
+
+    plain = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4),
+        max_leaves=20)
+    good = {"id": "p", "attention": {"num_heads": 2, "query_features": 8}}
+    fields = st.sampled_from(["attention", "inputs", "mask", "expect", "typed", "tags", "id"])
+
+    @hypothesis.settings(max_examples=150, deadline=None, database=None)
+    @hypothesis.given(st.binary(max_size=300) | st.tuples(fields, plain))
+    def check(example):
+        if isinstance(example, tuple):
+            doc = dict(good, **{example[0]: example[1]})
+            example = yaml.safe_dump(doc, allow_unicode=True).encode("utf-8", "surrogatepass")
+        _check_any(tmp_path, example)
+
+    check()
+
+
+def test_pure_python_yaml_fallback_is_clean_too(monkeypatch):
+    """Without libyaml the loader uses PyYAML's pure-Python scanner: as clean, slower."""
+    from conformance import case_types
+
+    monkeypatch.setattr(case_types, "_LOADER", case_types._PyLoader)
+    result = fuzz.fuzz(100, seed=4)
+    assert result["unclean"] == 0, result["unclean_examples"]
