@@ -112,6 +112,12 @@ class OnnxKerasExport(Runner):
             with open(path, "rb") as fh:
                 return fh.read()
 
+    def conventions(self):
+        """Probe graphs exported and run like the rows' (_keras_onnx_probes.py)."""
+        from ._keras_onnx_probes import onnx_cells
+
+        return onnx_cells(_versions())
+
     def run(self, case, translation, data):
         import keras
 
