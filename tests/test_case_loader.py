@@ -118,7 +118,7 @@ def test_several_cases_per_file(tmp_path):
 
 
 def test_shipped_cases_load():
-    from conformance.plugin import ROOT
+    from conformance.paths import ROOT
     from conformance.runners import runner_names
 
     cases = load_cases(ROOT / "cases", set(runner_names()))
@@ -266,7 +266,7 @@ def test_element_counts_are_arithmetic(tmp_path):
 
 
 def test_element_counts_match_the_formula():
-    from conformance.plugin import ROOT
+    from conformance.paths import ROOT
     from conformance.reference import formula_parameters
 
     for case in load_cases(ROOT / "cases"):
