@@ -151,6 +151,10 @@ class MatlabSelfAttentionModel(Runner):
         call, kwargs = matlab_call(case)
         return Translation(call, kwargs)
 
+    def conventions(self):
+        """From the cited documentation, not probes: MATLAB cannot run here."""
+        return documented_conventions()
+
     def run(self, case, translation, data):
         params = matlab_weights(data.weights)
         causal = translation.plan.get("AttentionMask") == "causal"
@@ -175,3 +179,59 @@ class MatlabSelfAttentionModel(Runner):
             extras={"mask_polarity": "padding mask: 1 = data, 0 = padding",
                     "sources": [SELF_ATTENTION, MATLAB_ANSWERS, HOW_IT_WORKS, ATTENTION_LAYER,
                                 ATTENTION_FUNCTION, EXTRACTDATA]})
+
+
+NOT_DOCUMENTED = ("not documented: the cited MathWorks pages (selfAttentionLayer, attentionLayer) "
+                  "state no {what}; this model does not guess")
+UNDOCUMENTED_AXES = {  # axis -> what no cited page states
+    "unbatched_input": "behaviour for input without a batch dimension",
+    "attn_mask_polarity": "custom boolean AttentionMask array and its polarity (only the "
+                          "option AttentionMask is listed)",
+    "key_padding_polarity": "polarity of the padding mask enabled by HasPaddingMaskInput",
+    "float_mask": "additive float mask",
+    "fully_masked_row": "output for a query that may attend to no key",
+    "weights_dropout": "relation between HasScoresOutput scores and DropoutProbability",
+    "scale_precision": "precision of the scale in a double layer",
+    "dropout": "switch that turns DropoutProbability on (only the option is listed)",
+    "mixed_dtype": "behaviour for double input into a single layer",
+}
+
+
+def documented_conventions() -> list:
+    """Every ledger cell of the model from the cited documentation (executed=False): the
+    value the page states, or not_applicable where no page states one.  Not given:
+    parameter_formula, weight_layout, returned_weights and refusals (the model's rows
+    settle them, conformance/ledger.py MODEL_AXES) and float64_compute (no page states
+    it, and its vocabulary has no not_applicable)."""
+    from ..axes import NA
+    from ..contract import Convention
+
+    cells = [
+        Convention("size_arguments", "total_over_heads",
+                   "NumKeyChannels: 'Number of channels for the keys and queries, specified as "
+                   "a positive integer that is divisible by NumHeads' (the total over heads)",
+                   "total_over_heads", SELF_ATTENTION),
+        Convention("argument_order", "single_input",
+                   "'A self-attention layer computes single-head or multihead self-attention "
+                   "of its input': queries, keys and values come from one input",
+                   "single_input", SELF_ATTENTION),
+        Convention("causal_flag", NA,
+                   "one input, so the number of queries equals the number of keys: the "
+                   "alignment of AttentionMask=\"causal\" for T != S cannot arise",
+                   None, SELF_ATTENTION),
+        Convention("softmax_scale", "inv_sqrt_head_dim",
+                   "attentionLayer Scale \"auto\": 'Multiply the dot product by 1/sqrt(D), "
+                   "where D is the number of channels of the keys divided by NumHeads'; "
+                   "selfAttentionLayer lists no Scale option",
+                   "inv_sqrt_head_dim", ATTENTION_LAYER),
+        Convention("input_layout", "channels_first",
+                   "not stated by the documentation pages read; a MATLAB Answers reproduction "
+                   "(not documentation) feeds X as channels x time and applies the weights as "
+                   "W*X, matching MATLAB to 4 decimals", None, HOW_IT_WORKS),
+        Convention("implicit_mask", "none",
+                   "no page documents a mask carried by the input array; padding masks are "
+                   "a layer input of their own, switched on by HasPaddingMaskInput",
+                   None, SELF_ATTENTION)]
+    return cells + [Convention(axis, NA, NOT_DOCUMENTED.format(what=what), None,
+                               SELF_ATTENTION)
+                    for axis, what in UNDOCUMENTED_AXES.items()]
