@@ -1,91 +1,86 @@
-"""Command line: `python -m conformance {validate,list,check-reports}`.
+"""Command line: `python -m conformance COMMAND` (or `attention-conformance COMMAND`).
 
-The matrix itself runs under pytest (`python -m pytest`); these commands
-are the small tools around it: check case files without running anything,
-see what each runner makes of each case, and check that committed reports
-are fresh (CI).
+The matrix itself runs under pytest (`python -m pytest`); these commands are
+the tools around it:
+  validate [FILE or DIR ...]  check case files (every file, each reported), run nothing
+  list                        each case and the native call each runner would make
+  show CASE                   one case: its configuration, each runner's call or
+                              refusal, parameter counts, figures of the last run
+  new                         write a commented case file (also from typed numbers:
+                              new --from keras num_heads=4 key_dim=784 features=3136)
+  report                      re-render every report from reports/results.json
+  check-reports               compare reports with the committed ones (figures by
+                              their rule, everything else exactly)
+Nothing here imports a framework until a command needs one (--help never does).
 """
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
 import sys
-import tempfile
-from pathlib import Path
 
-from .case import CaseError, load_cases
-from .paths import CASES_DIR, REPORTS_DIR, ROOT
+from .paths import CASES_DIR, REPORTS_DIR
 
 
-def _validate(args) -> int:
-    from .runners import runner_names
-
-    try:
-        cases = load_cases(args.cases_dir, set(runner_names()))
-    except CaseError as exc:
-        print(f"invalid: {exc}", file=sys.stderr)
-        return 1
-    print(f"{len(cases)} cases valid in {args.cases_dir}")
-    return 0
-
-
-def _list(args) -> int:
-    from .contract import NotExpressible
-    from .runners import all_runners
-
-    cases = load_cases(args.cases_dir)
-    for case in cases:
-        print(f"{case.id}: {case.title}")
-        for runner in all_runners():
-            t = runner.translate(case)
-            text = f"n/e: {t.reason}" if isinstance(t, NotExpressible) else t.call
-            print(f"  [{runner.name}] {text}")
-    return 0
-
-
-def _check_reports(args) -> int:
-    """Compare a report folder with another one, or with its committed version."""
-    from .report import REPORT_FILES, differences
-
-    current = Path(args.reports)
-    if args.against:
-        baseline = Path(args.against)
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="committed-reports-"))
-        rel = current.resolve().relative_to(ROOT)
-        for name in REPORT_FILES:
-            shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{args.rev}:{rel}/{name}"],
-                                   capture_output=True)
-            if shown.returncode == 0:
-                (tmp / name).write_bytes(shown.stdout)
-        baseline = tmp
-    diffs = differences(baseline, current)
-    for line in diffs:
-        print(f"stale: {line}", file=sys.stderr)
-    if diffs:
-        print(f"reports in {current} differ from {args.against or args.rev} outside the "
-              "run-metadata block: a result changed. Review `git diff reports/` and commit "
-              "the regenerated reports if the change is intended.", file=sys.stderr)
-        return 1
-    print(f"reports in {current} match {args.against or args.rev} (metadata aside)")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__,
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attention-conformance", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, helptext in (("validate", "check every case file, run nothing"),
-                           ("list", "each case and what each runner makes of it")):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("--cases-dir", default=str(CASES_DIR))
-    p = sub.add_parser("check-reports", help="fail if reports differ outside the metadata block")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("validate", help="check case files (files or folders), run nothing")
+    p.add_argument("paths", nargs="*", metavar="FILE_OR_DIR",
+                   help=f"case files or folders of them (default: {CASES_DIR})")
+    p.add_argument("--json", action="store_true", help="one JSON report on stdout")
+    p = sub.add_parser("list", help="each case and what each runner makes of it")
+    p.add_argument("--cases-dir", default=str(CASES_DIR))
+    p = sub.add_parser("show", help="one case: configuration, calls, counts, last figures")
+    p.add_argument("case", metavar="CASE")
+    p.add_argument("--cases-dir", default=str(CASES_DIR))
+    p.add_argument("--results", default=str(REPORTS_DIR / "results.json"),
+                   help="the results.json to read figures from (default: reports/)")
+    _new_parser(sub)
+    p = sub.add_parser("report", help="re-render every report from results.json, run nothing")
+    p.add_argument("--results", default=str(REPORTS_DIR / "results.json"))
+    p.add_argument("--out", default=None, help="report folder (default: the results' folder)")
+    p = sub.add_parser("check-reports",
+                       help="fail if reports changed (figures by their rule, the rest exactly)")
     p.add_argument("reports", nargs="?", default=str(REPORTS_DIR))
     p.add_argument("--against", help="another report folder (default: the committed version)")
     p.add_argument("--rev", default="HEAD", help="git revision to compare with (default HEAD)")
-    args = parser.parse_args(argv)
-    return {"validate": _validate, "list": _list, "check-reports": _check_reports}[
-        args.command](args)
+    return parser
+
+
+def _new_parser(sub) -> None:
+    p = sub.add_parser(
+        "new", help="write a commented case file",
+        description="Write a commented case file that validates. With --from, the sizes come "
+        "from what a user typed: keras num_heads=4 key_dim=784 features=3136 [value_dim= "
+        "output_shape=]; torch embed_dim=3136 num_heads=4 [kdim= vdim=]; matlab num_heads=4 "
+        "num_key_channels=784 input_features=3136 [num_value_channels= output_size=].")
+    p.add_argument("--from", dest="source", choices=("keras", "torch", "matlab"))
+    p.add_argument("numbers", nargs="*", metavar="NAME=VALUE")
+    p.add_argument("--id", dest="case_id", help="the case id (default: from the numbers)")
+    p.add_argument("--output", help="file to write (default: cases/<id>.yaml)")
+    p.add_argument("--cases-dir", default=str(CASES_DIR))
+
+
+def _command(name: str):
+    if name in ("report", "check-reports"):
+        from . import cli_reports as module
+    else:
+        from . import cli_cases as module
+    return getattr(module, {"list": "list_cases"}.get(name, name.replace("-", "_")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code = _command(args.command)(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # `... | head`: the reader left; end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

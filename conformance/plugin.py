@@ -262,6 +262,23 @@ def _selection_text(config, ran: int, total: int, is_full: bool) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The case x runner symbol matrix of this run, the note, and the paths written."""
+    state = config.stash.get(_KEY, None)
+    if state and state["rows"]:
+        from .report.terminal import matrix_lines
+
+        for line in matrix_lines(state["rows"].values(), state["cases"] or [],
+                                 state["runners"]):
+            terminalreporter.write_line(line)
     note = getattr(config, "_conformance_note", None)
     if note:
         terminalreporter.write_line(note)
+    if note and "reports written to" in note:
+        from .report.drift import report_names
+
+        out = Path(config.getoption("report_dir") or REPORTS_DIR)
+        names = [n for n in report_names(out) if (out / n).exists()]
+        pages = [n for n in names if "/" in n]
+        terminalreporter.write_line("conformance: wrote " + ", ".join(
+            str(out / n) for n in names if "/" not in n)
+            + (f" and {len(pages)} case pages in {out / 'cases'}" if pages else ""))
