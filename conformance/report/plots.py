@@ -108,7 +108,6 @@ def error_heatmap(frame, cases, runners) -> bytes | None:
     fig.colorbar(image, ax=ax, label="log10 max abs error")
     ax.set_title("Output error vs float64 reference (hatched: over atol; red: check failed;"
                  " grey: no figure)", fontsize=8)
-    fig.tight_layout()
     return _png(fig)
 
 
@@ -138,7 +137,6 @@ def parameter_bars(frame, cases, runners) -> bytes | None:
     ax.set_ylabel("parameters (log scale); dashed: formula")
     ax.set_title("Parameter counts per system, cases with typed numbers", fontsize=9)
     ax.legend(fontsize=6, ncol=2, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
     return _png(fig)
 
 
@@ -179,7 +177,6 @@ def fully_masked_grid(frame, cases, runners) -> bytes | None:
               + [Patch(color="#eeeeee", label="did not run")], fontsize=7,
               loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title("Fully masked query rows: what each system returns", fontsize=9)
-    fig.tight_layout()
     return _png(fig)
 
 
