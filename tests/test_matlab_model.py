@@ -87,3 +87,20 @@ def test_model_rows_are_marked_in_the_report(tmp_path):
     write_reports([row], [CASES["matlab-8x392"]], [MODEL], tmp_path, "test")
     text = (tmp_path / "index.md").read_text()
     assert "| 4921560 (model) |" in text and "(model) |" in text.split("## Numerical")[1]
+
+
+def test_every_convention_cites_a_mathworks_page():
+    """The model's cells come from documentation: each names its MathWorks URL, and what
+    no page documents is not_applicable, saying so."""
+    from conformance.axes import AXIS_IDS, NA
+    from conformance.ledger import MODEL_AXES, cell_problem
+
+    cells = {c.axis: c for c in MODEL.conventions()}
+    assert all(c.documented_source.startswith("https://www.mathworks.com/") for c in
+               cells.values())
+    assert not [cell_problem(c) for c in cells.values() if cell_problem(c)]
+    assert all("not documented" in c.evidence for c in cells.values()
+               if c.value == NA and c.axis != "causal_flag")
+    assert cells["size_arguments"].documented == "total_over_heads"
+    assert cells["softmax_scale"].documented_source.endswith("attentionlayer.html")
+    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES) | {"float64_compute"}
