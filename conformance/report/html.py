@@ -174,7 +174,7 @@ def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
         body.append(f'<tr data-case="{e(cid)}" data-tags="{e(tags)}"><th><a class="case-link" '
                     f'href="#case={e(quote(cid, safe=""))}">{e(cid)}</a></th>{tds}</tr>')
     return (f'<table id="matrix"><thead><tr><th>case</th>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table>"
+            "<tbody>\n" + "\n".join(body) + "\n</tbody></table>"  # a line per case
             '<p id="matrix-count"></p><section id="case-view" hidden></section>')
 
 
