@@ -299,7 +299,10 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
                  for g in sorted(groups.values(), key=lambda g: -len(g))[:5]]
         text = (f"{len(refused)} of {len(counted)} case(s) not expressible, {len(groups)} "
                 "reason(s): " + " | ".join(parts))
-    return _cell(name, "refusals", f"{len(refused)}/{len(counted)}", text)
+    # the number of kinds of refusal, not of cases: a new case refused for a known
+    # reason changes the evidence, not the pinned value
+    value = f"{len(groups)} kind{'s' if len(groups) > 1 else ''}" if groups else "none"
+    return _cell(name, "refusals", value, text)
 
 
 DERIVERS = {"fully_masked_row": _fully_masked, "returned_weights": _returned_weights,
