@@ -143,3 +143,14 @@ def test_max_difference_of_output_digests():
     big = {"size": 12544, "sampled": True, "values": [0.0] * 256}
     assert max_difference(big, big) == "0 (sampled 256 of 12544)"
     assert max_difference({**a, "values": [None] * 3}, b) == "n/a"
+
+
+def test_terminal_matrix_has_one_symbol_per_cell():
+    from conformance.report.terminal import matrix_lines
+
+    r1, r2 = stand_in("r1", "f"), stand_in("r2", "f")
+    rows = [make_row("a", r1), make_row("a", r2, Outcome.MISMATCH, known_mismatch="x"),
+            make_row("b", r1, Outcome.NOT_EXPRESSIBLE), make_row("b", r2, Outcome.ERROR)]
+    lines = matrix_lines(rows, CASES, [r1, r2])
+    assert "1=r1, 2=r2" in lines[0] and "k known mismatch" in lines[0]
+    assert lines[2:] == ["a  .k", "b  -E"]
