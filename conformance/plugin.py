@@ -239,11 +239,12 @@ def pytest_sessionfinish(session, exitstatus):
     order = {key: n for n, key in enumerate(full)}
     rows = sorted(state["rows"].values(), key=lambda r: order.get((r.case, r.runner), 0))
     out = Path(target) if target else REPORTS_DIR
-    write_reports(rows, cases, state["runners"], out, selection)
     from .ledger import build
     from .report.ledger import write_ledger
 
+    # the ledger first: index.md and index.html summarise this run's conventions.json
     write_ledger(build(rows, state["probes"], state["runners"], cases), out)
+    write_reports(rows, cases, state["runners"], out, selection)
     config._conformance_note = f"conformance: reports written to {out} ({selection})"
 
 
