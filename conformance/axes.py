@@ -76,6 +76,11 @@ AXES: tuple[Axis, ...] = (
          "whether a mask attached to the input tensor (Keras mask_zero) is applied"),
     Axis("refusals", "What is refused", None,
          "configurations the system refuses, with its own message"),
+    Axis("softcap", "Score soft-capping (softcap * tanh(scores / softcap))",
+         ("applied", "ignored", NA),
+         "applied: the system's softcap setting caps the scores before the softmax (ONNX "
+         "Attention softcap); ignored: set, but the output is uncapped; not_applicable: the "
+         "system has no such setting"),
 )
 AXIS_IDS = tuple(a.id for a in AXES)
 BY_ID = {a.id: a for a in AXES}

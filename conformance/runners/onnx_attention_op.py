@@ -235,6 +235,17 @@ class OnnxAttentionOp(Runner):
                 f"[opset {OPSET}] -> MatMul+Add; run in {self.runs_in}")
         return Translation(call, plan)
 
+    def conventions(self):
+        """_onnx_probes on this runner's own graph and engine (softcap and every
+        qk_matmul_output_mode included)."""
+        from ..weights import case_data
+        from ._onnx_probes import attention_op_cells
+
+        def build(case):
+            return build_model(case, case_data(case), attention_plan(case))
+
+        return attention_op_cells(self.engine, build, self.execute)
+
     def execute(self, model, feed, dtype: str):
         if self.engine == "reference":
             from onnx.reference import ReferenceEvaluator
