@@ -105,6 +105,7 @@ class HFRunner(Runner):
     requires = ("torch", "transformers")
     attn_implementation = "eager"
     probe_attention: dict = {}  # probe_case overrides (T5: no bias)
+    probe_scale: float | None = None  # the module's fixed scale when not 1/sqrt(d) (T5: 1.0)
 
     # -- hooks -------------------------------------------------------------
     def limits(self, case) -> str | None:
@@ -119,8 +120,9 @@ class HFRunner(Runner):
     def state(self, case, weights) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def forward(self, module, x, mask):
-        """-> (output, attention weights or None)."""
+    def forward(self, module, x, mask, **kw):
+        """-> (output, attention weights or None); `kw` go to the module's forward (and on
+        to the attention interface: is_causal)."""
         raise NotImplementedError
 
     def counted(self, module):
@@ -224,7 +226,8 @@ class HFRunner(Runner):
                   _ledger.float_mask(case, fwd, f"0/-1e9 float {m}"),
                   _ledger.softmax_scale(case, fwd, what), self.dropout_cell(case),
                   self.weights_cell(case)]
-        return cells
+        from ._hf_probes import hf_cells
+        return cells + hf_cells(self)
 
     def unbatched_cell(self, case) -> Convention:
         torch = import_torch()

@@ -76,8 +76,8 @@ class HFBert(HFRunner):
         s["output.dense.weight"], s["output.dense.bias"] = out_proj(weights.wo), weights.bo
         return s
 
-    def forward(self, module, x, mask):
-        context, weights = module["self"](x, attention_mask=mask)
+    def forward(self, module, x, mask, **kw):
+        context, weights = module["self"](x, attention_mask=mask, **kw)
         return module["output"]["dense"](context), weights
 
     def notes(self, case, module):

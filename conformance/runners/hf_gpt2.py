@@ -71,8 +71,8 @@ class HFGpt2(HFRunner):
                 "c_proj.weight": weights.wo.reshape(-1, weights.wo.shape[-1]),
                 "c_proj.bias": weights.bo}
 
-    def forward(self, module, x, mask):
-        out, weights = module(x, attention_mask=mask)[:2]
+    def forward(self, module, x, mask, **kw):
+        out, weights = module(x, attention_mask=mask, **kw)[:2]
         return out, weights
 
     def notes(self, case, module):

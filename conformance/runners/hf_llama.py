@@ -57,12 +57,12 @@ class HFLlama(HFRunner):
                       "v_proj.bias": weights.bv.ravel(), "o_proj.bias": weights.bo})
         return s
 
-    def forward(self, module, x, mask):
+    def forward(self, module, x, mask, **kw):
         import torch
 
         shape = (*x.shape[:-1], module.head_dim)
         cos, sin = torch.ones(shape, dtype=x.dtype), torch.zeros(shape, dtype=x.dtype)
-        return module(x, position_embeddings=(cos, sin), attention_mask=mask)[:2]
+        return module(x, position_embeddings=(cos, sin), attention_mask=mask, **kw)[:2]
 
     def notes(self, case, module):
         return ["rotary embedding neutralised: position_embeddings=(cos=1, sin=0), the identity "

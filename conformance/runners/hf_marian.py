@@ -57,8 +57,8 @@ class HFMarian(HFRunner):
         s["out_proj.weight"], s["out_proj.bias"] = out_proj(weights.wo), weights.bo
         return s
 
-    def forward(self, module, x, mask):
-        out, weights = module(x, attention_mask=mask)[:2]
+    def forward(self, module, x, mask, **kw):
+        out, weights = module(x, attention_mask=mask, **kw)[:2]
         return out, weights
 
     def size_cells(self, case):

@@ -23,10 +23,12 @@ class HFT5(HFRunner):
     path = "has_relative_attention_bias=False"
     backend = "eager"
     probe_attention = {"bias": False}
+    probe_scale = 1.0
+    sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
 
     def limits(self, case):
         a = case.attention
-        scale = getattr(a, "scale", None)
+        scale = a.scale
         return (cross_reason(case, "T5Attention takes one key_value_states")
                 or shape_limits(case, gqa=False, equal_dims=True)
                 or (None if not a.bias else "bias=True: T5Attention's q, k, v and o are "
@@ -55,8 +57,8 @@ class HFT5(HFRunner):
         return {"q.weight": out_in(weights.wq), "k.weight": out_in(weights.wk),
                 "v.weight": out_in(weights.wv), "o.weight": out_proj(weights.wo)}
 
-    def forward(self, module, x, mask):
-        out, _, weights = module(x, mask=mask)
+    def forward(self, module, x, mask, **kw):
+        out, _, weights = module(x, mask=mask, **kw)
         return out, weights
 
     def notes(self, case, module):
