@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import typed as typed_numbers
 from .case_types import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
     Attention, Budget, Case, CaseError, Expect, Inputs, Mask, Tolerance, Weights,
@@ -307,6 +308,7 @@ def parse_case(raw: Any, path: Path | str, index: int = 0, *,
     good_id = isinstance(case_id, str) and _SLUG.fullmatch(case_id)
     r = _Reader(path, raw, case_id if good_id else None)
     case_id, tags, typed = _top_fields(r, raw, index)
+    r.raw = typed_numbers.with_attention(r, raw, typed)  # typed in a system's words
     att = _attention(r)
     inputs = _inputs(r, att)
     _check_budget(r, att, inputs, budget or Budget.from_env())
