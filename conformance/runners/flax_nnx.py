@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Convention, NotExpressible, Observation, Runner, Translation, to_numpy
-from . import _flax
+from . import _flax, _flax_probes
 
 
 class FlaxNnx(Runner):
@@ -78,7 +78,7 @@ class FlaxNnx(Runner):
         def call(case, **kw):
             return to_numpy(self.apply(case, self.translate(case).plan, case_data(case), **kw)[0])
         what = "flax.nnx.MultiHeadAttention"
-        return _flax.common_cells(self, call, what) + [
+        return _flax.common_cells(self, call, what) + _flax_probes.flax_cells(what) + [
             Convention("size_arguments", "total_over_heads",
                        "qkv_features=8, num_heads=2: query.kernel (8, 2, 4)", "total_over_heads",
                        _flax.DOCS + "flax.nnx/nn/attention.html"),
