@@ -91,3 +91,23 @@ def test_bert_boolean_mask_eager_vs_sdpa():
         for c in per.values():
             vocab = BY_ID[c.axis].vocabulary
             assert vocab is None or c.value in vocab, (c.axis, c.value)
+
+
+HF_AXES = ("key_padding_polarity", "fully_masked_row", "weights_dropout", "causal_flag",
+           "scale_precision", "mixed_dtype", "implicit_mask")
+
+
+@needs_hf
+@pytest.mark.parametrize("runner", [HFBert(), HFBert(attn_implementation="sdpa"), HFT5()])
+def test_hf_probe_cells_are_vocabulary_words(runner):
+    from conformance.runners._hf_probes import hf_cells
+
+    cells = {c.axis: c for c in hf_cells(runner)}
+    assert tuple(cells) == HF_AXES
+    for c in cells.values():
+        assert c.value in BY_ID[c.axis].vocabulary and c.evidence
+    assert cells["mixed_dtype"].value == "refused" and "dtype" in cells["mixed_dtype"].evidence
+    eager = runner.attn_implementation == "eager"
+    assert cells["fully_masked_row"].value == ("uniform" if eager else "zeros")
+    assert cells["weights_dropout"].value == ("post_dropout" if eager else "not_applicable")
+    assert cells["causal_flag"].value == ("ignored" if eager else "not_applicable")

@@ -1,0 +1,29 @@
+"""Flax convention probes (_flax_probes): every cell a word of its axis, with figures."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from conformance.axes import BY_ID
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("flax") is None or importlib.util.find_spec("jax") is None,
+    reason="jax/flax not installed (pip install -e '.[flax]')")
+AXES = ("key_padding_polarity", "weights_dropout", "causal_flag", "scale_precision",
+        "mixed_dtype", "implicit_mask")
+
+
+@pytest.mark.parametrize("api, causal", [("flax.linen.MultiHeadDotProductAttention",
+                                          "not_applicable"),
+                                         ("flax.nnx.MultiHeadAttention", "upper_left")])
+def test_flax_probe_cells_are_vocabulary_words(api, causal):
+    from conformance.runners._flax_probes import flax_cells
+
+    cells = {c.axis: c for c in flax_cells(api)}
+    assert tuple(cells) == AXES
+    for c in cells.values():
+        assert c.value in BY_ID[c.axis].vocabulary and c.evidence
+    assert cells["causal_flag"].value == causal
+    assert cells["weights_dropout"].value == "pre_dropout"
+    assert "max |sum - 1|" in cells["weights_dropout"].evidence
