@@ -142,16 +142,16 @@ def _op_mask_cells(p: OpProbe) -> list[Convention]:
                             f"default: inv_sqrt_head_dim ({dflt:.1e} from the oracle); scale=1.0:"
                             f" none {d['none']:.1e}, inv_sqrt_head_dim "
                             f"{d['inv_sqrt_head_dim']:.1e}", documented="configurable", **OP_DOC))
-    cells.append(_tried("unbatched_input", lambda: p.run(case, m[0][None], feed={
+    cells.append(tried("unbatched_input", lambda: p.run(case, m[0][None], feed={
         n: np.float32(v[0]) for n, v in (("query", x.query), ("key", x.key), ("value", x.value))}),
         f"{p.what}: 2-D (T, E) inputs (spec: Q is 3-D or 4-D)"))
-    cells.append(_tried("mixed_dtype", lambda: p.run(case, m, feed={
+    cells.append(tried("mixed_dtype", lambda: p.run(case, m, feed={
         "query": x.query, "key": x.key, "value": x.value}),
         f"{p.what}: float64 inputs fed to the float32 graph"))
     return cells
 
 
-def _tried(axis: str, fn, what: str) -> Convention:
+def tried(axis: str, fn, what: str) -> Convention:
     try:
         out = fn()[0]
     except Exception as exc:  # the runtime's refusal is the observation
@@ -230,3 +230,4 @@ def attention_op_cells(engine: str, build, execute) -> list[Convention]:
         Convention("implicit_mask", "none", "ONNX graph inputs are plain tensors: no mask "
                    "travels with them")]
     return cells
+

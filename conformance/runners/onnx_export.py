@@ -42,6 +42,19 @@ VARIANTS = {  # variant label -> forward keyword arguments
 }
 
 
+def _upstream(exc) -> str:
+    """What is known of an ORT run-time refusal: the opset-23/24 Attention node given a
+    key-padding mask of shape (B, H, 1, S), which the spec allows ("broadcastable to
+    (batch_size, q_num_heads, q_sequence_length, total_sequence_length)")."""
+    if "inconsistent q_sequence_length (between attn_mask and Q)" not in str(exc):
+        return ""
+    return (" | the exported Attention node gets attn_mask (B, H, 1, S), which Attention-23 "
+            "allows ('broadcastable to (batch_size, q_num_heads, q_sequence_length, "
+            "total_sequence_length)'); ORT's CPU kernel requires attn_mask.shape[-2] == "
+            "q_sequence_length; onnx.reference runs the same graph (1.2e-07 from torch); kernel: "
+            "https://github.com/microsoft/onnxruntime/pull/25156 (no upstream issue found)")
+
+
 def _framework_params(mha) -> dict[str, np.ndarray]:
     return {n: p.detach().double().numpy() for n, p in mha.named_parameters()}
 
@@ -96,6 +109,12 @@ class OnnxTorchExport(Runner):
         call = (f"torch.onnx.export({t.call}, {args}, dynamo={self.dynamo}{opset}); "
                 "onnxruntime.InferenceSession(..., providers=['CPUExecutionProvider'])")
         return Translation(call, t.plan)
+
+    def conventions(self):
+        """_onnx_export_probes: five small graphs exported like the rows' (cached)."""
+        from ._onnx_export_probes import export_cells
+
+        return export_cells(self, _Wrapped.make)
 
     def _export(self, torch, module, args, names) -> bytes:
         if self.dynamo:
@@ -158,7 +177,14 @@ class OnnxTorchExport(Runner):
             graphs[variant] = onnx_accounting.account(model, params)
             session = ort_session(blob, f"graph exported with {variant}")
             inputs = {i.name for i in session.get_inputs()}
-            results[variant] = session.run(None, {n: a for n, a in feed_all.items() if n in inputs})
+            try:
+                results[variant] = session.run(None, {n: a for n, a in feed_all.items()
+                                                      if n in inputs})
+            except Exception as exc:  # ORT's kernel refuses the exported graph at run time
+                if "Non-zero status code returned while running" not in str(exc):
+                    raise
+                raise NotExpressibleError(f"onnxruntime refuses to run the graph exported with "
+                                          f"{variant}: {short(exc, 900)}{_upstream(exc)}") from exc
         out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
         return Observation(
             output=out, attention_weights=weights, weights_returned="per_head",

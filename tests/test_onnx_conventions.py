@@ -1,0 +1,66 @@
+"""The ONNX runners' convention probes (_onnx_probes, _onnx_export_probes): every cell is a
+word of its axis, and the key findings are pinned."""
+from __future__ import annotations
+
+import pytest
+
+from conformance.axes import AXIS_IDS
+from conformance.ledger import DERIVERS, cell_problem
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+
+def _cells(runner):
+    cells = {c.axis: c for c in runner.conventions()}
+    assert not [cell_problem(c) for c in cells.values() if cell_problem(c)]
+    assert set(AXIS_IDS) - set(cells) <= set(DERIVERS)  # the rest is left to the rows
+    return cells
+
+
+@pytest.fixture(scope="module")
+def op_cells():
+    from conformance.runners.onnx_attention_op import OnnxAttentionOp
+
+    return {e: _cells(OnnxAttentionOp(engine=e)) for e in ("ort", "reference")}
+
+
+def test_attention_op_conventions(op_cells):
+    for cells in op_cells.values():
+        words = {a: c.value for a, c in cells.items()}
+        assert words["attn_mask_polarity"] == "true_attends"
+        assert words["float_mask"] == "added"
+        assert words["causal_flag"] == "upper_left"  # is_causal without a past
+        assert words["softmax_scale"] == "configurable"
+        assert words["softcap"] == "applied"
+        assert words["key_padding_polarity"] == "not_applicable"
+        assert words["mixed_dtype"] == "refused"
+    assert op_cells["reference"]["scale_precision"].value == "float64"
+
+
+def test_softcap_mode0_ort_and_reference_disagree(op_cells):
+    """Spec: mode 0 is 'the output of qk matmul' (before softcap).  ORT follows it; the
+    reference returns the softcapped scores at mode 0."""
+    ort = op_cells["ort"]["softcap"].evidence
+    ref = op_cells["reference"]["softcap"].evidence
+    assert "mode 0: qk (" in ort and "follows the spec text" in ort
+    assert "mode 0: softcapped (" in ref and "departs from the spec text" in ref
+
+
+@pytest.mark.torch
+def test_torch_export_conventions():
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    from conformance.runners.onnx_export import OnnxTorchExport
+
+    cells = _cells(OnnxTorchExport(dynamo=True, opset=23))
+    words = {a: c.value for a, c in cells.items()}
+    assert words["attn_mask_polarity"] == "true_blocks"
+    assert words["key_padding_polarity"] == "true_blocks"
+    assert "inconsistent q_sequence_length" in cells["key_padding_polarity"].evidence
+    assert words["returned_weights"] == "head_averaged"
+    assert words["causal_flag"] == "upper_left"
+    assert words["float_mask"] == "added"
+    assert words["softcap"] == "not_applicable"
+    assert words["scale_precision"] == "float32_rounded"
+    assert words["unbatched_input"] == words["mixed_dtype"] == "refused"
