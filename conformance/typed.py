@@ -55,6 +55,7 @@ class Vocabulary:
     positional: int = 0  # leading words written positionally (MATLAB)
     fixed: Mapping[str, Any] = field(default_factory=dict)  # canonical facts, e.g. bias
     source: str = ""  # where its words are documented
+    cli: bool = False  # command-line options (--dim-emb 512) rather than a call
 
     def word(self, sets: str) -> Word | None:
         return next((w for w in self.words if sets in w.sets), None)
@@ -110,6 +111,9 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
         _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
         _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias")),
         ("transformers.models.llama.modeling_llama.LlamaAttention",), fixed={"bias": False}),
+    Vocabulary("marian", "marian --type transformer", (
+        _w("dim_emb", "query_features", req=True), _w("transformer_heads", "num_heads", req=True)),
+        ("marian transformer MultiHead (C++)",), fixed={"bias": True}, cli=True),
 )
 BY_KEY = {v.key: v for v in VOCABULARIES}
 # Systems of the registry that hold no parameters: the caller passes projected q, k, v.
@@ -192,6 +196,8 @@ def call_text(typed: Mapping[str, Any]) -> str:
     'selfAttentionLayer(4,784) on 3136 features'."""
     vocab = BY_KEY[typed["system"]]
     args = [(w, typed[w.name]) for w in vocab.words if w.arg and w.name in typed]
+    if vocab.cli:
+        return " ".join([vocab.ctor] + [f"--{w.name.replace('_', '-')} {v}" for w, v in args])
     shown = [repr(v) if i < vocab.positional else f"{w.name}={v!r}"
              for i, (w, v) in enumerate(args)]
     sep = "," if vocab.positional else ", "

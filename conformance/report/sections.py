@@ -17,6 +17,7 @@ from ..verdict import FailureKind, Outcome
 from .base import Section, family_groups, fmt, pivot, split_section
 from .keras import section_keras_backends
 from .onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
+from .typed import section_typed_numbers  # first of ANSWERS (report/typed.py)
 
 _PARAMETER_FAILURES = (FailureKind.PARAMETERS, FailureKind.FORMULA)
 WORD_LIMIT = 24  # characters of a ledger value in the summary
@@ -50,27 +51,6 @@ def _known(frame):
 
 
 KNOWN_MISMATCH = "known mismatch"  # the Outcomes column of declared failures
-
-
-def _typed_text(typed) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (typed or {}).items())
-
-
-def section_typed_numbers(frame, cases, runners):
-    """SLOT for the typed-numbers table (what the user typed, what it means in each
-    system).  Renders only when rows carry typed data; today it shows what a case's
-    `typed` holds beside the analytic count.  The typed-numbers data will fill this
-    function in (one section, first in ANSWERS)."""
-    first = frame.drop_duplicates("case")
-    first = first[first["typed"].map(bool)]
-    if first.empty:
-        return None
-    table = first.assign(typed_text=first["typed"].map(_typed_text))[
-        ["case", "typed_text", "parameters_formula"]].set_index("case")
-    table.columns = ["typed by the user", "parameters (formula)"]
-    return Section("Typed numbers",
-                   "The numbers a user typed in their framework (the case's `typed`) and "
-                   "the parameter count they give by the analytic formula.", table)
 
 
 def _ledger_word(value: str) -> str:

@@ -1,0 +1,104 @@
+"""The typed-numbers section: what the numbers a user typed mean in every system.
+
+For each case whose `typed` names a system (conformance/typed.py), one table:
+per system, the call its user writes with the same numbers, the per-head and
+total key width, the parameter count of that reading (the analytic formula),
+the system's refusal where it has no word for a number, and the call that
+builds the typed layer itself.  Under it, where the numbers act on the MATLAB
+Answers network's 3136 features, the whole network's learnables per system
+(conformance/network.py).  Cases with free typed numbers (no system) show
+them beside the analytic count.  Everything is arithmetic on the case file:
+the section is deterministic and needs no framework.
+"""
+from __future__ import annotations
+
+from ..network import totals
+from ..typed import BY_KEY, NO_PARAMETERS, call_text, meaning
+from .base import Section
+
+INTRO = ("What the numbers a user typed mean in each system: the call a user of that system "
+         "writes with the same numbers, the key width per head and over all heads, and the "
+         "parameter count that reading gives (the analytic formula); a system with no word "
+         "for a number says so and shows the nearest call. 'typed layer' = the call that "
+         "builds the layer the user typed, or why there is none. Under each, where the "
+         "numbers act on the MATLAB Answers digit network (3136 flattened features: one "
+         "position x 3136 channels), that network's learnables per system (batch norm "
+         "moving mean and variance are state: Keras's count_params() includes them).")
+
+
+def _n(value) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+def _runner_names(runners) -> dict[str, str]:
+    """System key (or label) -> the run's runner names of that system."""
+    by_system: dict[str, list[str]] = {}
+    for r in runners:
+        by_system.setdefault(getattr(r, "system", ""), []).append(r.name)
+    names = {v.key: [n for s in v.systems for n in by_system.get(s, [])]
+             for v in BY_KEY.values()}
+    names.update({label: by_system.get(s, []) for s, label in NO_PARAMETERS.items()})
+    return {k: ", ".join(v) for k, v in names.items()}
+
+
+def meaning_table(typed, runners=()):
+    """The typed-numbers table of one case (pandas), one row per system."""
+    import pandas as pd
+
+    names = _runner_names(runners)
+    rows = meaning(typed)
+    return pd.DataFrame({
+        "same numbers typed there": [m.call for m in rows],
+        "per head": [_n(m.per_head) for m in rows],
+        "total": [_n(m.total) for m in rows],
+        "parameters": [_n(m.parameters) for m in rows],
+        "refusal / note": [m.note for m in rows],
+        "typed layer": [m.same_layer for m in rows],
+        "runners": [names.get(m.system, "") for m in rows],
+    }, index=pd.Index([m.system for m in rows], name="system"))
+
+
+def network_table(typed):
+    """The whole network's learnables per system, or None when it does not apply."""
+    import pandas as pd
+
+    rows = totals(typed)
+    if not rows:
+        return None
+    return pd.DataFrame({
+        "attention layer": [r.call for r in rows],
+        "attention": [_n(r.attention) for r in rows],
+        "other layers": [_n(r.rest) for r in rows],
+        "trainable": [_n(r.trainable) for r in rows],
+        "state (non-trainable)": [_n(r.state) for r in rows],
+        "system's own total": [_n(r.total) for r in rows],
+        "counted by": [r.how for r in rows],
+    }, index=pd.Index([r.system for r in rows], name="system"))
+
+
+def _free_table(free):
+    table = free.assign(typed_text=free["typed"].map(
+        lambda t: ", ".join(f"{k}={v}" for k, v in t.items())))[
+        ["case", "typed_text", "parameters_formula"]].set_index("case")
+    table.columns = ["typed by the user", "parameters (formula)"]
+    return table
+
+
+def section_typed_numbers(frame, cases, runners):
+    """One table per case typed in a system's words (and its network), then the cases
+    with free typed numbers; None when no case carries typed numbers."""
+    first = frame.drop_duplicates("case")
+    first = first[first["typed"].map(bool)]
+    if first.empty:
+        return None
+    with_system = first["typed"].map(lambda t: t.get("system") in BY_KEY)
+    parts = []
+    for case_id, typed in zip(first[with_system]["case"], first[with_system]["typed"]):
+        parts.append((f"{case_id}: {call_text(typed)}", meaning_table(typed, runners)))
+        network = network_table(typed)
+        if network is not None:
+            parts.append((f"{case_id}: the whole digit network", network))
+    free = first[~with_system]
+    if not free.empty:
+        parts.append(("free typed numbers (no system)", _free_table(free)))
+    return Section("Typed numbers", INTRO, parts[0][1], tuple(parts) if len(parts) > 1 else ())
