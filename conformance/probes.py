@@ -91,3 +91,34 @@ def refusal(axis: str, exc: BaseException, what: str, value: str = "refused",
     """A probe the system rejected: the cell quotes its own message (one line, bounded)."""
     text = " ".join(f"{type(exc).__name__}: {exc}".split())
     return Convention(axis, value, f"{what}: {text[:300]}", **documented)
+
+
+SOFTCAP_NAMES = ("softcap", "soft_cap", "logit_softcapping", "attn_logit_softcapping", "logit_cap")
+
+
+def no_such_argument(axis: str, names: tuple[str, ...], what: str, *callables) -> Convention:
+    """axes.NA for a system whose API takes none of `names`: read from the signatures
+    of the callables it is driven through (introspection of the installed version,
+    so an upgrade that adds the argument shows up).  A callable whose signature
+    cannot be read is named as such."""
+    import inspect
+
+    seen, unreadable = [], []
+    for fn in callables:
+        try:
+            seen += [p for p in inspect.signature(fn).parameters if p not in ("self", "args",
+                                                                             "kwargs")]
+        except (TypeError, ValueError):  # a builtin: its docstring's signature
+            head = (getattr(fn, "__doc__", "") or "").strip()
+            inside = head[head.find("(") + 1:head.find(")")] if "(" in head else ""
+            params = [a.split("=")[0].strip(" *") for a in inside.split(",") if a.strip()]
+            seen += params
+            if not params:
+                unreadable.append(getattr(fn, "__qualname__", repr(fn)))
+    found = sorted(set(names) & set(seen))
+    if found:
+        return Convention(axis, "not_probed", f"{what} takes {found}: a probe is needed")
+    text = f"{what}: no argument among {list(names)}; parameters: {', '.join(dict.fromkeys(seen))}"
+    if unreadable:
+        text += f" (signature not readable: {', '.join(unreadable)})"
+    return Convention(axis, "not_applicable", text)

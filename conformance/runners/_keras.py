@@ -372,6 +372,11 @@ class KerasLayerRunner(Runner):
 
     def conventions(self):
         """Probes of this layer and path on this worker's backend (_keras_probes.py)."""
+        import keras
+
+        from ..probes import SOFTCAP_NAMES, no_such_argument
         from ._keras_probes import layer_cells
 
-        return layer_cells(self)
+        cls = getattr(keras.layers, self.layer_cls)
+        return layer_cells(self) + [no_such_argument(
+            "softcap", SOFTCAP_NAMES, f"keras.layers.{self.layer_cls}", cls.__init__, cls.call)]

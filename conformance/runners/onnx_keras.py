@@ -114,9 +114,15 @@ class OnnxKerasExport(Runner):
 
     def conventions(self):
         """Probe graphs exported and run like the rows' (_keras_onnx_probes.py)."""
+        import keras
+
+        from ..probes import SOFTCAP_NAMES, no_such_argument
         from ._keras_onnx_probes import onnx_cells
 
-        return onnx_cells(_versions())
+        mha = keras.layers.MultiHeadAttention
+        return onnx_cells(_versions()) + [no_such_argument(
+            "softcap", SOFTCAP_NAMES, "keras.layers.MultiHeadAttention (exported)",
+            mha.__init__, mha.call)]
 
     def run(self, case, translation, data):
         import keras

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..contract import (NotExpressible, NotExpressibleError, Observation, Runner, Translation,
                         to_numpy)
 from ._torch import build_mha, fast_call, import_torch, mha_translation, tensors, torch_masks
+from ..probes import SOFTCAP_NAMES, no_such_argument
 from ._torch_mha_probes import mha_conventions
 
 
@@ -42,8 +43,12 @@ class TorchMHA(Runner):
                            t.plan)
 
     def conventions(self):
-        return mha_conventions(import_torch(), "fast" if self.path == "fast path" else
-                               "ordinary", self.need_weights)
+        torch = import_torch()
+        mha = torch.nn.MultiheadAttention
+        return mha_conventions(torch, "fast" if self.path == "fast path" else "ordinary",
+                               self.need_weights) + [no_such_argument(
+                                   "softcap", SOFTCAP_NAMES, "torch.nn.MultiheadAttention",
+                                   mha.__init__, mha.forward)]
 
     def run(self, case, translation, data):
         torch = import_torch()

@@ -6,7 +6,8 @@ the canonical weights, so it can express what nn.MultiheadAttention cannot
 Its boolean mask is True = *attend* (the opposite of nn.MultiheadAttention),
 and `is_causal=True` is aligned to the upper left; a lower-right diagonal
 needs `torch.nn.attention.bias.causal_lower_right`.  It returns no attention
-weights.  torch is imported inside `run` only.
+weights.  `scale=` is passed only when the case sets attention.scale.  torch is
+imported inside `run` only.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Literal
 
 from ..contract import Observation, Runner, Translation, to_numpy
 from ._torch import import_torch, tensors, torch_dtype
+from ..probes import SOFTCAP_NAMES, no_such_argument
 from ._torch_sdpa_probes import sdpa_conventions
 
 MASK_WORDS = {"causal_lower_right": "causal_lower_right(T, S)",
@@ -28,6 +30,7 @@ class SdpaPlan:
     is_causal: bool = False  # is_causal=True: the causal part alone, upper-left aligned
     mask: Literal["none", "causal_lower_right", "bool"] = "none"  # what attn_mask gets
     enable_gqa: bool = False
+    scale: float | None = None  # scale=: only when the case sets attention.scale
 
     def arguments(self) -> str:
         """The call's arguments, e.g. "q, k, v, is_causal=True"."""
@@ -38,6 +41,8 @@ class SdpaPlan:
             args.append(f"attn_mask={MASK_WORDS[self.mask]}")
         if self.enable_gqa:
             args.append("enable_gqa=True")
+        if self.scale is not None:
+            args.append(f"scale={self.scale!r}")
         return ", ".join(args)
 
 
@@ -46,12 +51,12 @@ def sdpa_plan(case) -> SdpaPlan:
     to is_causal (or causal_lower_right where the alignment needs it), any other
     mask to a boolean attn_mask holding every part."""
     causal = case.mask.causal != "none"
+    common = {"enable_gqa": case.grouped, "scale": case.attention.scale}
     if causal and not case.has_non_causal_mask:
         if case.mask.causal == "upper_left" or case.inputs.query_len == case.inputs.key_len:
-            return SdpaPlan(is_causal=True, enable_gqa=case.grouped)
-        return SdpaPlan(mask="causal_lower_right", enable_gqa=case.grouped)
-    return SdpaPlan(mask="bool" if causal or case.has_non_causal_mask else "none",
-                    enable_gqa=case.grouped)
+            return SdpaPlan(is_causal=True, **common)
+        return SdpaPlan(mask="causal_lower_right", **common)
+    return SdpaPlan(mask="bool" if causal or case.has_non_causal_mask else "none", **common)
 
 
 class TorchSDPA(Runner):
@@ -59,6 +64,7 @@ class TorchSDPA(Runner):
     framework = "torch"
     system = "torch.nn.functional.scaled_dot_product_attention"
     requires = ("torch",)
+    sets_scale = True  # scale= (default 1/sqrt(E), E = the last dim of q)
 
     def translate(self, case):
         plan = sdpa_plan(case)
@@ -66,7 +72,10 @@ class TorchSDPA(Runner):
                            f"{plan.arguments()})", plan)
 
     def conventions(self):
-        return sdpa_conventions(import_torch())
+        torch = import_torch()
+        return sdpa_conventions(torch) + [no_such_argument(
+            "softcap", SOFTCAP_NAMES, "scaled_dot_product_attention",
+            torch.nn.functional.scaled_dot_product_attention)]
 
     def run(self, case, translation, data):
         torch = import_torch()
@@ -90,6 +99,8 @@ class TorchSDPA(Runner):
             kw["attn_mask"] = torch.tensor(data.inputs.allowed[:, None])
         if plan.enable_gqa:
             kw["enable_gqa"] = True
+        if plan.scale is not None:
+            kw["scale"] = plan.scale
         with torch.no_grad():
             heads = F.scaled_dot_product_attention(project(xq, "wq", "bq"),
                                                    project(xk, "wk", "bk"),
