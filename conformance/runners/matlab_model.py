@@ -184,6 +184,7 @@ class MatlabSelfAttentionModel(Runner):
 NOT_DOCUMENTED = ("not documented: the cited MathWorks pages (selfAttentionLayer, attentionLayer) "
                   "state no {what}; this model does not guess")
 UNDOCUMENTED_AXES = {  # axis -> what no cited page states
+    "softcap": "a softcap (logit capping) option",
     "unbatched_input": "behaviour for input without a batch dimension",
     "attn_mask_polarity": "custom boolean AttentionMask array and its polarity (only the "
                           "option AttentionMask is listed)",

@@ -166,7 +166,9 @@ class OnnxContribMHA(Runner):
               "unbatched_input": "inputs are 3-D (B, L, H*d) by the op's schema",
               "mixed_dtype": "a graph has one element type per tensor; ORT checks types at load",
               "scale_precision": "no float64 kernel (the dtype-float64 row quotes ORT)",
-              "dropout": "an inference op: no dropout"}
+              "dropout": "an inference op: no dropout",
+              "softcap": "com.microsoft.MultiHeadAttention has no softcap attribute (its "
+              "attributes: num_heads, mask_filter_value, scale, unidirectional)"}
         cells += [Convention(a, NA, e) for a, e in na.items()]
         cells += [Convention("size_arguments", "given_tensors", "Q/K/V are projected tensors "
                              "(B, L, H*d) with num_heads; the op splits heads"),
