@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import case_numbers
 from . import typed as typed_numbers
 from .case_types import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
@@ -106,7 +107,8 @@ def _attention(r: _Reader) -> Attention:
     dk = r.integer(s, "qk_head_dim", "attention.qk_head_dim", eq // h)
     dv = r.integer(s, "v_head_dim", "attention.v_head_dim", dk)
     eo = r.integer(s, "output_features", "attention.output_features", eq)
-    return Attention(h, hkv, eq, ek, ev, dk, dv, eo, r.boolean(s, "bias", "attention.bias", True))
+    return Attention(h, hkv, eq, ek, ev, dk, dv, eo, r.boolean(s, "bias", "attention.bias", True),
+                     case_numbers.scale(r, s))
 
 
 def _inputs(r: _Reader, att: Attention) -> Inputs:
@@ -208,17 +210,6 @@ def _mask(r: _Reader, inputs: Inputs) -> Mask:
     return Mask(causal, key_padding, density, matrix, tuple(sorted(set(rows))))
 
 
-def _number(r: _Reader, value: Any, dotted: str) -> float:
-    """A finite number >= 0.  YAML 1.1 reads `1e-15` (no dot) as a string: accept it."""
-    try:
-        number = -1.0 if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError, OverflowError):
-        number = -1.0
-    if not (math.isfinite(number) and number >= 0):
-        raise r.fail(dotted, f"must be a finite number >= 0, got {short(value)}")
-    return number
-
-
 def _parameters(r: _Reader, s: Mapping) -> tuple[int | None, dict[str, int]]:
     params = s.get("parameters")
     if isinstance(params, Mapping):
@@ -239,7 +230,7 @@ def _tolerances(r: _Reader, s: Mapping) -> dict[str, Tolerance]:
         if not isinstance(spec, Mapping) or set(spec) != {"rtol", "atol"}:
             raise r.fail(f"expect.tolerance.{dtype}",
                          "must be {rtol: number >= 0, atol: number >= 0}")
-        tol[dtype] = Tolerance(*(_number(r, spec[k], f"expect.tolerance.{dtype}.{k}")
+        tol[dtype] = Tolerance(*(case_numbers.number(r, spec[k], f"expect.tolerance.{dtype}.{k}")
                                  for k in ("rtol", "atol")))
     return tol
 

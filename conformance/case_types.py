@@ -47,7 +47,8 @@ _TOP = {"id", "title", "description", "source", "tags", "attention", "inputs", "
         "expect", "weights", "typed"}
 _SECTIONS = {
     "attention": {"num_heads", "num_kv_heads", "query_features", "key_features",
-                  "value_features", "qk_head_dim", "v_head_dim", "output_features", "bias"},
+                  "value_features", "qk_head_dim", "v_head_dim", "output_features", "bias",
+                  "scale"},
     "inputs": {"batch", "query_len", "key_len", "self_attention", "dtype", "seed"},
     "mask": {"causal", "key_padding", "attn_mask", "masked_rows"},
     "expect": {"parameters", "tolerance", "behaviours", "known_mismatch"},
@@ -122,6 +123,7 @@ class Attention:
     v_head_dim: int  # d_v: per-head width of projected values
     output_features: int  # E_o: last dim of the output
     bias: bool  # q, k, v and output projections carry biases
+    scale: float | None = field(default=None, repr=False)  # softmax scale; None: 1/sqrt(d_k)
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,9 @@ class Case:
 
     def fingerprint(self) -> str:
         """A hash of the case content (not its file), for caches."""
-        return hashlib.sha256(repr(replace(self, path="")).encode()).hexdigest()[:16]
+        text = repr(replace(self, path=""))  # scale is out of repr: unset keeps old keys
+        extra = "" if self.attention.scale is None else f"|scale={self.attention.scale!r}"
+        return hashlib.sha256((text + extra).encode()).hexdigest()[:16]
 
     @property
     def grouped(self) -> bool:

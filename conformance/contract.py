@@ -101,6 +101,7 @@ class Runner:
     requires: tuple[str, ...] = ()  # importable modules needed to run
     extras: str = ""  # the pip extras that bring them, when not just `framework`
     worker: WorkerSpec | None = None  # set: runs in that worker subprocess
+    sets_scale: bool = False  # the system can set the softmax scale (attention.scale)
     target: str = ""  # "module:Class", filled in by the registry
     params: Mapping[str, Any] = {}  # the constructor parameters, filled in by __init__
 

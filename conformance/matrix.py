@@ -162,6 +162,8 @@ def _evaluate(case: Case, runner: Runner) -> Row:
     missing = runner.available()
     if missing:
         return _row(case, runner, Outcome.SKIPPED, missing)
+    if case.attention.scale is not None and not runner.sets_scale:
+        return _row(case, runner, Outcome.NOT_EXPRESSIBLE, no_scale_reason(case, runner))
     with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
         translation, exc = _attempt(runner.translate, case)
     if exc is not None:
@@ -183,6 +185,12 @@ def _evaluate(case: Case, runner: Runner) -> Row:
     if exc is not None:
         return _fault_row(case, runner, "judging the observation", exc, call, obs)
     return _row(case, runner, verdict.outcome, verdict.reason, call, obs, verdict)
+
+
+def no_scale_reason(case: Case, runner: Runner) -> str:
+    """Why a runner without a softmax-scale setting cannot run a case that sets one."""
+    return (f"{runner.system or runner.name} has no softmax-scale setting: it always scales "
+            f"by 1/sqrt(d_k) (the case asks for scale={case.attention.scale})")
 
 
 def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str) -> Row:

@@ -3,7 +3,8 @@
 Semantics (DESIGN.md): for each query head h, with kv head g = h // (H / H_kv),
     head_h = softmax(scale * (x_q Wq[h] + bq[h]) (x_k Wk[g] + bk[g])^T + mask)
              (x_v Wv[g] + bv[g])
-    out    = sum_h head_h Wo[h] + bo,        scale = 1 / sqrt(d_k).
+    out    = sum_h head_h Wo[h] + bo,
+    scale  = attention.scale when the case sets it, else 1 / sqrt(d_k).
 A query row whose every key is masked has no defined softmax: the reference
 returns NaN there (weights and output) and the comparator judges that row by
 the behaviour the case declares instead of by numbers.
@@ -50,7 +51,9 @@ def _combine(heads: np.ndarray, data: CaseData) -> np.ndarray:
 
 
 def attention(case: Case, data: CaseData | None = None, scale: float | None = None) -> Expected:
-    """`scale` overrides 1/sqrt(d_k) (the convention probes try other scales)."""
+    """`scale` overrides the case's scale (`case.attention.scale`, itself None for the
+    default 1/sqrt(d_k)); the convention probes try other scales.  The default divides
+    by sqrt(d_k), as it always has (the committed reports stay bit for bit)."""
     data = data or case_data(case)
     w, x = data.weights, data.inputs
     group = case.attention.num_heads // case.attention.num_kv_heads
@@ -58,6 +61,7 @@ def attention(case: Case, data: CaseData | None = None, scale: float | None = No
     k = np.repeat(project(x.key, w.wk, w.bk), group, axis=1)
     v = np.repeat(project(x.value, w.wv, w.bv), group, axis=1)
     scores = np.einsum("bhtd,bhsd->bhts", q, k)
+    scale = case.attention.scale if scale is None else scale
     scores = scores / np.sqrt(case.attention.qk_head_dim) if scale is None else scores * scale
     probs = _softmax(scores, x.allowed)
     out = _combine(probs @ v, data)

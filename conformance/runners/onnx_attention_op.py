@@ -61,11 +61,17 @@ class AttentionPlan:
     is_causal: bool = False
     past_length: int = 0  # lower-right causal: the first S - T keys/values go in as the past
     attn_mask: bool = False  # a boolean (B, 1, T, S) graph input, True = attend
+    scale: float | None = None  # the `scale` attribute, only when the case sets one
 
-    def attributes(self) -> dict[str, int]:
+    def attributes(self) -> dict[str, int | float]:
         """The node's attributes (qk_matmul_output_mode aside)."""
-        attrs = {"q_num_heads": self.q_num_heads, "kv_num_heads": self.kv_num_heads}
-        return {**attrs, "is_causal": 1} if self.is_causal else attrs
+        attrs: dict[str, int | float] = {"q_num_heads": self.q_num_heads,
+                                         "kv_num_heads": self.kv_num_heads}
+        if self.is_causal:
+            attrs["is_causal"] = 1
+        if self.scale is not None:
+            attrs["scale"] = float(self.scale)
+        return attrs
 
     def arguments(self) -> str:
         """As the call shows them."""
@@ -83,7 +89,8 @@ def attention_plan(case) -> AttentionPlan:
     causal = case.mask.causal != "none"
     past = i.key_len - i.query_len if case.mask.causal == "lower_right" else 0
     return AttentionPlan(a.num_heads, a.num_kv_heads, is_causal=causal,
-                         past_length=max(past, 0), attn_mask=case.has_non_causal_mask)
+                         past_length=max(past, 0), attn_mask=case.has_non_causal_mask,
+                         scale=a.scale)
 
 
 @dataclass
@@ -217,6 +224,7 @@ class OnnxAttentionOp(Runner):
     system = f"onnx Attention-{OPSET}"
     path = "graph"
     engine = "ort"
+    sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
 
     def __init__(self, **params):
         super().__init__(**params)
