@@ -50,6 +50,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf_llama:HFLlama", {}),
     ("conformance.runners.flax_linen:FlaxLinen", {}),
     ("conformance.runners.flax_nnx:FlaxNnx", {}),
+    ("conformance.runners.marian_model:MarianCppModel", {}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 
