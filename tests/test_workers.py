@@ -86,3 +86,16 @@ def test_sys_exit_in_a_worker_is_an_error_reply_not_a_death():
 def test_exit_text_names_the_signal():
     assert workers.exit_text(-11) == "exit -11, SIGSEGV"
     assert workers.exit_text(1) == "exit 1"
+
+
+def test_isolation_settings_from_the_environment(monkeypatch):
+    monkeypatch.setattr(isolation, "_timeout", None)
+    monkeypatch.setenv(isolation.TIMEOUT_ENV, "7.5")
+    monkeypatch.setenv(isolation.ISOLATE_ENV, "1")
+    assert (isolation.item_timeout(), isolation.env_isolate()) == (7.5, True)
+    monkeypatch.delenv(isolation.TIMEOUT_ENV)
+    assert isolation.item_timeout() == isolation.DEFAULT_TIMEOUT
+    toy, fake = load("tests.toy_runner:ToyRunner"), load("tests.fake_runner:FakeWorkerRunner")
+    isolation.configure(3.0, True, [toy, fake])
+    assert (toy.worker.key, fake.worker.key, isolation.item_timeout()) == \
+        ("isolated-toy", "fake", 3.0)
