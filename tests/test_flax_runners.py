@@ -56,3 +56,36 @@ def test_conventions_use_the_vocabulary():
     for c in cells:
         vocab = BY_ID[c.axis].vocabulary
         assert vocab is None or c.value in vocab, (c.axis, c.value)
+
+
+def test_scale_goes_through_attention_fn():
+    """Neither layer takes a scale: a case's scale becomes attention_fn, the default
+    function on the query pre-multiplied by scale * sqrt(head dim)."""
+    case = make_case(**{**SEED, "attention": {**SEED["attention"], "scale": 1.0}})
+    t = FlaxLinen().translate(case)
+    assert t.plan["query_scale"] == 1.0 * 32 ** 0.5
+    assert "attention_fn=lambda q, k, v, **kw: nn.dot_product_attention(q * " in t.call
+    assert FlaxLinen.sets_scale and FlaxNnx.sets_scale
+    assert "attention_fn" not in FlaxNnx().translate(make_case(**SEED)).call
+
+
+@needs_flax
+@pytest.mark.parametrize("runner", [FlaxLinen, FlaxNnx])
+def test_scaled_case_agrees_with_reference(runner):
+    case = make_case(**{**SEED, "attention": {**SEED["attention"], "scale": 0.3}})
+    r = runner()
+    obs = r.run(case, r.translate(case), case_data(case))
+    np.testing.assert_allclose(obs.output, attention(case).output, rtol=1.3e-6, atol=1e-5)
+    assert not np.allclose(obs.output, attention(make_case(**SEED)).output, atol=1e-3)
+
+
+@needs_flax
+def test_one_jitted_function_per_configuration():
+    from conformance.runners import _flax
+
+    case, r = make_case(**SEED), FlaxNnx()
+    r.run(case, r.translate(case), case_data(case))
+    before = len(_flax._JITTED)
+    other = make_case(**{**SEED, "inputs": {"self_attention": True, "batch": 3}})
+    r.run(other, r.translate(other), case_data(other))  # same plan, new shape: same function
+    assert len(_flax._JITTED) == before

@@ -5,6 +5,17 @@ masks (True = attend, (B, 1, T, S)) and the convention probes.
 JAX runs at its default (x64 off): a float64 case is computed in float32
 (declared as a known mismatch in cases/dtypes.yaml).  jax and flax are
 imported inside functions only.
+
+Speed: each runner jits one function per configuration (`jitted`), built
+inside the trace, so a case costs one XLA compile per shape instead of one per
+eager op, and JAX's persistent compilation cache (`compilation_cache`, the
+same folder as the Keras JAX rows) makes a later session reuse the compiles.
+
+Scale: neither layer takes a scale, but both take `attention_fn` ("dot_product_
+attention or compatible function"); a case's attention.scale is expressed by
+the default function with the query pre-multiplied by scale * sqrt(head dim)
+(the default divides it by sqrt(head dim)): Flax's own softmax, mask and
+dropout path, only the factor changes.
 """
 from __future__ import annotations
 
@@ -28,10 +39,6 @@ def limits(case, *, gqa: bool, kv_one_width: bool, name: str) -> str | None:
     if kv_one_width and a.key_features != a.value_features:
         return (f"key_features={a.key_features} != value_features={a.value_features}: "
                 "in_kv_features is one width for keys and values")
-    scale = getattr(a, "scale", None)
-    if scale is not None and abs(scale - a.qk_head_dim ** -0.5) > 1e-15:
-        return (f"scale {scale}: dot_product_attention divides the query by sqrt(head dim); "
-                "only a custom attention_fn changes it")
     return None
 
 
@@ -43,6 +50,59 @@ def kwargs_for(case) -> dict:
     if not a.bias:
         kw["use_bias"] = False
     return kw
+
+
+def with_scale(case, kw: dict, base: str) -> tuple[str, dict]:
+    """(the call's arguments, the plan): the constructor keywords, and, when the case
+    sets attention.scale, `query_scale` = scale * sqrt(head dim) for attention_fn."""
+    args = ", ".join(f"{k}={v!r}" for k, v in kw.items())
+    scale = case.attention.scale
+    if scale is None:
+        return args, kw
+    factor = scale * case.attention.qk_head_dim ** 0.5
+    return (f"{args}, attention_fn=lambda q, k, v, **kw: {base}(q * {factor!r}, k, v, **kw)",
+            {**kw, "query_scale": factor})
+
+
+def constructor(plan: dict, base) -> dict:
+    """The plan as constructor keywords: `query_scale` becomes an attention_fn
+    wrapping `base` (the layer's default dot_product_attention)."""
+    kw = {k: v for k, v in plan.items() if k != "query_scale"}
+    factor = plan.get("query_scale")
+    if factor is not None:
+        def attention_fn(query, key, value, **rest):
+            return base(query * factor, key, value, **rest)
+        kw["attention_fn"] = attention_fn
+    return kw
+
+
+def compilation_cache() -> None:
+    """JAX's persistent compilation cache under the project cache (the folder the
+    Keras JAX rows use, runners/_keras.py): keyed by JAX's own cache key (HLO,
+    versions, flags), so it cannot change a result.  Set once per process."""
+    import jax
+
+    from ..paths import cache_root
+
+    root = str(cache_root() / f"jax-{jax.__version__}")
+    if jax.config.jax_compilation_cache_dir != root:
+        jax.config.update("jax_compilation_cache_dir", root)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+_JITTED: dict = {}
+
+
+def jitted(key: tuple, make):
+    """The jitted function of one configuration (`make()` builds it once): jax.jit
+    then compiles once per input shape, and reuses it for every case of that shape."""
+    if key not in _JITTED:
+        compilation_cache()
+        if len(_JITTED) >= 64:
+            _JITTED.clear()
+        _JITTED[key] = make()
+    return _JITTED[key]
 
 
 def params_for(weights) -> dict:

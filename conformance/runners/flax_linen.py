@@ -22,14 +22,15 @@ class FlaxLinen(Runner):
     backend = "jax"
     requires = ("jax", "flax")
 
+    sets_scale = True  # through attention_fn (module docstring of _flax)
+
     def translate(self, case):
         reason = _flax.limits(case, gqa=False, kv_one_width=False,
                               name="MultiHeadDotProductAttention")
         if reason:
             return NotExpressible(reason)
-        kw = _flax.kwargs_for(case)
-        args = ", ".join(f"{k}={v!r}" for k, v in kw.items())
-        return Translation(f"flax.linen.MultiHeadDotProductAttention({args})", kw)
+        args, plan = _flax.with_scale(case, _flax.kwargs_for(case), "nn.dot_product_attention")
+        return Translation(f"flax.linen.MultiHeadDotProductAttention({args})", plan)
 
     def apply(self, case, plan, data, mask=None, x=None, dropout=0.0, deterministic=True):
         import jax
@@ -37,14 +38,21 @@ class FlaxLinen(Runner):
         import flax.linen as nn
 
         dt = getattr(jnp, case.inputs.dtype)
-        layer = nn.MultiHeadDotProductAttention(**plan, dtype=dt, param_dtype=dt,
-                                                dropout_rate=dropout)
+
+        def make():
+            layer = nn.MultiHeadDotProductAttention(
+                **_flax.constructor(plan, nn.dot_product_attention), dtype=dt, param_dtype=dt,
+                dropout_rate=dropout)
+            return jax.jit(lambda params, q, k, v, m: layer.apply(
+                {"params": params}, q, k, v, mask=m, deterministic=deterministic,
+                rngs={"dropout": jax.random.key(0)}))
+
+        fn = _flax.jitted(("linen", repr(sorted(plan.items())), case.inputs.dtype, dropout,
+                           deterministic), make)
         params = jax.tree.map(lambda a: jnp.asarray(a, dtype=dt), _flax.params_for(data.weights))
         q, k, v = _flax.inputs_for(case, data, jnp, dt) if x is None else (jnp.asarray(x),) * 3
         m = None if mask is None else jnp.asarray(np.asarray(mask)[:, None])
-        y = layer.apply({"params": params}, q, k, v, mask=m, deterministic=deterministic,
-                        rngs={"dropout": jax.random.key(0)})
-        return y, params
+        return fn(params, q, k, v, m), params
 
     def run(self, case, translation, data):
         import jax.numpy as jnp

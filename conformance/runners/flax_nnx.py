@@ -20,6 +20,8 @@ class FlaxNnx(Runner):
     backend = "jax"
     requires = ("jax", "flax")
 
+    sets_scale = True  # through attention_fn (module docstring of _flax)
+
     def translate(self, case):
         reason = _flax.limits(case, gqa=True, kv_one_width=True, name="nnx.MultiHeadAttention")
         if reason:
@@ -31,44 +33,60 @@ class FlaxNnx(Runner):
             kw["in_kv_features"] = a.key_features
         if case.grouped:
             kw["num_kv_heads"] = a.num_kv_heads
-        args = ", ".join(f"{k}={v!r}" for k, v in kw.items())
-        return Translation(f"flax.nnx.MultiHeadAttention({args}, decode=False, rngs=...)", kw)
+        args, plan = _flax.with_scale(case, kw, "nnx.dot_product_attention")
+        return Translation(f"flax.nnx.MultiHeadAttention({args}, decode=False, rngs=...)", plan)
 
-    def build(self, case, plan, data, dropout=0.0):
-        import jax.numpy as jnp
+    @staticmethod
+    def layer(plan, dt, dropout):
         from flax import nnx
 
-        dt = getattr(jnp, case.inputs.dtype)
-        layer = nnx.MultiHeadAttention(**plan, dtype=dt, param_dtype=dt, dropout_rate=dropout,
-                                       decode=False, rngs=nnx.Rngs(0))
-        for m, d in _flax.params_for(data.weights).items():
-            for n, a in d.items():
-                getattr(getattr(layer, m), n).value = jnp.asarray(a, dtype=dt)
-        return layer
+        return nnx.MultiHeadAttention(**_flax.constructor(plan, nnx.dot_product_attention),
+                                      dtype=dt, param_dtype=dt, dropout_rate=dropout,
+                                      decode=False, rngs=nnx.Rngs(0))
 
     def apply(self, case, plan, data, mask=None, x=None, dropout=0.0, deterministic=True):
+        """The layer built, loaded and called inside one jitted function (its random
+        initialisation is overwritten, so XLA drops it): one compile per shape
+        (float16 eager, see below)."""
+        import jax
         import jax.numpy as jnp
 
-        layer = self.build(case, plan, data, dropout)
         dt = getattr(jnp, case.inputs.dtype)
+
+        def make():
+            def fn(params, q, k, v, m):
+                layer = self.layer(plan, dt, dropout)
+                for name, leaves in params.items():
+                    for n, a in leaves.items():
+                        getattr(getattr(layer, name), n)[...] = a
+                return layer(q, k, v, mask=m, deterministic=deterministic)
+            # XLA:CPU rejects the float16 dot_general nnx emits under jit ("The precision
+            # 'F16_F16_F32' is not supported by dot_general on CPU"): float16 stays eager
+            return fn if case.inputs.dtype == "float16" else jax.jit(fn)
+
+        fn = _flax.jitted(("nnx", repr(sorted(plan.items())), case.inputs.dtype, dropout,
+                           deterministic), make)
+        params = jax.tree.map(lambda a: jnp.asarray(a, dtype=dt), _flax.params_for(data.weights))
         q, k, v = _flax.inputs_for(case, data, jnp, dt) if x is None else (jnp.asarray(x),) * 3
         m = None if mask is None else jnp.asarray(np.asarray(mask)[:, None])
-        return layer(q, k, v, mask=m, deterministic=deterministic), layer
+        return fn(params, q, k, v, m), None
 
     def run(self, case, translation, data):
         import jax
         import jax.numpy as jnp
         from flax import nnx
 
-        y, layer = self.apply(case, translation.plan, data, mask=data.inputs.allowed)
-        state = nnx.state(layer, nnx.Param)
-        leaves = jax.tree_util.tree_leaves_with_path(state)
+        y, _ = self.apply(case, translation.plan, data, mask=data.inputs.allowed)
+        dt = getattr(jnp, case.inputs.dtype)
+        layer = nnx.eval_shape(lambda: self.layer(translation.plan, dt, 0.0))  # shapes only
+        leaves = jax.tree_util.tree_leaves_with_path(nnx.state(layer, nnx.Param))
         shapes = {"/".join(str(getattr(p, "key", p)) for p in path): tuple(a.shape)
                   for path, a in leaves}
         notes = []
-        if y.dtype != getattr(jnp, case.inputs.dtype):
+        if y.dtype != dt:
             notes.append(f"computed in {y.dtype}: JAX x64 is off (its default)")
-        return Observation(output=to_numpy(y), parameters=int(sum(a.size for _, a in leaves)),
+        return Observation(output=to_numpy(y),
+                           parameters=int(sum(int(np.prod(a.shape)) for _, a in leaves)),
                            weight_shapes=shapes, notes=notes,
                            extras={"mask_polarity": "True = attend", "output_dtype": str(y.dtype)})
 
