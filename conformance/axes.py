@@ -69,7 +69,9 @@ AXES: tuple[Axis, ...] = (
     Axis("dropout", "When dropout applies", ("training_flag", "always", "never", NA),
          "the switch that turns attention dropout on"),
     Axis("float64_compute", "float64 really computed in float64",
-         ("float64", "below_float64", REFUSED), "a float64 case against the float64 oracle"),
+         ("float64", "below_float64", REFUSED, NA),
+         "a float64 case against the float64 oracle (not_applicable: a documented model whose "
+         "documentation does not state it)"),
     Axis("mixed_dtype", "float64 input into a float32 layer",
          (REFUSED, "promoted", "cast_to_layer", NA), "what happens to the input dtype"),
     Axis("implicit_mask", "Implicit masks", ("propagated", "none"),

@@ -86,7 +86,7 @@ def test_every_cell_cites_a_line_of_the_source():
     from conformance.ledger import MODEL_AXES, cell_problem
 
     cells = {c.axis: c for c in MODEL.conventions()}
-    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES) | {"float64_compute"}
+    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES)
     for c in cells.values():
         assert cell_problem(c) is None
         anchor = re.fullmatch(re.escape(BLOB) + r"#L(\d+)", c.documented_source)

@@ -103,4 +103,4 @@ def test_every_convention_cites_a_mathworks_page():
                if c.value == NA and c.axis != "causal_flag")
     assert cells["size_arguments"].documented == "total_over_heads"
     assert cells["softmax_scale"].documented_source.endswith("attentionlayer.html")
-    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES) | {"float64_compute"}
+    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES)

@@ -232,8 +232,8 @@ def _cell(axis: str, value: str, line: int, text: str, *more: int):
 def documented_conventions() -> list:
     """Every ledger cell of the model from the cited source (executed=False), or
     not_applicable where Marian has no such thing.  Not given: the axes the model's rows
-    settle (ledger.MODEL_AXES) and float64_compute (its vocabulary has no not_applicable,
-    and the cited source does not settle float64)."""
+    settle (ledger.MODEL_AXES).  float64_compute is not_applicable: the cited source
+    does not settle float64."""
     from ..axes import NA
 
     return [
@@ -266,6 +266,8 @@ def documented_conventions() -> list:
               "the graph's type"),
         _cell("dropout", "training_flag", 230, "attention dropout only when not inference_",
               231),
+        _cell("float64_compute", NA, 216, "not settled by the cited source: graphs take "
+              "their element type from the options, and the scale is a C++ float"),
         _cell("mixed_dtype", NA, 251, "not settled by the cited source: affine(q, Wq, bq) "
               "has no dtype handling of its own (no such path to describe)"),
         _cell("implicit_mask", "propagated", 540, "the padding mask travels with the input "

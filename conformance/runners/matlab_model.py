@@ -185,6 +185,8 @@ NOT_DOCUMENTED = ("not documented: the cited MathWorks pages (selfAttentionLayer
                   "state no {what}; this model does not guess")
 UNDOCUMENTED_AXES = {  # axis -> what no cited page states
     "softcap": "a softcap (logit capping) option",
+    "float64_compute": "whether a double dlarray is computed in double throughout (the "
+                       "pages state only that a dlarray may hold double data)",
     "unbatched_input": "behaviour for input without a batch dimension",
     "attn_mask_polarity": "custom boolean AttentionMask array and its polarity (only the "
                           "option AttentionMask is listed)",
@@ -202,8 +204,8 @@ def documented_conventions() -> list:
     """Every ledger cell of the model from the cited documentation (executed=False): the
     value the page states, or not_applicable where no page states one.  Not given:
     parameter_formula, weight_layout, returned_weights and refusals (the model's rows
-    settle them, conformance/ledger.py MODEL_AXES) and float64_compute (no page states
-    it, and its vocabulary has no not_applicable)."""
+    settle them, conformance/ledger.py MODEL_AXES).  float64_compute is not_applicable:
+    no page states it."""
     from ..axes import NA
     from ..contract import Convention
 
