@@ -69,10 +69,10 @@ def test_subset_run_writes_only_with_report_dir(project):
 
 @needs_torch
 def test_full_run_of_other_cases_dir_never_writes_repo_reports(project):
-    before = {p.name: p.read_bytes() for p in (ROOT / "reports").glob("*")}
+    before = {p: p.read_bytes() for p in (ROOT / "reports").rglob("*") if p.is_file()}
     res = run(project, "-q", "--runner", "torch.sdpa")
     assert res.ret == 0
-    after = {p.name: p.read_bytes() for p in (ROOT / "reports").glob("*")}
+    after = {p: p.read_bytes() for p in (ROOT / "reports").rglob("*") if p.is_file()}
     assert before == after
     shutil.rmtree(project.path / "cases")
 
