@@ -77,8 +77,32 @@ def test_every_section_shows_for_the_default_runner_families(tmp_path):
     keras = section(md, "Keras: differences between backends")
     assert "| case | " + " | ".join(KERAS_COLUMNS) + " |" in keras
     masking = section(md, "ONNX graphs against eager torch: masking edge cases")
-    assert "| case | torch.mha | onnx.torch-export | onnx.keras-export |" in masking
-    assert "| masked | nan / 1.00e-07 |" in masking and "| plain |" not in masking
+    assert ("| case | torch exports vs eager, like for like | torch.mha | onnx.torch-export |"
+            in masking)  # the graphs exported from torch MHA and their eager rows only
+    assert "| masked |  | nan / 1.00e-07 |" in masking and "| plain |" not in masking
+
+
+def test_masking_section_compares_exports_like_for_like(tmp_path):
+    """The export's output comes from a need_weights=False graph: its eager counterpart is
+    the need_weights=False row, and a differing label is named in the first column."""
+    from conformance.report.onnx import section_onnx_masking
+
+
+    mha = "torch.nn.MultiheadAttention"
+    runners = [stand_in("e.default", "torch", mha, "ordinary"),
+               stand_in("e.plain", "torch", mha, "ordinary, need_weights=False"),
+               stand_in("x.export", "onnx", mha, "exported graph")]
+    labels = {"e.default": "nan", "e.plain": "zeros", "x.export": "nan"}
+    import pandas as pd
+
+    rows = [make_row("masked", r, "behaviour", fully_masked_row=labels[r.name]) for r in runners]
+    frame = pd.DataFrame([{**r.as_dict(), "outcome": r.outcome} for r in rows], dtype=object)
+    table = section_onnx_masking(frame, [CASES[1]], runners).table
+    assert table.loc["masked", "torch exports vs eager, like for like"] == \
+        "x.export nan vs eager zeros"
+    frame.loc[frame["runner"] == "x.export", "fully_masked_row"] = "zeros"
+    table = section_onnx_masking(frame, [CASES[1]], runners).table
+    assert table.loc["masked", "torch exports vs eager, like for like"] == "same"
 
 
 def test_a_renamed_runner_keeps_every_section(tmp_path):

@@ -11,7 +11,11 @@ from __future__ import annotations
 from .base import Section, pivot, section_table
 
 FRAMEWORK = "onnx"
-EAGER = ("torch", "torch.nn.MultiheadAttention", "ordinary")  # framework, system, path
+EAGER = ("torch", "torch.nn.MultiheadAttention")  # framework, system of the eager rows
+EAGER_PATHS = ("ordinary", "ordinary, need_weights=False")  # the paths shown beside the graphs
+# The torch exports' row output comes from the graph exported with need_weights=False
+# (onnx_export.py), so that eager path is their like-for-like counterpart.
+LIKE_FOR_LIKE = "ordinary, need_weights=False"
 
 
 def _graph_rows(frame):
@@ -59,8 +63,27 @@ def _cell_masking(r) -> str:
 
 
 def _masking_runners(runners) -> list:
-    return [r for r in runners if r.framework == FRAMEWORK
-            or (r.framework, r.system, r.path) == EAGER]
+    """The graphs exported from eager torch MHA, and the eager rows they come from (the
+    other ONNX rows show their fully masked rows in the edge-case table)."""
+    return [r for r in runners if r.system == EAGER[1] and (
+        r.framework == FRAMEWORK or (r.framework == EAGER[0] and r.path in EAGER_PATHS))]
+
+
+def _like_for_like(sub, runners) -> dict[str, str]:
+    """Per case: the torch exports whose fully-masked-row label differs from eager
+    torch called the same way (need_weights=False), e.g. 'onnx.torch-export nan vs zeros'."""
+    eager = [r.name for r in runners if (r.framework, r.system) == EAGER
+             and r.path == LIKE_FOR_LIKE]
+    exports = [r.name for r in runners if r.framework == FRAMEWORK and r.system == EAGER[1]]
+    label = {(r.case, r.runner): r.fully_masked_row for r in sub.itertuples(index=False)}
+    found = {}
+    for case in dict.fromkeys(sub["case"]):
+        want = next((label.get((case, e)) for e in eager if label.get((case, e))), None)
+        differ = [f"{x} {label[(case, x)]}" for x in exports
+                  if want and label.get((case, x)) not in (None, want)]
+        found[case] = (f"{', '.join(differ)} vs eager {want}" if differ else
+                       "same" if want else "")
+    return found
 
 
 def section_onnx_masking(frame, cases, runners):
@@ -72,7 +95,16 @@ def section_onnx_masking(frame, cases, runners):
         return None
     sub = sub.assign(cell=sub.apply(_cell_masking, axis=1))
     masking_cases = [c for c in cases if c.id in ids]
+    table = pivot(sub, "cell", masking_cases, shown)
+    like = _like_for_like(sub, runners)
+    table.insert(0, "torch exports vs eager, like for like", [like.get(i, "")
+                                                              for i in table.index])
     return Section("ONNX graphs against eager torch: masking edge cases",
                    "Fully masked row label / max abs error of the output (rows with "
-                   "defined output) for eager nn.MultiheadAttention and each exported graph.",
-                   pivot(sub, "cell", masking_cases, shown))
+                   "defined output) for eager nn.MultiheadAttention (its default "
+                   "need_weights=True call, and need_weights=False) and each graph exported "
+                   "from it. "
+                   "The torch exports' output comes from the graph exported with "
+                   "need_weights=False, so the like-for-like eager row is the need_weights="
+                   "False one: the first column names every export whose label differs "
+                   "from it.", table)
