@@ -345,14 +345,16 @@ def test_layouts_that_cannot_hold_the_weights_refuse():
 
 # -- the documented example runs as written --------------------------------------------
 
-def test_documented_example_runs_as_written():
+@pytest.mark.parametrize("doc, heading", [("README.md", "### Weight converters"),
+                                          ("docs/converters.md", "## Example")])
+def test_documented_example_runs_as_written(doc, heading):
     pytest.importorskip("torch", reason="torch not installed")
-    text = (ROOT / "docs" / "converters.md").read_text()
-    section = text.split("## Example", 1)[1]
+    text = (ROOT / doc).read_text()
+    section = text.split(heading, 1)[1]
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert len(block.strip().splitlines()) <= 6  # five statements and a blank line
     namespace: dict = {}
-    exec(compile(block, "docs/converters.md", "exec"), namespace)
+    exec(compile(block, doc, "exec"), namespace)
     weights, mha = namespace["weights"], namespace["mha"]
     expected = canonical_variables(from_torch(mha.state_dict(), 2))
     assert set(weights) == set(expected)
