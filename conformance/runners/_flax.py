@@ -19,9 +19,11 @@ dropout path, only the factor changes.
 """
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import numpy as np
 
-from ..contract import Convention, to_numpy
+from ..contract import Convention, NotExpressible, Observation, Runner, Translation, to_numpy
 from ..probes import output_with, probe_case, refusal
 from . import _ledger
 
@@ -170,3 +172,94 @@ def case_inputs(case):
 
 def numpy_out(y) -> np.ndarray:
     return to_numpy(y)
+
+
+class SizeFacts(NamedTuple):
+    """A Flax layer's size cells: size_arguments (total_over_heads), parameter_formula,
+    weight_layout."""
+
+    size: str  # what the probe layer's kernel shows
+    page: str  # the API reference page under DOCS
+    formula: str
+    counted: str  # how the count is taken
+    layout: str
+
+
+class FlaxRunner(Runner):
+    """A Flax attention layer: subclasses give its limits, constructor keywords, the
+    jitted function of one configuration and the parameter shapes."""
+
+    framework = "flax"
+    backend = "jax"
+    requires = ("jax", "flax")
+    sets_scale = True  # through attention_fn (module docstring)
+
+    api = ""  # the layer's name as typed, e.g. "flax.linen.MultiHeadDotProductAttention"
+    short = ""  # its name in the limits' reasons
+    gqa = False
+    kv_one_width = False
+    base_fn = ""  # the default attention_fn as typed
+    call_suffix = ""  # the call's arguments after the constructor keywords
+    sizes: SizeFacts
+    # _flax_probes.flax_cells, set by each runner module (the probes import this module)
+    probe_cells: Callable[[str], list[Convention]]
+
+    def kwargs(self, case) -> dict:
+        return kwargs_for(case)
+
+    def translate(self, case):
+        reason = limits(case, gqa=self.gqa, kv_one_width=self.kv_one_width, name=self.short)
+        if reason:
+            return NotExpressible(reason)
+        args, plan = with_scale(case, self.kwargs(case), self.base_fn)
+        return Translation(f"{self.api}({args}{self.call_suffix})", plan)
+
+    def make(self, plan: dict, dt, dropout: float, deterministic: bool):
+        """The function (params, q, k, v, mask) -> output of one configuration."""
+        raise NotImplementedError
+
+    def shapes(self, plan: dict, dt, params: dict) -> dict[str, tuple]:
+        """Each parameter's name and shape, from the framework's own accounting."""
+        raise NotImplementedError
+
+    def apply(self, case, plan, data, mask=None, x=None, dropout=0.0, deterministic=True):
+        """-> (output, the params it ran with)."""
+        import jax
+        import jax.numpy as jnp
+
+        dt = getattr(jnp, case.inputs.dtype)
+        fn = jitted((self.api, repr(sorted(plan.items())), case.inputs.dtype, dropout,
+                     deterministic), lambda: self.make(plan, dt, dropout, deterministic))
+        params = jax.tree.map(lambda a: jnp.asarray(a, dtype=dt), params_for(data.weights))
+        q, k, v = inputs_for(case, data, jnp, dt) if x is None else (jnp.asarray(x),) * 3
+        m = None if mask is None else jnp.asarray(np.asarray(mask)[:, None])
+        return fn(params, q, k, v, m), params
+
+    def run(self, case, translation, data):
+        import jax.numpy as jnp
+
+        y, params = self.apply(case, translation.plan, data, mask=data.inputs.allowed)
+        dt = getattr(jnp, case.inputs.dtype)
+        shapes = self.shapes(translation.plan, dt, params)
+        notes = []
+        if y.dtype != dt:
+            notes.append(f"computed in {y.dtype}: JAX x64 is off (its default)")
+        return Observation(output=to_numpy(y),
+                           parameters=int(sum(int(np.prod(s)) for s in shapes.values())),
+                           weight_shapes=shapes, notes=notes,
+                           extras={"mask_polarity": "True = attend", "output_dtype": str(y.dtype)})
+
+    def conventions(self):
+        from ..weights import case_data
+
+        def call(case, **kw):
+            return to_numpy(self.apply(case, self.translate(case).plan, case_data(case), **kw)[0])
+        f = self.sizes
+        return common_cells(self, call, self.api) + self.probe_cells(self.api) + [
+            Convention("size_arguments", "total_over_heads", f.size, "total_over_heads",
+                       DOCS + f.page),
+            Convention("parameter_formula", f.formula, f.counted),
+            Convention("weight_layout", f.layout,
+                       "canonical Wq (H, E, d) loaded as transpose(1, 0, 2)"),
+            Convention("argument_order", "query_key_value",
+                       "__call__(inputs_q, inputs_k=None, inputs_v=None, *, mask=None, ...)")]

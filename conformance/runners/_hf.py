@@ -11,6 +11,8 @@ functions only.
 """
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import numpy as np
 
 from ..contract import (Convention, NotExpressible, NotExpressibleError, Observation, Runner,
@@ -86,6 +88,41 @@ def out_proj(wo: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(wo.reshape(-1, wo.shape[-1]).T)
 
 
+class Refusals(NamedTuple):
+    """What an HF attention module cannot express beyond shape_limits, as reasons."""
+
+    cross_how: str  # how the module takes keys and values (cross_reason)
+    width_fixed: str | None = None  # set: no head-size setting, how d follows (width_limits)
+    gqa: bool = False  # num_key_value_heads < num_heads possible
+    fixed_bias: tuple[bool, str] | None = None  # the projections' bias when no field sets it,
+    # and why (after "bias=<the case's>: ")
+    scale_why: str = ""  # the reason a scale other than the default is refused
+
+
+class SizeFacts(NamedTuple):
+    """The size cells of a system: size_arguments, parameter_formula, weight_layout."""
+
+    word: str  # the size_arguments word (observed and documented)
+    source: str  # the source line that documents it
+    first_weight: str  # the parameter whose shape shows the layout
+    layout: str  # its layout, after its name and shape
+    layout_why: str
+    formula: str  # the parameter_formula
+    formula_evidence: str = "probe E=8: {n}"  # `n`: the probe module's parameter count
+    formula_docs: str = ""
+
+
+def linear_state(weights, names: tuple[str, ...], bias: bool) -> dict[str, np.ndarray]:
+    """Canonical -> the state of four nn.Linear modules `names` (q, k, v, output), (out, in)
+    weights and, with `bias`, their biases."""
+    state = {f"{n}.weight": w for n, w in zip(names, (out_in(weights.wq), out_in(weights.wk),
+                                                      out_in(weights.wv), out_proj(weights.wo)))}
+    if bias:
+        state.update({f"{n}.bias": b for n, b in zip(names, (
+            weights.bq.ravel(), weights.bk.ravel(), weights.bv.ravel(), weights.bo))})
+    return state
+
+
 def hf_mask(torch, allowed: np.ndarray | None, dtype, impl: str):
     """Canonical (B, T, S) True = attend -> what transformers' mask builders give
     the attention module: (B, 1, T, S) additive float (eager) or boolean (sdpa)."""
@@ -106,24 +143,56 @@ class HFRunner(Runner):
     attn_implementation = "eager"
     probe_attention: dict = {}  # probe_case overrides (T5: no bias)
     probe_scale: float | None = None  # the module's fixed scale when not 1/sqrt(d) (T5: 1.0)
+    # _hf_probes.hf_cells, set by each runner module (the probes import this module)
+    probe_cells: Callable[[HFRunner], list[Convention]]
+
+    refusals: Refusals  # what the system cannot express beyond the shapes
+    linear_names: tuple[str, ...] = ()  # the q, k, v and output nn.Linear modules
+
+    def limits(self, case) -> str | None:
+        r = self.refusals
+        return (cross_reason(case, r.cross_how)
+                or (width_limits(case, r.width_fixed) if r.width_fixed else None)
+                or self.model_limits(case)
+                or shape_limits(case, gqa=r.gqa, equal_dims=True)
+                or self.bias_limits(case)
+                or self.scale_limits(case))
+
+    def model_limits(self, case) -> str | None:
+        """A system's own limit, checked before the shapes (GPT-2: causal only)."""
+        return None
+
+    def bias_limits(self, case) -> str | None:
+        bias, fixed = case.attention.bias, self.refusals.fixed_bias
+        if fixed is None or bias == fixed[0]:
+            return None
+        return f"bias={bias}: {fixed[1]}"
+
+    def scale_limits(self, case) -> str | None:
+        return None if default_scale(case) else self.refusals.scale_why
 
     # -- hooks -------------------------------------------------------------
-    def limits(self, case) -> str | None:
-        raise NotImplementedError
+    config_fields: dict[str, str] = {}  # the config's keyword -> the case's attention field
+    # the call a user types: {args} the config's keywords, {<keyword>} each, {impl}
+    call_template = ""
 
     def config_call(self, case) -> tuple[str, dict]:
-        raise NotImplementedError
+        """(the call's text, the plan: the config's keywords and values)."""
+        cfg = {k: getattr(case.attention, f) for k, f in self.config_fields.items()}
+        args = ", ".join(f"{k}={v}" for k, v in cfg.items())
+        return self.call_template.format(args=args, impl=self.attn_implementation, **cfg), cfg
 
     def build(self, torch, plan: dict):
         raise NotImplementedError
 
     def state(self, case, weights) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        return linear_state(weights, self.linear_names, case.attention.bias)
 
     def forward(self, module, x, mask, **kw):
         """-> (output, attention weights or None); `kw` go to the module's forward (and on
-        to the attention interface: is_causal)."""
-        raise NotImplementedError
+        to the attention interface: is_causal).  By default the BART-style call."""
+        out, weights = module(x, attention_mask=mask, **kw)[:2]
+        return out, weights
 
     def counted(self, module):
         return module
@@ -205,9 +274,24 @@ class HFRunner(Runner):
                 return to_numpy(self.forward(module, x, m)[0])
         return fwd
 
-    def size_cells(self, case) -> list[Convention]:
-        """size_arguments, parameter_formula, weight_layout: per system."""
+    sizes: SizeFacts
+
+    def size_evidence(self, case, module, shape: tuple) -> str:
+        """What the probe module's size attributes and `first_weight` `shape` show."""
         raise NotImplementedError
+
+    def size_cells(self, case) -> list[Convention]:
+        """size_arguments, parameter_formula, weight_layout, from the probe module."""
+        f = self.sizes
+        module, _ = self.probe_module(case)
+        shape = tuple(module.get_parameter(f.first_weight).shape)
+        n = sum(p.numel() for p in module.parameters())
+        return [Convention("size_arguments", f.word, self.size_evidence(case, module, shape),
+                           f.word, f.source),
+                Convention("parameter_formula", f.formula, f.formula_evidence.format(n=n),
+                           documented_source=f.formula_docs),
+                Convention("weight_layout", f"{f.first_weight} {shape} {f.layout}",
+                           f.layout_why)]
 
     def conventions(self) -> list[Convention]:
         case = self.probe("layout")
@@ -227,7 +311,6 @@ class HFRunner(Runner):
                   _ledger.softmax_scale(case, fwd, what), self.dropout_cell(case),
                   self.weights_cell(case)]
         from ..probes import SOFTCAP_NAMES, no_such_argument
-        from ._hf_probes import hf_cells
 
         module, _ = self.probe_module(case)
         if hasattr(module, "values"):  # a ModuleDict of parts (BERT): the attention is first
@@ -236,7 +319,7 @@ class HFRunner(Runner):
         softcap = no_such_argument("softcap", SOFTCAP_NAMES, f"{cls.__name__} and "
                                    f"{config.__name__}", cls.__init__, cls.forward,
                                    config.__init__)
-        return cells + hf_cells(self) + [softcap]
+        return cells + self.probe_cells(self) + [softcap]
 
     def unbatched_cell(self, case) -> Convention:
         torch = import_torch()

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..contract import Convention
-from ._hf import SOURCE, HFRunner, cross_reason, default_scale, shape_limits, width_limits
+from ._hf import SOURCE, HFRunner, Refusals, SizeFacts
+from ._hf_probes import hf_cells
 
 GPT2_SOURCE = SOURCE + "gpt2/modeling_gpt2.py"
 
@@ -33,26 +33,21 @@ class HFGpt2(HFRunner):
     system = "transformers.models.gpt2.modeling_gpt2.GPT2Attention"
     backend = "eager"
 
-    def limits(self, case):
-        a = case.attention
-        return (cross_reason(case, "GPT2Attention(is_cross_attention=True) takes one "
-                             "encoder_hidden_states")
-                or width_limits(case, "GPT2Attention sets head_dim = embed_dim // num_heads")
-                or (None if case.mask.causal != "none" else
-                    "not causal: GPT-2 is a causal LM (GPT2Model always builds a causal mask, "
-                    "GPT2Attention.is_causal = not is_cross_attention); only causal "
-                    "self-attention is GPT-2's")
-                or shape_limits(case, gqa=False, equal_dims=True)
-                or (None if a.bias else "bias=False: Conv1D always holds a bias; GPT2Config has "
-                    "no switch for it")
-                or (None if default_scale(case) else "a scale other than 1/sqrt(head_dim): "
-                    "GPT2Config has scale_attn_weights (on/off) only"))
+    refusals = Refusals(
+        "GPT2Attention(is_cross_attention=True) takes one encoder_hidden_states",
+        width_fixed="GPT2Attention sets head_dim = embed_dim // num_heads",
+        fixed_bias=(True, "Conv1D always holds a bias; GPT2Config has no switch for it"),
+        scale_why="a scale other than 1/sqrt(head_dim): GPT2Config has scale_attn_weights "
+        "(on/off) only")
 
-    def config_call(self, case):
-        a = case.attention
-        cfg = {"n_embd": a.query_features, "n_head": a.num_heads}
-        return (f"GPT2Attention(GPT2Config(n_embd={a.query_features}, n_head={a.num_heads}))",
-                cfg)
+    def model_limits(self, case):
+        return (None if case.mask.causal != "none" else
+                "not causal: GPT-2 is a causal LM (GPT2Model always builds a causal mask, "
+                "GPT2Attention.is_causal = not is_cross_attention); only causal "
+                "self-attention is GPT-2's")
+
+    config_fields = {"n_embd": "query_features", "n_head": "num_heads"}
+    call_template = "GPT2Attention(GPT2Config({args}))"
 
     def build(self, torch, plan):
         from transformers import GPT2Config
@@ -71,23 +66,16 @@ class HFGpt2(HFRunner):
                 "c_proj.weight": weights.wo.reshape(-1, weights.wo.shape[-1]),
                 "c_proj.bias": weights.bo}
 
-    def forward(self, module, x, mask, **kw):
-        out, weights = module(x, attention_mask=mask, **kw)[:2]
-        return out, weights
-
     def notes(self, case, module):
         return ["causal mask passed as GPT2Model builds it for eager (additive (B, 1, T, S)); "
                 "the module alone with eager and attention_mask=None is not causal"]
 
-    def size_cells(self, case):
-        module, _ = self.probe_module(case)
-        w = tuple(module.c_attn.weight.shape)
-        return [
-            Convention("size_arguments", "derived_from_width",
-                       f"GPT2Config(n_embd=8, n_head=2): head_dim {module.head_dim}, c_attn.weight "
-                       f"{w}; no head-size field", "derived_from_width", f"{GPT2_SOURCE}#L76"),
-            Convention("parameter_formula", "4E^2 + 4E",
-                       f"probe E=8: {sum(p.numel() for p in module.parameters())}"),
-            Convention("weight_layout", f"c_attn.weight {w} in x out (Conv1D), [W_q | W_k | W_v]",
-                       "Conv1D computes x @ weight + bias: (in, out), the transpose of "
-                       "nn.Linear; q, k, v fused along the columns")]
+    sizes = SizeFacts("derived_from_width", f"{GPT2_SOURCE}#L76", "c_attn.weight",
+                      "in x out (Conv1D), [W_q | W_k | W_v]",
+                      "Conv1D computes x @ weight + bias: (in, out), the transpose of "
+                      "nn.Linear; q, k, v fused along the columns", "4E^2 + 4E")
+    probe_cells = staticmethod(hf_cells)
+
+    def size_evidence(self, case, module, shape):
+        return (f"GPT2Config(n_embd=8, n_head=2): head_dim {module.head_dim}, c_attn.weight "
+                f"{shape}; no head-size field")

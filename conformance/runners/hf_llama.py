@@ -12,8 +12,8 @@ the additive (B, 1, T, S) mask; None = every key).
 """
 from __future__ import annotations
 
-from ..contract import Convention
-from ._hf import SOURCE, HFRunner, cross_reason, default_scale, out_in, out_proj, shape_limits
+from ._hf import SOURCE, HFRunner, Refusals, SizeFacts
+from ._hf_probes import hf_cells
 
 LLAMA_SOURCE = SOURCE + "llama/modeling_llama.py"
 
@@ -24,19 +24,15 @@ class HFLlama(HFRunner):
     path = "rotary neutralised (cos=1, sin=0)"
     backend = "eager"
 
-    def limits(self, case):
-        return (cross_reason(case, "LlamaAttention is self-attention only (hidden_states)")
-                or shape_limits(case, gqa=True, equal_dims=True)
-                or (None if default_scale(case) else "a scale other than 1/sqrt(head_dim): "
-                    "LlamaAttention.scaling = head_dim**-0.5, not a config field"))
+    refusals = Refusals("LlamaAttention is self-attention only (hidden_states)", gqa=True,
+                        scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
+                        "= head_dim**-0.5, not a config field")
+    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
 
-    def config_call(self, case):
-        a = case.attention
-        cfg = {"hidden_size": a.query_features, "num_attention_heads": a.num_heads,
-               "num_key_value_heads": a.num_kv_heads, "head_dim": a.qk_head_dim,
-               "attention_bias": a.bias}
-        args = ", ".join(f"{k}={v}" for k, v in cfg.items())
-        return f"LlamaAttention(LlamaConfig({args}), layer_idx=0)", cfg
+    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
+                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
+                     "attention_bias": "bias"}
+    call_template = "LlamaAttention(LlamaConfig({args}), layer_idx=0)"
 
     def build(self, torch, plan):
         from transformers import LlamaConfig
@@ -48,14 +44,6 @@ class HFLlama(HFRunner):
         module = LlamaAttention(config, layer_idx=0)
         module.rotary_identity = True
         return module
-
-    def state(self, case, weights):
-        s = {"q_proj.weight": out_in(weights.wq), "k_proj.weight": out_in(weights.wk),
-             "v_proj.weight": out_in(weights.wv), "o_proj.weight": out_proj(weights.wo)}
-        if case.attention.bias:
-            s.update({"q_proj.bias": weights.bq.ravel(), "k_proj.bias": weights.bk.ravel(),
-                      "v_proj.bias": weights.bv.ravel(), "o_proj.bias": weights.bo})
-        return s
 
     def forward(self, module, x, mask, **kw):
         import torch
@@ -69,16 +57,12 @@ class HFLlama(HFRunner):
                 "rotation; LlamaModel would rotate q and k by position",
                 "attention_bias=True biases q_proj, k_proj, v_proj and o_proj (the suite's bias)"]
 
-    def size_cells(self, case):
-        module, _ = self.probe_module(case)
-        q = tuple(module.q_proj.weight.shape)
-        return [
-            Convention("size_arguments", "per_head",
-                       f"LlamaConfig(hidden_size=8, num_attention_heads=2, head_dim="
-                       f"{module.head_dim}): q_proj.weight {q}; head_dim any value",
-                       "per_head", f"{LLAMA_SOURCE}#L206"),
-            Convention("parameter_formula", "(H + H_kv) d E x 2 (+ (H + 2 H_kv) d + E biases)",
-                       f"probe E=8, H=2, d=4, bias: "
-                       f"{sum(p.numel() for p in module.parameters())}"),
-            Convention("weight_layout", f"q_proj.weight {q} out x in (nn.Linear)",
-                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)")]
+    sizes = SizeFacts("per_head", f"{LLAMA_SOURCE}#L206", "q_proj.weight", "out x in (nn.Linear)",
+                      "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
+                      "(H + H_kv) d E x 2 (+ (H + 2 H_kv) d + E biases)",
+                      "probe E=8, H=2, d=4, bias: {n}")
+    probe_cells = staticmethod(hf_cells)
+
+    def size_evidence(self, case, module, shape):
+        return (f"LlamaConfig(hidden_size=8, num_attention_heads=2, head_dim={module.head_dim}): "
+                f"q_proj.weight {shape}; head_dim any value")

@@ -11,8 +11,8 @@ a zero position_bias.  Masks: T5's eager path adds the 4-D mask to the scores.
 """
 from __future__ import annotations
 
-from ..contract import Convention
-from ._hf import (SOURCE, HFRunner, cross_reason, out_in, out_proj, shape_limits)
+from ._hf import SOURCE, HFRunner, Refusals, SizeFacts
+from ._hf_probes import hf_cells
 
 T5_SOURCE = SOURCE + "t5/modeling_t5.py"
 
@@ -26,23 +26,20 @@ class HFT5(HFRunner):
     probe_scale = 1.0
     sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
 
-    def limits(self, case):
-        a = case.attention
-        scale = a.scale
-        return (cross_reason(case, "T5Attention takes one key_value_states")
-                or shape_limits(case, gqa=False, equal_dims=True)
-                or (None if not a.bias else "bias=True: T5Attention's q, k, v and o are "
-                    "nn.Linear(..., bias=False); T5 has no projection biases")
-                or (None if scale == 1.0 else
-                    f"scale {'1/sqrt(d_k) (the default)' if scale is None else scale}: "
-                    "T5Attention does not scale the scores (self.scaling = 1.0; T5 folds "
-                    "1/sqrt(d) into W_q's initialisation), and no config field sets it"))
+    refusals = Refusals("T5Attention takes one key_value_states", fixed_bias=(
+        False, "T5Attention's q, k, v and o are nn.Linear(..., bias=False); T5 has no "
+        "projection biases"))
+    linear_names = ("q", "k", "v", "o")
 
-    def config_call(self, case):
-        a = case.attention
-        cfg = {"d_model": a.query_features, "num_heads": a.num_heads, "d_kv": a.qk_head_dim}
-        return (f"T5Attention(T5Config(d_model={a.query_features}, num_heads={a.num_heads}, "
-                f"d_kv={a.qk_head_dim}), has_relative_attention_bias=False)", cfg)
+    def scale_limits(self, case):
+        scale = case.attention.scale
+        return (None if scale == 1.0 else
+                f"scale {'1/sqrt(d_k) (the default)' if scale is None else scale}: "
+                "T5Attention does not scale the scores (self.scaling = 1.0; T5 folds "
+                "1/sqrt(d) into W_q's initialisation), and no config field sets it")
+
+    config_fields = {"d_model": "query_features", "num_heads": "num_heads", "d_kv": "qk_head_dim"}
+    call_template = "T5Attention(T5Config({args}), has_relative_attention_bias=False)"
 
     def build(self, torch, plan):
         from transformers import T5Config
@@ -53,10 +50,6 @@ class HFT5(HFRunner):
                           attn_implementation=plan["attn_implementation"])
         return T5Attention(config, has_relative_attention_bias=False)
 
-    def state(self, case, weights):
-        return {"q.weight": out_in(weights.wq), "k.weight": out_in(weights.wk),
-                "v.weight": out_in(weights.wv), "o.weight": out_proj(weights.wo)}
-
     def forward(self, module, x, mask, **kw):
         out, _, weights = module(x, mask=mask, **kw)
         return out, weights
@@ -65,15 +58,12 @@ class HFT5(HFRunner):
         return ["has_relative_attention_bias=False: no relative position bias (a zero "
                 "position_bias is added); scores are not scaled (scaling = 1.0)"]
 
-    def size_cells(self, case):
-        module, _ = self.probe_module(case)
-        q = tuple(module.q.weight.shape)
-        return [
-            Convention("size_arguments", "per_head",
-                       f"T5Config(d_model=8, num_heads=2, d_kv={case.attention.qk_head_dim}): "
-                       f"q.weight {q}: d_kv is per head, any value", "per_head",
-                       f"{T5_SOURCE}#L193"),
-            Convention("parameter_formula", "4 H d_kv E (no biases)",
-                       f"probe E=8, H=2, d_kv=4: {sum(p.numel() for p in module.parameters())}"),
-            Convention("weight_layout", f"q.weight {q} out x in (nn.Linear, bias=False)",
-                       "q, k, v, o are nn.Linear without bias: (out, in)")]
+    sizes = SizeFacts("per_head", f"{T5_SOURCE}#L193", "q.weight",
+                      "out x in (nn.Linear, bias=False)",
+                      "q, k, v, o are nn.Linear without bias: (out, in)", "4 H d_kv E (no biases)",
+                      "probe E=8, H=2, d_kv=4: {n}")
+    probe_cells = staticmethod(hf_cells)
+
+    def size_evidence(self, case, module, shape):
+        return (f"T5Config(d_model=8, num_heads=2, d_kv={case.attention.qk_head_dim}): "
+                f"q.weight {shape}: d_kv is per head, any value")

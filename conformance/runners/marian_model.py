@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..contract import NotExpressible, Observation, Runner, Translation
+from ._documented import DocumentedModel
 
 REPO = "https://github.com/marian-nmt/marian"
 COMMIT = "0095dad07fea72d70e7278158a885c349efffe5f"
@@ -188,40 +188,6 @@ def multi_head(p: dict, prefix: str, x: np.ndarray, heads: int, mask: np.ndarray
     return out @ p[f"{prefix}_Wo"] + p[f"{prefix}_bo"], weights
 
 
-class MarianCppModel(Runner):
-    name = "marian.cpp"
-    framework = "marian"
-    system = "marian transformer MultiHead (C++)"
-    requires = ()  # a model in NumPy: runs everywhere
-
-    def translate(self, case):
-        reason = limitation(case)
-        if reason:
-            return NotExpressible(reason)
-        call, plan = marian_options(case)
-        return Translation(call, plan)
-
-    def run(self, case, translation, data):
-        plan = translation.plan
-        params = marian_weights(data.weights, plan["prefix"])
-        x = data.inputs.query
-        i = case.inputs
-        out, _ = multi_head(params, plan["prefix"], x, plan["heads"],
-                            log_mask(plan, i.batch, i.query_len, i.key_len))
-        return Observation(
-            output=out, weights_returned="none",
-            parameters=int(sum(a.size for a in params.values())),
-            weight_shapes={n: a.shape for n, a in params.items()}, executed=False,
-            notes=[MODEL_NOTE, "the layer returns its output only (alignments are the first "
-                   f"head, collected for guided alignment: {cite(226)})"],
-            extras={"mask_polarity": "sentence lengths (1 = word, 0 = padding)",
-                    "sources": sorted({url(n) for n in (84, 94, 216, 249, 319)})})
-
-    def conventions(self):
-        """From the cited source, not probes: Marian cannot run here."""
-        return documented_conventions()
-
-
 def _cell(axis: str, value: str, line: int, text: str, *more: int):
     """A cell read from the source: its value, the quoted lines, the #L link."""
     from ..contract import Convention
@@ -272,3 +238,23 @@ def documented_conventions() -> list:
               "has no dtype handling of its own (no such path to describe)"),
         _cell("implicit_mask", "propagated", 540, "the padding mask travels with the input "
               "batch and every encoder layer applies it", 563, 568)]
+
+
+class MarianCppModel(DocumentedModel, limitation=limitation, call=marian_options,
+                     cells=documented_conventions, note=MODEL_NOTE):
+    name = "marian.cpp"
+    system = "marian transformer MultiHead (C++)"
+
+    def run(self, case, translation, data):
+        plan = translation.plan
+        params = marian_weights(data.weights, plan["prefix"])
+        x = data.inputs.query
+        i = case.inputs
+        out, _ = multi_head(params, plan["prefix"], x, plan["heads"],
+                            log_mask(plan, i.batch, i.query_len, i.key_len))
+        return self.observe(
+            params, ["the layer returns its output only (alignments are the first head, "
+                     f"collected for guided alignment: {cite(226)})"],
+            output=out, weights_returned="none",
+            extras={"mask_polarity": "sentence lengths (1 = word, 0 = padding)",
+                    "sources": sorted({url(n) for n in (84, 94, 216, 249, 319)})})

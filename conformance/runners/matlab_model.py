@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..contract import NotExpressible, Observation, Runner, Translation
+from ._documented import DocumentedModel
 
 SELF_ATTENTION = "https://www.mathworks.com/help/deeplearning/ref/nnet.cnn.layer.selfattentionlayer.html"
 ATTENTION_LAYER = "https://www.mathworks.com/help/deeplearning/ref/nnet.cnn.layer.attentionlayer.html"
@@ -138,49 +138,6 @@ def forward(p: dict[str, np.ndarray], x: np.ndarray, num_heads: int, causal: boo
     return p["OutputWeights"] @ np.concatenate(heads, axis=0) + p["OutputBias"], scores
 
 
-class MatlabSelfAttentionModel(Runner):
-    name = "matlab.selfAttentionLayer"
-    framework = "matlab"
-    system = "matlab selfAttentionLayer"
-    requires = ()  # a model in NumPy: runs everywhere
-
-    def translate(self, case):
-        reason = limitation(case)
-        if reason:
-            return NotExpressible(reason)
-        call, kwargs = matlab_call(case)
-        return Translation(call, kwargs)
-
-    def conventions(self):
-        """From the cited documentation, not probes: MATLAB cannot run here."""
-        return documented_conventions()
-
-    def run(self, case, translation, data):
-        params = matlab_weights(data.weights)
-        causal = translation.plan.get("AttentionMask") == "causal"
-        outputs, scores = [], []
-        for x in data.inputs.query:  # (T, C) per observation -> MATLAB's C x T
-            y, s = forward(params, x.T, case.attention.num_heads, causal)
-            outputs.append(y.T)
-            scores.append(s)
-        score_array = np.stack(scores, axis=-1)  # numKeys x numQueries x numHeads x batch
-        return Observation(
-            output=np.stack(outputs),
-            attention_weights=score_array.transpose(3, 2, 1, 0),  # -> (B, H, T, S)
-            weights_returned="per_head",
-            parameters=int(sum(p.size for p in params.values())),
-            weight_shapes={n: p.shape for n, p in params.items()},
-            executed=False,
-            notes=[MODEL_NOTE,
-                   f"input as {MATLAB_TYPES[case.inputs.dtype]} dlarray, format \"CBT\" "
-                   "(channels x batch x time); weights applied as W*X",
-                   "HasScoresOutput=true: scores numKeys x numQueries x numHeads x batch, "
-                   "transposed to (B, H, T, S) here"],
-            extras={"mask_polarity": "padding mask: 1 = data, 0 = padding",
-                    "sources": [SELF_ATTENTION, MATLAB_ANSWERS, HOW_IT_WORKS, ATTENTION_LAYER,
-                                ATTENTION_FUNCTION, EXTRACTDATA]})
-
-
 NOT_DOCUMENTED = ("not documented: the cited MathWorks pages (selfAttentionLayer, attentionLayer) "
                   "state no {what}; this model does not guess")
 UNDOCUMENTED_AXES = {  # axis -> what no cited page states
@@ -238,3 +195,30 @@ def documented_conventions() -> list:
     return cells + [Convention(axis, NA, NOT_DOCUMENTED.format(what=what), None,
                                SELF_ATTENTION)
                     for axis, what in UNDOCUMENTED_AXES.items()]
+
+
+class MatlabSelfAttentionModel(DocumentedModel, limitation=limitation, call=matlab_call,
+                               cells=documented_conventions, note=MODEL_NOTE):
+    name = "matlab.selfAttentionLayer"
+    system = "matlab selfAttentionLayer"
+
+    def run(self, case, translation, data):
+        params = matlab_weights(data.weights)
+        causal = translation.plan.get("AttentionMask") == "causal"
+        outputs, scores = [], []
+        for x in data.inputs.query:  # (T, C) per observation -> MATLAB's C x T
+            y, s = forward(params, x.T, case.attention.num_heads, causal)
+            outputs.append(y.T)
+            scores.append(s)
+        score_array = np.stack(scores, axis=-1)  # numKeys x numQueries x numHeads x batch
+        return self.observe(
+            params, [f"input as {MATLAB_TYPES[case.inputs.dtype]} dlarray, format \"CBT\" "
+                     "(channels x batch x time); weights applied as W*X",
+                     "HasScoresOutput=true: scores numKeys x numQueries x numHeads x batch, "
+                     "transposed to (B, H, T, S) here"],
+            output=np.stack(outputs),
+            attention_weights=score_array.transpose(3, 2, 1, 0),  # -> (B, H, T, S)
+            weights_returned="per_head",
+            extras={"mask_polarity": "padding mask: 1 = data, 0 = padding",
+                    "sources": [SELF_ATTENTION, MATLAB_ANSWERS, HOW_IT_WORKS, ATTENTION_LAYER,
+                                ATTENTION_FUNCTION, EXTRACTDATA]})
