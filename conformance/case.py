@@ -23,8 +23,8 @@ from . import case_numbers
 from . import typed as typed_numbers
 from .case_types import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
-    Attention, Budget, Case, CaseError, Expect, Inputs, Mask, Tolerance, Weights,
-    element_counts, read_document, short, sizes_counts, tolerance_for,
+    LOAD_LIMIT_ELEMENTS, Attention, Budget, Case, CaseError, Expect, Inputs, Mask, Tolerance,
+    Weights, element_counts, read_document, short, sizes_counts, tolerance_for,
 )
 from .case_types import _SECTIONS, _TOP  # noqa: F401  (the field names; test_schema reads them)
 
@@ -134,15 +134,20 @@ def _inputs(r: _Reader, att: Attention) -> Inputs:
     return inputs
 
 
+# What the loader refuses by default: absurd sizes only.  Over the numbers budget
+# (Budget.from_env, --max-elements) a case loads and is counted, not computed.
+LOAD_LIMIT = Budget(LOAD_LIMIT_ELEMENTS, LOAD_LIMIT_ELEMENTS)
+
+
 def _check_budget(r: _Reader, att: Attention, inputs: Inputs, budget: Budget) -> None:
-    """Refuse, by arithmetic alone, a configuration over the element budget."""
+    """Refuse, by arithmetic alone, a configuration over the loader's limit."""
     counts, weights, acts = sizes_counts(att, inputs), budget.weights, budget.activations
     for kind, limit, env, where in (("weights", weights, WEIGHT_ENV, "attention"),
                                     ("activations", acts, ACTIVATION_ENV, "inputs")):
         if counts[kind] > limit:
-            raise r.fail(where, f"needs {counts[kind]:,} {kind} elements, over the budget "
-                         f"of {limit:,}; to run it anyway raise the budget with {env}=N "
-                         "(or budget=Budget(...) when loading)")
+            raise r.fail(where, f"needs {counts[kind]:,} {kind} elements, over the loader's "
+                         f"limit of {limit:,} (cases above the numbers budget, --max-elements "
+                         f"/ {env}, load and are counted only; this one is refused)")
 
 
 def _int_list(r: _Reader, value: Any, dotted: str) -> tuple[int, ...]:
@@ -290,7 +295,7 @@ def _top_fields(r: _Reader, raw: Mapping, index: int) -> tuple[str, tuple, dict]
 def parse_case(raw: Any, path: Path | str, index: int = 0, *,
                budget: Budget | None = None) -> Case:
     """Validate one case mapping; raises CaseError naming file, case and field.
-    `budget` bounds the elements it may ask for (default: Budget.from_env())."""
+    `budget` bounds the elements it may ask for (default: LOAD_LIMIT, 10**12 each)."""
     path = Path(path)
     if not isinstance(raw, Mapping):
         raise CaseError(path, None, f"cases[{index}]",
@@ -302,7 +307,7 @@ def parse_case(raw: Any, path: Path | str, index: int = 0, *,
     r.raw = typed_numbers.with_attention(r, raw, typed)  # typed in a system's words
     att = _attention(r)
     inputs = _inputs(r, att)
-    _check_budget(r, att, inputs, budget or Budget.from_env())
+    _check_budget(r, att, inputs, budget or LOAD_LIMIT)
     mask = _mask(r, inputs)
     ws = r.section("weights")
     return Case(
@@ -338,7 +343,7 @@ def _file_report(path: Path, budget: Budget) -> tuple[list[Case], list[CaseError
 
 def load_file(path: Path | str, *, budget: Budget | None = None) -> list[Case]:
     """Every case of one file; raises the first CaseError."""
-    cases, errors = _file_report(Path(path), budget or Budget.from_env())
+    cases, errors = _file_report(Path(path), budget or LOAD_LIMIT)
     if errors:
         raise errors[0]
     return cases
@@ -363,7 +368,7 @@ def load_cases_report(directory: Path | str, runner_names: set[str] | None = Non
                       budget: Budget | None = None) -> tuple[list[Case], list[CaseError]]:
     """Every good case under `directory` (file-name order) and one CaseError per bad
     case or file: one bad file never hides the others' cases.  Ids must be unique."""
-    budget = budget or Budget.from_env()
+    budget = budget or LOAD_LIMIT
     seen: dict[str, str] = {}
     cases, errors = [], []
     for path in sorted(Path(directory).glob("*.yaml")):

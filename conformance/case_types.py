@@ -41,6 +41,9 @@ DEFAULT_MAX_WEIGHT_ELEMENTS = 50_000_000
 DEFAULT_MAX_ACTIVATION_ELEMENTS = 50_000_000
 WEIGHT_ENV = "CONFORMANCE_MAX_WEIGHT_ELEMENTS"
 ACTIVATION_ENV = "CONFORMANCE_MAX_ACTIVATION_ELEMENTS"
+# Those budgets bound the numerical comparison (counting.py: a case over them
+# loads and gets a count-only row); the loader refuses only absurd sizes, far above.
+LOAD_LIMIT_ELEMENTS = 10**12
 
 # The field names of the format (conformance/case.schema.json publishes the same).
 _TOP = {"id", "title", "description", "source", "tags", "attention", "inputs", "mask",

@@ -74,6 +74,22 @@ class Observation:
     output_digest: dict | None = None  # compact output record for cross-backend tables
 
 
+FORMULA = "formula (no allocation-free path)"
+
+
+@dataclass(frozen=True)
+class Count:
+    """A system's parameter count and native weight shapes, obtained without
+    materialising a weight: `method` says how ("meta device", "jax.eval_shape",
+    "keras.StatelessScope"), or is a formula label where the system has no
+    allocation-free path (then the figures are the suite's, not the system's)."""
+
+    parameters: int | None  # None: the system holds none (see projection_parameters)
+    weight_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    method: str = FORMULA
+    projection_parameters: int | None = None  # for systems holding none: arrays passed in
+
+
 @dataclass(frozen=True)
 class Convention:
     """One cell of the conventions ledger, observed by running the system (or,
@@ -127,6 +143,15 @@ class Runner:
 
     def run(self, case, translation: Translation, data) -> Observation:
         raise NotImplementedError
+
+    def count(self, case) -> Count:
+        """Parameters and weight shapes for `case` without allocating a weight (the
+        matrix asks for it instead of `run` when a case is over the numbers budget).
+        Default: the analytic count, labelled as such; runners with an
+        allocation-free path (a meta device, shape inference) override it."""
+        from .case_types import sizes_counts
+
+        return Count(sizes_counts(case.attention, case.inputs)["weights"])
 
     def conventions(self) -> list[Convention]:
         """Probe runs that settle convention axes for this system (axes.py), each

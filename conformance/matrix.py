@@ -8,11 +8,12 @@ A Row is built once, from the case, the runner and the verdict.
 from __future__ import annotations
 
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .case import Case, tolerance_for
 from .contract import NotExpressible, NotExpressibleError, Observation, Runner, Translation
+from .counting import counted, over_budget
 from .isolation import ItemTimeout, deadline, item_timeout
 from .reference import Expected, attention, formula_parameters
 from .verdict import Failure, FailureKind, Outcome, Verdict, judge
@@ -56,6 +57,7 @@ class Row:
     # typed data for report sections; not written to the results files as such
     graphs: dict[str, dict] = field(default_factory=dict)  # ONNX graph accounting
     output_digest: dict | None = None  # compact output record (cross-backend tables)
+    count_method: str = ""  # set: a count-only row (counting.py), counted by this method
 
     def failed(self, kind: FailureKind) -> bool:
         return any(f.kind == kind for f in self.failures)
@@ -95,8 +97,8 @@ def prefetch(case: Case, runner: Runner) -> None:
     """Queue a worker runner's run now (the plugin, once collection is done), so
     workers compute in parallel (workers.py).  A translate that raises, refuses or
     hangs queues nothing: the item's own evaluate makes its row."""
-    if not runner.worker or runner.available():
-        return
+    if not runner.worker or runner.available() or over_budget(case):
+        return  # an over-budget item is counted, never run
     with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
         translation, _ = _attempt(runner.translate, case)
     if isinstance(translation, Translation):
@@ -171,6 +173,9 @@ def _evaluate(case: Case, runner: Runner) -> Row:
     if isinstance(translation, NotExpressible):
         return _row(case, runner, Outcome.NOT_EXPRESSIBLE, translation.reason)
     call = translation.call
+    skipped = over_budget(case)
+    if skipped:  # before anything is allocated: no arrays, no reference
+        return _count_row(case, runner, call, skipped)
     in_process = 0 if runner.worker else item_timeout()  # a worker times its own runs
     with deadline(in_process, f"run of {runner.name} on case {case.id}"):
         obs, exc = _attempt(observe, runner, case, translation)
@@ -185,6 +190,17 @@ def _evaluate(case: Case, runner: Runner) -> Row:
     if exc is not None:
         return _fault_row(case, runner, "judging the observation", exc, call, obs)
     return _row(case, runner, verdict.outcome, verdict.reason, call, obs, verdict)
+
+
+def _count_row(case: Case, runner: Runner, call: str, skipped: str) -> Row:
+    """A count-only row: the parameter count alone (counting.py)."""
+    with deadline(item_timeout(), f"count of {runner.name} on case {case.id}"):
+        result, exc = _attempt(counted, case, runner, skipped)
+    if exc is not None:
+        return _fault_row(case, runner, f"count ({skipped})", exc, call)
+    obs, verdict = result
+    return replace(_row(case, runner, verdict.outcome, verdict.reason, call, obs, verdict),
+                   count_method=obs.extras["count_method"])
 
 
 def no_scale_reason(case: Case, runner: Runner) -> str:

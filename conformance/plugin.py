@@ -45,6 +45,11 @@ def pytest_addoption(parser):
     group.addoption("--isolate", action="store_true", default=None,
                     help="run every runner in a worker subprocess, so a hard crash costs one "
                     "row (default: $CONFORMANCE_ISOLATE=1; else only runners declaring one)")
+    group.addoption("--max-elements", type=int, default=None, metavar="N",
+                    help="numbers budget: a case with more weight or activation elements "
+                    "is counted, not computed (a 'count only' row: parameters by the "
+                    "runner's allocation-free count); default $CONFORMANCE_MAX_WEIGHT_ELEMENTS"
+                    " / $CONFORMANCE_MAX_ACTIVATION_ELEMENTS, else 50,000,000")
     group.addoption("--update-conventions", action="store_true", default=False,
                     help="write the observed conventions into the conventions file instead "
                     "of failing on differences")
@@ -88,6 +93,9 @@ def pytest_configure(config):
     """One marker per runner framework (so `-m torch` works under --strict-markers)."""
     for framework in sorted({r.framework for r in all_runners()}):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
+    from . import counting
+
+    counting.configure(config.getoption("max_elements"))  # before any item allocates
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
     state = _state(config)  # an unknown --runner is a usage error before anything runs

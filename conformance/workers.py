@@ -143,9 +143,11 @@ class _Worker:
             return ""
 
     def submit(self, runner, case, translation, op: str = "run") -> Future:
-        """`op`: "run" (runner.run on the case) or "conventions" (its probes)."""
+        """`op`: "run" (runner.run on the case), "count" (runner.count) or
+        "conventions" (its probes)."""
         future: Future = Future()
         what = (f"{runner.name} on case {case.id}" if op == "run"
+                else f"the count of {runner.name} on case {case.id}" if op == "count"
                 else f"the {op} probes of {runner.name}")
         self.requests.put(((runner.target, dict(runner.params)), op, case, translation,
                            what, future))
@@ -259,6 +261,14 @@ def run_in_worker(runner, case, translation):
     raise RuntimeError(payload)
 
 
+def count_in_worker(runner, case):
+    """The runner's `count` of the case (contract.Count), run in its worker."""
+    status, payload = _worker(runner).submit(runner, case, None, "count").result()
+    if status == "ok":
+        return payload
+    raise RuntimeError(payload)
+
+
 def conventions_in_worker(runner) -> list:
     """The runner's convention probes, run in its worker."""
     status, payload = _worker(runner).submit(runner, None, None, "conventions").result()
@@ -334,6 +344,8 @@ def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
     from .weights import case_data
 
     try:
+        if op == "count":  # allocation-free: never generates the case's arrays
+            return ("ok", runner.count(case))
         return ("ok", runner.conventions() if op == "conventions"
                 else runner.run(case, translation, case_data(case)))
     except NotExpressibleError as exc:

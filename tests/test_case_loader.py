@@ -231,24 +231,22 @@ HUGE = "id: huge\nattention: {num_heads: 2, query_features: 1000000}\n"
 GPT3 = "id: gpt3\nattention: {num_heads: 96, query_features: 12288}\ninputs: {batch: 1}\n"
 
 
-def test_over_budget_names_the_env_var(tmp_path):
+def test_over_the_loader_limit_is_refused(tmp_path):
     err = refused_bytes(tmp_path, HUGE.encode())
     assert err.field_name == "attention" and err.case_id == "huge"
-    assert "CONFORMANCE_MAX_WEIGHT_ELEMENTS" in str(err) and "50,000,000" in str(err)
-    err = refused_bytes(tmp_path, (GOOD + "inputs: {batch: 1000, query_len: 1000}\n").encode())
+    assert "loader's limit of 1,000,000,000,000" in str(err) and "--max-elements" in str(err)
+    err = refused_bytes(tmp_path, (GOOD + "inputs: {batch: 100000, query_len: 10000}\n").encode())
     assert err.field_name == "inputs" and "CONFORMANCE_MAX_ACTIVATION_ELEMENTS" in str(err)
 
 
-def test_budget_raised_by_env_and_keyword(tmp_path, monkeypatch):
+def test_over_the_numbers_budget_still_loads(tmp_path, monkeypatch):
+    """The env budgets bound the numerical comparison (counting.py), not loading."""
     path = write(tmp_path, GPT3)
-    with pytest.raises(CaseError):
-        load_file(path)
-    (case,) = load_file(path, budget=Budget(weights=10**9))
-    monkeypatch.setenv("CONFORMANCE_MAX_WEIGHT_ELEMENTS", "1_000_000_000")
+    (case,) = load_file(path)
+    monkeypatch.setenv("CONFORMANCE_MAX_WEIGHT_ELEMENTS", "1_000")
     assert load_file(path) == [case]
-    monkeypatch.setenv("CONFORMANCE_MAX_WEIGHT_ELEMENTS", "lots")
-    with pytest.raises(ValueError, match="CONFORMANCE_MAX_WEIGHT_ELEMENTS"):
-        load_file(path)
+    with pytest.raises(CaseError):
+        load_file(path, budget=Budget(weights=10**6))
 
 
 def test_element_counts_are_arithmetic(tmp_path):

@@ -106,6 +106,8 @@ def cell_texts(r) -> tuple[str, str]:
     if outcome not in ("pass", "behaviour", "mismatch"):
         return _short(outcome), _short(outcome)
     err = fmt(r["max_abs_error"]) if _number(r["max_abs_error"]) else outcome
+    if r.get("count_method"):  # over the numbers budget: parameters only (counting.py)
+        err = "count only"
     params = r["parameters"] if _number(r["parameters"]) else ""
     if _number(r["projection_parameters"]):
         params = f"+{r['projection_parameters']} given"

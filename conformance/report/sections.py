@@ -40,6 +40,8 @@ def cell_parameters(r) -> str:
 def cell_numbers(r) -> str:
     if not r.outcome.ran:
         return r.outcome.cell
+    if r.count_method:  # over the numbers budget: parameters only (counting.py)
+        return f"{'✓' if r.outcome.agrees else '✗'} count only"
     mark = "✓" if r.outcome.agrees else ("✗ known" if r.known_mismatch else "✗")
     model = "" if r.executed else " (model)"
     return f"{mark} {fmt(r.max_abs_error)} / {fmt(r.max_rel_error)}{model}"

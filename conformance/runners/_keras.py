@@ -370,6 +370,14 @@ class KerasLayerRunner(Runner):
     def run(self, case, translation, data):
         return run_layer(self, self.layer_cls, case, translation, data)
 
+    def count(self, case):
+        """The layer built with no variable initialised (runners/_counts.py)."""
+        import keras
+
+        from ._counts import keras_count
+
+        return keras_count(keras, self.layer_cls, case, self.translate(case).plan)
+
     def conventions(self):
         """Probes of this layer and path on this worker's backend (_keras_probes.py)."""
         import keras

@@ -42,6 +42,12 @@ class TorchMHA(Runner):
         return Translation(f"{t.call}; forward(query, key, value, ..., need_weights=False)",
                            t.plan)
 
+    def count(self, case):
+        """nn.MultiheadAttention on the meta device: torch's own count, no storage."""
+        from ._counts import torch_mha_count
+
+        return torch_mha_count(import_torch(), case, mha_translation(case).plan)
+
     def conventions(self):
         torch = import_torch()
         mha = torch.nn.MultiheadAttention

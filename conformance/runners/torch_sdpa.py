@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..contract import Observation, Runner, Translation, to_numpy
+from ..contract import Count, Observation, Runner, Translation, to_numpy
 from ._torch import import_torch, tensors, torch_dtype
 from ..probes import SOFTCAP_NAMES, no_such_argument
 from ._torch_sdpa_probes import sdpa_conventions
@@ -76,6 +76,14 @@ class TorchSDPA(Runner):
         return sdpa_conventions(torch) + [no_such_argument(
             "softcap", SOFTCAP_NAMES, "scaled_dot_product_attention",
             torch.nn.functional.scaled_dot_product_attention)]
+
+    def count(self, case):
+        """SDPA holds no parameters: the projections passed in, by the formula."""
+        from ..case_types import sizes_counts
+
+        return Count(None, method="formula (SDPA holds no parameters; the projections "
+                     "passed in)", projection_parameters=sizes_counts(
+                         case.attention, case.inputs)["weights"])
 
     def run(self, case, translation, data):
         torch = import_torch()
