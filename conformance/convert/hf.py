@@ -37,58 +37,34 @@ GPT2 = "GPT2Attention"
 _GPT2_LINEAR = LinearNames(("q", "k", "v", "c_proj.weight"), ("bq", "bk", "bv", "c_proj.bias"))
 
 
-def _to(weights: CanonicalWeights, names: LinearNames, what: str,
-        grouped: bool = False) -> dict[str, np.ndarray]:
-    d = dims_of(weights)
-    kv_heads_or(d.heads, d.kv_heads, what, grouped)
-    return to_linear(weights, names, what)
+def linear_pair(names: LinearNames, what: str, doc: str, grouped: bool = False,
+                ignored: tuple[str, ...] = ()):
+    """(to, from) for an attention module of four nn.Linear projections `names`: to(weights)
+    -> its state dict (`doc`), from(state, num_heads, num_kv_heads=None) -> canonical
+    (`ignored`: keys of the module that are not attention).  Grouped-query heads only
+    with `grouped`."""
+    def to(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+        d = dims_of(weights)
+        kv_heads_or(d.heads, d.kv_heads, what, grouped)
+        return to_linear(weights, names, what)
 
-
-def _from(state: Mapping[str, Any], names: LinearNames, num_heads: int,
-          num_kv_heads: int | None, what: str, grouped: bool = False,
-          ignored: tuple[str, ...] = ()) -> CanonicalWeights:
-    kv = kv_heads_or(num_heads, num_kv_heads, what, grouped)
-    return from_linear(state, names, num_heads, kv, what, ignored)
-
-
-def to_bert(weights: CanonicalWeights) -> dict[str, np.ndarray]:
-    """Canonical -> BertAttention keys (self.query.*, ..., output.dense.*)."""
-    return _to(weights, BERT, "BertAttention")
-
-
-def from_bert(state: Mapping[str, Any], num_heads: int,
+    def from_(state: Mapping[str, Any], num_heads: int,
               num_kv_heads: int | None = None) -> CanonicalWeights:
-    return _from(state, BERT, num_heads, num_kv_heads, "BertAttention", ignored=BERT_IGNORED)
+        kv = kv_heads_or(num_heads, num_kv_heads, what, grouped)
+        return from_linear(state, names, num_heads, kv, what, ignored)
+
+    to.__doc__, from_.__doc__ = f"Canonical -> {doc}.", f"{what} state dict -> canonical."
+    return to, from_
 
 
-def to_t5(weights: CanonicalWeights) -> dict[str, np.ndarray]:
-    """Canonical -> T5Attention q/k/v/o.weight; a weight set with biases is refused."""
-    return _to(weights, T5, "T5Attention")
-
-
-def from_t5(state: Mapping[str, Any], num_heads: int,
-            num_kv_heads: int | None = None) -> CanonicalWeights:
-    return _from(state, T5, num_heads, num_kv_heads, "T5Attention")
-
-
-def to_llama(weights: CanonicalWeights) -> dict[str, np.ndarray]:
-    """Canonical -> LlamaAttention q/k/v/o_proj (biases where the weights have them)."""
-    return _to(weights, LLAMA, "LlamaAttention", grouped=True)
-
-
-def from_llama(state: Mapping[str, Any], num_heads: int,
-               num_kv_heads: int | None = None) -> CanonicalWeights:
-    return _from(state, LLAMA, num_heads, num_kv_heads, "LlamaAttention", grouped=True)
-
-
-def to_marian(weights: CanonicalWeights) -> dict[str, np.ndarray]:
-    """Canonical -> MarianAttention (BART-style) q/k/v/out_proj weights and biases."""
-    return _to(weights, MARIAN, "MarianAttention")
-
-
-def from_marian(state: Mapping[str, Any], num_heads: int,
-                num_kv_heads: int | None = None) -> CanonicalWeights:
-    return _from(state, MARIAN, num_heads, num_kv_heads, "MarianAttention")
+to_bert, from_bert = linear_pair(BERT, "BertAttention", "BertAttention keys (self.query.*, ..., "
+                                 "output.dense.*)", ignored=BERT_IGNORED)
+to_t5, from_t5 = linear_pair(T5, "T5Attention", "T5Attention q/k/v/o.weight; a weight set with "
+                             "biases is refused")
+to_llama, from_llama = linear_pair(LLAMA, "LlamaAttention", "LlamaAttention q/k/v/o_proj "
+                                   "(biases where the weights have them)", grouped=True)
+to_marian, from_marian = linear_pair(MARIAN, "MarianAttention", "MarianAttention (BART-style) "
+                                     "q/k/v/out_proj weights and biases")
 
 
 def to_gpt2(weights: CanonicalWeights) -> dict[str, np.ndarray]:
