@@ -145,7 +145,29 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda i: isinstance(i, ConventionsItem))  # stable: order kept otherwise
 
 
-class CaseFile(pytest.File):
+def selected_runners(state) -> list:
+    """The session's runners that --runner chose (all of them when it chose none)."""
+    chosen = state["chosen_runners"]
+    return [r for r in state["runners"] if not chosen or r.name in chosen]
+
+
+def marked(item, runner, kind: str):
+    """`item` with its runner's framework marker and `kind` (matrix, conventions, ...)."""
+    item.add_marker(runner.framework)
+    item.add_marker(kind)
+    return item
+
+
+class ItemsFile(pytest.File):
+    """A file of items whose collection error is shown as its message alone."""
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
+
+
+class CaseFile(ItemsFile):
     def collect(self):
         state = _state(self.config)
         cases = _cases(self.config, state)
@@ -160,19 +182,9 @@ class CaseFile(pytest.File):
                 continue
             if chosen and case.id not in chosen:
                 continue
-            for runner in state["runners"]:
-                if state["chosen_runners"] and runner.name not in state["chosen_runners"]:
-                    continue
-                item = MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
-                                              case=case, runner=runner)
-                item.add_marker(runner.framework)
-                item.add_marker("matrix")
-                yield item
-
-    def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, self.CollectError):
-            return str(excinfo.value.args[0])
-        return super().repr_failure(excinfo)
+            for runner in selected_runners(state):
+                yield marked(MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
+                                                    case=case, runner=runner), runner, "matrix")
 
 
 class MatrixFailure(Exception):

@@ -14,10 +14,10 @@ from _pytest.runner import collect_one_node
 
 from . import pinning
 from .ledger import AGGREGATE_AXES, PROBE, cell_problem, derive, merge
-from .plugin import _state
+from .plugin import ItemsFile, _state, marked, selected_runners
 
 
-class ConventionsFile(pytest.File):
+class ConventionsFile(ItemsFile):
     def collect(self):
         state = _state(self.config)
         try:
@@ -25,19 +25,9 @@ class ConventionsFile(pytest.File):
         except pinning.PinError as exc:
             raise self.CollectError(str(exc)) from None
         state["pinned"] = pinned
-        for runner in state["runners"]:
-            if state["chosen_runners"] and runner.name not in state["chosen_runners"]:
-                continue
-            item = ConventionsItem.from_parent(self, name=f"conventions[{runner.name}]",
-                                               runner=runner)
-            item.add_marker(runner.framework)
-            item.add_marker("conventions")
-            yield item
-
-    def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, self.CollectError):
-            return str(excinfo.value.args[0])
-        return super().repr_failure(excinfo)
+        for runner in selected_runners(state):
+            yield marked(ConventionsItem.from_parent(self, name=f"conventions[{runner.name}]",
+                                                     runner=runner), runner, "conventions")
 
 
 def add_conventions_items(session, path, items) -> None:
