@@ -134,9 +134,7 @@ def _inputs(r: _Reader, att: Attention) -> Inputs:
     return inputs
 
 
-# What the loader refuses by default: absurd sizes only.  Over the numbers budget
-# (Budget.from_env, --max-elements) a case loads and is counted, not computed.
-LOAD_LIMIT = Budget(LOAD_LIMIT_ELEMENTS, LOAD_LIMIT_ELEMENTS)
+LOAD_LIMIT = Budget(LOAD_LIMIT_ELEMENTS, LOAD_LIMIT_ELEMENTS)  # absurd sizes only (counting.py)
 
 
 def _check_budget(r: _Reader, att: Attention, inputs: Inputs, budget: Budget) -> None:
