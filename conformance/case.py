@@ -371,18 +371,23 @@ def load_cases_report(directory: Path | str, runner_names: set[str] | None = Non
     cases, errors = [], []
     for path in sorted(Path(directory).glob("*.yaml")):
         try:
-            file_cases, file_errors = _file_report(path, budget)
+            found = file_report(path, runner_names, seen, budget)
         except Exception as exc:  # a loader bug must not hide the other files
-            file_cases, file_errors = [], [CaseError(path, None, "(loader)", repr(exc))]
-        errors += file_errors
-        for case in file_cases:
-            try:
-                _check_names(case, runner_names, seen)
-            except CaseError as exc:
-                errors.append(exc)
-            else:
-                seen[case.id] = case.path
-                cases.append(case)
+            found = [], [CaseError(path, None, "(loader)", repr(exc))]
+        cases, errors = cases + found[0], errors + found[1]
+    return cases, errors
+
+
+def file_report(path: Path, runner_names, seen: dict, budget: Budget) -> tuple[list, list]:
+    """One file's good cases and errors; names checked, ids against `seen` (updated)."""
+    cases, (file_cases, errors) = [], _file_report(path, budget)
+    for case in file_cases:
+        try:
+            _check_names(case, runner_names, seen)
+            seen[case.id] = case.path
+            cases.append(case)
+        except CaseError as exc:
+            errors.append(exc)
     return cases, errors
 
 

@@ -24,21 +24,14 @@ def _error(exc: CaseError) -> dict:
 
 def _check_file(path: Path, names: set[str], seen: dict[str, str]) -> dict:
     """One file's report: {file, ok, cases, error (the first), errors (every one)}."""
-    from .case import LOAD_LIMIT, _check_names, _file_report
+    from .case import LOAD_LIMIT, file_report
 
     entry = {"file": str(path), "ok": True, "cases": [], "error": None, "errors": []}
     try:
         if not path.is_file():
             raise CaseError(path, None, "(file)", "no such file")
-        cases, errors = _file_report(path, LOAD_LIMIT)
-        for case in cases:
-            try:
-                _check_names(case, names, seen)
-            except CaseError as exc:
-                errors.append(exc)
-            else:
-                seen[case.id] = str(path)
-                entry["cases"].append(case.id)
+        cases, errors = file_report(path, names, seen, LOAD_LIMIT)
+        entry["cases"] = [case.id for case in cases]
         entry["errors"] = [_error(e) for e in errors]
     except CaseError as exc:
         entry["errors"] = [_error(exc)]
