@@ -11,6 +11,7 @@ the tools around it:
   report                      re-render every report from reports/results.json
   check-reports               compare reports with the committed ones (figures by
                               their rule, everything else exactly)
+  merge DIR... --out DIR      merge the shards of a --shard I/N run into one run's reports
 Nothing here imports a framework until a command needs one (--help never does).
 """
 from __future__ import annotations
@@ -46,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("reports", nargs="?", default=str(REPORTS_DIR))
     p.add_argument("--against", help="another report folder (default: the committed version)")
     p.add_argument("--rev", default="HEAD", help="git revision to compare with (default HEAD)")
+    p = sub.add_parser("merge", help="merge shard report folders (--shard I/N) into one run's")
+    p.add_argument("shards", nargs="+", metavar="DIR", help="each shard's --report-dir")
+    p.add_argument("--out", required=True, help="the merged report folder")
+    p.add_argument("--cases-dir", default=str(CASES_DIR),
+                   help="the shards' --cases-dir (default: cases/)")
     return parser
 
 
@@ -64,7 +70,7 @@ def _new_parser(sub) -> None:
 
 
 def _command(name: str):
-    if name in ("report", "check-reports"):
+    if name in ("report", "check-reports", "merge"):
         from . import cli_reports as module
     else:
         from . import cli_cases as module

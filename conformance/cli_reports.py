@@ -1,4 +1,4 @@
-"""The report commands of the CLI: report (re-render) and check-reports (drift)."""
+"""The report commands of the CLI: report (re-render), check-reports (drift), merge (shards)."""
 from __future__ import annotations
 
 import subprocess
@@ -60,4 +60,18 @@ def check_reports(args) -> int:
               "intended.", file=sys.stderr)
         return 1
     print(f"reports in {current} match {what} (metadata aside, figures by their rule)")
+    return 0
+
+
+def merge(args) -> int:
+    """Shards of one run (--shard I/N --report-dir DIR) into one run's reports."""
+    from .shards import MergeError
+    from .shards import merge as merge_shards
+
+    try:
+        selection = merge_shards(args.shards, Path(args.out), Path(args.cases_dir))
+    except MergeError as exc:
+        print(f"merge: {exc}", file=sys.stderr)
+        return 1
+    print(f"merged {len(args.shards)} shard(s) into {args.out} ({selection})")
     return 0

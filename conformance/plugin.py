@@ -45,14 +45,13 @@ def pytest_addoption(parser):
     group.addoption("--isolate", action="store_true", default=None,
                     help="run every runner in a worker subprocess, so a hard crash costs one "
                     "row (default: $CONFORMANCE_ISOLATE=1; else only runners declaring one)")
-    group.addoption("--max-elements", type=int, default=None, metavar="N",
-                    help="numbers budget: a case with more weight or activation elements "
-                    "is counted, not computed (a 'count only' row: parameters by the "
-                    "runner's allocation-free count); default $CONFORMANCE_MAX_WEIGHT_ELEMENTS"
-                    " / $CONFORMANCE_MAX_ACTIVATION_ELEMENTS, else 50,000,000")
     group.addoption("--update-conventions", action="store_true", default=False,
                     help="write the observed conventions into the conventions file instead "
                     "of failing on differences")
+    group.addoption("--shard", default=None, metavar="I/N",
+                    help="run shard I of N: whole runners (a worker's runners together), "
+                    "balanced by expected seconds (parallel.py); write with --report-dir, "
+                    "combine with `python -m conformance merge`")
 
 
 def _split(values: list[str]) -> list[str]:
@@ -93,9 +92,6 @@ def pytest_configure(config):
     """One marker per runner framework (so `-m torch` works under --strict-markers)."""
     for framework in sorted({r.framework for r in all_runners()}):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
-    from . import counting
-
-    counting.configure(config.getoption("max_elements"))  # before any item allocates
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
     state = _state(config)  # an unknown --runner is a usage error before anything runs
@@ -105,6 +101,9 @@ def pytest_configure(config):
     isolation.configure(isolation.env_timeout() if timeout is None else timeout,
                         isolation.env_isolate() if isolate is None else isolate,
                         state["runners"])
+    from . import parallel
+
+    parallel.configure(config)  # xdist: loadgroup, rows sent to the controller
 
 
 def pytest_report_header(config):
@@ -143,31 +142,18 @@ def pytest_collection_modifyitems(session, config, items):
     if matrix and own_file and not any(isinstance(i, ConventionsItem) for i in items):
         add_conventions_items(session, conventions_file(config), items)
     items.sort(key=lambda i: isinstance(i, ConventionsItem))  # stable: order kept otherwise
+    from . import parallel
+
+    state = _state(config)
+    runners = [r for r in state["runners"]
+               if not state["chosen_runners"] or r.name in state["chosen_runners"]]
+    cases = [c for c in state["cases"] or []
+             if not state["chosen_cases"] or c.id in state["chosen_cases"]]
+    parallel.mark_groups(config, items)
+    parallel.select_shard(config, items, runners, len(cases))
 
 
-def selected_runners(state) -> list:
-    """The session's runners that --runner chose (all of them when it chose none)."""
-    chosen = state["chosen_runners"]
-    return [r for r in state["runners"] if not chosen or r.name in chosen]
-
-
-def marked(item, runner, kind: str):
-    """`item` with its runner's framework marker and `kind` (matrix, conventions, ...)."""
-    item.add_marker(runner.framework)
-    item.add_marker(kind)
-    return item
-
-
-class ItemsFile(pytest.File):
-    """A file of items whose collection error is shown as its message alone."""
-
-    def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, self.CollectError):
-            return str(excinfo.value.args[0])
-        return super().repr_failure(excinfo)
-
-
-class CaseFile(ItemsFile):
+class CaseFile(pytest.File):
     def collect(self):
         state = _state(self.config)
         cases = _cases(self.config, state)
@@ -182,9 +168,19 @@ class CaseFile(ItemsFile):
                 continue
             if chosen and case.id not in chosen:
                 continue
-            for runner in selected_runners(state):
-                yield marked(MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
-                                                    case=case, runner=runner), runner, "matrix")
+            for runner in state["runners"]:
+                if state["chosen_runners"] and runner.name not in state["chosen_runners"]:
+                    continue
+                item = MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
+                                              case=case, runner=runner)
+                item.add_marker(runner.framework)
+                item.add_marker("matrix")
+                yield item
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
 
 
 class MatrixFailure(Exception):
@@ -197,8 +193,17 @@ class MatrixItem(pytest.Item):
         self.case, self.runner = case, runner
 
     def runtest(self):
+        from time import perf_counter
+
+        from .parallel import is_worker, prefetch_group
+
+        if is_worker(self.config):
+            prefetch_group(self)
+        start = perf_counter()
         row = evaluate(self.case, self.runner)
-        _state(self.config)["rows"][(self.case.id, self.runner.name)] = row
+        state, key = _state(self.config), (self.case.id, self.runner.name)
+        state["rows"][key] = row
+        state.setdefault("seconds", {})[key] = perf_counter() - start
         if row.outcome.skips:
             label = ("not expressible" if row.outcome is Outcome.NOT_EXPRESSIBLE
                      else "skipped")
@@ -227,8 +232,10 @@ class MatrixItem(pytest.Item):
 def pytest_collection_finish(session):
     """Queue every selected worker item now, so worker subprocesses (other Keras
     backends) compute in parallel with everything else (workers.py)."""
-    if session.config.option.collectonly:
-        return
+    from .parallel import is_worker
+
+    if session.config.option.collectonly or is_worker(session.config):
+        return  # an xdist worker queues a group when its first item arrives
     from .matrix import prefetch
 
     for item in session.items:
@@ -237,41 +244,43 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    from .parallel import is_worker
     from .workers import shutdown
 
     shutdown()
     config = session.config
     state = config.stash.get(_KEY, None)
-    if not state or not state["rows"] or state["error"] is not None:
+    if is_worker(config) or not state or not state["rows"]:
+        return  # an xdist worker's rows went to the controller with its reports
+    cases = _cases(config, state)  # the xdist controller collected nothing
+    if state["error"] is not None:
         return
-    cases = state["cases"] or []
     full = [(c.id, r.name) for c in cases for r in state["runners"]]
-    is_full = (sorted(state["rows"]) == sorted(full)
-               and Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve())
+    default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
+    is_full = sorted(state["rows"]) == sorted(full) and default_cases
     target = config.getoption("report_dir")
-    selection = _selection_text(config, len(state["rows"]), len(full), is_full)
+    parts = _selection_parts(config)
+    shard = config.getoption("shard")
+    selection = _selection_text(len(state["rows"]), len(full), is_full,
+                                parts + ([f"--shard {shard}"] if shard else []))
     if target is None and not is_full:
         config._conformance_note = (f"conformance: subset run ({selection}); reports/ left "
                                     "unchanged. Add --report-dir=DIR to write this run's reports.")
         return
-    from .report import write_reports
+    from .shards import run_metadata, write_run, write_shard
 
-    order = {key: n for n, key in enumerate(full)}
-    rows = sorted(state["rows"].values(), key=lambda r: order.get((r.case, r.runner), 0))
     out = Path(target) if target else REPORTS_DIR
-    from .ledger import build
-    from .report.ledger import write_ledger
+    meta = run_metadata(state.get("seconds", {}))
+    write_run(state["rows"], state["probes"], cases, state["runners"], out, selection, meta)
+    if shard:
+        from .parallel import parse_shard
 
-    # the ledger first: index.md and index.html summarise this run's conventions.json
-    write_ledger(build(rows, state["probes"], state["runners"], cases), out)
-    write_reports(rows, cases, state["runners"], out, selection)
+        write_shard(out, parse_shard(shard), state, parts, len(full), default_cases)
     config._conformance_note = f"conformance: reports written to {out} ({selection})"
 
 
-def _selection_text(config, ran: int, total: int, is_full: bool) -> str:
-    if is_full:
-        return f"full default matrix: {ran} items"
-    parts = [f"{ran} of {total} items"]
+def _selection_parts(config) -> list[str]:
+    parts = []
     for opt, flag in (("keyword", "-k"), ("markexpr", "-m")):
         value = config.getoption(opt)
         if value:
@@ -279,7 +288,13 @@ def _selection_text(config, ran: int, total: int, is_full: bool) -> str:
     for opt in ("runner", "case"):
         if config.getoption(opt):
             parts.append(f"--{opt} {','.join(_split(config.getoption(opt)))}")
-    return "subset: " + ", ".join(parts)
+    return parts
+
+
+def _selection_text(ran: int, total: int, is_full: bool, parts: list[str]) -> str:
+    from .shards import selection_text
+
+    return selection_text(ran, total, is_full, parts)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

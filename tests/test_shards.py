@@ -1,0 +1,127 @@
+"""--shard I/N and `python -m conformance merge`: three shards of a tiny matrix
+(torch runners, the toy runner and a worker runner) merge into the reports of one
+run (check-reports clean), conventions items included (parallel.py, shards.py)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from conformance.contract import WorkerSpec
+from conformance.parallel import assign, group_costs, parse_shard
+from conformance.paths import ROOT
+
+pytest_plugins = ["pytester"]
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch not installed")
+RUNNERS = "torch.mha,torch.sdpa,toy.numpy,quiet.worker"
+CASE_FILES = ("biases.yaml", "causal.yaml", "key_padding.yaml")
+QUIET = '''
+from conformance.contract import Observation, Runner, Translation, WorkerSpec
+from conformance.reference import attention
+
+
+class QuietWorker(Runner):
+    """A worker runner whose rows do not depend on the process (no pid in its notes)."""
+    name, framework = "quiet.worker", "fake"
+    worker = WorkerSpec("quiet", {})
+
+    def translate(self, case):
+        return Translation("quiet()")
+
+    def run(self, case, translation, data):
+        return Observation(output=attention(case, data).output)
+'''
+
+
+@pytest.fixture
+def tiny(pytester, monkeypatch):
+    """A cases dir of three shipped case files, the quiet worker runner, and env."""
+    cases = pytester.path / "cases"
+    cases.mkdir()
+    for name in CASE_FILES:
+        (cases / name).write_text((ROOT / "cases" / name).read_text())
+    (pytester.path / "shardrunners.py").write_text(QUIET)
+    (pytester.path / "conv.yaml").write_text("")
+    monkeypatch.setenv("CONFORMANCE_EXTRA_RUNNERS",
+                       "tests.toy_runner:ToyRunner,shardrunners:QuietWorker")
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{pytester.path}")
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    return pytester
+
+
+def run(pytester, *args):
+    cases = str(pytester.path / "cases")
+    return pytester.runpytest_subprocess(
+        "-p", "conformance.plugin", "-p", "no:cacheprovider", cases, "--cases-dir", cases,
+        "--runner", RUNNERS, "--conventions-file", str(pytester.path / "conv.yaml"), *args)
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
+                          text=True)
+
+
+def single_run(pytester):
+    """The reference: one serial run, which also pins conv.yaml for the later runs."""
+    res = run(pytester, "--update-conventions", f"--report-dir={pytester.path / 'single'}")
+    assert res.ret == 0, res.stdout.str()[-3000:]
+    return pytester.path / "single"
+
+
+@needs_torch
+def test_three_shards_merge_into_the_single_run(tiny):
+    single = single_run(tiny)
+    keys = []
+    for i in (1, 2, 3):
+        res = run(tiny, f"--shard={i}/3", f"--report-dir={tiny.path / f'shard{i}'}")
+        assert res.ret == 0, res.stdout.str()[-3000:]
+        rows = json.loads((tiny.path / f"shard{i}" / "results.json").read_text())["rows"]
+        keys.append({(r["case"], r["runner"]) for r in rows})
+        assert keys[-1], f"shard {i} ran nothing"
+    assert sum(map(len, keys)) == len(set().union(*keys)) == 6 * 4
+    runners_of = [{r for _, r in k} for k in keys]
+    assert all(not (a & b) for n, a in enumerate(runners_of) for b in runners_of[n + 1:])
+    merged = tiny.path / "merged"
+    done = cli("merge", *(str(tiny.path / f"shard{i}") for i in (3, 1, 2)), "--out",
+               str(merged), "--cases-dir", str(tiny.path / "cases"))
+    assert done.returncode == 0, done.stderr
+    check = cli("check-reports", str(merged), "--against", str(single))  # ledger too
+    assert check.returncode == 0, check.stderr[-3000:]
+
+
+def test_merge_refuses_incomplete_or_foreign_folders(tmp_path):
+    done = cli("merge", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and "shard.pickle" in done.stderr
+
+
+def _runner(name, framework, key=None):
+    return SimpleNamespace(name=name, framework=framework,
+                           worker=WorkerSpec(key, {}) if key else None)
+
+
+def test_shards_keep_worker_groups_whole_and_balance_by_cost():
+    runners = [_runner("torch.mha", "torch"), _runner("torch.sdpa", "torch"),
+               _runner("keras.jax", "keras", "keras-jax"),
+               _runner("keras.jax.scores", "keras", "keras-jax"),
+               _runner("flax.linen", "flax"), _runner("hf.bert", "hf")]
+    costs = group_costs(runners, 10, {"torch.mha": 0.1, "flax.linen": 2.0})
+    assert set(costs) == {"torch.mha", "torch.sdpa", "keras-jax", "flax.linen", "hf.bert"}
+    assert costs["flax.linen"] == pytest.approx(20.0)  # measured beats the default
+    plan = assign(costs, 2)
+    assert plan == assign(dict(reversed(list(costs.items()))), 2)  # order-independent
+    load = [sum(c for g, c in costs.items() if plan[g] == s) for s in (1, 2)]
+    assert max(load) - min(load) <= max(costs.values())
+    assert plan["flax.linen"] != plan["keras-jax"]  # the two dearest groups split
+
+
+def test_parse_shard():
+    assert parse_shard("2/3") == (2, 3) and parse_shard(None) is None
+    for bad in ("0/3", "4/3", "x", "1/2/3"):
+        with pytest.raises(pytest.UsageError):
+            parse_shard(bad)
