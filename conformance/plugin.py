@@ -45,6 +45,11 @@ def pytest_addoption(parser):
     group.addoption("--isolate", action="store_true", default=None,
                     help="run every runner in a worker subprocess, so a hard crash costs one "
                     "row (default: $CONFORMANCE_ISOLATE=1; else only runners declaring one)")
+    group.addoption("--max-elements", type=int, default=None, metavar="N",
+                    help="numbers budget: a case with more weight or activation elements "
+                    "is counted, not computed (a 'count only' row: parameters by the "
+                    "runner's allocation-free count); default $CONFORMANCE_MAX_WEIGHT_ELEMENTS"
+                    " / $CONFORMANCE_MAX_ACTIVATION_ELEMENTS, else 50,000,000")
     group.addoption("--update-conventions", action="store_true", default=False,
                     help="write the observed conventions into the conventions file instead "
                     "of failing on differences")
@@ -92,6 +97,9 @@ def pytest_configure(config):
     """One marker per runner framework (so `-m torch` works under --strict-markers)."""
     for framework in sorted({r.framework for r in all_runners()}):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
+    from . import counting
+
+    counting.configure(config.getoption("max_elements"))  # before any item allocates
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
     state = _state(config)  # an unknown --runner is a usage error before anything runs
@@ -153,7 +161,29 @@ def pytest_collection_modifyitems(session, config, items):
     parallel.select_shard(config, items, runners, len(cases))
 
 
-class CaseFile(pytest.File):
+def selected_runners(state) -> list:
+    """The session's runners that --runner chose (all of them when it chose none)."""
+    chosen = state["chosen_runners"]
+    return [r for r in state["runners"] if not chosen or r.name in chosen]
+
+
+def marked(item, runner, kind: str):
+    """`item` with its runner's framework marker and `kind` (matrix, conventions, ...)."""
+    item.add_marker(runner.framework)
+    item.add_marker(kind)
+    return item
+
+
+class ItemsFile(pytest.File):
+    """A file of items whose collection error is shown as its message alone."""
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
+
+
+class CaseFile(ItemsFile):
     def collect(self):
         state = _state(self.config)
         cases = _cases(self.config, state)
@@ -168,19 +198,9 @@ class CaseFile(pytest.File):
                 continue
             if chosen and case.id not in chosen:
                 continue
-            for runner in state["runners"]:
-                if state["chosen_runners"] and runner.name not in state["chosen_runners"]:
-                    continue
-                item = MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
-                                              case=case, runner=runner)
-                item.add_marker(runner.framework)
-                item.add_marker("matrix")
-                yield item
-
-    def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, self.CollectError):
-            return str(excinfo.value.args[0])
-        return super().repr_failure(excinfo)
+            for runner in selected_runners(state):
+                yield marked(MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
+                                                    case=case, runner=runner), runner, "matrix")
 
 
 class MatrixFailure(Exception):
