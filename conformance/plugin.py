@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from . import generated
 from .case import CaseError, load_cases
 from .matrix import evaluate, failure_message
 from .paths import CASES_DIR, REPORTS_DIR
@@ -57,6 +58,7 @@ def pytest_addoption(parser):
                     help="run shard I of N: whole runners (a worker's runners together), "
                     "balanced by expected seconds (parallel.py); write with --report-dir, "
                     "combine with `python -m conformance merge`")
+    generated.add_options(group)  # --generated N: generated cases (generated.py)
 
 
 def _split(values: list[str]) -> list[str]:
@@ -103,6 +105,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
     state = _state(config)  # an unknown --runner is a usage error before anything runs
+    generated.configure(config)
     from . import isolation
 
     timeout, isolate = config.getoption("item_timeout"), config.getoption("isolate")
