@@ -1,0 +1,167 @@
+"""The layering of conformance/ (DESIGN.md, "Layers"), read from the source with ast.
+
+Every import statement counts, top-level or inside a function, absolute or relative:
+`from . import x` and `from .pkg import x` are imports of the module x where x is one,
+and a package's __init__ importing its submodules is an import of them.
+(a) a runner module (runners/<name>.py, name not starting with "_") imports no other
+    runner module; helpers (runners/_*.py) are fine;
+(b) the module graph is acyclic;
+(c) nothing under runners/ imports pandas, the report package, the pytest plugin,
+    matrix, verdict, ledger or workers;
+(d) no module over 400 lines, no function over 60 lines.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "conformance"
+RUNNERS = "conformance.runners"
+FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
+                        "conformance.plugin_conventions", "conformance.matrix",
+                        "conformance.verdict", "conformance.ledger", "conformance.workers")
+MAX_LINES, MAX_FUNCTION = 400, 60
+
+
+def module_files(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under `root` (packages by __init__)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = ("conformance", *path.relative_to(root).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imported_names(name: str, path: Path, modules: set[str]) -> list[tuple[int, str]]:
+    """(line, imported name) for every import in the file: a module of `modules` where the
+    name resolves to one, else the dotted name as written (third-party: its top name)."""
+    is_package = path.name == "__init__.py"
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            source = ".".join(base + ([node.module] if node.module else []))
+            for a in node.names:
+                full = f"{source}.{a.name}"
+                found.append((node.lineno, full if full in modules else source))
+    return found
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the conformance modules it imports (anywhere in its file)."""
+    files = module_files(root)
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        graph[name] = {target for _, target in imported_names(name, path, set(files))
+                       if target in files and target != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None when the graph is acyclic."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph.get(start, ())))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph.get(nxt, ()))))
+    return None
+
+
+def is_runner(module: str) -> bool:
+    prefix, _, last = module.rpartition(".")
+    return prefix == RUNNERS and not last.startswith("_")
+
+
+def runner_imports_runner(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{m} imports the runner module {t}" for m, targets in sorted(graph.items())
+            if is_runner(m) for t in sorted(targets) if is_runner(t)]
+
+
+def test_no_runner_imports_another_runner():
+    assert runner_imports_runner(module_graph()) == []
+
+
+def test_the_module_graph_is_acyclic():
+    cycle = find_cycle(module_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_runners_import_no_report_plugin_or_pandas():
+    files = module_files()
+    bad = [f"{path.relative_to(ROOT.parent)}:{line}: imports {target}"
+           for name, path in files.items() if name.startswith(RUNNERS + ".")
+           for line, target in imported_names(name, path, set(files))
+           if any(target == f or target.startswith(f + ".") for f in FORBIDDEN_IN_RUNNERS)]
+    assert bad == []
+
+
+def test_modules_and_functions_are_short():
+    long = []
+    for path in module_files().values():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_LINES:
+            long.append(f"{path.relative_to(ROOT.parent)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION:
+                    long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.name} "
+                                f"is {n} lines")
+    assert long == []
+
+
+# -- the checkers catch what they are for --------------------------------------
+def test_a_planted_cycle_is_found():
+    graph = {"conformance.a": {"conformance.b"}, "conformance.b": {"conformance.c"},
+             "conformance.c": {"conformance.a", "conformance.d"}, "conformance.d": set()}
+    assert find_cycle(graph) == ["conformance.a", "conformance.b", "conformance.c",
+                                 "conformance.a"]
+    graph["conformance.c"] = {"conformance.d"}
+    assert find_cycle(graph) is None
+    assert find_cycle({"conformance.x": {"conformance.x"}}) == ["conformance.x"] * 2
+
+
+def test_planted_imports_are_resolved(tmp_path):
+    """Relative, absolute and in-function imports, and a package re-exporting a submodule,
+    become edges; a runner importing a runner is reported."""
+    pkg = tmp_path / "conformance"
+    (pkg / "runners").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .core import thing\n")
+    (pkg / "core.py").write_text("def f():\n    from . import runners\n")
+    (pkg / "runners" / "__init__.py").write_text("from . import alpha\n")
+    (pkg / "runners" / "_helper.py").write_text("import pandas\n")
+    (pkg / "runners" / "alpha.py").write_text("from ._helper import x\n\n\ndef g():\n"
+                                              "    import conformance.runners.beta\n")
+    (pkg / "runners" / "beta.py").write_text("from .. import core\n")
+    graph = module_graph(pkg)
+    assert graph == {"conformance": {"conformance.core"},
+                     "conformance.core": {"conformance.runners"},
+                     "conformance.runners": {"conformance.runners.alpha"},
+                     "conformance.runners._helper": set(),
+                     "conformance.runners.alpha": {"conformance.runners._helper",
+                                                   "conformance.runners.beta"},
+                     "conformance.runners.beta": {"conformance.core"}}
+    assert runner_imports_runner(graph) == [
+        "conformance.runners.alpha imports the runner module conformance.runners.beta"]
+    assert find_cycle(graph) == ["conformance.core", "conformance.runners",
+                                 "conformance.runners.alpha", "conformance.runners.beta",
+                                 "conformance.core"]
+    files = module_files(pkg)
+    helper = imported_names("conformance.runners._helper", files["conformance.runners._helper"],
+                            set(files))
+    assert helper == [(1, "pandas")]
