@@ -19,11 +19,13 @@ dropout path, only the factor changes.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..contract import Convention, NotExpressible, Observation, Runner, Translation, to_numpy
+from ..contract import (Convention, Count, NotExpressible, Observation, Runner, Translation,
+                        to_numpy)
 from ..probes import output_with, probe_case, refusal
 from . import _ledger
 
@@ -221,6 +223,18 @@ class FlaxRunner(Runner):
     def shapes(self, plan: dict, dt, params: dict) -> dict[str, tuple]:
         """Each parameter's name and shape, from the framework's own accounting."""
         raise NotImplementedError
+
+    def abstract_shapes(self, case, plan: dict, dt) -> dict[str, tuple]:
+        """`shapes` with no array made: the layer's parameters under jax.eval_shape."""
+        raise NotImplementedError
+
+    def count(self, case):
+        """The parameter shapes by jax.eval_shape (abstract: nothing allocated)."""
+        import jax.numpy as jnp
+
+        shapes = self.abstract_shapes(case, self.translate(case).plan,
+                                      getattr(jnp, case.inputs.dtype))
+        return Count(sum(math.prod(s) for s in shapes.values()), shapes, "jax.eval_shape")
 
     def apply(self, case, plan, data, mask=None, x=None, dropout=0.0, deterministic=True):
         """-> (output, the params it ran with)."""

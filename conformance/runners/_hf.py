@@ -221,6 +221,16 @@ class HFRunner(Runner):
                                 for n, a in self.state(case, weights).items()}, strict=True)
         return module.eval()
 
+    def count(self, case):
+        """The module built from its config on the meta device (shapes, no storage),
+        counted over the modules `run` counts, with the names `run` reports."""
+        from ._counts import torch_module_count
+
+        torch = import_torch()
+        with torch.device("meta"):
+            module = self.build(torch, self.translate(case).plan)
+        return torch_module_count(self.counted(module.to(getattr(torch, case.inputs.dtype))))
+
     def run(self, case, translation, data):
         torch = import_torch()
         dt = getattr(torch, case.inputs.dtype)

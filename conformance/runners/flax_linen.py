@@ -38,3 +38,17 @@ class FlaxLinen(_flax.FlaxRunner):
 
     def shapes(self, plan, dt, params):
         return {f"{m}/{n}": tuple(a.shape) for m, d in params.items() for n, a in d.items()}
+
+    def abstract_shapes(self, case, plan, dt):
+        """The layer's init under jax.eval_shape on input specs of the case's shapes."""
+        import jax
+        import flax.linen as nn
+
+        a, i = case.attention, case.inputs
+        layer = nn.MultiHeadDotProductAttention(
+            **_flax.constructor(plan, nn.dot_product_attention), dtype=dt, param_dtype=dt)
+        q, k, v = (jax.ShapeDtypeStruct((i.batch, n, e), dt) for n, e in (
+            (i.query_len, a.query_features), (i.key_len, a.key_features),
+            (i.key_len, a.value_features)))
+        variables = jax.eval_shape(layer.init, jax.random.key(0), q, k, v)
+        return self.shapes(plan, dt, variables["params"])

@@ -68,3 +68,6 @@ class FlaxNnx(_flax.FlaxRunner):
         leaves = jax.tree_util.tree_leaves_with_path(nnx.state(layer, nnx.Param))
         return {"/".join(str(getattr(p, "key", p)) for p in path): tuple(a.shape)
                 for path, a in leaves}
+
+    def abstract_shapes(self, case, plan, dt):
+        return self.shapes(plan, dt, None)  # nnx.eval_shape already
