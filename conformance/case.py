@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import case_numbers
+from . import case_extreme, case_numbers
 from . import typed as typed_numbers
 from .case_types import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
@@ -122,6 +122,7 @@ def _inputs(r: _Reader, att: Attention) -> Inputs:
         dtype=r.choice(s, "dtype", "inputs.dtype", "float32", DTYPES),
         seed=r.integer(s, "seed", "inputs.seed", 0, minimum=0),
     )
+    inputs = case_extreme.read(r, s, att, inputs)  # inputs.scale, inputs.nonfinite
     if inputs.self_attention:
         if not att.query_features == att.key_features == att.value_features:
             raise r.fail("inputs.self_attention", "one tensor is query, key and value, so "
@@ -306,12 +307,11 @@ def parse_case(raw: Any, path: Path | str, index: int = 0, *,
     att = _attention(r)
     inputs = _inputs(r, att)
     _check_budget(r, att, inputs, budget or LOAD_LIMIT)
-    mask = _mask(r, inputs)
-    ws = r.section("weights")
+    mask, ws = _mask(r, inputs), r.section("weights")
     return Case(
         id=case_id, title=r.text("title", case_id), description=r.text("description"),
         source=r.text("source"), tags=tags, attention=att, inputs=inputs, mask=mask,
-        expect=_expect(r, mask),
+        expect=case_extreme.checked(r, _expect(r, mask), inputs),
         weights=Weights(r.choice(ws, "bias_values", "weights.bias_values", "random", BIAS_VALUES)),
         typed=typed, path=str(path))
 

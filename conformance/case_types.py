@@ -22,11 +22,11 @@ from yaml.resolver import Resolver
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAUSAL = ("none", "upper_left", "lower_right")
-# What a system does with a query row whose every key is masked.  Each value
-# is a hypothesis the comparator can check numerically (see compare.py).
+# Edge case -> what a system does there, each label checked numerically (compare.py)
 BEHAVIOURS = {
     "fully_masked_row": ("nan", "zeros", "uniform", "finite_other", "error"),
-}
+    "nonfinite_input": ("nan_propagates", "contained", "partial", "nan_spreads", "overflow_inf",
+                        "error")}
 BIAS_VALUES = ("random", "zeros")
 
 # Case files are untrusted input: limits on what reading one may cost.
@@ -52,7 +52,8 @@ _SECTIONS = {
     "attention": {"num_heads", "num_kv_heads", "query_features", "key_features",
                   "value_features", "qk_head_dim", "v_head_dim", "output_features", "bias",
                   "scale"},
-    "inputs": {"batch", "query_len", "key_len", "self_attention", "dtype", "seed"},
+    "inputs": {"batch", "query_len", "key_len", "self_attention", "dtype", "seed", "scale",
+               "nonfinite"},
     "mask": {"causal", "key_padding", "attn_mask", "masked_rows"},
     "expect": {"parameters", "tolerance", "behaviours", "known_mismatch"},
     "weights": {"bias_values"},
@@ -137,6 +138,8 @@ class Inputs:
     self_attention: bool  # one tensor serves as query, key and value
     dtype: str  # one of DTYPES: what the runner computes in
     seed: int  # seeds every array of the case (weights.py)
+    scale: float = field(default=1.0, repr=False)  # multiplies q, k, v inputs (case_extreme)
+    nonfinite: tuple = field(default=(), repr=False)  # case_extreme.NonFinite entries
 
 
 @dataclass(frozen=True)
@@ -189,8 +192,10 @@ class Case:
 
     def fingerprint(self) -> str:
         """A hash of the case content (not its file), for caches."""
-        text = repr(replace(self, path=""))  # scale is out of repr: unset keeps old keys
+        text = repr(replace(self, path=""))  # scales are out of repr: unset keeps old keys
         extra = "" if self.attention.scale is None else f"|scale={self.attention.scale!r}"
+        i = self.inputs  # extreme inputs (case_extreme.py), only when set
+        extra += f"|inputs={i.scale!r},{i.nonfinite!r}" if i.scale != 1 or i.nonfinite else ""
         return hashlib.sha256((text + extra).encode()).hexdigest()[:16]
 
     @property
@@ -245,11 +250,8 @@ def element_counts(case: Case) -> dict[str, int]:
 # Default tolerances by dtype, modelled on torch.testing.assert_close and
 # widened for half precision, where attention chains several reductions.
 DEFAULT_TOLERANCE = {
-    "float64": Tolerance(rtol=1e-12, atol=1e-12),
-    "float32": Tolerance(rtol=1.3e-6, atol=1e-5),
-    "float16": Tolerance(rtol=1e-3, atol=2e-3),
-    "bfloat16": Tolerance(rtol=1.6e-2, atol=2e-2),
-}
+    "float64": Tolerance(rtol=1e-12, atol=1e-12), "float32": Tolerance(rtol=1.3e-6, atol=1e-5),
+    "float16": Tolerance(rtol=1e-3, atol=2e-3), "bfloat16": Tolerance(rtol=1.6e-2, atol=2e-2)}
 
 
 def tolerance_for(case: Case) -> Tolerance:
@@ -265,9 +267,7 @@ _TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "seq", "map", "merge")}
 
 
-# --------------------------------------------------------------------------
-# Bounded reading: refused while composing, before any Python object is built
-# --------------------------------------------------------------------------
+# ---- Bounded reading: refused while composing, before any Python object is built ----
 class _Refused(Exception):
     def __init__(self, field_name: str, problem: str, case_id: str | None):
         super().__init__(problem)

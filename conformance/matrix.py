@@ -16,7 +16,7 @@ from .contract import NotExpressible, NotExpressibleError, Observation, Runner, 
 from .counting import counted, over_budget
 from .isolation import ItemTimeout, deadline, item_timeout
 from .reference import Expected, attention, formula_parameters
-from .verdict import Failure, FailureKind, Outcome, Verdict, judge
+from .verdict import Failure, FailureKind, Outcome, Verdict, judge, nonfinite_applies
 from .weights import case_data
 from .workers import WorkerFault, run_in_worker
 from .workers import prefetch as queue_in_worker
@@ -58,6 +58,8 @@ class Row:
     graphs: dict[str, dict] = field(default_factory=dict)  # ONNX graph accounting
     output_digest: dict | None = None  # compact output record (cross-backend tables)
     count_method: str = ""  # set: a count-only row (counting.py), counted by this method
+    nonfinite_input: str | None = None  # observed behaviour on extreme inputs (output)
+    nonfinite_input_declared: str | None = None
 
     def failed(self, kind: FailureKind) -> bool:
         return any(f.kind == kind for f in self.failures)
@@ -107,7 +109,8 @@ def prefetch(case: Case, runner: Runner) -> None:
 
 def _row(case: Case, runner: Runner, outcome: Outcome, reason: str, native_call: str = "",
          obs: Observation | None = None, verdict: Verdict | None = None,
-         notes: tuple[str, ...] = (), fully_masked_row: str | None = None) -> Row:
+         notes: tuple[str, ...] = (), fully_masked_row: str | None = None,
+         nonfinite_input: str | None = None) -> Row:
     tol = tolerance_for(case)
     v = verdict
     return Row(
@@ -130,11 +133,13 @@ def _row(case: Case, runner: Runner, outcome: Outcome, reason: str, native_call:
         notes=tuple(obs.notes) if obs else notes, extras=dict(obs.extras) if obs else {},
         typed=dict(case.typed), failures=v.failures if v else (),
         known_mismatch=case.expect.known_mismatch.get(runner.name, ""),
-        graphs=dict(obs.graphs) if obs else {}, output_digest=obs.output_digest if obs else None)
+        graphs=dict(obs.graphs) if obs else {}, output_digest=obs.output_digest if obs else None,
+        nonfinite_input=v.nonfinite_input if v else nonfinite_input,
+        nonfinite_input_declared=_declared(case, runner, "nonfinite_input"))
 
 
-def _declared(case: Case, runner: Runner) -> str | None:
-    return case.expect.behaviours.get("fully_masked_row", {}).get(runner.name)
+def _declared(case: Case, runner: Runner, edge: str = "fully_masked_row") -> str | None:
+    return case.expect.behaviours.get(edge, {}).get(runner.name)
 
 
 def evaluate(case: Case, runner: Runner) -> Row:
@@ -215,11 +220,14 @@ def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str) -> Row
                     notes=(f"worker log ends:\n{exc.log}",) if exc.log else ())
     if not isinstance(exc, Exception) or isinstance(exc, ItemTimeout):
         return _fault_row(case, runner, "run", exc, call)
-    if _declared(case, runner) == "error":  # a runner raising is a result, as declared
+    edges = {e: "error" for e in ("fully_masked_row", "nonfinite_input")
+             if _declared(case, runner, e) == "error"}
+    if edges:  # a runner raising is a result, as declared
         return _row(case, runner, Outcome.BEHAVIOUR,
-                    f"raised as declared: {type(exc).__name__}: {exc}", call,
-                    fully_masked_row="error")
-    return _row(case, runner, Outcome.ERROR, f"{type(exc).__name__}: {exc}", call,
+                    f"raised as declared: {type(exc).__name__}: {exc}", call, **edges)
+    pin = (f"; if raising is its answer, pin it: expect.behaviours.nonfinite_input."
+           f"{runner.name}: error" if nonfinite_applies(case) else "")
+    return _row(case, runner, Outcome.ERROR, f"{type(exc).__name__}: {exc}{pin}", call,
                 notes=(_trace(exc),))
 
 

@@ -8,6 +8,16 @@ Semantics (DESIGN.md): for each query head h, with kv head g = h // (H / H_kv),
 A query row whose every key is masked has no defined softmax: the reference
 returns NaN there (weights and output) and the comparator judges that row by
 the behaviour the case declares instead of by numbers.
+
+Extreme inputs (case_extreme.py) are computed in IEEE float64 as they are: a
+saturated softmax is an ordinary number; a NaN or inf input spreads through
+the arithmetic.  A NaN in key position s of item b makes every score of item b
+that attends to s NaN, so those query rows are undefined (a masked score is
+replaced by -inf first, so a masked NaN key spreads nowhere); a NaN in value
+position s reaches every row of item b (0 * NaN is NaN); a NaN in query row t
+makes row t undefined.  `Expected.undefined` marks the output elements the
+oracle leaves non-finite (fully masked rows apart): the comparator judges them
+by the case's declared nonfinite_input behaviour, not by numbers.
 """
 from __future__ import annotations
 
@@ -27,6 +37,8 @@ class Expected:
     # What each fully-masked-row hypothesis would give there (compare.py):
     output_if_zeros: np.ndarray  # the row's attention weights are all 0
     output_if_uniform: np.ndarray  # the row attends uniformly to every key
+    # (B, T, E_o) output elements the oracle leaves NaN/inf, fully masked rows apart
+    undefined: np.ndarray | None = None
 
 
 def project(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -55,6 +67,11 @@ def attention(case: Case, data: CaseData | None = None, scale: float | None = No
     default 1/sqrt(d_k)); the convention probes try other scales.  The default divides
     by sqrt(d_k), as it always has (the committed reports stay bit for bit)."""
     data = data or case_data(case)
+    with np.errstate(invalid="ignore", over="ignore"):  # extreme inputs: IEEE as it comes
+        return _attention(case, data, scale)
+
+
+def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
     w, x = data.weights, data.inputs
     group = case.attention.num_heads // case.attention.num_kv_heads
     q = project(x.query, w.wq, w.bq)
@@ -69,7 +86,9 @@ def attention(case: Case, data: CaseData | None = None, scale: float | None = No
     # Hypotheses for fully masked rows: zero weights, or uniform over all keys.
     zero_heads = np.where(fully[:, None, :, None], 0.0, np.nan_to_num(probs)) @ v
     uniform = np.where(fully[:, None, :, None], 1.0 / v.shape[2], np.nan_to_num(probs))
-    return Expected(out, probs, fully, _combine(zero_heads, data), _combine(uniform @ v, data))
+    undefined = ~np.isfinite(out) & ~fully[:, :, None]
+    return Expected(out, probs, fully, _combine(zero_heads, data), _combine(uniform @ v, data),
+                    undefined)
 
 
 def formula_parameters(case: Case) -> int:

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from .case import Case, tolerance_for
-from .compare import agree, classify_fully_masked, classify_masked_weights
+from .compare import agree, classify_fully_masked, classify_masked_weights, classify_nonfinite
 from .contract import Observation
 from .reference import Expected
 
@@ -81,6 +83,7 @@ class Verdict:
     weights_max_rel_error: float | None = None
     fully_masked_row: str | None = None  # observed behaviour (output)
     fully_masked_row_weights: str | None = None  # observed behaviour (returned weights)
+    nonfinite_input: str | None = None  # observed behaviour on extreme inputs (output)
 
 
 def _parameter_failures(case: Case, obs: Observation, formula: int,
@@ -120,19 +123,53 @@ def _fully_masked(exp: Expected, obs: Observation, tol, declared: str | None,
     return observed, on_weights, fails
 
 
+def nonfinite_applies(case: Case) -> bool:
+    """The case places non-finite inputs, or declares what its scaled inputs do."""
+    return bool(case.inputs.nonfinite) or "nonfinite_input" in case.expect.behaviours
+
+
+def _finite_where(where: np.ndarray, expected: np.ndarray, observed) -> np.ndarray:
+    """`where`, less the elements where the oracle or the system is non-finite: on
+    extreme inputs the declared nonfinite_input behaviour judges those."""
+    where = where & np.isfinite(expected)
+    try:
+        got = np.asarray(observed, dtype=np.float64)
+    except (TypeError, ValueError):
+        return where
+    return where & np.isfinite(got) if got.shape == expected.shape else where
+
+
+def _nonfinite(case: Case, exp: Expected, obs: Observation,
+               runner: str) -> tuple[str, list[Failure]]:
+    observed = classify_nonfinite(exp, obs.output)
+    declared = case.expect.behaviours.get("nonfinite_input", {}).get(runner)
+    if declared is None:
+        return observed, [Failure(FailureKind.BEHAVIOUR, f"non-finite input: observed "
+                                  f"'{observed}', undeclared; pin it in the case: expect."
+                                  f"behaviours.nonfinite_input.{runner}: {observed}")]
+    if declared != observed:
+        return observed, [Failure(FailureKind.BEHAVIOUR, f"non-finite input: declared "
+                                  f"'{declared}', observed '{observed}'")]
+    return observed, []
+
+
 def judge(case: Case, runner: str, obs: Observation, exp: Expected, formula: int,
           expected_parameters: int | None, declared: str | None) -> Verdict:
     """Compare one observation with the reference and the case's declarations."""
     tol = tolerance_for(case)
     fails = _parameter_failures(case, obs, formula, expected_parameters, runner)
-    out = agree(exp.output, obs.output, tol, where=~exp.fully_masked[:, :, None])
+    extreme = nonfinite_applies(case)
+    where = ~exp.fully_masked[:, :, None]
+    out = agree(exp.output, obs.output, tol,
+                where=_finite_where(where, exp.output, obs.output) if extreme else where)
     if not out.ok:
         kind = FailureKind.SHAPE if out.shape_mismatch else FailureKind.VALUES
         fails.append(Failure(kind, f"output: {out.problem}"))
     w_abs = w_rel = None
     if obs.attention_weights is not None and obs.weights_returned == "per_head":
-        wa = agree(exp.weights, obs.attention_weights, tol,
-                   where=~exp.fully_masked[:, None, :, None])
+        where = ~exp.fully_masked[:, None, :, None]
+        wa = agree(exp.weights, obs.attention_weights, tol, where=_finite_where(
+            where, exp.weights, obs.attention_weights) if extreme else where)
         w_abs, w_rel = wa.max_abs_error, wa.max_rel_error
         if not wa.ok:
             fails.append(Failure(FailureKind.WEIGHTS, f"attention weights: {wa.problem}"))
@@ -140,11 +177,17 @@ def judge(case: Case, runner: str, obs: Observation, exp: Expected, formula: int
     if exp.fully_masked.any() and not out.shape_mismatch:
         masked, masked_weights, more = _fully_masked(exp, obs, tol, declared, runner)
         fails += more
+    nonfinite = None
+    if extreme and not out.shape_mismatch:
+        nonfinite, more = _nonfinite(case, exp, obs, runner)
+        fails += more
+    held = ([f"fully masked row gives {masked}"] if masked is not None else []) + (
+        [f"non-finite input gives {nonfinite}"] if nonfinite is not None else [])
     if fails:
         outcome, reason = Outcome.MISMATCH, "; ".join(f.message for f in fails)
-    elif masked is not None:
-        outcome, reason = Outcome.BEHAVIOUR, f"fully masked row gives {masked}, as declared"
+    elif held:
+        outcome, reason = Outcome.BEHAVIOUR, ", ".join(held) + ", as declared"
     else:
         outcome, reason = Outcome.PASS, ""
     return Verdict(outcome, reason, tuple(fails), out.max_abs_error, out.max_rel_error,
-                   w_abs, w_rel, masked, masked_weights)
+                   w_abs, w_rel, masked, masked_weights, nonfinite)

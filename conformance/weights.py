@@ -25,7 +25,8 @@ def round_to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "float64":
         return np.asarray(x, dtype=np.float64)
     if dtype in ("float32", "float16"):
-        return np.asarray(x).astype(dtype).astype(np.float64)
+        with np.errstate(over="ignore"):  # over the dtype's range: inf, as in the dtype
+            return np.asarray(x).astype(dtype).astype(np.float64)
     if dtype == "bfloat16":  # NumPy has no bfloat16: round-to-nearest-even on bits
         bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
@@ -154,15 +155,23 @@ def _generate(case: Case) -> CaseData:
     dt = i.dtype
     weights = CanonicalWeights(**{n: None if v is None else round_to_dtype(v, dt)
                                   for n, v in vars(weights).items()})
-    query = round_to_dtype(query, dt)
-    if i.self_attention:
-        key = value = query
-    else:
-        key, value = round_to_dtype(key, dt), round_to_dtype(value, dt)
+    query, key, value = _extreme(case, *(round_to_dtype(x * i.scale, dt) if i.scale != 1
+                                         else round_to_dtype(x, dt) for x in (query, key, value)))
     for arr in (query, key, value, *weights.arrays().values()):
         arr.setflags(write=False)  # shared by every runner: nobody may edit it
     return CaseData(weights, CaseInputs(query, key, value, causal, key_valid, attn,
                                         allowed, fully))
+
+
+def _extreme(case: Case, query, key, value):
+    """inputs.nonfinite placed in the rounded inputs (case_extreme.py); inputs.scale was
+    applied before rounding.  Self-attention keeps one tensor."""
+    if case.inputs.self_attention:
+        key = value = query
+    arrays = {"query": query, "key": key, "value": value}
+    for entry in case.inputs.nonfinite:
+        arrays[entry.tensor][entry.batch, entry.position, entry.feature] = entry.number
+    return arrays["query"], arrays["key"], arrays["value"]
 
 
 _CACHE: dict[str, CaseData] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.case import Tolerance
+from conformance.case import BEHAVIOURS, Tolerance
 from conformance.compare import agree, classify_fully_masked, classify_masked_weights
 from conformance.contract import Observation
 from conformance.reference import attention, formula_parameters
@@ -41,6 +41,56 @@ def test_agree_rejects_shape_mismatch():
     assert not res.ok and "shape mismatch" in res.problem
 
 
+def test_agree_rejects_inf_against_number_and_number_against_inf():
+    wrong = E.copy()
+    wrong[0, 1, 1] = np.inf
+    assert not agree(E, wrong, TOL).ok
+    expected = E.copy()
+    expected[0, 1, 1] = np.inf
+    res = agree(expected, E, TOL)
+    assert not res.ok and "infinity" in res.problem
+
+
+def test_agree_infinities_must_match_in_sign():
+    expected = E.copy()
+    expected[1, 0, 0], expected[1, 0, 1] = np.inf, -np.inf
+    assert agree(expected, expected.copy(), TOL).ok  # +inf vs +inf, -inf vs -inf
+    flipped = expected.copy()
+    flipped[1, 0, 0] = -np.inf
+    res = agree(expected, flipped, TOL)
+    assert not res.ok and "1 of 2 values are not the infinity (same sign)" in res.problem
+    nan = expected.copy()
+    nan[1, 0, 1] = np.nan
+    assert not agree(expected, nan, TOL).ok
+    where = np.ones((2, 3, 4), bool)
+    where[1, 0, 0] = False  # a position `where` leaves out is not compared
+    assert agree(expected, flipped, TOL, where=where).ok
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.complex128, np.bool_])
+def test_agree_rejects_non_float_output(dtype):
+    res = agree(E, (E * 10).astype(dtype) if dtype is not np.bool_ else E > 0, TOL)
+    assert not res.ok and "dtype mismatch" in res.problem and np.dtype(dtype).name in res.problem
+
+
+def test_agree_accepts_half_precision_output():
+    assert agree(E, E.astype(np.float16), Tolerance(rtol=1e-3, atol=1e-3)).ok
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4), (2, 0, 4), (0,)])
+def test_agree_rejects_empty_output(shape):
+    res = agree(E, np.zeros(shape), TOL)
+    assert not res.ok and "empty output" in res.problem and "24 elements" in res.problem
+
+
+def test_agree_rejects_one_wrong_element_anywhere():
+    for index in np.ndindex(E.shape):
+        wrong = E.copy()
+        wrong[index] += 1e-3
+        res = agree(E, wrong, TOL)
+        assert not res.ok and res.problem.startswith("1 of 24"), index
+
+
 def test_agree_rejects_missing_output():
     assert not agree(E, None, TOL).ok
 
@@ -68,6 +118,20 @@ def test_classify_each_hypothesis(label):
             "uniform": exp.output_if_uniform, "finite_other": exp.output_if_zeros + 0.5}[label]
     out[rows] = fill[rows]
     assert classify_fully_masked(exp, out, TOL) == label
+
+
+def test_classify_fully_masked_rejects_every_wrong_label():
+    exp = attention(MASKED)
+    rows = exp.fully_masked
+    labels = [b for b in BEHAVIOURS["fully_masked_row"] if b != "error"]
+    for label, fill in {"nan": np.full_like(exp.output, np.nan), "zeros": exp.output_if_zeros,
+                        "uniform": exp.output_if_uniform,
+                        "finite_other": exp.output_if_zeros + 0.5}.items():
+        out = np.nan_to_num(exp.output)
+        out[rows] = fill[rows]
+        got = classify_fully_masked(exp, out, TOL)
+        assert got == label and [b for b in labels if b != got] == [
+            b for b in labels if b != label]
 
 
 def test_classify_masked_weights():
