@@ -71,3 +71,77 @@ def test_loader_still_refuses_absurd_sizes(tmp_path):
     with pytest.raises(CaseError, match="loader's limit of 1,000,000,000,000"):
         load_file(path)
     assert LOAD_LIMIT.weights == 10**12
+
+
+# ---- allocation-free counts of the HF and Flax runners (#12 part 1) --------------------------
+
+SMALL = {"attention": {"num_heads": 2, "query_features": 8}, "inputs": {"self_attention": True}}
+NATIVE = [  # (target, params, a small case it expresses, method, a weight name at GPT-3 scale)
+    ("hf_bert:HFBert", {"attn_implementation": "eager"}, SMALL, "meta device",
+     "self.query.weight"),
+    ("hf_bert:HFBert", {"attn_implementation": "sdpa"}, SMALL, "meta device",
+     "output.dense.weight"),
+    ("hf_llama:HFLlama", {}, {"attention": {"num_heads": 4, "query_features": 8,
+                                            "num_kv_heads": 2}, "inputs": SMALL["inputs"]},
+     "meta device", "q_proj.weight"),
+    ("hf_marian:HFMarian", {}, SMALL, "meta device", "out_proj.weight"),
+    ("hf_gpt2:HFGpt2", {}, {**SMALL, "mask": {"causal": "upper_left"}}, "meta device", None),
+    ("hf_t5:HFT5", {}, {"attention": {"num_heads": 2, "query_features": 8, "qk_head_dim": 3,
+                                      "bias": False, "scale": 1.0},
+                        "inputs": SMALL["inputs"]}, "meta device", None),
+    ("flax_linen:FlaxLinen", {}, {"attention": {"num_heads": 2, "query_features": 8,
+                                                "key_features": 6, "value_features": 5,
+                                                "output_features": 5}}, "jax.eval_shape",
+     "query/kernel"),
+    ("flax_nnx:FlaxNnx", {}, {"attention": {"num_heads": 4, "query_features": 8,
+                                            "num_kv_heads": 2, "key_features": 6,
+                                            "value_features": 6}}, "jax.eval_shape",
+     "query/kernel"),
+]
+NATIVE_IDS = [f"{t.split(':')[1]}{'-' + p['attn_implementation'] if p else ''}"
+              for t, p, *_ in NATIVE]
+
+
+def native(target: str, params: dict):
+    runner = load(f"conformance.runners.{target}", params)
+    if runner.available():
+        pytest.skip(runner.available())
+    return runner
+
+
+@pytest.mark.parametrize("target, params, raw, method, _name", NATIVE, ids=NATIVE_IDS)
+def test_native_count_equals_the_run_on_a_small_case(target, params, raw, method, _name):
+    from conformance.contract import NotExpressible
+    from conformance.weights import case_data
+
+    from .helpers import make_case
+
+    runner, case = native(target, params), make_case(**raw)
+    translation = runner.translate(case)
+    assert not isinstance(translation, NotExpressible), translation
+    obs, count = runner.run(case, translation, case_data(case)), runner.count(case)
+    assert count.method == method
+    assert (count.parameters, count.weight_shapes) == (obs.parameters, obs.weight_shapes)
+    assert count.parameters == formula_parameters(case)
+
+
+GIANT = [n for n in NATIVE if n[4]]
+
+
+@pytest.mark.parametrize("target, params, _raw, method, name", GIANT,
+                         ids=[i for i, n in zip(NATIVE_IDS, NATIVE) if n[4]])
+def test_native_count_at_gpt3_scale_allocates_nothing(gpt3, target, params, _raw, method, name):
+    """A count-only row by the runner's own method; the process's peak memory does not
+    grow by the layer's 2.4 GB of float32 weights (a floor: an earlier peak hides it)."""
+    import resource
+
+    runner = native(target, params)
+    runner.count(gpt3)  # imports the framework before the peak is read
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    row = matrix.evaluate(gpt3, runner)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert row.outcome is Outcome.PASS and row.count_method == method, row.reason
+    assert row.parameters == formula_parameters(gpt3)
+    shapes = runner.count(gpt3).weight_shapes  # nnx's names end in "/.value"
+    assert next(s for n, s in shapes.items() if n.startswith(name))[0] == 12288
+    assert grown_kib < 512 * 1024
