@@ -6,8 +6,7 @@ trust every field it reads.  Every error names the file, the case id, the
 field and what would be valid, for whoever just dropped a file into `cases/`.
 
 Case files are untrusted: every failure is a CaseError with a bounded message,
-reading is bounded (case_types.read_document), and a configuration over the
-element budget is refused before anything is allocated.
+and reading is bounded (case_yaml.read_document).
 
 The field names are the public interface; `conformance/case.schema.json`
 publishes the same format for editors (a test keeps the two in sync).
@@ -24,9 +23,10 @@ from . import typed as typed_numbers
 from .case_types import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
     LOAD_LIMIT_ELEMENTS, Attention, Budget, Case, CaseError, Expect, Inputs, Mask, Tolerance,
-    Weights, element_counts, read_document, short, sizes_counts, tolerance_for,
+    Weights, element_counts, short, sizes_counts, tolerance_for,
 )
 from .case_types import _SECTIONS, _TOP  # noqa: F401  (the field names; test_schema reads them)
+from .case_yaml import read_document
 
 _SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")  # used with fullmatch: no trailing newline
 MAX_INT = 2**63 - 1  # every integer field fits an int64

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .case import Case
+from .formula import parameters
 from .weights import CaseData, case_data
 
 
@@ -93,10 +94,4 @@ def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
 
 def formula_parameters(case: Case) -> int:
     """Analytic count: the projections' weights and, with bias, their biases."""
-    a = case.attention
-    h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
-    count = h * a.query_features * dk + hkv * (a.key_features * dk + a.value_features * dv)
-    count += h * dv * a.output_features
-    if a.bias:
-        count += h * dk + hkv * (dk + dv) + a.output_features
-    return count
+    return parameters(case.attention)

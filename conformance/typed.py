@@ -20,7 +20,6 @@ system's defaults here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any, Mapping
 
 WIDTHS = ("qk_head", "qk_total")
@@ -220,11 +219,11 @@ class Meaning:
 
 
 def parameters_of(attention: Mapping[str, Any]) -> int:
-    """reference.formula_parameters of a canonical attention mapping."""
+    """The analytic count (formula.py) of a canonical attention mapping."""
     from .case_types import Attention
-    from .reference import formula_parameters
+    from .formula import parameters
 
-    return formula_parameters(SimpleNamespace(attention=Attention(**attention)))
+    return parameters(Attention(**attention))
 
 
 def _spelled(vocab: Vocabulary, c: Mapping[str, Any], width: int | None,

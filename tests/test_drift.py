@@ -89,3 +89,25 @@ def test_the_metadata_block_and_the_machine_are_ignored(tmp_path):
     (base / "results.json").write_text(json.dumps(data))
     assert differences(base, write(tmp_path, "there", rows())) == []
     assert set(FLOATS) <= set(data["rows"][0])
+
+
+def test_ledger_evidence_figures_vary_but_cells_do_not():
+    """conventions.json: a probe's figure moves with the CPU; a value never may."""
+    import json
+
+    from conformance.report.drift import compare_ledger
+
+    cell = {"system": "torch.mha", "axis": "attn_mask_polarity", "value": "true_blocks",
+            "evidence": "probe[torch.mha]: true_blocks 4.2e-07; true_attends 2.9e+00",
+            "documented": "true_blocks", "documented_source": "https://x",
+            "contradicts_documentation": False}
+    old = {"axes": [{"id": "attn_mask_polarity"}], "systems": [{"id": "torch.mha"}],
+           "cells": [cell]}
+    moved = {**old, "cells": [{**cell, "evidence": cell["evidence"].replace("4.2e-07",
+                                                                            "5.1e-07")}]}
+    assert compare_ledger(json.dumps(old), json.dumps(moved)) == []
+    flipped = {**old, "cells": [{**cell, "value": "true_attends"}]}
+    [change] = compare_ledger(json.dumps(old), json.dumps(flipped))
+    assert (change.case, change.runner, change.field) == ("torch.mha", "attn_mask_polarity",
+                                                         "value")
+    assert "'true_blocks' -> 'true_attends'" in str(change)

@@ -91,8 +91,8 @@ def test_property_any_bytes_give_cases_or_a_clean_error(tmp_path):
 
 def test_pure_python_yaml_fallback_is_clean_too(monkeypatch):
     """Without libyaml the loader uses PyYAML's pure-Python scanner: as clean, slower."""
-    from conformance import case_types
+    from conformance import case_yaml
 
-    monkeypatch.setattr(case_types, "_LOADER", case_types._PyLoader)
+    monkeypatch.setattr(case_yaml, "_LOADER", case_yaml._PyLoader)
     result = fuzz.fuzz(100, seed=4)
     assert result["unclean"] == 0, result["unclean_examples"]

@@ -17,6 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+METADATA_START = "<!-- run-metadata: start (versions and time; excluded from freshness checks) -->"
+METADATA_END = "<!-- run-metadata: end -->"
+
 FLOATS = ("max_abs_error", "max_rel_error", "weights_max_abs_error", "weights_max_rel_error")
 DESCRIPTORS = ("system", "path", "backend")
 FAMILIES = ("torch", "keras", "onnx")  # then "others"

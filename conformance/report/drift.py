@@ -163,6 +163,28 @@ def compare_text(old_text: str, new_text: str, file: str) -> list[Change]:
     return changes
 
 
+def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json") -> list[Change]:
+    """Cell by cell, keyed by (system, axis): every field exact, except the figures
+    inside the evidence text (a probe's max |difference| varies with the CPU like any
+    error figure); axes and systems exact."""
+    old, new = json.loads(old_text), json.loads(new_text)
+    changes = [Change(file, part, "", "list", old.get(part), new.get(part))
+               for part in ("axes", "systems") if old.get(part) != new.get(part)]
+    cells_a = {(c["system"], c["axis"]): c for c in old.get("cells", [])}
+    cells_b = {(c["system"], c["axis"]): c for c in new.get("cells", [])}
+    for key in sorted(set(cells_a) | set(cells_b)):
+        a, b = cells_a.get(key), cells_b.get(key)
+        if a is None or b is None:
+            changes.append(Change(file, f"{key[0]} / {key[1]}", "", "cell", a, b))
+            continue
+        for field in sorted(set(a) | set(b)):
+            x, y = a.get(field), b.get(field)
+            same = (_line_agrees(str(x), str(y)) if field == "evidence" else x == y)
+            if not same:
+                changes.append(Change(file, key[0], key[1], field, x, y))
+    return changes
+
+
 def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[Change]:
     """One report file (`name` relative to the report folder)."""
     from .render import strip_metadata
@@ -173,7 +195,9 @@ def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[
         return compare_json(old_text, new_text, name)
     if name.endswith(".csv"):
         return compare_csv(old_text, new_text, name)
-    if name.endswith(".json"):  # conventions.json and other data: exact outside metadata
+    if name.endswith("conventions.json"):
+        return compare_ledger(old_text, new_text, name)
+    if name.endswith(".json"):  # other data: exact outside metadata
         if strip_metadata(old_text, name) == strip_metadata(new_text, name):
             return []
         return [Change(name, "(file)", "", "content", "…", "differs")]

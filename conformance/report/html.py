@@ -49,14 +49,9 @@ def _asset(name: str) -> str:
 
 
 def _markers() -> tuple[str, str]:
-    """METADATA_START / METADATA_END, wherever the report package keeps them."""
-    from . import base
+    from .base import METADATA_END, METADATA_START
 
-    if hasattr(base, "METADATA_START"):
-        return base.METADATA_START, base.METADATA_END
-    from . import render
-
-    return render.METADATA_START, render.METADATA_END
+    return METADATA_START, METADATA_END
 
 
 def e(value) -> str:

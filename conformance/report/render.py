@@ -13,20 +13,17 @@ shapes of each case sit on its own page (pages.py).
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import math
 import sys
 from pathlib import Path
 
 from ..versions import versions
-from .base import csv_text, md, results_frame, section_frame
+from .base import METADATA_END, METADATA_START, csv_text, md, results_frame, section_frame
 from .html import write_html as write_html_page
 from .pages import write_pages
 from .sections import ANSWERS, DETAILS
 
-METADATA_START = "<!-- run-metadata: start (versions and time; excluded from freshness checks) -->"
-METADATA_END = "<!-- run-metadata: end -->"
 REPORT_FILES = ("results.json", "results.csv", "index.md", "index.html")
 LEDGER_FILE = "conventions.json"
 _TITLE = "Attention conformance report"
@@ -134,35 +131,6 @@ def write_markdown(answers, details, meta: dict, selection: str, out: Path,
     lines += [METADATA_START, "## Run metadata", "",
               *[f"- {md(k)}: {md(v)}" for k, v in meta.items()], METADATA_END, ""]
     (out / "index.md").write_text("\n".join(lines), encoding="utf-8")
-
-
-def _legacy_html(sections, meta: dict, selection: str, out: Path) -> None:
-    """index.html until report/html.py lands (its write_html then replaces this)."""
-    body = [f"<h1>{_TITLE}</h1><p>Selection: {html.escape(selection)}</p>"]
-    for s in sections:
-        body += [f"<h2>{html.escape(s.title)}</h2><p>{html.escape(s.intro)}</p>"]
-        for label, table in s.tables:
-            body += ([f"<h3>{html.escape(label)}</h3>"] if label else []) + [
-                table.to_html(border=0, escape=True)]
-    body += [METADATA_START, "<h2>Run metadata</h2><ul>"
-             + "".join(f"<li>{html.escape(k)}: {html.escape(str(v))}</li>" for k, v in meta.items())
-             + "</ul>", METADATA_END]
-    (out / "index.html").write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>Attention conformance"
-        "</title><style>body{font-family:sans-serif}table{border-collapse:collapse}"
-        "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}</style></head>"
-        "<body>\n" + "\n".join(body) + "\n</body></html>\n", encoding="utf-8")
-
-
-def write_html(results, cases, runners, sections, meta: dict, out: Path, selection: str,
-               ledger: dict | None) -> None:
-    """index.html: report/html.py's page when that module is there, else the legacy one."""
-    try:
-        from .html import write_html as page
-    except ImportError:
-        _legacy_html(sections, meta, selection, out)
-        return
-    page(results, cases, runners, sections, meta, out, selection, ledger)
 
 
 def read_ledger(out: Path) -> dict | None:

@@ -176,7 +176,11 @@ def mask_cells(p: Probe, case) -> list[Convention]:
 
 
 def dropout_cells(p: Probe, case) -> list[Convention]:
-    """dropout=0.5: training=False vs True; the returned weights under training=True."""
+    """dropout=0.5: training=False vs True; the returned weights under training=True.
+    Seeded, so the figures do not depend on what the worker ran before."""
+    import keras
+
+    keras.utils.set_random_seed(0)
     data = case_data(case)
     layer = p.layer(case, data, dropout=0.5)
     evald = _ledger.matches(case, p.call(layer, data, training=False)[0])
