@@ -176,13 +176,17 @@ def test_markdown_marks_models_and_contradictions():
     assert "| parameter_formula | 4E^2 + 4E |" in md  # a free-text value's head
 
 
-@pytest.mark.xfail(strict=False, reason="probes landing in #9 follow-up")
 def test_every_cell_is_observed():
-    """The committed ledger of the full matrix has a column per runner and no gap."""
+    """The committed ledger of the full matrix has a column per runner, every axis for
+    each, and no gap."""
+    from conformance.axes import AXIS_IDS
+
     path = REPORTS_DIR / "conventions.json"
     assert path.exists(), f"{path} not written yet: run the full matrix"
     data = json.loads(path.read_text())
     assert [s["id"] for s in data["systems"]] == runner_names()
+    assert sorted((c["system"], c["axis"]) for c in data["cells"]) == sorted(
+        (r, a) for r in runner_names() for a in AXIS_IDS)
     missing = [(c["system"], c["axis"]) for c in data["cells"] if c["value"] == NOT_PROBED]
     assert not missing, f"{len(missing)} cells not probed: {missing}"
 
