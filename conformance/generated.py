@@ -212,6 +212,9 @@ def add_options(group) -> None:
     group.addoption("--generated-runners", default="fast", choices=("fast", "all"),
                     help="runners of generated items when --runner names none: fast "
                     f"(default: {', '.join(FAST_RUNNERS)}) or all")
+    group.addoption("--generated-shrink", type=float, default=SHRINK_SECONDS, metavar="SECONDS",
+                    help=f"time to shrink each failure (default {SHRINK_SECONDS:g}; 0: write "
+                    "the failing case as drawn)")
     group.addoption("--generated-dir", default=str(REPORTS_DIR / "generated"), metavar="DIR",
                     help="where shrunk failing cases are written (default reports/generated)")
 
@@ -322,7 +325,9 @@ class GeneratedItem(pytest.Item):
             again = evaluate(case, runner)
             return again.outcome is outcome and not again.known_mismatch
 
-        small = shrink(self.genome, fails, seed=self.config.getoption("generated_seed"))
+        seconds = self.config.getoption("generated_shrink")
+        small = self.genome if seconds <= 0 else shrink(
+            self.genome, fails, seed=self.config.getoption("generated_seed"), seconds=seconds)
         raw = build(small, case_id, dtypes, known)
         final = evaluate(parse_case(raw, "<generated>"), runner)
         raw["title"] = f"generated case {self.case.id}, shrunk: {runner.name} {final.outcome}"
