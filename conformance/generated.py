@@ -356,7 +356,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     elapsed = time.monotonic() - (state["start"] or time.monotonic())
     counts: dict[str, int] = {}
     for r in rows:
-        counts[str(r.outcome)] = counts.get(str(r.outcome), 0) + 1
+        word = "known mismatch" if r.outcome.failed and r.known_mismatch else str(r.outcome)
+        counts[word] = counts.get(word, 0) + 1
     terminalreporter.write_line(
         f"conformance generated: {cases} cases, {len(rows)} items in {elapsed:.1f} s "
         f"({cases / max(elapsed, 1e-9):.1f} cases/s); "
