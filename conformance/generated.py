@@ -334,8 +334,9 @@ class GeneratedItem(pytest.Item):
         raw["description"] = final.reason[:800]
         seed, n = self.config.getoption("generated_seed"), self.config.getoption("generated")
         header = (f"Shrunk from {self.case.id}[{runner.name}] (--generated {n} "
-                  f"--generated-seed {seed}).\nReproduce: python -m pytest <dir> "
-                  f"--cases-dir <dir> --runner {runner.name}; move it to cases/ to keep it.")
+                  f"--generated-seed {seed}).\nReproduce: python -m pytest -p "
+                  f"conformance.plugin DIR --cases-dir DIR --runner {runner.name}; "
+                  "move it to cases/ to keep it.")
         return write_case(raw, self.config.getoption("generated_dir"), header)
 
     def repr_failure(self, excinfo):
