@@ -85,9 +85,9 @@ def group_scheduling(config, log):
     """A LoadGroupScheduling whose scope of a matrix or conventions item is its group."""
     from xdist.scheduler import LoadGroupScheduling
 
-    from .plugin import _state
+    from .items import session_state
 
-    groups = {r.name: group_of(r) for r in _state(config)["runners"]}
+    groups = {r.name: group_of(r) for r in session_state(config)["runners"]}
 
     class GroupScheduling(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -179,9 +179,9 @@ def prefetch_group(item) -> None:
     """On an xdist worker: queue the worker items of this item's group when its first
     item arrives (loadgroup sends the whole group here)."""
     from .matrix import prefetch
-    from .plugin import MatrixItem, _state
+    from .items import MatrixItem, session_state
 
-    state = _state(item.config)
+    state = session_state(item.config)
     done = state.setdefault("prefetched", set())
     key = group_of(item.runner)
     if key in done or not item.runner.worker:
@@ -220,9 +220,9 @@ class _Hooks:
     def pytest_runtest_makereport(self, item, call):
         report = yield
         if call.when == "call" and is_worker(item.config):
-            from .plugin import _state
+            from .items import session_state
 
-            state = _state(item.config)
+            state = session_state(item.config)
             runner = getattr(item, "runner", None)
             case = getattr(item, "case", None)
             if case is not None and (case.id, runner.name) in state["rows"]:
@@ -239,9 +239,9 @@ class _Hooks:
         config = self.config
         if blob is None or is_worker(config):
             return
-        from .plugin import _state
+        from .items import session_state
 
-        state = _state(config)
+        state = session_state(config)
         kind, *rest = unpack(blob)
         if kind == "row":
             row, seconds = rest

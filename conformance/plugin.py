@@ -19,12 +19,9 @@ from pathlib import Path
 import pytest
 
 from . import generated
-from .case import CaseError, load_cases
-from .matrix import evaluate, failure_message
+from .items import STATE_KEY, CaseFile, MatrixItem, session_cases, session_state, split
 from .paths import CASES_DIR, REPORTS_DIR
 from .runners import all_runners
-from .verdict import Outcome
-_KEY = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser):
@@ -61,40 +58,6 @@ def pytest_addoption(parser):
     generated.add_options(group)  # --generated N: generated cases (generated.py)
 
 
-def _split(values: list[str]) -> list[str]:
-    return [v for item in values for v in item.split(",") if v]
-
-
-def _state(config) -> dict:
-    if _KEY not in config.stash:
-        runners = all_runners()
-        names = [r.name for r in runners]
-        chosen = _split(config.getoption("runner"))
-        unknown = sorted(set(chosen) - set(names))
-        if unknown:
-            raise pytest.UsageError(f"--runner {unknown[0]}: unknown; known runners: {names}")
-        config.stash[_KEY] = {"runners": runners, "chosen_runners": chosen,
-                              "chosen_cases": _split(config.getoption("case")),
-                              "cases": None, "error": None, "rows": {}, "probes": {}}
-    return config.stash[_KEY]
-
-
-def _cases(config, state):
-    """All cases of the directory, loaded and checked once per session."""
-    if state["cases"] is None and state["error"] is None:
-        try:
-            state["cases"] = load_cases(config.getoption("cases_dir"),
-                                        {r.name for r in state["runners"]})
-        except CaseError as exc:
-            state["error"] = exc
-        unknown = sorted(set(state["chosen_cases"]) - {c.id for c in state["cases"] or []})
-        if state["cases"] is not None and unknown:  # a --case that matches nothing
-            raise pytest.UsageError(f"--case {unknown[0]}: no such case id in "
-                                    f"{config.getoption('cases_dir')} "
-                                    "(python -m conformance list shows them)")
-    return state["cases"] or []
-
-
 def pytest_configure(config):
     """One marker per runner framework (so `-m torch` works under --strict-markers)."""
     for framework in sorted({r.framework for r in all_runners()}):
@@ -104,7 +67,7 @@ def pytest_configure(config):
     counting.configure(config.getoption("max_elements"))  # before any item allocates
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
-    state = _state(config)  # an unknown --runner is a usage error before anything runs
+    state = session_state(config)  # an unknown --runner is a usage error before anything runs
     generated.configure(config)
     from . import isolation
 
@@ -155,7 +118,7 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda i: isinstance(i, ConventionsItem))  # stable: order kept otherwise
     from . import parallel
 
-    state = _state(config)
+    state = session_state(config)
     runners = [r for r in state["runners"]
                if not state["chosen_runners"] or r.name in state["chosen_runners"]]
     cases = [c for c in state["cases"] or []
@@ -164,92 +127,13 @@ def pytest_collection_modifyitems(session, config, items):
     parallel.select_shard(config, items, runners, len(cases))
 
 
-def selected_runners(state) -> list:
-    """The session's runners that --runner chose (all of them when it chose none)."""
-    chosen = state["chosen_runners"]
-    return [r for r in state["runners"] if not chosen or r.name in chosen]
+def pytest_runtest_setup(item):
+    """On an xdist worker, a worker group's subprocess requests are queued when its
+    first item arrives (parallel.py)."""
+    from .parallel import is_worker, prefetch_group
 
-
-def marked(item, runner, kind: str):
-    """`item` with its runner's framework marker and `kind` (matrix, conventions, ...)."""
-    item.add_marker(runner.framework)
-    item.add_marker(kind)
-    return item
-
-
-class ItemsFile(pytest.File):
-    """A file of items whose collection error is shown as its message alone."""
-
-    def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, self.CollectError):
-            return str(excinfo.value.args[0])
-        return super().repr_failure(excinfo)
-
-
-class CaseFile(ItemsFile):
-    def collect(self):
-        state = _state(self.config)
-        cases = _cases(self.config, state)
-        err = state["error"]
-        if err is not None and Path(err.path).resolve() == self.path.resolve():
-            raise self.CollectError(str(err))
-        if err is not None:
-            return  # reported once, by the file it names
-        chosen = state["chosen_cases"]
-        for case in cases:
-            if Path(case.path).resolve() != self.path.resolve():
-                continue
-            if chosen and case.id not in chosen:
-                continue
-            for runner in selected_runners(state):
-                yield marked(MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
-                                                    case=case, runner=runner), runner, "matrix")
-
-
-class MatrixFailure(Exception):
-    pass
-
-
-class MatrixItem(pytest.Item):
-    def __init__(self, *, case, runner, **kwargs):
-        super().__init__(**kwargs)
-        self.case, self.runner = case, runner
-
-    def runtest(self):
-        from time import perf_counter
-
-        from .parallel import is_worker, prefetch_group
-
-        if is_worker(self.config):
-            prefetch_group(self)
-        start = perf_counter()
-        row = evaluate(self.case, self.runner)
-        state, key = _state(self.config), (self.case.id, self.runner.name)
-        state["rows"][key] = row
-        state.setdefault("seconds", {})[key] = perf_counter() - start
-        if row.outcome.skips:
-            label = ("not expressible" if row.outcome is Outcome.NOT_EXPRESSIBLE
-                     else "skipped")
-            pytest.skip(f"{self.runner.name}: {label}: {row.reason}")
-        if row.outcome.failed and row.known_mismatch:
-            pytest.xfail(f"known mismatch: {row.known_mismatch} | observed: {row.reason}")
-        if row.outcome.failed:
-            raise MatrixFailure(failure_message(self.case, row, self.nodeid))
-        if row.known_mismatch:  # strict: a fixed mismatch must be noticed
-            raise MatrixFailure(
-                f"{self.case.id}[{self.runner.name}] passed, but the case declares a known "
-                f"mismatch ({row.known_mismatch}); remove expect.known_mismatch."
-                f"{self.runner.name} from {self.case.path}")
-
-    def repr_failure(self, excinfo):
-        # The message says it all; pytest's traceback rendering parses the source
-        # of every frame (~0.3 s an item), and xfails pass through here too.
-        if isinstance(excinfo.value, (MatrixFailure, pytest.xfail.Exception)):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self):
-        return self.path, 0, f"{self.case.id}[{self.runner.name}]"
+    if isinstance(item, MatrixItem) and is_worker(item.config):
+        prefetch_group(item)
 
 
 def pytest_collection_finish(session):
@@ -272,10 +156,10 @@ def pytest_sessionfinish(session, exitstatus):
 
     shutdown()
     config = session.config
-    state = config.stash.get(_KEY, None)
+    state = config.stash.get(STATE_KEY, None)
     if is_worker(config) or not state or not state["rows"]:
         return  # an xdist worker's rows went to the controller with its reports
-    cases = _cases(config, state)  # the xdist controller collected nothing
+    cases = session_cases(config, state)  # the xdist controller collected nothing
     if state["error"] is not None:
         return
     full = [(c.id, r.name) for c in cases for r in state["runners"]]
@@ -310,7 +194,7 @@ def _selection_parts(config) -> list[str]:
             parts.append(f"{flag} {value!r}")
     for opt in ("runner", "case"):
         if config.getoption(opt):
-            parts.append(f"--{opt} {','.join(_split(config.getoption(opt)))}")
+            parts.append(f"--{opt} {','.join(split(config.getoption(opt)))}")
     return parts
 
 
@@ -322,7 +206,7 @@ def _selection_text(ran: int, total: int, is_full: bool, parts: list[str]) -> st
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The case x runner symbol matrix of this run, the note, and the paths written."""
-    state = config.stash.get(_KEY, None)
+    state = config.stash.get(STATE_KEY, None)
     if state and state["rows"]:
         from .report.terminal import matrix_lines
 

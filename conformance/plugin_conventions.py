@@ -14,12 +14,12 @@ from _pytest.runner import collect_one_node
 
 from . import pinning
 from .ledger import AGGREGATE_AXES, PROBE, cell_problem, derive, merge
-from .plugin import ItemsFile, _state, marked, selected_runners
+from .items import ItemsFile, marked, selected_runners, session_state
 
 
 class ConventionsFile(ItemsFile):
     def collect(self):
-        state = _state(self.config)
+        state = session_state(self.config)
         try:
             pinned = pinning.load(self.path, [r.name for r in state["runners"]])
         except pinning.PinError as exc:
@@ -71,7 +71,7 @@ class ConventionsItem(pytest.Item):
         self.runner = runner
 
     def runtest(self):
-        state, runner = _state(self.config), self.runner
+        state, runner = session_state(self.config), self.runner
         missing = runner.available()
         if missing:
             pytest.skip(f"{runner.name}: skipped: {missing}")

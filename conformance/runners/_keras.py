@@ -356,6 +356,9 @@ class KerasLayerRunner(Runner):
     scores = False  # True: return_attention_scores=True (einsum + Softmax path)
     layer_cls = ""  # the keras.layers class, e.g. "MultiHeadAttention"
     layer_name = ""  # the layer's name (its variable paths start with it)
+    # the probe cells of a layer runner (_keras_probes.layer_cells), set by the runner
+    # modules: the probes build on this module's helpers, so it does not import them
+    probe_cells = None
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -383,8 +386,7 @@ class KerasLayerRunner(Runner):
         import keras
 
         from ..probes import SOFTCAP_NAMES, no_such_argument
-        from ._keras_probes import layer_cells
 
         cls = getattr(keras.layers, self.layer_cls)
-        return layer_cells(self) + [no_such_argument(
+        return self.probe_cells() + [no_such_argument(
             "softcap", SOFTCAP_NAMES, f"keras.layers.{self.layer_cls}", cls.__init__, cls.call)]

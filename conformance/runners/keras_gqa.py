@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..contract import NotExpressible, Translation
 from ._keras import KerasLayerRunner, causal_limit, format_call
+from ._keras_probes import layer_cells
 
 
 def gqa_translation(case) -> Translation | NotExpressible:
@@ -46,6 +47,7 @@ class KerasGQA(KerasLayerRunner):
     system = "keras.layers.GroupQueryAttention"
     path = "fused"  # return_attention_scores=False
     layer_cls, layer_name = "GroupQueryAttention", "gqa"
+    probe_cells = layer_cells
 
     def default_name(self) -> str:
         return f"keras.gqa.{self.backend}"

@@ -34,6 +34,7 @@ Conventions this runner makes explicit:
 from __future__ import annotations
 
 from ._keras import KerasLayerRunner, mha_translation
+from ._keras_probes import layer_cells
 
 
 class KerasMHA(KerasLayerRunner):
@@ -43,6 +44,7 @@ class KerasMHA(KerasLayerRunner):
 
     system = "keras.layers.MultiHeadAttention"
     layer_cls, layer_name = "MultiHeadAttention", "mha"
+    probe_cells = layer_cells
 
     def __init__(self, **params):
         super().__init__(**params)
