@@ -107,7 +107,7 @@ def relation(param: np.ndarray, tensor: np.ndarray) -> str | None:
         o = _find_rows(view, param)
         if o is not None:
             return f"{how}, packed with others at rows {o}:{o + param.shape[0]}"
-    if tensor.size == param.size and tensor.size > 1 and tensor.min() == param.min() \
+    if tensor.size == param.size and tensor.size and tensor.min() == param.min() \
             and tensor.max() == param.max() and np.array_equal(  # min/max: a cheap filter
                 np.sort(tensor.ravel()), np.sort(param.ravel())):
         return f"rearranged (reshaped/transposed to {list(tensor.shape)})"
@@ -120,28 +120,18 @@ def account(model, params: dict[str, np.ndarray]) -> dict:
     holders: dict[str, list[dict]] = {name: [] for name in params}
     weight_tensors: set[str] = set()
     claimed: set[str] = set()
-    # Degenerate parameters (all one value, e.g. zero biases) would match any
-    # tensor of zeros; they are matched only by name or by an unclaimed
-    # tensor of exactly their shape, after every other parameter.
+    # Degenerate parameters (all one value, e.g. zero biases, or any one-element
+    # parameter) would match any tensor of that value; they are matched only by
+    # name, or else by an unclaimed tensor of exactly their shape, after every
+    # other parameter.
     order = sorted(params, key=lambda n: np.ptp(params[n]) == 0 if params[n].size else True)
     for name in order:
         p = np.asarray(params[name], dtype=np.float64)
-        flat = p.size == 0 or np.ptp(p) == 0
-        for t in tensors:
-            if not t.is_float:
-                continue
-            if flat and not (_norm(name) in _norm(t.name) or (
-                    t.array.shape == p.shape and t.name not in claimed)):
-                continue
-            how = relation(p, t.array)
-            if how is None:
-                continue
+        for t, how in _holders(name, p, tensors, claimed):
             holders[name].append({"tensor": t.name, "kind": t.kind, "how": how,
                                   "shape": list(t.array.shape)})
             weight_tensors.add(t.name)
             claimed.add(t.name)
-            if flat:
-                break
     weights = [t for t in tensors if t.name in weight_tensors]
     others = [t for t in tensors if t.name not in weight_tensors]
     framework = int(sum(np.asarray(p).size for p in params.values()))
@@ -166,6 +156,30 @@ def account(model, params: dict[str, np.ndarray]) -> dict:
         "mapping": mapping,
         "explanation": _explain(params, mapping, framework, exported),
     }
+
+
+def _holders(name: str, p: np.ndarray, tensors: list[GraphTensor], claimed: set[str]):
+    """(tensor, how) for the float tensors holding (part of) parameter `name`.
+
+    A degenerate parameter (no spread: every one-element parameter too) takes
+    one tensor: the first whose name contains the parameter's name, else the
+    first unclaimed one of exactly its shape; a relation in values alone would
+    match any tensor holding that value.  A one-element parameter of a value no
+    graph would hold by chance (not 0, not a power of two such as a scale of
+    1 or 0.5) may also be an unclaimed one-element tensor of another shape
+    (tf2onnx's `query_1/Reshape:0` for a (1, 1, 1) kernel)."""
+    floats = [t for t in tensors if t.is_float]
+    if p.size and np.ptp(p) != 0:
+        return [(t, how) for t in floats if (how := relation(p, t.array)) is not None]
+    named = [t for t in floats if _norm(name) in _norm(t.name)]
+    shaped = [t for t in floats if t.array.shape == p.shape and t.name not in claimed]
+    if p.size == 1 and p.flat[0] != 0 and not np.log2(abs(p.flat[0])).is_integer():
+        shaped += [t for t in floats if t.array.size == 1 and t.name not in claimed]
+    for t in named + shaped:
+        how = relation(p, t.array)
+        if how is not None:
+            return [(t, how)]
+    return []
 
 
 def _constants_detail(others: list[GraphTensor]) -> dict[str, int]:

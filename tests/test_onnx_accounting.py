@@ -134,3 +134,50 @@ def test_onnx_runners_are_parameters_with_typed_descriptors():
         "attn_mask=bool (B, 1, T, S), True = attend, past_key/past_value = first 3 projected "
         "keys/values (lower-right offset)) [opset 23] -> MatMul+Add; run in "
         "onnx.reference.ReferenceEvaluator")
+
+
+def test_one_element_parameters_are_held_by_their_named_tensors():
+    """1 head, 1 feature, with bias: every parameter is one element (a scalar
+    in disguise, reshaped from (1, 1, 1) to (1, 1)); the graphs hold all 8."""
+    from conformance.runners.onnx_attention_op import OnnxAttentionOp
+    from conformance.runners.onnx_contrib_mha import OnnxContribMHA
+    from conformance.weights import case_data
+
+    case = make_case(attention={"num_heads": 1, "query_features": 1, "bias": True},
+                     inputs={"batch": 1, "query_len": 1, "key_len": 1, "dtype": "float32"})
+    data = case_data(case)
+    assert data.weights.count() == 8
+    runners = [OnnxAttentionOp(engine="reference")]
+    if OnnxContribMHA().available() is None:
+        runners += [OnnxContribMHA()]
+    for runner in runners:
+        obs = runner.run(case, runner.translate(case), data)
+        assert obs.parameters == 8, runner.name
+        (acc,) = obs.graphs.values()
+        assert acc["exported_weights"] == acc["framework_parameters"] == 8, runner.name
+        assert {n: h[0]["tensor"] for n, h in acc["mapping"].items()} == {
+            "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o",
+            "bq": "b_q", "bk": "b_k", "bv": "b_v", "bo": "b_o"}, runner.name
+
+
+def test_equal_one_element_parameters_go_to_their_named_tensors():
+    """Two one-element parameters of one value: each is held by the tensor
+    named after it, not by the first tensor of that value and shape."""
+    params = {"bq": np.full((1,), 0.5), "bk": np.full((1,), 0.5), "w": np.arange(8.0)}
+    acc = account(_graph({"b_k": np.full(1, 0.5), "b_q": np.full(1, 0.5), "w": params["w"]}),
+                  params)
+    assert acc["mapping"]["bq"][0]["tensor"] == "b_q"
+    assert acc["mapping"]["bk"][0]["tensor"] == "b_k"
+    assert acc["exported_weights"] == acc["framework_parameters"] == 10
+
+
+def test_one_element_parameter_found_under_another_name_and_shape():
+    """tf2onnx keeps a (1, 1, 1) Keras kernel as `query_1/Reshape:0` (1, 1);
+    a 0.5 or a 0 is not matched that way (a scale, a folded zero)."""
+    params = {"mha/query/kernel": np.full((1, 1, 1), np.float32(0.7749536)),
+              "half": np.full((1, 1, 1), 0.5), "zero": np.zeros((1, 1, 1))}
+    acc = account(_graph({"query_1/Reshape:0": np.full((1, 1), np.float32(0.7749536)),
+                          "scale": np.full((1, 1), 0.5), "pad": np.zeros((1, 1))}), params)
+    assert acc["mapping"]["mha/query/kernel"][0]["tensor"] == "query_1/Reshape:0"
+    assert isinstance(acc["mapping"]["half"], str) and isinstance(acc["mapping"]["zero"], str)
+    assert acc["exported_weights"] == 1

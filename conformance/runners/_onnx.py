@@ -59,6 +59,17 @@ def check(model_bytes: bytes):
     return model
 
 
+def built_parameters(model) -> int:
+    """The parameter count of a graph this project built from the canonical
+    weights: the elements of its float initializers (the integer ones are
+    shapes and splits), by construction, whatever the accounting matches."""
+    from onnx import TensorProto
+
+    floats = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16}
+    return int(sum(int(np.prod(t.dims)) for t in model.graph.initializer
+                   if t.data_type in floats))
+
+
 def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str,
                    plain: str, with_weights: str):
     """Output from the graph exported without weights, per-head weights from the

@@ -41,7 +41,7 @@ import numpy as np
 from .. import onnx_accounting
 from ..contract import NotExpressible, NotExpressibleError, Observation, Runner, Translation
 from ..contract import to_numpy
-from ._onnx import numpy_dtype, ort_session, short
+from ._onnx import built_parameters, numpy_dtype, ort_session, short
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
@@ -289,7 +289,7 @@ class OnnxAttentionOp(Runner):
                          "past_sequence_length (upper-left without a past)")
         return Observation(
             output=to_numpy(out), attention_weights=to_numpy(weights), weights_returned="per_head",
-            parameters=acc["exported_weights"],
+            parameters=built_parameters(model),
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer
                            if t.data_type != onnx.TensorProto.INT64},
             notes=notes, extras={"mask_polarity": "True = attend"},

@@ -22,7 +22,7 @@ import numpy as np
 from .. import onnx_accounting
 from ..contract import NotExpressible, NotExpressibleError, Observation, Runner, Translation
 from ..contract import to_numpy
-from ._onnx import numpy_dtype, ort_session
+from ._onnx import built_parameters, numpy_dtype, ort_session
 
 FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
 ELEM = {"float32": 1, "float16": 10, "float64": 11, "bfloat16": 16}  # TensorProto codes
@@ -128,7 +128,7 @@ class OnnxContribMHA(Runner):
         if not np.isfinite(out).all() and case.inputs.dtype == "float32":
             raise NotExpressibleError("non-finite output")
         return Observation(
-            output=to_numpy(out), parameters=acc["exported_weights"],
+            output=to_numpy(out), parameters=built_parameters(model),
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer},
             notes=notes, extras={"mask_polarity": "key_padding_mask 1 = valid"},
             graphs={"com.microsoft.MultiHeadAttention": acc})
