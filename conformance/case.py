@@ -22,8 +22,8 @@ from . import case_extreme, case_numbers
 from . import typed as typed_numbers
 from .case_types import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
-    LOAD_LIMIT_ELEMENTS, Attention, Budget, Case, CaseError, Expect, Inputs, Mask, Tolerance,
-    Weights, element_counts, short, sizes_counts, tolerance_for,
+    LOAD_ENV, LOAD_LIMIT_ELEMENTS, Attention, Budget, Case, CaseError, Expect, Inputs, Mask,
+    Tolerance, Weights, element_counts, load_limit, short, sizes_counts, tolerance_for,
 )
 from .case_types import _SECTIONS, _TOP  # noqa: F401  (the field names; test_schema reads them)
 from .case_yaml import read_document
@@ -135,7 +135,7 @@ def _inputs(r: _Reader, att: Attention) -> Inputs:
     return inputs
 
 
-LOAD_LIMIT = Budget(LOAD_LIMIT_ELEMENTS, LOAD_LIMIT_ELEMENTS)  # absurd sizes only (counting.py)
+LOAD_LIMIT = Budget(load_limit(), load_limit())  # absurd sizes only: LOAD_ENV raises it
 
 
 def _check_budget(r: _Reader, att: Attention, inputs: Inputs, budget: Budget) -> None:
@@ -145,8 +145,8 @@ def _check_budget(r: _Reader, att: Attention, inputs: Inputs, budget: Budget) ->
                                     ("activations", acts, ACTIVATION_ENV, "inputs")):
         if counts[kind] > limit:
             raise r.fail(where, f"needs {counts[kind]:,} {kind} elements, over the loader's "
-                         f"limit of {limit:,} (cases above the numbers budget, --max-elements "
-                         f"/ {env}, load and are counted only; this one is refused)")
+                         f"limit of {limit:,} (raise it with {LOAD_ENV}; cases above the numbers "
+                         f"budget, --max-elements / {env}, load and are counted only)")
 
 
 def _int_list(r: _Reader, value: Any, dotted: str) -> tuple[int, ...]:

@@ -39,6 +39,19 @@ ACTIVATION_ENV = "CONFORMANCE_MAX_ACTIVATION_ELEMENTS"
 # Those budgets bound the numerical comparison (counting.py: a case over them
 # loads and gets a count-only row); the loader refuses only absurd sizes, far above.
 LOAD_LIMIT_ELEMENTS = 10**12
+LOAD_ENV = "CONFORMANCE_MAX_LOAD_ELEMENTS"  # raises (or lowers) that limit
+
+
+def load_limit(environ: Mapping[str, str] | None = None) -> int:
+    """The loader's limit: LOAD_LIMIT_ELEMENTS unless CONFORMANCE_MAX_LOAD_ELEMENTS says."""
+    text = (os.environ if environ is None else environ).get(LOAD_ENV, "").strip()
+    try:
+        value = int(text.replace("_", "")) if text else LOAD_LIMIT_ELEMENTS
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise ValueError(f"{LOAD_ENV}={short(text)}: must be a positive integer (elements)")
+    return value
 
 # The field names of the format (conformance/case.schema.json publishes the same).
 _TOP = {"id", "title", "description", "source", "tags", "attention", "inputs", "mask",

@@ -68,9 +68,34 @@ def test_max_elements_raises_the_budget(gpt3):
 def test_loader_still_refuses_absurd_sizes(tmp_path):
     path = tmp_path / "absurd.yaml"
     path.write_text("id: absurd\nattention: {num_heads: 2, query_features: 1000000}\n")
-    with pytest.raises(CaseError, match="loader's limit of 1,000,000,000,000"):
+    with pytest.raises(CaseError, match="loader's limit of 1,000,000,000,000 "
+                       r"\(raise it with CONFORMANCE_MAX_LOAD_ELEMENTS"):
         load_file(path)
     assert LOAD_LIMIT.weights == 10**12
+
+
+def test_the_loader_limit_is_refused_by_validate_and_collection_and_can_be_raised(tmp_path):
+    """#13: refused by `validate` and by pytest collection, naming the limit and the
+    variable that raises it; raised, the case loads (and is counted only)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "absurd.yaml").write_text(
+        "id: absurd\nattention: {num_heads: 2, query_features: 1000000}\n")
+    env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_MAX_LOAD_ELEMENTS"}
+    cli = [sys.executable, "-m", "conformance", "validate", str(tmp_path)]
+    collect = [sys.executable, "-m", "pytest", "-p", "conformance.plugin", "-p",
+               "no:cacheprovider", "--collect-only", "-q", str(tmp_path), "--cases-dir",
+               str(tmp_path)]
+    for command in (cli, collect):
+        res = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert res.returncode != 0
+        assert "over the loader's limit of 1,000,000,000,000" in res.stdout + res.stderr
+        assert "CONFORMANCE_MAX_LOAD_ELEMENTS" in res.stdout + res.stderr
+    raised = {**env, "CONFORMANCE_MAX_LOAD_ELEMENTS": str(10**13)}
+    res = subprocess.run(cli, capture_output=True, text=True, env=raised, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 # ---- allocation-free counts of the HF and Flax runners (#12 part 1) --------------------------
