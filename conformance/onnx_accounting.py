@@ -75,6 +75,16 @@ def graph_tensors(model) -> list[GraphTensor]:
 _FLOAT_TYPES = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16 (onnx.TensorProto)
 
 
+_COUNTER = re.compile(r"__\d+(?=(:\d+)?$)")
+
+
+def shown_name(name: str) -> str:
+    """A tensor name as reports show it: a converter's process-wide counter suffix
+    (tf2onnx's `Reshape__3113:0`) becomes `__#`, so the same graph reads the same
+    whatever was converted before it in the process."""
+    return _COUNTER.sub("__#", name)
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
@@ -128,7 +138,7 @@ def account(model, params: dict[str, np.ndarray]) -> dict:
     for name in order:
         p = np.asarray(params[name], dtype=np.float64)
         for t, how in _holders(name, p, tensors, claimed):
-            holders[name].append({"tensor": t.name, "kind": t.kind, "how": how,
+            holders[name].append({"tensor": shown_name(t.name), "kind": t.kind, "how": how,
                                   "shape": list(t.array.shape)})
             weight_tensors.add(t.name)
             claimed.add(t.name)

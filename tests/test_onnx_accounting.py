@@ -181,3 +181,14 @@ def test_one_element_parameter_found_under_another_name_and_shape():
     assert acc["mapping"]["mha/query/kernel"][0]["tensor"] == "query_1/Reshape:0"
     assert isinstance(acc["mapping"]["half"], str) and isinstance(acc["mapping"]["zero"], str)
     assert acc["exported_weights"] == 1
+
+
+def test_converter_counter_suffixes_are_not_part_of_the_shown_names():
+    """tf2onnx numbers the tensors it makes from a process-wide counter: the same graph
+    converted after another gets `Reshape__9` for `Reshape__8`.  Reports show `__#`."""
+    from conformance.onnx_accounting import shown_name
+
+    assert shown_name("Reshape__3113:0") == shown_name("Reshape__8:0") == "Reshape__#:0"
+    assert shown_name("Reshape__12") == "Reshape__#"
+    for kept in ("functional_1/mha_1/key_1/Reshape:0", "val_5", "a__b", "in_proj_weight"):
+        assert shown_name(kept) == kept

@@ -10,8 +10,6 @@ the first session pays for the conversion.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 
 import numpy as np
 
@@ -23,7 +21,7 @@ from ..weights import case_data
 from . import _ledger
 from ._keras import load_weights, mha_translation
 from ._keras_probes import ANSI, base_case
-from ._onnx import CACHE, FORMAT, ort_session
+from ._onnx import CACHE, FORMAT, KERAS_EXPORT_FORMAT, keras_onnx_bytes, ort_session
 
 PROBE_FORMAT = 1  # bump when a probe graph changes
 WHAT = "onnx.keras-export graph in onnxruntime"
@@ -51,14 +49,6 @@ def _model(keras, case, mask: str | None, causal: bool, dropout: float):
     return model
 
 
-def _export(model) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="conformance-keras-onnx-probe-") as tmp:
-        path = os.path.join(tmp, "model.onnx")
-        model.export(path, format="onnx", verbose=False)
-        with open(path, "rb") as fh:
-            return fh.read()
-
-
 class Graphs:
     """One exported probe graph per configuration, from the cache when it holds it."""
 
@@ -71,10 +61,11 @@ class Graphs:
     def session(self, case, mask=None, causal=False, dropout=0.0):
         def make():
             self.exported += 1
-            return _export(_model(self.keras, case, mask, causal, dropout))
+            return keras_onnx_bytes(_model(self.keras, case, mask, causal, dropout),
+                                    "conformance-keras-onnx-probe-")
 
         k = key("onnx.keras-export probe", case.fingerprint(), mask, causal, dropout,
-                self.versions, FORMAT, PROBE_FORMAT)
+                self.versions, FORMAT, PROBE_FORMAT, KERAS_EXPORT_FORMAT)
         blob, _ = CACHE.get_or_make(k, make)
         self.keras.backend.clear_session(free_memory=False)
         return ort_session(blob, f"probe graph (mask={mask}, causal={causal})")

@@ -7,6 +7,8 @@ inside the functions.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..cache import BytesCache
@@ -83,3 +85,23 @@ def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str
     if acc["exported_weights"] != acc["framework_parameters"]:
         notes.append(f"graph weights differ from {framework}'s count: {acc['explanation']}")
     return out, to_numpy(results[with_weights][1]), delta
+
+
+KERAS_EXPORT_FORMAT = 2  # 2: tf2onnx's name counter reset before each export
+
+
+def keras_onnx_bytes(model, prefix: str = "conformance-keras-onnx-") -> bytes:
+    """Keras 3's `model.export(format="onnx")` (tf2onnx) as bytes.  tf2onnx names the
+    tensors it makes from one process-wide counter (`Reshape__3113`), so the same model
+    got other names after other exports (or none, from the cache): the counter is reset
+    first, and a graph's names depend on the model alone."""
+    import tempfile
+
+    import tf2onnx.utils
+
+    tf2onnx.utils.INTERNAL_NAME = 1
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        model.export(path, format="onnx", verbose=False)
+        with open(path, "rb") as fh:
+            return fh.read()

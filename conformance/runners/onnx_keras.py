@@ -24,8 +24,6 @@ imported inside `run` only.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 
 from .. import onnx_accounting
 from ..cache import key
@@ -33,7 +31,8 @@ from ..contract import NotExpressible, NotExpressibleError, Observation, Runner,
 from ..versions import package_versions
 from ._keras import (classify_call_error, explicit_mask, load_weights, mha_translation,
                      storage_dtype, to_f64, worker_spec)
-from ._onnx import CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short
+from ._onnx import (CACHE, FORMAT, KERAS_EXPORT_FORMAT, check, combine_graphs, keras_onnx_bytes,
+                    numpy_dtype, ort_session, short)
 
 VARIANTS = {"return_attention_scores=False": False, "return_attention_scores=True": True}
 
@@ -102,15 +101,11 @@ class OnnxKerasExport(Runner):
                            t.plan)
 
     def _export(self, model, variant: str) -> bytes:
-        with tempfile.TemporaryDirectory(prefix="conformance-keras-onnx-") as tmp:
-            path = os.path.join(tmp, "model.onnx")
-            try:
-                model.export(path, format="onnx", verbose=False)
-            except Exception as exc:  # the converter rejected this configuration
-                raise NotExpressibleError(f"keras model.export(format='onnx', {variant}) "
-                                          f"failed: {short(exc)}") from exc
-            with open(path, "rb") as fh:
-                return fh.read()
+        try:
+            return keras_onnx_bytes(model)
+        except Exception as exc:  # the converter rejected this configuration
+            raise NotExpressibleError(f"keras model.export(format='onnx', {variant}) "
+                                      f"failed: {short(exc)}") from exc
 
     def conventions(self):
         """Probe graphs exported and run like the rows' (_keras_onnx_probes.py)."""
@@ -141,7 +136,8 @@ class OnnxKerasExport(Runner):
             except Exception as exc:
                 raise classify_call_error(exc, case, "tensorflow", False) from exc
             params = {v.path: to_f64(keras, v.value) for v in layer.weights}
-            k = key(self.name, variant, case.fingerprint(), _versions(), FORMAT)
+            k = key(self.name, variant, case.fingerprint(), _versions(), FORMAT,
+                    KERAS_EXPORT_FORMAT)
             blob, _ = CACHE.get_or_make(k, lambda: self._export(model, variant))
             graphs[variant] = onnx_accounting.account(check(blob), params)
             session = ort_session(blob, f"graph exported with {variant}")
