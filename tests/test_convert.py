@@ -18,7 +18,6 @@ from conformance.convert import (FORMATS, ConversionError, convert, from_bert, f
                                  to_t5, to_torch)
 from conformance.reference import attention
 from conformance.runners._keras import canonical_variables
-from conformance.runners.matlab_model import matlab_weights
 from conformance.weights import CanonicalWeights, case_data
 from tests.helpers import make_case
 
@@ -98,9 +97,16 @@ def test_keras_and_matlab_layouts_match_the_runners():
     got = to_keras(w)
     assert set(got) == set(expected)
     assert all(got[k].tobytes() == np.ascontiguousarray(a).tobytes() for k, a in expected.items())
-    theirs, ours = matlab_weights(w), to_matlab(w)
-    assert list(ours) == list(theirs)
-    assert all(ours[k].shape == a.shape and np.array_equal(ours[k], a) for k, a in theirs.items())
+    # MATLAB (the model runner uses to_matlab): head i is the contiguous channel block i
+    # of W*X weights (out x in); the output weights are OutputSize x NumValueChannels
+    ours = to_matlab(w)
+    h, d_k, d_v = w.wq.shape[0], w.wq.shape[2], w.wv.shape[2]
+    for i in range(h):
+        assert np.array_equal(ours["QueryWeights"][i * d_k:(i + 1) * d_k], w.wq[i].T)
+        assert np.array_equal(ours["ValueWeights"][i * d_v:(i + 1) * d_v], w.wv[i].T)
+        assert np.array_equal(ours["OutputWeights"][:, i * d_v:(i + 1) * d_v], w.wo[i].T)
+        assert np.array_equal(ours["QueryBias"][i * d_k:(i + 1) * d_k, 0], w.bq[i])
+    assert ours["OutputBias"].shape == (w.bo.shape[0], 1)
 
 
 def test_flax_params_are_keras_kernels_under_other_names():

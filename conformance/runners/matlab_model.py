@@ -105,17 +105,11 @@ def matlab_call(case) -> tuple[str, dict]:
 
 
 def matlab_weights(weights) -> dict[str, np.ndarray]:
-    """Canonical per-head arrays -> MATLAB's learnable properties (out x in,
-    head i = the contiguous channel block i)."""
-    def stack(w):  # (H, E_in, d) -> (H*d, E_in): row block i is w[i].T
-        return np.ascontiguousarray(w.transpose(0, 2, 1).reshape(-1, w.shape[1]))
+    """Canonical per-head arrays -> MATLAB's learnable properties (out x in, head i =
+    the contiguous channel block i): the converter's MATLAB layout, one definition."""
+    from ..convert import to_matlab
 
-    h, d_v, e_o = weights.wo.shape
-    return {"QueryWeights": stack(weights.wq), "KeyWeights": stack(weights.wk),
-            "ValueWeights": stack(weights.wv),
-            "OutputWeights": np.ascontiguousarray(weights.wo.reshape(h * d_v, e_o).T),
-            "QueryBias": weights.bq.reshape(-1, 1), "KeyBias": weights.bk.reshape(-1, 1),
-            "ValueBias": weights.bv.reshape(-1, 1), "OutputBias": weights.bo.reshape(-1, 1)}
+    return to_matlab(weights)
 
 
 def forward(p: dict[str, np.ndarray], x: np.ndarray, num_heads: int, causal: bool):
