@@ -29,10 +29,10 @@ FRAMEWORKS = ("torch", "tensorflow", "jax", "flax", "keras", "transformers", "on
 SAMPLE = ("causal-self-attention", "key-padding", "cross-attention-kv-features")
 ITEMS = r"""
 import json, sys, time
-from conformance.case import load_cases
+from conformance.case.loader import load_cases
 from conformance.runners import all_runners
-from conformance.contract import Translation
-from conformance.weights import case_data
+from conformance.contract.runner import Translation
+from conformance.oracle.canonical import case_data
 cases = {c.id: c for c in load_cases("cases")}
 out = {}
 for r in all_runners():
@@ -92,14 +92,14 @@ def matrix_seconds(cache: str, extra: list[str]) -> tuple[float, str]:
 
 def n_items() -> int:
     sys.path.insert(0, str(ROOT))
-    from conformance.case import load_cases
+    from conformance.case.loader import load_cases
     from conformance.runners import all_runners
 
     return len(load_cases(ROOT / "cases")) * len(all_runners())
 
 
 def n_cases() -> int:
-    from conformance.case import load_cases
+    from conformance.case.loader import load_cases
 
     return len(load_cases(ROOT / "cases"))
 

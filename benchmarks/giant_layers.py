@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GIANT, TINY = "gpt3-scale", "causal-self-attention"
 CHILD = r"""
 import json, sys, time
-from conformance.case import load_cases
+from conformance.case.loader import load_cases
 from conformance.runners import load
 cases = {c.id: c for c in load_cases("cases")}
 out = {}
@@ -56,7 +56,7 @@ def matrix_run(case: str) -> dict:
 
 def count_times() -> dict:
     """{runner: [seconds, parameters, method]} for the GPT-3 case."""
-    from conformance.contract import Runner
+    from conformance.contract.runner import Runner
     from conformance.runners import all_runners
 
     groups: dict[str, tuple[dict, list]] = {}

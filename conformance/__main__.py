@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 
-from .paths import CASES_DIR, REPORTS_DIR
+from conformance.paths import CASES_DIR, REPORTS_DIR
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,9 +71,9 @@ def _new_parser(sub) -> None:
 
 def _command(name: str):
     if name in ("report", "check-reports", "merge"):
-        from . import cli_reports as module
+        from conformance.cli import reports as module
     else:
-        from . import cli_cases as module
+        from conformance.cli import cases as module
     return getattr(module, {"list": "list_cases"}.get(name, name.replace("-", "_")))
 
 

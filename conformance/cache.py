@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .paths import CACHE_ENV, cache_root
+from conformance.paths import CACHE_ENV, cache_root
 
 __all__ = ["CACHE_ENV", "BytesCache", "cache_root", "key"]
 

@@ -5,9 +5,9 @@ import os
 import sys
 import time
 
-from conformance.reference import attention
-from conformance.contract import (NotExpressibleError, Observation, Runner, Translation,
-                                  WorkerSpec)
+from conformance.oracle.reference import attention
+from conformance.contract.runner import (
+    NotExpressibleError, Observation, Runner, Translation, WorkerSpec)
 
 
 class FakeWorkerRunner(Runner):

@@ -11,8 +11,8 @@ import os
 import sys
 import time
 
-from conformance.contract import Observation, Runner, Translation, WorkerSpec
-from conformance.reference import attention
+from conformance.contract.runner import Observation, Runner, Translation, WorkerSpec
+from conformance.oracle.reference import attention
 
 FAULT_WORKER = WorkerSpec("faulty")
 

@@ -1,7 +1,7 @@
 """Building cases in tests without files."""
 from __future__ import annotations
 
-from conformance.case import parse_case
+from conformance.case.loader import parse_case
 
 
 def make_case(**sections):

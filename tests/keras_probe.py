@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract import Observation, Runner
-from conformance.runners._keras import built_layer, load_weights, mha_translation, worker_spec
+from conformance.contract.runner import Observation, Runner
+from conformance.runners.keras.common import built_layer, load_weights, mha_translation, worker_spec
 
 
 class KerasProbe(Runner):

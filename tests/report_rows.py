@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
-from conformance.contract import Runner
-from conformance.matrix import Row
-from conformance.verdict import Failure, FailureKind, Outcome
+from conformance.contract.runner import Runner
+from conformance.run.evaluate import Row
+from conformance.compare.verdict import Failure, FailureKind, Outcome
 
 _DEFAULTS = dict(reason="", dtype="float32", native_call="", executed=True, parameters=None,
                  parameters_formula=10, parameters_expected=None, projection_parameters=None,

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.case import (
-    Budget, CaseError, element_counts, load_cases, load_cases_report, load_file,
-)
-from conformance.case_types import MAX_MESSAGE
+from conformance.case.loader import (
+    Budget, CaseError, element_counts, load_cases, load_cases_report, load_file)
+from conformance.case.model import MAX_MESSAGE
 
 GOOD = """
 id: tiny
@@ -265,7 +264,7 @@ def test_element_counts_are_arithmetic(tmp_path):
 
 def test_element_counts_match_the_formula():
     from conformance.paths import ROOT
-    from conformance.reference import formula_parameters
+    from conformance.oracle.reference import formula_parameters
 
     for case in load_cases(ROOT / "cases"):
         assert element_counts(case)["weights"] == formula_parameters(case), case.id
@@ -299,13 +298,14 @@ def test_public_names_are_re_exported():
     import subprocess
     import sys
 
-    from conformance import case, case_types
+    from conformance.case import loader as case
+    from conformance.case import model as case_types
 
     for name in ("Case", "Attention", "Inputs", "Mask", "Expect", "Tolerance", "Weights",
                  "CaseError", "DTYPES", "CAUSAL", "BEHAVIOURS", "BIAS_VALUES",
                  "DEFAULT_TOLERANCE", "tolerance_for", "Budget", "element_counts"):
         assert getattr(case, name) is getattr(case_types, name)
-    code = "import sys, conformance.case_types; print('conformance.case' in sys.modules)"
+    code = "import sys, conformance.case.model; print('conformance.case.loader' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent, check=True)
     assert out.stdout.strip() == "False"

@@ -12,7 +12,7 @@ import pytest
 from conformance.__main__ import main
 from conformance.paths import ROOT
 from conformance.report import write_reports
-from conformance.verdict import Outcome
+from conformance.compare.verdict import Outcome
 
 from .report_rows import FakeCase, make_row, stand_in
 
@@ -67,8 +67,8 @@ def test_validate_reports_every_file(tmp_path, capsys):
     ("matlab", ["num_heads=4", "num_key_channels=784", "input_features=3136"], 9839984),
 ])
 def test_new_from_typed_numbers_writes_a_valid_case(tmp_path, source, numbers, expect):
-    from conformance.case import load_cases
-    from conformance.reference import formula_parameters
+    from conformance.case.loader import load_cases
+    from conformance.oracle.reference import formula_parameters
 
     assert main(["new", "--from", source, *numbers, "--cases-dir", str(tmp_path)]) == 0
     (case,) = load_cases(tmp_path)

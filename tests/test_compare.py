@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.case import BEHAVIOURS, Tolerance
-from conformance.compare import agree, classify_fully_masked, classify_masked_weights
-from conformance.contract import Observation
-from conformance.reference import attention, formula_parameters
-from conformance.verdict import FailureKind, Outcome, judge
+from conformance.case.loader import BEHAVIOURS, Tolerance
+from conformance.compare.agreement import agree, classify_fully_masked, classify_masked_weights
+from conformance.contract.runner import Observation
+from conformance.oracle.reference import attention, formula_parameters
+from conformance.compare.verdict import FailureKind, Outcome, judge
 
 from .helpers import make_case
 
@@ -216,8 +216,8 @@ def test_outcome_words_and_pytest_meaning():
 
 
 def test_missing_framework_is_a_skip_with_reason():
-    from conformance.contract import Runner
-    from conformance.matrix import evaluate
+    from conformance.contract.runner import Runner
+    from conformance.run.evaluate import evaluate
 
     class Absent(Runner):
         name, framework, requires = "absent.mha", "absent", ("no_such_framework_xyz",)
@@ -228,8 +228,8 @@ def test_missing_framework_is_a_skip_with_reason():
 
 
 def test_runner_crash_is_an_error_row_not_a_crash():
-    from conformance.contract import Runner, Translation
-    from conformance.matrix import evaluate
+    from conformance.contract.runner import Runner, Translation
+    from conformance.run.evaluate import evaluate
 
     class Broken(Runner):
         name, framework = "broken.mha", "broken"

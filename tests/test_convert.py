@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance.convert import (FORMATS, ConversionError, convert, from_bert, from_keras,
-                                 from_llama, from_t5, from_torch, keras_weights,
-                                 set_keras_weights, to_flax, to_gpt2, to_keras, to_matlab,
-                                 to_t5, to_torch)
-from conformance.reference import attention
-from conformance.runners._keras import canonical_variables
-from conformance.weights import CanonicalWeights, case_data
+from conformance.convert import (
+    FORMATS, ConversionError, convert, from_bert, from_keras, from_llama, from_t5, from_torch,
+    keras_weights, set_keras_weights, to_flax, to_gpt2, to_keras, to_matlab, to_t5, to_torch)
+from conformance.oracle.reference import attention
+from conformance.runners.keras.common import canonical_variables
+from conformance.oracle.canonical import CanonicalWeights, case_data
 from tests.helpers import make_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,8 +180,8 @@ def test_flax_module_takes_the_params_and_matches_the_reference():
 KERAS_SCRIPT = """
 import numpy as np, keras
 from conformance.convert import from_keras, keras_weights, set_keras_weights, to_keras
-from conformance.reference import attention
-from conformance.weights import case_data
+from conformance.oracle.reference import attention
+from conformance.oracle.canonical import case_data
 from tests.test_convert import float32_case
 case = float32_case("general")
 data = case_data(case); x = data.inputs

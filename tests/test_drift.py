@@ -8,7 +8,7 @@ import json
 from conformance.report import compare_reports, differences, write_reports
 from conformance.report.base import FLOATS
 from conformance.report.drift import figures_agree
-from conformance.verdict import Outcome
+from conformance.compare.verdict import Outcome
 
 from .report_rows import FakeCase, make_row, replace, stand_in
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.case import BEHAVIOURS, CaseError
-from conformance.compare import classify_nonfinite
-from conformance.contract import Observation
-from conformance.reference import attention, formula_parameters
-from conformance.verdict import FailureKind, Outcome, judge
-from conformance.weights import case_data
+from conformance.case.loader import BEHAVIOURS, CaseError
+from conformance.compare.agreement import classify_nonfinite
+from conformance.contract.runner import Observation
+from conformance.oracle.reference import attention, formula_parameters
+from conformance.compare.verdict import FailureKind, Outcome, judge
+from conformance.oracle.canonical import case_data
 
 from .helpers import make_case
 

@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 
-from conformance.axes import BY_ID
+from conformance.contract.axes import BY_ID
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flax") is None or importlib.util.find_spec("jax") is None,
@@ -18,7 +18,7 @@ AXES = ("key_padding_polarity", "weights_dropout", "causal_flag", "scale_precisi
                                           "not_applicable"),
                                          ("flax.nnx.MultiHeadAttention", "upper_left")])
 def test_flax_probe_cells_are_vocabulary_words(api, causal):
-    from conformance.runners._flax_probes import flax_cells
+    from conformance.runners.flax.probes import flax_cells
 
     cells = {c.axis: c for c in flax_cells(api)}
     assert tuple(cells) == AXES

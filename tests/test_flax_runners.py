@@ -6,12 +6,12 @@ import importlib.util
 import numpy as np
 import pytest
 
-from conformance.axes import BY_ID
-from conformance.contract import NotExpressible
-from conformance.reference import attention
-from conformance.runners.flax_linen import FlaxLinen
-from conformance.runners.flax_nnx import FlaxNnx
-from conformance.weights import case_data
+from conformance.contract.axes import BY_ID
+from conformance.contract.runner import NotExpressible
+from conformance.oracle.reference import attention
+from conformance.runners.flax.linen import FlaxLinen
+from conformance.runners.flax.nnx import FlaxNnx
+from conformance.oracle.canonical import case_data
 
 from .helpers import make_case
 
@@ -81,7 +81,7 @@ def test_scaled_case_agrees_with_reference(runner):
 
 @needs_flax
 def test_one_jitted_function_per_configuration():
-    from conformance.runners import _flax
+    from conformance.runners.flax import common as _flax
 
     case, r = make_case(**SEED), FlaxNnx()
     r.run(case, r.translate(case), case_data(case))

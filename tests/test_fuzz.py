@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance import fuzz
-from conformance.case import CaseError, load_file
-from conformance.case_types import MAX_MESSAGE
+from conformance.cli import fuzz
+from conformance.case.loader import CaseError, load_file
+from conformance.case.model import MAX_MESSAGE
 
 
 def test_bounded_fuzz_run_is_clean():
@@ -91,7 +91,7 @@ def test_property_any_bytes_give_cases_or_a_clean_error(tmp_path):
 
 def test_pure_python_yaml_fallback_is_clean_too(monkeypatch):
     """Without libyaml the loader uses PyYAML's pure-Python scanner: as clean, slower."""
-    from conformance import case_yaml
+    from conformance.case import yaml_reader as case_yaml
 
     monkeypatch.setattr(case_yaml, "_LOADER", case_yaml._PyLoader)
     result = fuzz.fuzz(100, seed=4)

@@ -9,15 +9,15 @@ import sys
 import pytest
 import yaml
 
-from conformance.case import element_counts, load_file, parse_case
-from conformance.contract import Observation, Runner, Translation
-from conformance.generated import FIELDS, build, draw_genome, shrink
-from conformance.matrix import evaluate
+from conformance.case.loader import element_counts, load_file, parse_case
+from conformance.contract.runner import Observation, Runner, Translation
+from conformance.plugin.generated import FIELDS, build, draw_genome, shrink
+from conformance.run.evaluate import evaluate
 from conformance.paths import ROOT
-from conformance.reference import attention
+from conformance.oracle.reference import attention
 from conformance.runners import EXTRA_ENV
-from conformance.verdict import Outcome
-from conformance.weights import case_data
+from conformance.compare.verdict import Outcome
+from conformance.oracle.canonical import case_data
 
 pytest_plugins = ["pytester"]
 BIG = 8  # the fake runner disagrees when query_features > BIG

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import counting, matrix
-from conformance.case import LOAD_LIMIT, CaseError, load_file
+from conformance.run import counting
+from conformance.run import evaluate as matrix
+from conformance.case.loader import LOAD_LIMIT, CaseError, load_file
 from conformance.paths import CASES_DIR
-from conformance.reference import formula_parameters
+from conformance.oracle.reference import formula_parameters
 from conformance.runners import load
-from conformance.verdict import Outcome
+from conformance.compare.verdict import Outcome
 
 GPT3 = CASES_DIR / "gpt3_scale.yaml"
-TORCH = "conformance.runners.torch_mha:TorchMHA"
+TORCH = "conformance.runners.torch.mha:TorchMHA"
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_over_budget_item_is_a_count_only_row_and_allocates_nothing(gpt3, monkey
 
 
 def test_formula_default_is_labelled(gpt3):
-    row = matrix.evaluate(gpt3, load("conformance.runners.onnx_attention_op:OnnxAttentionOp",
+    row = matrix.evaluate(gpt3, load("conformance.runners.onnx.attention_op:OnnxAttentionOp",
                                      {"engine": "reference"}))
     assert row.count_method == "formula (no allocation-free path)"
     assert row.outcome is Outcome.PASS
@@ -102,23 +103,23 @@ def test_the_loader_limit_is_refused_by_validate_and_collection_and_can_be_raise
 
 SMALL = {"attention": {"num_heads": 2, "query_features": 8}, "inputs": {"self_attention": True}}
 NATIVE = [  # (target, params, a small case it expresses, method, a weight name at GPT-3 scale)
-    ("hf_bert:HFBert", {"attn_implementation": "eager"}, SMALL, "meta device",
+    ("hf.bert:HFBert", {"attn_implementation": "eager"}, SMALL, "meta device",
      "self.query.weight"),
-    ("hf_bert:HFBert", {"attn_implementation": "sdpa"}, SMALL, "meta device",
+    ("hf.bert:HFBert", {"attn_implementation": "sdpa"}, SMALL, "meta device",
      "output.dense.weight"),
-    ("hf_llama:HFLlama", {}, {"attention": {"num_heads": 4, "query_features": 8,
+    ("hf.llama:HFLlama", {}, {"attention": {"num_heads": 4, "query_features": 8,
                                             "num_kv_heads": 2}, "inputs": SMALL["inputs"]},
      "meta device", "q_proj.weight"),
-    ("hf_marian:HFMarian", {}, SMALL, "meta device", "out_proj.weight"),
-    ("hf_gpt2:HFGpt2", {}, {**SMALL, "mask": {"causal": "upper_left"}}, "meta device", None),
-    ("hf_t5:HFT5", {}, {"attention": {"num_heads": 2, "query_features": 8, "qk_head_dim": 3,
+    ("hf.marian:HFMarian", {}, SMALL, "meta device", "out_proj.weight"),
+    ("hf.gpt2:HFGpt2", {}, {**SMALL, "mask": {"causal": "upper_left"}}, "meta device", None),
+    ("hf.t5:HFT5", {}, {"attention": {"num_heads": 2, "query_features": 8, "qk_head_dim": 3,
                                       "bias": False, "scale": 1.0},
                         "inputs": SMALL["inputs"]}, "meta device", None),
-    ("flax_linen:FlaxLinen", {}, {"attention": {"num_heads": 2, "query_features": 8,
+    ("flax.linen:FlaxLinen", {}, {"attention": {"num_heads": 2, "query_features": 8,
                                                 "key_features": 6, "value_features": 5,
                                                 "output_features": 5}}, "jax.eval_shape",
      "query/kernel"),
-    ("flax_nnx:FlaxNnx", {}, {"attention": {"num_heads": 4, "query_features": 8,
+    ("flax.nnx:FlaxNnx", {}, {"attention": {"num_heads": 4, "query_features": 8,
                                             "num_kv_heads": 2, "key_features": 6,
                                             "value_features": 6}}, "jax.eval_shape",
      "query/kernel"),
@@ -136,8 +137,8 @@ def native(target: str, params: dict):
 
 @pytest.mark.parametrize("target, params, raw, method, _name", NATIVE, ids=NATIVE_IDS)
 def test_native_count_equals_the_run_on_a_small_case(target, params, raw, method, _name):
-    from conformance.contract import NotExpressible
-    from conformance.weights import case_data
+    from conformance.contract.runner import NotExpressible
+    from conformance.oracle.canonical import case_data
 
     from .helpers import make_case
 

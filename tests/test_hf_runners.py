@@ -7,15 +7,15 @@ import importlib.util
 import numpy as np
 import pytest
 
-from conformance.axes import BY_ID
-from conformance.contract import NotExpressible, NotExpressibleError
-from conformance.reference import attention
-from conformance.runners.hf_bert import HFBert
-from conformance.runners.hf_gpt2 import HFGpt2
-from conformance.runners.hf_llama import HFLlama
-from conformance.runners.hf_marian import HFMarian
-from conformance.runners.hf_t5 import HFT5
-from conformance.weights import case_data
+from conformance.contract.axes import BY_ID
+from conformance.contract.runner import NotExpressible, NotExpressibleError
+from conformance.oracle.reference import attention
+from conformance.runners.hf.bert import HFBert
+from conformance.runners.hf.gpt2 import HFGpt2
+from conformance.runners.hf.llama import HFLlama
+from conformance.runners.hf.marian import HFMarian
+from conformance.runners.hf.t5 import HFT5
+from conformance.oracle.canonical import case_data
 
 from .helpers import make_case
 
@@ -64,7 +64,7 @@ def test_t5_unscaled_scores_match_reference_without_scale():
     case = make_case(**SEED)
     t5 = HFT5()
     plan = {**t5.config_call(case)[1], "attn_implementation": "eager", "dropout": 0.0}
-    from conformance.runners._hf import import_torch
+    from conformance.runners.hf.common import import_torch
     torch = import_torch()
     module = t5.module_for(torch, case, plan, case_data(case).weights)
     with torch.no_grad():
@@ -100,7 +100,7 @@ HF_AXES = ("key_padding_polarity", "fully_masked_row", "weights_dropout", "causa
 @needs_hf
 @pytest.mark.parametrize("runner", [HFBert(), HFBert(attn_implementation="sdpa"), HFT5()])
 def test_hf_probe_cells_are_vocabulary_words(runner):
-    from conformance.runners._hf_probes import hf_cells
+    from conformance.runners.hf.probes import hf_cells
 
     cells = {c.axis: c for c in hf_cells(runner)}
     assert tuple(cells) == HF_AXES

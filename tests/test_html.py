@@ -12,7 +12,7 @@ import pytest
 from conformance.paths import ROOT
 from conformance.report import html as page_html
 from conformance.report.base import results_frame
-from conformance.verdict import Failure, FailureKind, Outcome
+from conformance.compare.verdict import Failure, FailureKind, Outcome
 
 from .report_rows import FakeCase, make_row, stand_in
 
@@ -62,7 +62,7 @@ def real_data():
     """(frame, cases, runners) of the committed reports/results.json and cases/."""
     import pandas as pd
 
-    from conformance.case import load_cases
+    from conformance.case.loader import load_cases
 
     data = json.loads((ROOT / "reports" / "results.json").read_text(encoding="utf-8"))
     frame = pd.DataFrame(data["rows"], dtype=object)

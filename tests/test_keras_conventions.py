@@ -7,15 +7,15 @@ from dataclasses import replace
 
 import pytest
 
-from conformance.axes import AXIS_IDS, NA
-from conformance.ledger import DERIVERS, cell_problem
+from conformance.contract.axes import AXIS_IDS, NA
+from conformance.conventions.ledger import DERIVERS, cell_problem
 
 
 def probe_in_worker(**params):
-    from conformance import workers
+    from conformance.run import workers
     from conformance.runners import load
 
-    runner = load("conformance.runners.keras_mha:KerasMHA", params)
+    runner = load("conformance.runners.keras.mha:KerasMHA", params)
     if runner.available():
         pytest.skip(runner.available())
     runner.worker = replace(runner.worker, key="keras-conventions-test")
@@ -46,7 +46,7 @@ def test_keras_scores_path_probes_name_its_conventions():
 
 
 def test_probes_leave_to_the_rows_only_what_the_rows_settle():
-    from conformance.runners import _keras_probes
+    from conformance.runners.keras import probes as _keras_probes
 
     assert "fully_masked_row" not in _keras_probes.layer_cells.__doc__
     assert NA == "not_applicable"

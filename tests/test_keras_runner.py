@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance.case import load_cases
-from conformance.contract import NotExpressible
-from conformance.runners._keras import canonical_variables, digest, mha_translation
-from conformance.runners.keras_gqa import KerasGQA, gqa_translation
-from conformance.runners.keras_mha import KerasMHA
-from conformance.runners.onnx_keras import OnnxKerasExport
-from conformance.weights import case_data
+from conformance.case.loader import load_cases
+from conformance.contract.runner import NotExpressible
+from conformance.runners.keras.common import canonical_variables, digest, mha_translation
+from conformance.runners.keras.gqa import KerasGQA, gqa_translation
+from conformance.runners.keras.mha import KerasMHA
+from conformance.runners.onnx.keras_export import OnnxKerasExport
+from conformance.oracle.canonical import case_data
 
 CASES = {c.id: c for c in load_cases(Path(__file__).resolve().parent.parent / "cases")}
 
@@ -81,7 +81,7 @@ def test_worker_machinery_shares_layers_and_refuses_bad_readback():
     """In a Keras (JAX) worker: a case's `.scores` row reuses the layer its fused
     row built, another case does not, and a weight the layer cannot hold
     exactly fails the readback check (skips without Keras or JAX)."""
-    from conformance import workers
+    from conformance.run import workers
     from conformance.runners import load
 
     probe = load("tests.keras_probe:KerasProbe")

@@ -18,8 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent / "conformance"
 RUNNERS = "conformance.runners"
 FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
-                        "conformance.plugin_conventions", "conformance.matrix",
-                        "conformance.verdict", "conformance.ledger", "conformance.workers")
+                        "conformance.plugin.conventions_items", "conformance.run.evaluate",
+                        "conformance.compare.verdict", "conformance.conventions.ledger",
+                        "conformance.run.workers")
 MAX_LINES, MAX_FUNCTION = 400, 60
 
 

@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from conformance.axes import AXES, AXIS_IDS
-from conformance.contract import Convention, Runner
-from conformance.ledger import NOT_PROBED, build, derive
-from conformance.matrix import Row
+from conformance.contract.axes import AXES, AXIS_IDS
+from conformance.contract.runner import Convention, Runner
+from conformance.conventions.ledger import NOT_PROBED, build, derive
+from conformance.run.evaluate import Row
 from conformance.paths import REPORTS_DIR
 from conformance.report.ledger import MAX_COLUMNS, escape, render_json, render_markdown
 from conformance.runners import runner_names
-from conformance.verdict import Failure, FailureKind, Outcome
+from conformance.compare.verdict import Failure, FailureKind, Outcome
 
 from .helpers import make_case
 
@@ -179,7 +179,7 @@ def test_markdown_marks_models_and_contradictions():
 def test_every_cell_is_observed():
     """The committed ledger of the full matrix has a column per runner, every axis for
     each, and no gap."""
-    from conformance.axes import AXIS_IDS
+    from conformance.contract.axes import AXIS_IDS
 
     path = REPORTS_DIR / "conventions.json"
     assert path.exists(), f"{path} not written yet: run the full matrix"
@@ -194,8 +194,8 @@ def test_every_cell_is_observed():
 # ---- pinning, through the plugin (pytester) --------------------------------------
 
 FAKE_RUNNER = '''
-from conformance.contract import Convention, Observation, Runner, Translation
-from conformance.reference import attention, formula_parameters
+from conformance.contract.runner import Convention, Observation, Runner, Translation
+from conformance.oracle.reference import attention, formula_parameters
 
 
 class Fake(Runner):
@@ -276,7 +276,7 @@ def test_probe_that_raises_fails_its_item_only(project):
 
 def test_readme_lists_every_axis_and_its_words():
     """The README's axes table is the public vocabulary: it must follow axes.py."""
-    from conformance.axes import AXES
+    from conformance.contract.axes import AXES
     from conformance.paths import ROOT
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -6,15 +6,15 @@ import re
 
 import numpy as np
 
-from conformance.case import load_cases, tolerance_for
-from conformance.compare import agree
-from conformance.contract import NotExpressible
-from conformance.matrix import evaluate
+from conformance.case.loader import load_cases, tolerance_for
+from conformance.compare.agreement import agree
+from conformance.contract.runner import NotExpressible
+from conformance.run.evaluate import evaluate
 from conformance.paths import ROOT
-from conformance.reference import attention
-from conformance.runners.marian_model import (BLOB, LINES, MarianCppModel, log_mask,
-                                              marian_weights, multi_head)
-from conformance.weights import case_data
+from conformance.oracle.reference import attention
+from conformance.runners.documented.marian import (
+    BLOB, LINES, MarianCppModel, log_mask, marian_weights, multi_head)
+from conformance.oracle.canonical import case_data
 
 from .helpers import make_case
 
@@ -82,8 +82,8 @@ def test_other_limits_say_why():
 
 
 def test_every_cell_cites_a_line_of_the_source():
-    from conformance.axes import AXIS_IDS, NA
-    from conformance.ledger import MODEL_AXES, cell_problem
+    from conformance.contract.axes import AXIS_IDS, NA
+    from conformance.conventions.ledger import MODEL_AXES, cell_problem
 
     cells = {c.axis: c for c in MODEL.conventions()}
     assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from conformance.case import load_cases, tolerance_for
-from conformance.compare import agree
-from conformance.matrix import evaluate
-from conformance.reference import attention
-from conformance.contract import NotExpressible
-from conformance.runners.matlab_model import (MatlabSelfAttentionModel, forward, matlab_call,
-                                              matlab_weights)
-from conformance.weights import case_data
+from conformance.case.loader import load_cases, tolerance_for
+from conformance.compare.agreement import agree
+from conformance.run.evaluate import evaluate
+from conformance.oracle.reference import attention
+from conformance.contract.runner import NotExpressible
+from conformance.runners.documented.matlab import (
+    MatlabSelfAttentionModel, forward, matlab_call, matlab_weights)
+from conformance.oracle.canonical import case_data
 
 from .helpers import make_case
 
@@ -92,8 +92,8 @@ def test_model_rows_are_marked_in_the_report(tmp_path):
 def test_every_convention_cites_a_mathworks_page():
     """The model's cells come from documentation: each names its MathWorks URL, and what
     no page documents is not_applicable, saying so."""
-    from conformance.axes import AXIS_IDS, NA
-    from conformance.ledger import MODEL_AXES, cell_problem
+    from conformance.contract.axes import AXIS_IDS, NA
+    from conformance.conventions.ledger import MODEL_AXES, cell_problem
 
     cells = {c.axis: c for c in MODEL.conventions()}
     assert all(c.documented_source.startswith("https://www.mathworks.com/") for c in

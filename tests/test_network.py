@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from conformance.network import build_keras, build_torch, layer_counts, totals
+from conformance.report.digit_network import build_keras, build_torch, layer_counts, totals
 
 MATLAB_4 = {"system": "matlab", "num_heads": 4, "num_key_channels": 784, "input_features": 3136}
 MATLAB_8 = {"system": "matlab", "num_heads": 8, "num_key_channels": 392, "input_features": 3136}

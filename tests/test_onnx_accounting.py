@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conformance import cache
-from conformance.onnx_accounting import account, inventory, relation
+from conformance.runners.onnx.accounting import account, inventory, relation
 
 from .helpers import make_case
 
@@ -89,9 +89,9 @@ def test_zero_parameter_is_not_matched_by_an_unrelated_zero_tensor():
                                 "qk_head_dim": 3, "v_head_dim": 5, "output_features": 7}),
 ])
 def test_attention_op_graph_matches_reference(mask, attention):
-    from conformance.reference import attention as reference
-    from conformance.runners.onnx_attention_op import OnnxAttentionOp
-    from conformance.weights import case_data
+    from conformance.oracle.reference import attention as reference
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
+    from conformance.oracle.canonical import case_data
 
     case = make_case(attention=attention, inputs={"batch": 2, "query_len": 3, "key_len": 6,
                                                   "dtype": "float64"}, mask=mask)
@@ -104,8 +104,8 @@ def test_attention_op_graph_matches_reference(mask, attention):
 
 
 def test_attention_op_rejects_negative_causal_offset():
-    from conformance.contract import NotExpressible
-    from conformance.runners.onnx_attention_op import OnnxAttentionOp
+    from conformance.contract.runner import NotExpressible
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
     case = make_case(inputs={"query_len": 6, "key_len": 3}, mask={"causal": "lower_right"})
     t = OnnxAttentionOp(engine="ort").translate(case)
@@ -113,8 +113,8 @@ def test_attention_op_rejects_negative_causal_offset():
 
 
 def test_onnx_runners_are_parameters_with_typed_descriptors():
-    from conformance.runners.onnx_attention_op import AttentionPlan, OnnxAttentionOp
-    from conformance.runners.onnx_export import OnnxTorchExport
+    from conformance.runners.onnx.attention_op import AttentionPlan, OnnxAttentionOp
+    from conformance.runners.onnx.torch_export import OnnxTorchExport
 
     legacy, dynamo = OnnxTorchExport(dynamo=False), OnnxTorchExport(dynamo=True)
     assert (legacy.name, dynamo.name) == ("onnx.torch-export-legacy", "onnx.torch-export")
@@ -139,9 +139,9 @@ def test_onnx_runners_are_parameters_with_typed_descriptors():
 def test_one_element_parameters_are_held_by_their_named_tensors():
     """1 head, 1 feature, with bias: every parameter is one element (a scalar
     in disguise, reshaped from (1, 1, 1) to (1, 1)); the graphs hold all 8."""
-    from conformance.runners.onnx_attention_op import OnnxAttentionOp
-    from conformance.runners.onnx_contrib_mha import OnnxContribMHA
-    from conformance.weights import case_data
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
+    from conformance.runners.onnx.contrib_mha import OnnxContribMHA
+    from conformance.oracle.canonical import case_data
 
     case = make_case(attention={"num_heads": 1, "query_features": 1, "bias": True},
                      inputs={"batch": 1, "query_len": 1, "key_len": 1, "dtype": "float32"})
@@ -186,7 +186,7 @@ def test_one_element_parameter_found_under_another_name_and_shape():
 def test_converter_counter_suffixes_are_not_part_of_the_shown_names():
     """tf2onnx numbers the tensors it makes from a process-wide counter: the same graph
     converted after another gets `Reshape__9` for `Reshape__8`.  Reports show `__#`."""
-    from conformance.onnx_accounting import shown_name
+    from conformance.runners.onnx.accounting import shown_name
 
     assert shown_name("Reshape__3113:0") == shown_name("Reshape__8:0") == "Reshape__#:0"
     assert shown_name("Reshape__12") == "Reshape__#"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.axes import AXIS_IDS
-from conformance.ledger import DERIVERS, cell_problem
+from conformance.contract.axes import AXIS_IDS
+from conformance.conventions.ledger import DERIVERS, cell_problem
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -20,7 +20,7 @@ def _cells(runner):
 
 @pytest.fixture(scope="module")
 def op_cells():
-    from conformance.runners.onnx_attention_op import OnnxAttentionOp
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
     return {e: _cells(OnnxAttentionOp(engine=e)) for e in ("ort", "reference")}
 
@@ -51,7 +51,7 @@ def test_softcap_mode0_ort_and_reference_disagree(op_cells):
 def test_torch_export_conventions():
     pytest.importorskip("torch")
     pytest.importorskip("onnxscript")
-    from conformance.runners.onnx_export import OnnxTorchExport
+    from conformance.runners.onnx.torch_export import OnnxTorchExport
 
     cells = _cells(OnnxTorchExport(dynamo=True, opset=23))
     words = {a: c.value for a, c in cells.items()}

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.reference import attention, formula_parameters
-from conformance.weights import CanonicalWeights, CaseData, CaseInputs, case_data
+from conformance.oracle.reference import attention, formula_parameters
+from conformance.oracle.canonical import CanonicalWeights, CaseData, CaseInputs, case_data
 
 from .helpers import make_case
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import json
 
-from conformance.case import load_cases
+from conformance.case.loader import load_cases
 from conformance.paths import ROOT
-from conformance.report import (METADATA_END, METADATA_START, differences, strip_metadata,
-                                write_reports)
+from conformance.report import (
+    METADATA_END, METADATA_START, differences, strip_metadata, write_reports)
 from conformance.report.keras import max_difference
 from conformance.report.render import machine
 from conformance.versions import versions
-from conformance.verdict import Outcome
+from conformance.compare.verdict import Outcome
 
 from .report_rows import FakeCase, graph, make_row, parameter_failure, replace, stand_in
 

@@ -4,13 +4,13 @@ that applies to it, and the parameter ✗ follows the typed failure.  Pure NumPy
 pandas: rows and runners are built by hand."""
 from __future__ import annotations
 
-from conformance.contract import Runner
-from conformance.matrix import evaluate
+from conformance.contract.runner import Runner
+from conformance.run.evaluate import evaluate
 from conformance.report import METADATA_START, SECTIONS, write_reports
 from conformance.report.keras import pairs
 from conformance.report.sections import cell_parameters
 from conformance.runners import EXTRA_ENV, load, registry
-from conformance.verdict import Failure, FailureKind, Outcome
+from conformance.compare.verdict import Failure, FailureKind, Outcome
 
 from .helpers import make_case
 from .report_rows import FakeCase, graph, make_row, parameter_failure, renamed, stand_in

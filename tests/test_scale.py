@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from conformance.case import CaseError, load_cases, parse_case
-from conformance.case_types import MAX_MESSAGE
-from conformance.contract import Runner
-from conformance.matrix import evaluate
+from conformance.case.loader import CaseError, load_cases, parse_case
+from conformance.case.model import MAX_MESSAGE
+from conformance.contract.runner import Runner
+from conformance.run.evaluate import evaluate
 from conformance.paths import ROOT
-from conformance.reference import attention
+from conformance.oracle.reference import attention
 
 from .helpers import make_case
 
@@ -40,7 +40,7 @@ def test_good_scales():
 
 
 def test_schema_knows_the_field():
-    schema = json.loads((ROOT / "conformance" / "case.schema.json").read_text())
+    schema = json.loads((ROOT / "conformance" / "case" / "case.schema.json").read_text())
     prop = schema["$defs"]["case"]["properties"]["attention"]["properties"]["scale"]
     assert prop["exclusiveMinimum"] == 0
 
@@ -89,8 +89,8 @@ def test_t5_no_scale_case():
 
 
 def test_sdpa_and_onnx_plans_carry_the_scale_only_when_set():
-    from conformance.runners.onnx_attention_op import attention_plan
-    from conformance.runners.torch_sdpa import TorchSDPA
+    from conformance.runners.onnx.attention_op import attention_plan
+    from conformance.runners.torch.sdpa import TorchSDPA
 
     plain = make_case()
     scaled = make_case(attention={"num_heads": 2, "query_features": 8, "scale": 1.0})

@@ -6,10 +6,10 @@ import json
 import pytest
 import yaml
 
-from conformance import case as case_module
+from conformance.case import model as case_module
 from conformance.paths import ROOT
 
-SCHEMA = json.loads((ROOT / "conformance" / "case.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "conformance" / "case" / "case.schema.json").read_text())
 
 
 def test_schema_fields_match_loader():

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from conformance.contract import WorkerSpec
-from conformance.parallel import assign, group_costs, parse_shard
+from conformance.contract.runner import WorkerSpec
+from conformance.plugin.parallel import assign, group_costs, parse_shard
 from conformance.paths import ROOT
 
 pytest_plugins = ["pytester"]
@@ -22,8 +22,8 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 RUNNERS = "torch.mha,torch.sdpa,toy.numpy,quiet.worker"
 CASE_FILES = ("biases.yaml", "causal.yaml", "key_padding.yaml")
 QUIET = '''
-from conformance.contract import Observation, Runner, Translation, WorkerSpec
-from conformance.reference import attention
+from conformance.contract.runner import Observation, Runner, Translation, WorkerSpec
+from conformance.oracle.reference import attention
 
 
 class QuietWorker(Runner):

@@ -5,10 +5,10 @@ import importlib.util
 
 import pytest
 
-from conformance.axes import BY_ID
-from conformance.runners.onnx_contrib_mha import OnnxContribMHA
-from conformance.runners.torch_mha import TorchMHA, TorchMHAFastPath
-from conformance.runners.torch_sdpa import TorchSDPA
+from conformance.contract.axes import BY_ID
+from conformance.runners.onnx.contrib_mha import OnnxContribMHA
+from conformance.runners.torch.mha import TorchMHA, TorchMHAFastPath
+from conformance.runners.torch.sdpa import TorchSDPA
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract import NotExpressible
-from conformance.runners._torch import build_mha, torch_masks
-from conformance.runners.torch_mha import TorchMHA, TorchMHAFastPath
-from conformance.weights import case_data
+from conformance.contract.runner import NotExpressible
+from conformance.runners.torch.common import build_mha, torch_masks
+from conformance.runners.torch.mha import TorchMHA, TorchMHAFastPath
+from conformance.oracle.canonical import case_data
 
 from .helpers import make_case
 
@@ -65,7 +65,7 @@ def test_weights_land_in_out_in_layout():
      "q, k, v, attn_mask=bool (B, 1, T, S), True = attend, enable_gqa=True"),
 ])
 def test_sdpa_plan_is_typed_and_the_call_reads_as_typed(sections, args):
-    from conformance.runners.torch_sdpa import SdpaPlan, TorchSDPA
+    from conformance.runners.torch.sdpa import SdpaPlan, TorchSDPA
 
     t = TorchSDPA().translate(make_case(**sections))
     assert isinstance(t.plan, SdpaPlan)
@@ -73,7 +73,7 @@ def test_sdpa_plan_is_typed_and_the_call_reads_as_typed(sections, args):
 
 
 def test_descriptors_say_what_each_torch_runner_runs():
-    from conformance.runners.torch_sdpa import TorchSDPA
+    from conformance.runners.torch.sdpa import TorchSDPA
 
     got = [(r.framework, r.system, r.path) for r in (TorchMHA(), TorchMHAFastPath(), TorchSDPA())]
     assert got == [("torch", "torch.nn.MultiheadAttention", "ordinary"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.case import CaseError, load_file, parse_case
+from conformance.case.loader import CaseError, load_file, parse_case
 from conformance.runners import REGISTRY, load
-from conformance.typed import BY_KEY, NO_PARAMETERS, derive, meaning
+from conformance.case.typed_numbers import BY_KEY, NO_PARAMETERS, derive, meaning
 
 MATLAB_4 = {"system": "matlab", "num_heads": 4, "num_key_channels": 784, "input_features": 3136}
 MATLAB_8 = {"system": "matlab", "num_heads": 8, "num_key_channels": 392, "input_features": 3136}

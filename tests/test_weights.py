@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.weights import case_data, round_to_dtype
+from conformance.oracle.canonical import case_data, round_to_dtype
 
 from .helpers import make_case
 

@@ -6,9 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from conformance import isolation, workers
-from conformance.reference import attention
-from conformance.contract import NotExpressibleError
+from conformance.run import isolation
+from conformance.run import workers
+from conformance.oracle.reference import attention
+from conformance.contract.runner import NotExpressibleError
 from conformance.runners import load
 
 from .helpers import make_case

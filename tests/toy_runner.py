@@ -4,8 +4,8 @@ CONFORMANCE_EXTRA_RUNNERS=tests.toy_runner:ToyRunner.  It "runs" the float64
 reference in NumPy, so the report tests need no framework."""
 from __future__ import annotations
 
-from conformance.contract import Observation, Runner, Translation
-from conformance.reference import attention, formula_parameters
+from conformance.contract.runner import Observation, Runner, Translation
+from conformance.oracle.reference import attention, formula_parameters
 
 
 class ToyRunner(Runner):

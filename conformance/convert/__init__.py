@@ -1,4 +1,4 @@
-"""Weight converters between the canonical weight set (conformance.weights) and
+"""Weight converters between the canonical weight set (conformance.oracle.canonical) and
 framework layouts, as a library: pure NumPy, no framework imported.
 
     to_<format>(weights, **layout_options) -> the format's arrays (NumPy)
@@ -19,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..weights import CanonicalWeights
-from ._core import ConversionError, as_numpy
-from .frameworks import (from_flax, from_keras, from_matlab, from_torch, keras_weights,
-                         set_keras_weights, to_flax, to_keras, to_matlab, to_torch)
-from .hf import (from_bert, from_gpt2, from_llama, from_marian, from_t5, to_bert, to_gpt2,
-                 to_llama, to_marian, to_t5)
+from conformance.oracle.canonical import CanonicalWeights
+from conformance.convert._core import ConversionError, as_numpy
+from conformance.convert.frameworks import (
+    from_flax, from_keras, from_matlab, from_torch, keras_weights, set_keras_weights, to_flax,
+    to_keras, to_matlab, to_torch)
+from conformance.convert.hf import (
+    from_bert, from_gpt2, from_llama, from_marian, from_t5, to_bert, to_gpt2, to_llama, to_marian,
+    to_t5)
 
 FORMATS: dict[str, tuple[Callable[..., Any], Callable[..., CanonicalWeights]]] = {
     "torch": (to_torch, from_torch),

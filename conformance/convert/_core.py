@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..weights import CanonicalWeights
+from conformance.oracle.canonical import CanonicalWeights
 
 
 class ConversionError(ValueError):

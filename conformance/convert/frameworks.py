@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ..weights import CanonicalWeights
-from ._core import (ConversionError, LinearNames, all_or_no_biases, as_numpy, dims_of, expect,
-                    expect_ndim, from_einsum, from_linear, kv_heads_or, take, to_einsum,
-                    to_linear)
+from conformance.oracle.canonical import CanonicalWeights
+from conformance.convert._core import (
+    ConversionError, LinearNames, all_or_no_biases, as_numpy, dims_of, expect, expect_ndim,
+    from_einsum, from_linear, kv_heads_or, take, to_einsum, to_linear)
 
 TORCH = "torch.nn.MultiheadAttention"
 _TORCH_SEPARATE = LinearNames(("q_proj_weight", "k_proj_weight", "v_proj_weight",

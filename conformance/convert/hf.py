@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..weights import CanonicalWeights
-from ._core import (ConversionError, LinearNames, all_or_no_biases, dims_of, expect,
-                    expect_ndim, from_linear, kv_heads_or, take, to_linear)
+from conformance.oracle.canonical import CanonicalWeights
+from conformance.convert._core import (
+    ConversionError, LinearNames, all_or_no_biases, dims_of, expect, expect_ndim, from_linear,
+    kv_heads_or, take, to_linear)
 
 BERT = LinearNames(("self.query.weight", "self.key.weight", "self.value.weight",
                     "output.dense.weight"),

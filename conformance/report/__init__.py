@@ -17,10 +17,11 @@ name, so a renamed or added runner lands in every section that applies.
 """
 from __future__ import annotations
 
-from .base import Section, fmt, sig
-from .drift import compare_reports, differences
-from .render import METADATA_END, METADATA_START, REPORT_FILES, strip_metadata, write_reports
-from .sections import SECTIONS
+from conformance.report.base import Section, fmt, sig
+from conformance.report.drift import compare_reports, differences
+from conformance.report.render import (
+    METADATA_END, METADATA_START, REPORT_FILES, strip_metadata, write_reports)
+from conformance.report.sections import SECTIONS
 
 __all__ = ["write_reports", "differences", "compare_reports", "strip_metadata", "REPORT_FILES",
            "METADATA_START", "METADATA_END", "Section", "sig", "fmt", "SECTIONS"]

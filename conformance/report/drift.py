@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .base import FLOATS
+from conformance.report.base import FLOATS
 
 FIGURE = re.compile(r"(?<![\w.])-?(?:\d+\.\d+(?:e[+-]?\d+)?|\de[+-]?\d+|0)(?![\w.])")
 # Blocks of text files left out like the metadata block: report/html.py's figures (PNG
@@ -187,7 +187,7 @@ def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json")
 
 def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[Change]:
     """One report file (`name` relative to the report folder)."""
-    from .render import strip_metadata
+    from conformance.report.render import strip_metadata
 
     if old_text is None or new_text is None:
         return [Change(name, "(file)", "", "exists", old_text is not None, new_text is not None)]
@@ -218,8 +218,8 @@ def report_names(folder) -> list[str]:
     the per-case pages that exist there."""
     from pathlib import Path
 
-    from .pages import PAGES_DIR
-    from .render import REPORT_FILES
+    from conformance.report.pages import PAGES_DIR
+    from conformance.report.render import REPORT_FILES
 
     folder = Path(folder)
     pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))

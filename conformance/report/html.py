@@ -33,8 +33,8 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import quote
 
-from . import plots
-from .base import fmt
+from conformance.report import plots
+from conformance.report.base import fmt
 
 FIGURES_START = "<!-- figures: start (PNG bytes differ across machines) -->"
 FIGURES_END = "<!-- figures: end -->"
@@ -49,7 +49,7 @@ def _asset(name: str) -> str:
 
 
 def _markers() -> tuple[str, str]:
-    from .base import METADATA_END, METADATA_START
+    from conformance.report.base import METADATA_END, METADATA_START
 
     return METADATA_START, METADATA_END
 
@@ -274,7 +274,7 @@ def write_html(frame, cases, runners, sections, meta: dict, out_dir, selection: 
     """Write the figures (plots.FIGURES, when matplotlib is installed) and index.html
     into out_dir.  `frame`: the results frame (base.results_frame), `cases` in file
     order, `runners` in column order, `sections` as build_sections gives them, `ledger`:
-    a conformance.ledger.Ledger (or its as_dict()) or None."""
+    a conformance.conventions.Ledger (or its as_dict()) or None."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figures = plots.make_figures(frame, cases, runners)

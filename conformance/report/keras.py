@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Section
+from conformance.report.base import Section
 
 FRAMEWORK = "keras"
 # Short labels of column titles; other names label themselves (last dotted part).

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from ..ledger import NOT_PROBED, Ledger, LedgerCell
+from conformance.conventions.ledger import NOT_PROBED, Ledger, LedgerCell
 
 MAX_COLUMNS = 8  # systems per table (plus the axis column)
 WORD_LIMIT = 28  # characters of a free-text value shown in a table

@@ -8,7 +8,7 @@ the system most of them export (EAGER: system and path descriptors).
 """
 from __future__ import annotations
 
-from .base import Section, pivot, section_table
+from conformance.report.base import Section, pivot, section_table
 
 FRAMEWORK = "onnx"
 EAGER = ("torch", "torch.nn.MultiheadAttention")  # framework, system of the eager rows

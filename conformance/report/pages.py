@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import fmt, md
+from conformance.report.base import fmt, md
 
 PAGES_DIR = "cases"
 

@@ -18,11 +18,12 @@ import math
 import sys
 from pathlib import Path
 
-from ..versions import versions
-from .base import METADATA_END, METADATA_START, csv_text, md, results_frame, section_frame
-from .html import write_html as write_html_page
-from .pages import write_pages
-from .sections import ANSWERS, DETAILS
+from conformance.versions import versions
+from conformance.report.base import (
+    METADATA_END, METADATA_START, csv_text, md, results_frame, section_frame)
+from conformance.report.html import write_html as write_html_page
+from conformance.report.pages import write_pages
+from conformance.report.sections import ANSWERS, DETAILS
 
 REPORT_FILES = ("results.json", "results.csv", "index.md", "index.html")
 LEDGER_FILE = "conventions.json"

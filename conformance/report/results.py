@@ -11,8 +11,8 @@ from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..matrix import Row
-from ..verdict import Failure, FailureKind, Outcome
+from conformance.run.evaluate import Row
+from conformance.compare.verdict import Failure, FailureKind, Outcome
 
 _ROW_FIELDS = {f.name for f in fields(Row)}
 
@@ -35,7 +35,7 @@ def row_from_record(d: dict) -> Row:
 def _runners(data: dict, rows: list[Row]):
     if "runners" in data:
         return [SimpleNamespace(**r) for r in data["runners"]]
-    from ..runners import all_runners
+    from conformance.runners import all_runners
 
     named = {r.runner for r in rows}
     return [r for r in all_runners() if r.name in named]
@@ -47,8 +47,8 @@ def _cases(data: dict, rows: list[Row]):
                                 has_fully_masked_rows=c.get("has_fully_masked_rows", False),
                                 mask=SimpleNamespace(key_padding=c.get("key_padding")))
                 for c in data["cases"]]
-    from ..case import load_cases
-    from ..paths import CASES_DIR
+    from conformance.case.loader import load_cases
+    from conformance.paths import CASES_DIR
 
     named = {r.case for r in rows}
     return [c for c in load_cases(CASES_DIR) if c.id in named]

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..verdict import FailureKind, Outcome
-from .base import Section, family_groups, fmt, pivot, split_section
-from .keras import section_keras_backends
-from .onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
-from .typed import section_typed_numbers  # first of ANSWERS (report/typed.py)
+from conformance.compare.verdict import FailureKind, Outcome
+from conformance.report.base import Section, family_groups, fmt, pivot, split_section
+from conformance.report.keras import section_keras_backends
+from conformance.report.onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
+from conformance.report.typed import section_typed_numbers  # first of ANSWERS (report/typed.py)
 
 _PARAMETER_FAILURES = (FailureKind.PARAMETERS, FailureKind.FORMULA)
 WORD_LIMIT = 24  # characters of a ledger value in the summary

@@ -1,7 +1,7 @@
 """The case x runner matrix printed at the end of pytest: one symbol per cell."""
 from __future__ import annotations
 
-from ..verdict import Outcome
+from conformance.compare.verdict import Outcome
 
 LEGEND = (". pass, b behaviour, x mismatch, k known mismatch, - not expressible, "
           "s skipped, E error, (space) not run")

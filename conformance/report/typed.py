@@ -12,9 +12,9 @@ the section is deterministic and needs no framework.
 """
 from __future__ import annotations
 
-from ..network import totals
-from ..typed import BY_KEY, NO_PARAMETERS, call_text, meaning
-from .base import Section
+from conformance.report.digit_network import totals
+from conformance.case.typed_numbers import BY_KEY, NO_PARAMETERS, call_text, meaning
+from conformance.report.base import Section
 
 INTRO = ("What the numbers a user typed mean in each system: the call a user of that system "
          "writes with the same numbers, the key width per head and over all heads, and the "

@@ -12,18 +12,18 @@ import importlib
 import os
 from typing import Any
 
-from ..contract import Runner
+from conformance.contract.runner import Runner
 
-_T, _K, _G = ("conformance.runners.torch_mha:TorchMHA", "conformance.runners.keras_mha:KerasMHA",
-              "conformance.runners.keras_gqa:KerasGQA")
-_X, _A = ("conformance.runners.onnx_export:OnnxTorchExport",
-          "conformance.runners.onnx_attention_op:OnnxAttentionOp")
+_T, _K, _G = ("conformance.runners.torch.mha:TorchMHA", "conformance.runners.keras.mha:KerasMHA",
+              "conformance.runners.keras.gqa:KerasGQA")
+_X, _A = ("conformance.runners.onnx.torch_export:OnnxTorchExport",
+          "conformance.runners.onnx.attention_op:OnnxAttentionOp")
 
 REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_T, {}),
-    ("conformance.runners.torch_mha:TorchMHAFastPath", {}),
+    ("conformance.runners.torch.mha:TorchMHAFastPath", {}),
     (_T, {"need_weights": False}),
-    ("conformance.runners.torch_sdpa:TorchSDPA", {}),
+    ("conformance.runners.torch.sdpa:TorchSDPA", {}),
     (_K, {"backend": "tensorflow"}),
     (_K, {"backend": "jax"}),
     (_K, {"backend": "torch"}),
@@ -39,18 +39,18 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_X, {"dynamo": True, "opset": 24}),
     (_A, {"engine": "ort"}),
     (_A, {"engine": "reference"}),
-    ("conformance.runners.onnx_contrib_mha:OnnxContribMHA", {}),
-    ("conformance.runners.onnx_keras:OnnxKerasExport", {}),
-    ("conformance.runners.matlab_model:MatlabSelfAttentionModel", {}),
-    ("conformance.runners.hf_bert:HFBert", {"attn_implementation": "eager"}),
-    ("conformance.runners.hf_bert:HFBert", {"attn_implementation": "sdpa"}),
-    ("conformance.runners.hf_t5:HFT5", {}),
-    ("conformance.runners.hf_gpt2:HFGpt2", {}),
-    ("conformance.runners.hf_marian:HFMarian", {}),
-    ("conformance.runners.hf_llama:HFLlama", {}),
-    ("conformance.runners.flax_linen:FlaxLinen", {}),
-    ("conformance.runners.flax_nnx:FlaxNnx", {}),
-    ("conformance.runners.marian_model:MarianCppModel", {}),
+    ("conformance.runners.onnx.contrib_mha:OnnxContribMHA", {}),
+    ("conformance.runners.onnx.keras_export:OnnxKerasExport", {}),
+    ("conformance.runners.documented.matlab:MatlabSelfAttentionModel", {}),
+    ("conformance.runners.hf.bert:HFBert", {"attn_implementation": "eager"}),
+    ("conformance.runners.hf.bert:HFBert", {"attn_implementation": "sdpa"}),
+    ("conformance.runners.hf.t5:HFT5", {}),
+    ("conformance.runners.hf.gpt2:HFGpt2", {}),
+    ("conformance.runners.hf.marian:HFMarian", {}),
+    ("conformance.runners.hf.llama:HFLlama", {}),
+    ("conformance.runners.flax.linen:FlaxLinen", {}),
+    ("conformance.runners.flax.nnx:FlaxNnx", {}),
+    ("conformance.runners.documented.marian:MarianCppModel", {}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 

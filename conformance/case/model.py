@@ -1,0 +1,266 @@
+"""The case types: frozen dataclasses, constants, tolerance defaults, budgets and
+the limits of reading a file (case_yaml.py reads within them).
+
+No imports from the rest of the package, so that anything may import it;
+`conformance/case.py` validates documents into these types and re-exports
+every public name.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import reprlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+CAUSAL = ("none", "upper_left", "lower_right")
+# Edge case -> what a system does there, each label checked numerically (compare.py)
+BEHAVIOURS = {
+    "fully_masked_row": ("nan", "zeros", "uniform", "finite_other", "error"),
+    "nonfinite_input": ("nan_propagates", "contained", "partial", "nan_spreads", "overflow_inf",
+                        "error")}
+BIAS_VALUES = ("random", "zeros")
+
+# Case files are untrusted input: limits on what reading one may cost.
+MAX_FILE_BYTES = 1_000_000  # a case file is a few KB; refuse anything over 1 MB
+MAX_YAML_NODES = 10_000  # scalars, sequences, mappings and aliases as written
+MAX_EXPANDED_NODES = 100_000  # the same with every alias expanded
+MAX_DEPTH = 32  # nesting of sequences and mappings (aliases expanded)
+MAX_MESSAGE = 1_000  # characters of a CaseError message
+# Element budgets (counted arithmetically, see element_counts): the case's
+# weights, and every activation the float64 reference holds at once.
+DEFAULT_MAX_WEIGHT_ELEMENTS = 50_000_000
+DEFAULT_MAX_ACTIVATION_ELEMENTS = 50_000_000
+WEIGHT_ENV = "CONFORMANCE_MAX_WEIGHT_ELEMENTS"
+ACTIVATION_ENV = "CONFORMANCE_MAX_ACTIVATION_ELEMENTS"
+# Those budgets bound the numerical comparison (counting.py: a case over them
+# loads and gets a count-only row); the loader refuses only absurd sizes, far above.
+LOAD_LIMIT_ELEMENTS = 10**12
+LOAD_ENV = "CONFORMANCE_MAX_LOAD_ELEMENTS"  # raises (or lowers) that limit
+
+
+def load_limit(environ: Mapping[str, str] | None = None) -> int:
+    """The loader's limit: LOAD_LIMIT_ELEMENTS unless CONFORMANCE_MAX_LOAD_ELEMENTS says."""
+    text = (os.environ if environ is None else environ).get(LOAD_ENV, "").strip()
+    try:
+        value = int(text.replace("_", "")) if text else LOAD_LIMIT_ELEMENTS
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise ValueError(f"{LOAD_ENV}={short(text)}: must be a positive integer (elements)")
+    return value
+
+# The field names of the format (conformance/case/case.schema.json publishes the same).
+_TOP = {"id", "title", "description", "source", "tags", "attention", "inputs", "mask",
+        "expect", "weights", "typed"}
+_SECTIONS = {
+    "attention": {"num_heads", "num_kv_heads", "query_features", "key_features",
+                  "value_features", "qk_head_dim", "v_head_dim", "output_features", "bias",
+                  "scale"},
+    "inputs": {"batch", "query_len", "key_len", "self_attention", "dtype", "seed", "scale",
+               "nonfinite"},
+    "mask": {"causal", "key_padding", "attn_mask", "masked_rows"},
+    "expect": {"parameters", "tolerance", "behaviours", "known_mismatch"},
+    "weights": {"bias_values"},
+}
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 80, 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+
+
+def cut(text: str, limit: int = 200) -> str:
+    """`text` shortened to at most `limit` characters, with an ellipsis."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def short(value: Any, limit: int = 200) -> str:
+    """A bounded repr: never expands more than a few levels and items of `value`."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a repr that fails must not hide the real error
+        text = f"<{type(value).__name__}>"
+    return cut(text, limit)
+
+
+class CaseError(ValueError):
+    """A case file that cannot be used, with where and how to fix it.
+
+    The message is bounded (MAX_MESSAGE characters) whatever the file holds."""
+
+    def __init__(self, path: Path | str, case_id: str | None, field_name: str, problem: str):
+        self.path, self.case_id = cut(str(path), 300), case_id
+        self.field_name, self.problem = cut(str(field_name), 200), str(problem)
+        where = f"{self.path}: case {short(case_id, 120)}" if case_id else self.path
+        super().__init__(cut(f"{where}: field '{self.field_name}': {self.problem}", MAX_MESSAGE))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Most elements a case may ask for; refused over it, before allocating."""
+
+    weights: int = DEFAULT_MAX_WEIGHT_ELEMENTS
+    activations: int = DEFAULT_MAX_ACTIVATION_ELEMENTS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Budget":
+        env = os.environ if environ is None else environ
+        values = []
+        for name, default in ((WEIGHT_ENV, cls.weights), (ACTIVATION_ENV, cls.activations)):
+            text = env.get(name, "").strip().replace("_", "")
+            try:
+                value = int(text) if text else default
+            except ValueError:
+                value = -1
+            if value < 1:
+                raise ValueError(f"{name}={short(env.get(name))}: must be a positive integer "
+                                 "(a count of elements)")
+            values.append(value)
+        return cls(*values)
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Sizes in the suite's own words; every runner maps them to its own."""
+
+    num_heads: int  # H: query heads
+    num_kv_heads: int  # H_kv: key/value heads; < H means grouped-query
+    query_features: int  # E_q: last dim of the query input
+    key_features: int  # E_k: last dim of the key input
+    value_features: int  # E_v: last dim of the value input
+    qk_head_dim: int  # d_k: per-head width of projected queries and keys
+    v_head_dim: int  # d_v: per-head width of projected values
+    output_features: int  # E_o: last dim of the output
+    bias: bool  # q, k, v and output projections carry biases
+    scale: float | None = field(default=None, repr=False)  # softmax scale; None: 1/sqrt(d_k)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    batch: int
+    query_len: int  # T
+    key_len: int  # S
+    self_attention: bool  # one tensor serves as query, key and value
+    dtype: str  # one of DTYPES: what the runner computes in
+    seed: int  # seeds every array of the case (weights.py)
+    scale: float = field(default=1.0, repr=False)  # multiplies q, k, v inputs (case_extreme)
+    nonfinite: tuple = field(default=(), repr=False)  # case_extreme.NonFinite entries
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Masks in canonical polarity: True / 1 = may attend."""
+
+    causal: str  # one of CAUSAL; lower_right aligns the diagonal to the last key
+    key_padding: tuple[int, ...] | None  # valid key length per batch item
+    attn_mask_density: float | None  # random mask: probability a position may attend
+    attn_mask_matrix: tuple | None  # explicit 0/1 matrix, (T, S) or (B, T, S)
+    masked_rows: tuple[int, ...]  # query rows with every key masked (edge case)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Expect:
+    parameters: int | None  # the analytic formula must give this
+    parameters_by_runner: Mapping[str, int]  # a runner's own count, where it differs
+    tolerance: Mapping[str, Tolerance]  # overrides of DEFAULT_TOLERANCE by dtype
+    behaviours: Mapping[str, Mapping[str, str]]  # edge case -> runner -> behaviour
+    # runner -> why it is known to mismatch (with a link): the item is a strict
+    # xfail, and passing again fails until the entry is removed
+    known_mismatch: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Weights:
+    bias_values: str  # "random", or "zeros" as the frameworks' default init leaves them
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    title: str
+    description: str
+    source: str
+    tags: tuple[str, ...]
+    attention: Attention
+    inputs: Inputs
+    mask: Mask
+    expect: Expect
+    weights: Weights
+    typed: Mapping[str, Any]  # the numbers a user typed in their framework
+    path: str = field(default="", compare=False)  # file it came from
+
+    def fingerprint(self) -> str:
+        """A hash of the case content (not its file), for caches."""
+        text = repr(replace(self, path=""))  # scales are out of repr: unset keeps old keys
+        extra = "" if self.attention.scale is None else f"|scale={self.attention.scale!r}"
+        i = self.inputs  # extreme inputs (case_extreme.py), only when set
+        extra += f"|inputs={i.scale!r},{i.nonfinite!r}" if i.scale != 1 or i.nonfinite else ""
+        return hashlib.sha256((text + extra).encode()).hexdigest()[:16]
+
+    @property
+    def grouped(self) -> bool:
+        return self.attention.num_kv_heads < self.attention.num_heads
+
+    @property
+    def has_fully_masked_rows(self) -> bool:
+        return bool(self.mask.masked_rows)
+
+    @property
+    def has_non_causal_mask(self) -> bool:
+        """Key padding, an explicit or random mask, or masked rows: what systems with
+        their own causal switch take as a mask argument.  Read from the case alone,
+        so translating a case allocates nothing."""
+        m = self.mask
+        return (m.key_padding is not None or m.attn_mask_density is not None
+                or m.attn_mask_matrix is not None or bool(m.masked_rows))
+
+
+def sizes_counts(a: Attention, i: Inputs) -> dict[str, int]:
+    """Element counts of a configuration, by arithmetic alone (nothing allocated).
+
+    `weights` is the analytic parameter count (projections and, with bias, their
+    biases).  `activations` sums what the float64 reference holds at once: the
+    inputs (B*T*E_q + B*S*(E_k + E_v); one tensor for self-attention), the
+    projected q, k, v, the scores and the mask (B*H*T*S each), the per-head
+    context and the output."""
+    h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
+    b, t, s = i.batch, i.query_len, i.key_len
+    weights = h * a.query_features * dk + hkv * (a.key_features * dk + a.value_features * dv)
+    weights += h * dv * a.output_features
+    if a.bias:
+        weights += h * dk + hkv * (dk + dv) + a.output_features
+    inputs = b * t * a.query_features
+    if not i.self_attention:
+        inputs += b * s * (a.key_features + a.value_features)
+    projections = b * (h * t * dk + hkv * s * (dk + dv))
+    scores = b * h * t * s
+    outputs = b * h * t * dv + b * t * a.output_features
+    return {"weights": weights, "inputs": inputs, "projections": projections,
+            "scores": scores, "outputs": outputs,
+            "activations": inputs + projections + 2 * scores + outputs}
+
+
+def element_counts(case: Case) -> dict[str, int]:
+    """Weights and activation element counts of `case`, without allocating them
+    (so a GPT-3 sized layer can be counted without running it); see sizes_counts."""
+    return sizes_counts(case.attention, case.inputs)
+
+
+# Default tolerances by dtype, modelled on torch.testing.assert_close and
+# widened for half precision, where attention chains several reductions.
+DEFAULT_TOLERANCE = {
+    "float64": Tolerance(rtol=1e-12, atol=1e-12), "float32": Tolerance(rtol=1.3e-6, atol=1e-5),
+    "float16": Tolerance(rtol=1e-3, atol=2e-3), "bfloat16": Tolerance(rtol=1.6e-2, atol=2e-2)}
+
+
+def tolerance_for(case: Case) -> Tolerance:
+    return case.expect.tolerance.get(case.inputs.dtype, DEFAULT_TOLERANCE[case.inputs.dtype])

@@ -1,0 +1,137 @@
+"""The case commands of the CLI: validate, list, show (new: cli_new.py)."""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from conformance.case.loader import CaseError
+from conformance.cli.new import new  # noqa: F401  (the `new` command)
+from conformance.paths import CASES_DIR
+
+
+def _files(paths: list[str]) -> list[Path]:
+    out = []
+    for p in [Path(p) for p in (paths or [str(CASES_DIR)])]:
+        out += sorted(p.glob("*.yaml")) if p.is_dir() else [p]
+    return out
+
+
+def _error(exc: CaseError) -> dict:
+    return {"case": exc.case_id, "field": exc.field_name, "message": str(exc)}
+
+
+def _check_file(path: Path, names: set[str], seen: dict[str, str]) -> dict:
+    """One file's report: {file, ok, cases, error (the first), errors (every one)}."""
+    from conformance.case.loader import LOAD_LIMIT, file_report
+
+    entry = {"file": str(path), "ok": True, "cases": [], "error": None, "errors": []}
+    try:
+        if not path.is_file():
+            raise CaseError(path, None, "(file)", "no such file")
+        cases, errors = file_report(path, names, seen, LOAD_LIMIT)
+        entry["cases"] = [case.id for case in cases]
+        entry["errors"] = [_error(e) for e in errors]
+    except CaseError as exc:
+        entry["errors"] = [_error(exc)]
+    except (OSError, UnicodeDecodeError) as exc:
+        entry["errors"] = [{"case": None, "field": "(file)", "message": f"{path}: {exc}"}]
+    entry.update(ok=not entry["errors"], error=(entry["errors"] or [None])[0])
+    return entry
+
+
+def validate(args) -> int:
+    """Every file checked and reported; exit 1 when any is invalid."""
+    from conformance.runners import runner_names
+
+    names, seen = set(runner_names()), {}
+    report = [_check_file(p, names, seen) for p in _files(args.paths)]
+    bad = [e for e in report if not e["ok"]]
+    if args.json:
+        print(json.dumps({"ok": not bad, "files": report}, indent=1))
+    else:
+        for e in report:
+            if e["ok"]:
+                print(f"ok      {e['file']}: {len(e['cases'])} case(s)")
+            for err in e["errors"]:
+                print(f"invalid {err['message']}", file=sys.stderr)
+        total = sum(len(e["cases"]) for e in report)
+        print(f"{len(report) - len(bad)} of {len(report)} file(s) valid, {total} case(s)"
+              + (f"; {len(bad)} invalid" if bad else ""))
+    return 1 if bad or not report else 0
+
+
+def _translations(case):
+    from conformance.contract.runner import NotExpressible
+    from conformance.runners import all_runners
+
+    for runner in all_runners():
+        t = runner.translate(case)
+        yield runner, (f"n/e: {t.reason}" if isinstance(t, NotExpressible) else t.call)
+
+
+def list_cases(args) -> int:
+    from conformance.case.loader import load_cases
+
+    for case in load_cases(args.cases_dir):
+        print(f"{case.id}: {case.title}")
+        for runner, text in _translations(case):
+            print(f"  [{runner.name}] {text}")
+    return 0
+
+
+def _last_rows(path: str, case_id: str) -> dict[str, dict]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {r["runner"]: r for r in data.get("rows", []) if r.get("case") == case_id}
+
+
+def _configuration(case) -> list[str]:
+    lines = []
+    for part in ("attention", "inputs", "mask", "weights"):
+        values = {k: v for k, v in asdict(getattr(case, part)).items() if v not in (None, ())}
+        lines.append(f"  {part}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    e = case.expect
+    if e.parameters is not None or e.parameters_by_runner:
+        lines.append(f"  expect.parameters: {e.parameters} {dict(e.parameters_by_runner) or ''}")
+    for edge, per in e.behaviours.items():
+        lines.append(f"  expect.behaviours.{edge}: {dict(per)}")
+    for name, why in e.known_mismatch.items():
+        lines.append(f"  expect.known_mismatch.{name}: {why}")
+    return lines
+
+
+def _figures(row: dict | None) -> str:
+    if not row:
+        return "not in the last results"
+    from conformance.report.base import fmt
+
+    text = f"{row['outcome']}; parameters {row.get('parameters')}"
+    if row.get("max_abs_error") is not None:
+        text += f"; max abs {fmt(row['max_abs_error'])}, max rel {fmt(row['max_rel_error'])}"
+    return text
+
+
+def show(args) -> int:
+    from conformance.case.loader import load_cases
+    from conformance.oracle.reference import formula_parameters
+
+    cases = {c.id: c for c in load_cases(args.cases_dir)}
+    case = cases.get(args.case)
+    if case is None:
+        print(f"no case {args.case!r} in {args.cases_dir}; known: {', '.join(cases)}",
+              file=sys.stderr)
+        return 1
+    print(f"{case.id}: {case.title}  ({case.path})")
+    if case.typed:
+        print("  typed by the user: " + ", ".join(f"{k}={v}" for k, v in case.typed.items()))
+    print("\n".join(_configuration(case)))
+    print(f"  parameters by the formula: {formula_parameters(case)}")
+    last = _last_rows(args.results, case.id)
+    print(f"runners (figures from {args.results if last else 'no results.json row'}):")
+    for runner, text in _translations(case):
+        print(f"  [{runner.name}] {text}\n      last run: {_figures(last.get(runner.name))}")
+    return 0

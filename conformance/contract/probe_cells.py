@@ -1,0 +1,76 @@
+"""Convention probes shared by the runners of one call shape (HF modules, Flax
+layers): each takes `fwd(mask) -> output` (the system run on a probe case with
+`mask` passed raw in its own mask argument, as NumPy (B, T, S)) and names the
+reading the output matches (probes.closest), or quotes the refusal.
+
+Only contract, probes and axes are imported: frameworks stay in the runners.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from conformance.contract.axes import NA
+from conformance.contract.runner import Convention
+from conformance.contract.probing import closest, output_with, probe_mask, refusal
+
+Forward = Callable[[np.ndarray | None], np.ndarray]
+NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)
+
+
+def _try(axis: str, fwd: Forward, mask, what: str):
+    try:
+        return fwd(mask), None
+    except Exception as exc:  # the system's refusal is the observation
+        return None, refusal(axis, exc, what)
+
+
+def mask_polarity(case, fwd: Forward, what: str, **doc) -> Convention:
+    """A boolean mask passed raw: True = attends or True = blocks (or neither)."""
+    m = probe_mask(case)
+    out, refused = _try("attn_mask_polarity", fwd, m, what)
+    if refused:
+        return refused
+    cell = closest("attn_mask_polarity", out, {"true_attends": output_with(case, m),
+                                                "true_blocks": output_with(case, ~m)}, what, **doc)
+    return _neither(cell, out, case)
+
+
+def _neither(cell: Convention, out: np.ndarray, case) -> Convention:
+    """Neither reading within NEAR: the mask was not read as a mask (the eager HF path
+    adds a boolean mask to the scores as 0/1); say how far an unmasked run is."""
+    best = min(float(x.split()[-1]) for x in cell.evidence.split(": ")[-1].split("; "))
+    if best < NEAR:
+        return cell
+    free = np.max(np.abs(out - output_with(case, None)))
+    return Convention(cell.axis, NA, f"{cell.evidence}; neither reading matches: the boolean "
+                      f"is not used as a mask (no mask at all: {free:.1e})",
+                      cell.documented, cell.documented_source)
+
+
+def float_mask(case, fwd: Forward, what: str, **doc) -> Convention:
+    """A 0 / -1e9 float mask passed raw: added to the scores, or read as a boolean."""
+    m = probe_mask(case)
+    out, refused = _try("float_mask", fwd, np.where(m, 0.0, -1e9), what)
+    if refused:
+        return refused
+    return closest("float_mask", out, {"added": output_with(case, m),
+                                       "cast_to_bool": output_with(case, ~m)}, what, **doc)
+
+
+def softmax_scale(case, fwd: Forward, what: str, configurable: str = "") -> Convention:
+    """Which default scale the output matches; `configurable` names the native
+    setting when there is one (then the cell says 'configurable')."""
+    cell = closest("softmax_scale", fwd(None),
+                   {"inv_sqrt_head_dim": output_with(case, None),
+                    "none": output_with(case, None, scale=1.0)}, what)
+    if configurable:
+        return Convention(cell.axis, "configurable", f"{configurable}; default: {cell.value} "
+                          f"({cell.evidence})")
+    return cell
+
+
+def matches(case, out: np.ndarray) -> float:
+    """max |out - oracle| with no mask."""
+    return float(np.max(np.abs(np.asarray(out, np.float64) - output_with(case, None))))

@@ -1,0 +1,124 @@
+"""Shared tools of the convention probes (Runner.conventions, axes.py).
+
+A probe runs the system on a small seeded configuration with one native
+argument passed *raw* (a boolean mask as the system receives it, a float
+mask, a causal flag with T != S ...), and names the convention by which
+candidate reading of that argument the output matches: the float64 oracle
+is evaluated under each reading, and the closest one wins, with every
+distance quoted as the evidence.  So a cell is observed, never asserted.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.case.loader import Case, parse_case
+from conformance.contract.runner import Convention
+from conformance.oracle.reference import attention
+from conformance.oracle.canonical import CaseData, case_data, causal_mask
+
+PROBE_SOURCE = "<probe>"
+
+
+def probe_case(probe: str, **sections) -> Case:
+    """A small seeded case for a probe: 2 heads, 8 features, batch 2, T 3, S 5 unless
+    overridden; its id names the probe (the evidence quotes it)."""
+    raw = {"id": f"probe-{probe}", "attention": {"num_heads": 2, "query_features": 8},
+           "inputs": {"batch": 2, "query_len": 3, "key_len": 5, "seed": 7}}
+    for name, values in sections.items():
+        raw[name] = {**raw.get(name, {}), **values}
+    return parse_case(raw, PROBE_SOURCE)
+
+
+def probe_mask(case: Case, seed: int = 11) -> np.ndarray:
+    """(B, T, S) boolean pattern, True on about half the positions, never a full row
+    of False nor of True (so both readings of it are defined and differ)."""
+    i = case.inputs
+    m = np.random.default_rng(seed).random((i.batch, i.query_len, i.key_len)) < 0.5
+    m[..., 0], m[..., -1] = True, False
+    return m
+
+
+def output_with(case: Case, allowed: np.ndarray | None, data: CaseData | None = None,
+                scale: float | None = None) -> np.ndarray:
+    """The oracle's output when `allowed` (True = may attend, (B, T, S) or (T, S)) is
+    the whole mask; NaN on rows it fully masks."""
+    data = data or case_data(case)
+    i = case.inputs
+    if allowed is not None:
+        allowed = np.broadcast_to(allowed, (i.batch, i.query_len, i.key_len))
+    fully = ~allowed.any(-1) if allowed is not None else np.zeros((i.batch, i.query_len), bool)
+    inputs = replace(data.inputs, allowed=allowed, fully_masked=fully)
+    return attention(case, replace(data, inputs=inputs), scale).output
+
+
+def causal_candidates(case: Case) -> dict[str, np.ndarray]:
+    """Outputs of the two causal alignments (T != S), and of no mask (ignored)."""
+    i = case.inputs
+    return {"upper_left": output_with(case, causal_mask(i.query_len, i.key_len, "upper_left")),
+            "lower_right": output_with(case, causal_mask(i.query_len, i.key_len, "lower_right")),
+            "ignored": output_with(case, None)}
+
+
+def distances(observed: np.ndarray, candidates: dict[str, np.ndarray]) -> dict[str, float]:
+    """max |observed - candidate| per candidate over positions both define (inf if
+    the shapes differ or nothing is comparable)."""
+    obs = np.asarray(observed, dtype=np.float64)
+    found = {}
+    for word, cand in candidates.items():
+        if cand.shape != obs.shape:
+            found[word] = float("inf")
+            continue
+        both = np.isfinite(cand) & np.isfinite(obs)
+        found[word] = float(np.max(np.abs(obs[both] - cand[both]))) if both.any() else \
+            float("inf")
+    return found
+
+
+def closest(axis: str, observed: np.ndarray, candidates: dict[str, np.ndarray], what: str,
+            **documented) -> Convention:
+    """The candidate the observation matches, with every distance as evidence."""
+    d = distances(observed, candidates)
+    word = min(d, key=d.get)
+    figures = "; ".join(f"{k} {v:.1e}" for k, v in d.items())
+    return Convention(axis, word, f"{what}: max |output - oracle| under each reading: "
+                      f"{figures}", **documented)
+
+
+def refusal(axis: str, exc: BaseException, what: str, value: str = "refused",
+            **documented) -> Convention:
+    """A probe the system rejected: the cell quotes its own message (one line, bounded)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return Convention(axis, value, f"{what}: {text[:300]}", **documented)
+
+
+SOFTCAP_NAMES = ("softcap", "soft_cap", "logit_softcapping", "attn_logit_softcapping", "logit_cap")
+
+
+def no_such_argument(axis: str, names: tuple[str, ...], what: str, *callables) -> Convention:
+    """axes.NA for a system whose API takes none of `names`: read from the signatures
+    of the callables it is driven through (introspection of the installed version,
+    so an upgrade that adds the argument shows up).  A callable whose signature
+    cannot be read is named as such."""
+    import inspect
+
+    seen, unreadable = [], []
+    for fn in callables:
+        try:
+            seen += [p for p in inspect.signature(fn).parameters if p not in ("self", "args",
+                                                                             "kwargs")]
+        except (TypeError, ValueError):  # a builtin: its docstring's signature
+            head = (getattr(fn, "__doc__", "") or "").strip()
+            inside = head[head.find("(") + 1:head.find(")")] if "(" in head else ""
+            params = [a.split("=")[0].strip(" *") for a in inside.split(",") if a.strip()]
+            seen += params
+            if not params:
+                unreadable.append(getattr(fn, "__qualname__", repr(fn)))
+    found = sorted(set(names) & set(seen))
+    if found:
+        return Convention(axis, "not_probed", f"{what} takes {found}: a probe is needed")
+    text = f"{what}: no argument among {list(names)}; parameters: {', '.join(dict.fromkeys(seen))}"
+    if unreadable:
+        text += f" (signature not readable: {', '.join(unreadable)})"
+    return Convention(axis, "not_applicable", text)

@@ -1,0 +1,170 @@
+"""The runner contract: the types that runners, the worker transport and the matrix share.
+
+A runner turns the framework-neutral Case into what a user of one system
+would type (`translate`), loads the canonical weights into that system's own
+layout and runs it (`run`), returning NumPy arrays and the system's own
+accounting in an Observation.  Runners never assert and never compare: the
+matrix (matrix.py) judges and the report package tabulates.
+
+This module imports nothing of the suite above the case layer, so every
+runner, `workers` and `matrix` can import it without importing each other.
+Frameworks are imported inside `run` only: listing runners, collecting the
+pytest matrix and `--help` stay fast and work without any framework.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A runner that cannot share the pytest process (a Keras backend is fixed at
+    import) declares one: every runner with the same `key` runs in ONE long-lived
+    subprocess per session (workers.py), started with `env` set and the modules in
+    `hide` made unimportable (optional packages a framework imports merely because
+    they are installed: Keras imports jax and pandas on every backend)."""
+
+    key: str  # e.g. "keras-jax"
+    env: Mapping[str, str] = field(default_factory=dict)  # set before anything is imported
+    hide: tuple[str, ...] = ()  # modules the worker must not import
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The native configuration: `call` is what a user of the system would type
+    (for people and reports); `plan` is the typed plan `run` executes (a frozen
+    dataclass of the runner's own, or a dict of native keyword arguments)."""
+
+    call: str  # e.g. "torch.nn.MultiheadAttention(embed_dim=512, num_heads=8)"
+    plan: Any = None
+
+
+@dataclass(frozen=True)
+class NotExpressible:
+    """The system cannot express the case; `reason` quotes the limitation."""
+
+    reason: str
+
+
+class NotExpressibleError(Exception):
+    """Raised from `run` when the limit shows only on trying (the framework's
+    constructor rejected the configuration, a fast path did not engage...).
+    The message should quote the framework's own words."""
+
+
+@dataclass
+class Observation:
+    """What one system produced for one case, as plain NumPy and numbers."""
+
+    output: np.ndarray  # (B, T, E_o) as float64 (converted from the native dtype)
+    attention_weights: np.ndarray | None = None  # (B, H, T, S) per head, when returned
+    weights_returned: str = "none"  # "per_head", "averaged" or "none": what the system gives
+    parameters: int | None = None  # the system's own count; None = it holds no parameters
+    projection_parameters: int | None = None  # for systems holding none: arrays we passed in
+    weight_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # native names
+    notes: list[str] = field(default_factory=list)  # facts worth a reader's attention
+    executed: bool = True  # False for documented models of systems that cannot run here
+    extras: dict[str, Any] = field(default_factory=dict)  # JSON-able details for results files
+    # Typed data for report sections (select rows by these, never by runner name):
+    graphs: dict[str, dict] = field(default_factory=dict)  # ONNX graph label -> accounting
+    output_digest: dict | None = None  # compact output record for cross-backend tables
+
+
+FORMULA = "formula (no allocation-free path)"
+
+
+@dataclass(frozen=True)
+class Count:
+    """A system's parameter count and native weight shapes, obtained without
+    materialising a weight: `method` says how ("meta device", "jax.eval_shape",
+    "keras.StatelessScope"), or is a formula label where the system has no
+    allocation-free path (then the figures are the suite's, not the system's)."""
+
+    parameters: int | None  # None: the system holds none (see projection_parameters)
+    weight_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    method: str = FORMULA
+    projection_parameters: int | None = None  # for systems holding none: arrays passed in
+
+
+@dataclass(frozen=True)
+class Convention:
+    """One cell of the conventions ledger, observed by running the system (or,
+    for a documented model, read from the cited documentation)."""
+
+    axis: str  # an id of axes.AXES
+    value: str  # a word of that axis's vocabulary (axes.py)
+    evidence: str  # what ran and what it showed, with a figure where there is one
+    documented: str | None = None  # the value the system's documentation states
+    documented_source: str = ""  # the link to that documentation
+
+
+class Runner:
+    """Base class: subclasses set the class attributes and implement two methods.
+
+    Runners that differ only by a backend or a flag are one class with
+    parameters: the registry holds `(target, params)` and `Runner(**params)`
+    sets them as attributes (an unknown parameter is an error)."""
+
+    name: str = ""  # the id in reports and pytest ids, e.g. "torch.mha"
+    framework: str = ""  # the pytest marker and report family, e.g. "torch"
+    system: str = ""  # the API it runs, e.g. "torch.nn.MultiheadAttention"
+    path: str = "default"  # which code path of that API, e.g. "fast path", "scores"
+    backend: str = ""  # the engine underneath, where a system has several
+    requires: tuple[str, ...] = ()  # importable modules needed to run
+    extras: str = ""  # the pip extras that bring them, when not just `framework`
+    worker: WorkerSpec | None = None  # set: runs in that worker subprocess
+    sets_scale: bool = False  # the system can set the softmax scale (attention.scale)
+    target: str = ""  # "module:Class", filled in by the registry
+    params: Mapping[str, Any] = {}  # the constructor parameters, filled in by __init__
+
+    def __init__(self, **params: Any):
+        for k, v in params.items():
+            if k.startswith("_") or not hasattr(type(self), k):
+                raise TypeError(f"{type(self).__name__} has no runner parameter {k!r}")
+            setattr(self, k, v)
+        self.params = dict(params)
+
+    def available(self) -> str | None:
+        """None when runnable here, else the reason to skip.  Looked up once per
+        runner object (every item asks; find_spec reads the file system)."""
+        if "_missing" not in self.__dict__:
+            missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+            self._missing = (f"{', '.join(missing)} not installed "
+                             f"(pip install -e '.[{self.extras or self.framework}]')"
+                             if missing else None)
+        return self._missing
+
+    def translate(self, case) -> Translation | NotExpressible:
+        raise NotImplementedError
+
+    def run(self, case, translation: Translation, data) -> Observation:
+        raise NotImplementedError
+
+    def count(self, case) -> Count:
+        """Parameters and weight shapes for `case` without allocating a weight (the
+        matrix asks for it instead of `run` when a case is over the numbers budget).
+        Default: the analytic count, labelled as such; runners with an
+        allocation-free path (a meta device, shape inference) override it."""
+        from conformance.case.model import sizes_counts
+
+        return Count(sizes_counts(case.attention, case.inputs)["weights"])
+
+    def conventions(self) -> list[Convention]:
+        """Probe runs that settle convention axes for this system (axes.py), each
+        run in the system itself on small seeded inputs.  Runs where `run` runs
+        (in the worker for worker runners).  Axes that the matrix rows settle
+        (fully masked rows, returned weights, float64) need no probe here."""
+        return []
+
+
+def to_numpy(x) -> np.ndarray:
+    """Any framework tensor -> float64 NumPy (bfloat16 has no NumPy dtype)."""
+    if hasattr(x, "detach"):  # torch
+        x = x.detach().cpu()
+        return x.double().numpy() if x.is_floating_point() else x.numpy()
+    return np.asarray(x).astype(np.float64)
+

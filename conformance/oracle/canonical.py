@@ -1,0 +1,190 @@
+"""Canonical weights, inputs and masks of a case, generated from its seed.
+
+Every runner loads these same numbers into its own layout, so any difference
+in output is a difference in convention, never in initialisation.  Arrays are
+drawn in float64 from NumPy's Generator (identical bytes on every machine),
+then rounded to the case dtype: the reference computes in float64 *on the
+rounded values*, so a float16 runner is judged on its arithmetic, not on the
+rounding of its inputs.
+
+Layout (per head, "in x out", DESIGN.md): Wq (H, E_q, d_k), Wk (H_kv, E_k, d_k),
+Wv (H_kv, E_v, d_v), Wo (H, d_v, E_o); biases bq (H, d_k), bk (H_kv, d_k),
+bv (H_kv, d_v), bo (E_o).  Weights are scaled by 1/sqrt(fan_in) so projections
+and scores are O(1) and the softmax is not saturated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numpy as np
+
+from conformance.case.loader import Case
+
+
+def round_to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float64 values to `dtype` and return them as float64 again."""
+    if dtype == "float64":
+        return np.asarray(x, dtype=np.float64)
+    if dtype in ("float32", "float16"):
+        with np.errstate(over="ignore"):  # over the dtype's range: inf, as in the dtype
+            return np.asarray(x).astype(dtype).astype(np.float64)
+    if dtype == "bfloat16":  # NumPy has no bfloat16: round-to-nearest-even on bits
+        bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    raise ValueError(f"unknown dtype {dtype!r}")
+
+
+@dataclass(frozen=True)
+class CanonicalWeights:
+    wq: np.ndarray  # (H, E_q, d_k)
+    wk: np.ndarray  # (H_kv, E_k, d_k)
+    wv: np.ndarray  # (H_kv, E_v, d_v)
+    wo: np.ndarray  # (H, d_v, E_o)
+    bq: np.ndarray | None  # (H, d_k); None when the case has no bias
+    bk: np.ndarray | None  # (H_kv, d_k)
+    bv: np.ndarray | None  # (H_kv, d_v)
+    bo: np.ndarray | None  # (E_o,)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The named arrays that exist (biases only when the case has them)."""
+        names = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+    def count(self) -> int:
+        return sum(a.size for a in self.arrays().values())
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    """Inputs and masks; masks in canonical polarity (True = may attend)."""
+
+    query: np.ndarray  # (B, T, E_q)
+    key: np.ndarray  # (B, S, E_k); the same object as query for self-attention
+    value: np.ndarray  # (B, S, E_v); the same object as query for self-attention
+    causal: np.ndarray | None  # (T, S) causal part alone, None when not causal
+    key_valid: np.ndarray | None  # (B, S) key padding part alone (True = real key)
+    attn_mask: np.ndarray | None  # (B, T, S) explicit/random/masked-rows part alone
+    allowed: np.ndarray | None  # (B, T, S) all parts combined; None = no mask at all
+    fully_masked: np.ndarray  # (B, T) rows whose every key is masked
+
+    @property
+    def non_causal(self) -> np.ndarray | None:
+        """Key padding and explicit masks ANDed to (B, T, S), causal left out: what
+        systems with their own causal switch (Keras use_causal_mask, ONNX
+        is_causal) take as a mask; None when there is none."""
+        shape = (self.query.shape[0], self.query.shape[1], self.key.shape[1])
+        return combine_masks(
+            (None if self.key_valid is None else self.key_valid[:, None, :], self.attn_mask),
+            shape)
+
+
+@dataclass(frozen=True)
+class CaseData:
+    weights: CanonicalWeights
+    inputs: CaseInputs
+
+
+def combine_masks(parts, shape: tuple[int, ...] | None = None) -> np.ndarray | None:
+    """The one mask combination: AND the parts that are not None (True = may
+    attend), broadcast to `shape` when given; None when no part is given."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    allowed = np.logical_and.reduce(np.broadcast_arrays(*parts)) if len(parts) > 1 else parts[0]
+    return allowed if shape is None else np.broadcast_to(allowed, shape).copy()
+
+
+def causal_mask(t: int, s: int, alignment: str) -> np.ndarray:
+    """(T, S) True where query i may see key j; lower_right aligns the last rows."""
+    offset = 0 if alignment == "upper_left" else s - t
+    return np.arange(s)[None, :] <= np.arange(t)[:, None] + offset
+
+
+def _weights(case: Case, rng: np.random.Generator) -> CanonicalWeights:
+    a = case.attention
+    h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
+
+    def normal(shape, fan_in):
+        return rng.standard_normal(shape) / np.sqrt(fan_in)
+
+    wq = normal((h, a.query_features, dk), a.query_features)
+    wk = normal((hkv, a.key_features, dk), a.key_features)
+    wv = normal((hkv, a.value_features, dv), a.value_features)
+    wo = normal((h, dv, a.output_features), h * dv)
+    biases = [None] * 4
+    if a.bias:
+        shapes = [(h, dk), (hkv, dk), (hkv, dv), (a.output_features,)]
+        biases = [0.1 * rng.standard_normal(s) for s in shapes]
+        if case.weights.bias_values == "zeros":
+            biases = [np.zeros(s) for s in shapes]
+    return CanonicalWeights(wq, wk, wv, wo, *biases)
+
+
+def _masks(case: Case, rng: np.random.Generator):
+    b, t, s = case.inputs.batch, case.inputs.query_len, case.inputs.key_len
+    m = case.mask
+    causal = causal_mask(t, s, m.causal) if m.causal != "none" else None
+    key_valid = None
+    if m.key_padding is not None:
+        key_valid = np.arange(s)[None, :] < np.array(m.key_padding)[:, None]
+    attn = None
+    if m.attn_mask_density is not None:
+        attn = rng.random((b, t, s)) < m.attn_mask_density
+    elif m.attn_mask_matrix is not None:
+        attn = np.broadcast_to(np.array(m.attn_mask_matrix, dtype=bool), (b, t, s)).copy()
+    if m.masked_rows:
+        attn = np.ones((b, t, s), dtype=bool) if attn is None else attn
+        attn[:, list(m.masked_rows), :] = False
+    allowed = combine_masks(
+        (causal, None if key_valid is None else key_valid[:, None, :], attn), (b, t, s))
+    fully = ~allowed.any(-1) if allowed is not None else np.zeros((b, t), dtype=bool)
+    return causal, key_valid, attn, allowed, fully
+
+
+def _generate(case: Case) -> CaseData:
+    rng = np.random.default_rng(case.inputs.seed)
+    a, i = case.attention, case.inputs
+    weights = _weights(case, rng)
+    query = rng.standard_normal((i.batch, i.query_len, a.query_features))
+    if i.self_attention:
+        key = value = query
+    else:
+        key = rng.standard_normal((i.batch, i.key_len, a.key_features))
+        value = rng.standard_normal((i.batch, i.key_len, a.value_features))
+    causal, key_valid, attn, allowed, fully = _masks(case, rng)
+    dt = i.dtype
+    weights = CanonicalWeights(**{n: None if v is None else round_to_dtype(v, dt)
+                                  for n, v in vars(weights).items()})
+    query, key, value = _extreme(case, *(round_to_dtype(x * i.scale, dt) if i.scale != 1
+                                         else round_to_dtype(x, dt) for x in (query, key, value)))
+    for arr in (query, key, value, *weights.arrays().values()):
+        arr.setflags(write=False)  # shared by every runner: nobody may edit it
+    return CaseData(weights, CaseInputs(query, key, value, causal, key_valid, attn,
+                                        allowed, fully))
+
+
+def _extreme(case: Case, query, key, value):
+    """inputs.nonfinite placed in the rounded inputs (case_extreme.py); inputs.scale was
+    applied before rounding.  Self-attention keeps one tensor."""
+    if case.inputs.self_attention:
+        key = value = query
+    arrays = {"query": query, "key": key, "value": value}
+    for entry in case.inputs.nonfinite:
+        arrays[entry.tensor][entry.batch, entry.position, entry.feature] = entry.number
+    return arrays["query"], arrays["key"], arrays["value"]
+
+
+_CACHE: dict[str, CaseData] = {}
+
+
+def case_data(case: Case) -> CaseData:
+    """The case's canonical weights and inputs (float64 arrays, dtype-rounded).
+
+    Cached by case content: every runner of a case shares one generation.
+    """
+    key = case.fingerprint()
+    if key not in _CACHE:
+        if len(_CACHE) >= 8:
+            _CACHE.clear()
+        _CACHE[key] = _generate(case)
+    return _CACHE[key]

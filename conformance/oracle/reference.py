@@ -1,0 +1,97 @@
+"""The oracle: multi-head attention in float64 NumPy, written for clarity.
+
+Semantics (DESIGN.md): for each query head h, with kv head g = h // (H / H_kv),
+    head_h = softmax(scale * (x_q Wq[h] + bq[h]) (x_k Wk[g] + bk[g])^T + mask)
+             (x_v Wv[g] + bv[g])
+    out    = sum_h head_h Wo[h] + bo,
+    scale  = attention.scale when the case sets it, else 1 / sqrt(d_k).
+A query row whose every key is masked has no defined softmax: the reference
+returns NaN there (weights and output) and the comparator judges that row by
+the behaviour the case declares instead of by numbers.
+
+Extreme inputs (case_extreme.py) are computed in IEEE float64 as they are: a
+saturated softmax is an ordinary number; a NaN or inf input spreads through
+the arithmetic.  A NaN in key position s of item b makes every score of item b
+that attends to s NaN, so those query rows are undefined (a masked score is
+replaced by -inf first, so a masked NaN key spreads nowhere); a NaN in value
+position s reaches every row of item b (0 * NaN is NaN); a NaN in query row t
+makes row t undefined.  `Expected.undefined` marks the output elements the
+oracle leaves non-finite (fully masked rows apart): the comparator judges them
+by the case's declared nonfinite_input behaviour, not by numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from conformance.case.loader import Case
+from conformance.oracle.formula import parameters
+from conformance.oracle.canonical import CaseData, case_data
+
+
+@dataclass(frozen=True)
+class Expected:
+    output: np.ndarray  # (B, T, E_o), NaN on fully masked rows
+    weights: np.ndarray  # (B, H, T, S) per-head softmax, NaN on fully masked rows
+    fully_masked: np.ndarray  # (B, T) bool
+    # What each fully-masked-row hypothesis would give there (compare.py):
+    output_if_zeros: np.ndarray  # the row's attention weights are all 0
+    output_if_uniform: np.ndarray  # the row attends uniformly to every key
+    # (B, T, E_o) output elements the oracle leaves NaN/inf, fully masked rows apart
+    undefined: np.ndarray | None = None
+
+
+def project(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """(B, L, E) x (H, E, d) -> (B, H, L, d)."""
+    y = np.einsum("ble,hed->bhld", x, w)
+    return y if b is None else y + b[None, :, None, :]
+
+
+def _softmax(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    if allowed is not None:
+        scores = np.where(allowed[:, None], scores, -np.inf)
+    peak = scores.max(-1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # -inf - -inf on fully masked rows -> NaN
+        e = np.exp(scores - peak)
+        return e / e.sum(-1, keepdims=True)
+
+
+def _combine(heads: np.ndarray, data: CaseData) -> np.ndarray:
+    w = data.weights
+    out = np.einsum("bhtd,hde->bte", heads, w.wo)
+    return out if w.bo is None else out + w.bo
+
+
+def attention(case: Case, data: CaseData | None = None, scale: float | None = None) -> Expected:
+    """`scale` overrides the case's scale (`case.attention.scale`, itself None for the
+    default 1/sqrt(d_k)); the convention probes try other scales.  The default divides
+    by sqrt(d_k), as it always has (the committed reports stay bit for bit)."""
+    data = data or case_data(case)
+    with np.errstate(invalid="ignore", over="ignore"):  # extreme inputs: IEEE as it comes
+        return _attention(case, data, scale)
+
+
+def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
+    w, x = data.weights, data.inputs
+    group = case.attention.num_heads // case.attention.num_kv_heads
+    q = project(x.query, w.wq, w.bq)
+    k = np.repeat(project(x.key, w.wk, w.bk), group, axis=1)
+    v = np.repeat(project(x.value, w.wv, w.bv), group, axis=1)
+    scores = np.einsum("bhtd,bhsd->bhts", q, k)
+    scale = case.attention.scale if scale is None else scale
+    scores = scores / np.sqrt(case.attention.qk_head_dim) if scale is None else scores * scale
+    probs = _softmax(scores, x.allowed)
+    out = _combine(probs @ v, data)
+    fully = x.fully_masked
+    # Hypotheses for fully masked rows: zero weights, or uniform over all keys.
+    zero_heads = np.where(fully[:, None, :, None], 0.0, np.nan_to_num(probs)) @ v
+    uniform = np.where(fully[:, None, :, None], 1.0 / v.shape[2], np.nan_to_num(probs))
+    undefined = ~np.isfinite(out) & ~fully[:, :, None]
+    return Expected(out, probs, fully, _combine(zero_heads, data), _combine(uniform @ v, data),
+                    undefined)
+
+
+def formula_parameters(case: Case) -> int:
+    """Analytic count: the projections' weights and, with bias, their biases."""
+    return parameters(case.attention)

@@ -1,0 +1,228 @@
+"""The pytest plugin: one item per (case x runner), one report per run.
+
+Collection reads `cases/*.yaml` (no framework is imported), yields items
+named `<case-id>[<runner>]` with a marker per framework, and each item
+evaluates itself (matrix.py), records its Row and turns the outcome into
+pass / skip / fail.  After the matrix, one item per runner checks its
+conventions ledger cells against conventions/expected.yaml (plugin_conventions.py;
+--update-conventions rewrites the file instead).  At the end of the session the
+rows go to the report package, and the ledger to reports/conventions.{json,md}.
+
+The full default matrix writes `reports/` (the committed scoreboard); a
+subset run (-k, -m, --runner, --case) writes nothing there unless given
+`--report-dir DIR`, so a partial run never overwrites the full scoreboard.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.plugin import generated
+from conformance.plugin.items import (
+    STATE_KEY, CaseFile, MatrixItem, session_cases, session_state, split)
+from conformance.paths import CASES_DIR, REPORTS_DIR
+from conformance.runners import all_runners
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("conformance", "attention conformance matrix")
+    group.addoption("--runner", action="append", default=[], metavar="NAME",
+                    help="run only these runners (repeat or comma-separate), e.g. torch.mha")
+    group.addoption("--case", action="append", default=[], metavar="ID",
+                    help="run only these case ids (repeat or comma-separate)")
+    group.addoption("--report-dir", default=None, metavar="DIR",
+                    help="write this run's reports to DIR (any run, full or subset)")
+    group.addoption("--cases-dir", default=str(CASES_DIR), metavar="DIR",
+                    help="where case files live (default: cases/)")
+    group.addoption("--conventions-file", default=None, metavar="PATH",
+                    help="pinned conventions, runner -> axis -> value (default: "
+                    "conventions/expected.yaml; checked after the matrix)")
+    group.addoption("--item-timeout", type=float, default=None, metavar="SECONDS",
+                    help="fail an item that runs longer as an error row (a hung worker is "
+                    "killed and restarted; default $CONFORMANCE_ITEM_TIMEOUT or 300; 0: none)")
+    group.addoption("--isolate", action="store_true", default=None,
+                    help="run every runner in a worker subprocess, so a hard crash costs one "
+                    "row (default: $CONFORMANCE_ISOLATE=1; else only runners declaring one)")
+    group.addoption("--max-elements", type=int, default=None, metavar="N",
+                    help="numbers budget: a case with more weight or activation elements "
+                    "is counted, not computed (a 'count only' row: parameters by the "
+                    "runner's allocation-free count); default $CONFORMANCE_MAX_WEIGHT_ELEMENTS"
+                    " / $CONFORMANCE_MAX_ACTIVATION_ELEMENTS, else 50,000,000")
+    group.addoption("--update-conventions", action="store_true", default=False,
+                    help="write the observed conventions into the conventions file instead "
+                    "of failing on differences")
+    group.addoption("--shard", default=None, metavar="I/N",
+                    help="run shard I of N: whole runners (a worker's runners together), "
+                    "balanced by expected seconds (parallel.py); write with --report-dir, "
+                    "combine with `python -m conformance merge`")
+    generated.add_options(group)  # --generated N: generated cases (generated.py)
+
+
+def pytest_configure(config):
+    """One marker per runner framework (so `-m torch` works under --strict-markers)."""
+    for framework in sorted({r.framework for r in all_runners()}):
+        config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
+    from conformance.run import counting
+
+    counting.configure(config.getoption("max_elements"))  # before any item allocates
+    config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
+    config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
+    state = session_state(config)  # an unknown --runner is a usage error before anything runs
+    generated.configure(config)
+    from conformance.run import isolation
+
+    timeout, isolate = config.getoption("item_timeout"), config.getoption("isolate")
+    isolation.configure(isolation.env_timeout() if timeout is None else timeout,
+                        isolation.env_isolate() if isolate is None else isolate,
+                        state["runners"])
+    from conformance.plugin import parallel
+
+    parallel.configure(config)  # xdist: loadgroup, rows sent to the controller
+
+
+def pytest_report_header(config):
+    from conformance.versions import versions
+
+    return "conformance: " + ", ".join(f"{k} {v}" for k, v in versions().items())
+
+
+def pytest_collect_file(file_path: Path, parent):
+    cases_dir = Path(parent.config.getoption("cases_dir")).resolve()
+    if file_path.suffix == ".yaml" and file_path.parent.resolve() == cases_dir:
+        return CaseFile.from_parent(parent, path=file_path)
+    if file_path.resolve() == conventions_file(parent.config).resolve():
+        from conformance.plugin.conventions_items import ConventionsFile
+
+        return ConventionsFile.from_parent(parent, path=file_path)
+    return None
+
+
+def conventions_file(config) -> Path:
+    from conformance.conventions.pinning import EXPECTED_FILE
+
+    return Path(config.getoption("conventions_file") or EXPECTED_FILE)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they apply to these items too
+def pytest_collection_modifyitems(session, config, items):
+    """The conventions items run after every matrix item (they read its rows); a
+    matrix run of the default cases (or one naming --conventions-file) gets them
+    even when the file was not among the paths collected."""
+    from conformance.plugin.conventions_items import ConventionsItem, add_conventions_items
+
+    matrix = any(isinstance(i, MatrixItem) for i in items)
+    own_file = (Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
+                or config.getoption("conventions_file"))
+    if matrix and own_file and not any(isinstance(i, ConventionsItem) for i in items):
+        add_conventions_items(session, conventions_file(config), items)
+    items.sort(key=lambda i: isinstance(i, ConventionsItem))  # stable: order kept otherwise
+    from conformance.plugin import parallel
+
+    state = session_state(config)
+    runners = [r for r in state["runners"]
+               if not state["chosen_runners"] or r.name in state["chosen_runners"]]
+    cases = [c for c in state["cases"] or []
+             if not state["chosen_cases"] or c.id in state["chosen_cases"]]
+    parallel.mark_groups(config, items)
+    parallel.select_shard(config, items, runners, len(cases))
+
+
+def pytest_runtest_setup(item):
+    """On an xdist worker, a worker group's subprocess requests are queued when its
+    first item arrives (parallel.py)."""
+    from conformance.plugin.parallel import is_worker, prefetch_group
+
+    if isinstance(item, MatrixItem) and is_worker(item.config):
+        prefetch_group(item)
+
+
+def pytest_collection_finish(session):
+    """Queue every selected worker item now, so worker subprocesses (other Keras
+    backends) compute in parallel with everything else (workers.py)."""
+    from conformance.plugin.parallel import is_worker
+
+    if session.config.option.collectonly or is_worker(session.config):
+        return  # an xdist worker queues a group when its first item arrives
+    from conformance.run.evaluate import prefetch
+
+    for item in session.items:
+        if isinstance(item, MatrixItem):
+            prefetch(item.case, item.runner)  # a translate that raises queues nothing
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from conformance.plugin.parallel import is_worker
+    from conformance.run.workers import shutdown
+
+    shutdown()
+    config = session.config
+    state = config.stash.get(STATE_KEY, None)
+    if is_worker(config) or not state or not state["rows"]:
+        return  # an xdist worker's rows went to the controller with its reports
+    cases = session_cases(config, state)  # the xdist controller collected nothing
+    if state["error"] is not None:
+        return
+    full = [(c.id, r.name) for c in cases for r in state["runners"]]
+    default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
+    is_full = sorted(state["rows"]) == sorted(full) and default_cases
+    target = config.getoption("report_dir")
+    parts = _selection_parts(config)
+    shard = config.getoption("shard")
+    selection = _selection_text(len(state["rows"]), len(full), is_full,
+                                parts + ([f"--shard {shard}"] if shard else []))
+    if target is None and not is_full:
+        config._conformance_note = (f"conformance: subset run ({selection}); reports/ left "
+                                    "unchanged. Add --report-dir=DIR to write this run's reports.")
+        return
+    from conformance.plugin.shards import run_metadata, write_run, write_shard
+
+    out = Path(target) if target else REPORTS_DIR
+    meta = run_metadata(state.get("seconds", {}))
+    write_run(state["rows"], state["probes"], cases, state["runners"], out, selection, meta)
+    if shard:
+        from conformance.plugin.parallel import parse_shard
+
+        write_shard(out, parse_shard(shard), state, parts, len(full), default_cases)
+    config._conformance_note = f"conformance: reports written to {out} ({selection})"
+
+
+def _selection_parts(config) -> list[str]:
+    parts = []
+    for opt, flag in (("keyword", "-k"), ("markexpr", "-m")):
+        value = config.getoption(opt)
+        if value:
+            parts.append(f"{flag} {value!r}")
+    for opt in ("runner", "case"):
+        if config.getoption(opt):
+            parts.append(f"--{opt} {','.join(split(config.getoption(opt)))}")
+    return parts
+
+
+def _selection_text(ran: int, total: int, is_full: bool, parts: list[str]) -> str:
+    from conformance.plugin.shards import selection_text
+
+    return selection_text(ran, total, is_full, parts)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The case x runner symbol matrix of this run, the note, and the paths written."""
+    state = config.stash.get(STATE_KEY, None)
+    if state and state["rows"]:
+        from conformance.report.terminal import matrix_lines
+
+        for line in matrix_lines(state["rows"].values(), state["cases"] or [],
+                                 state["runners"]):
+            terminalreporter.write_line(line)
+    note = getattr(config, "_conformance_note", None)
+    if note:
+        terminalreporter.write_line(note)
+    if note and "reports written to" in note:
+        from conformance.report.drift import report_names
+
+        out = Path(config.getoption("report_dir") or REPORTS_DIR)
+        names = [n for n in report_names(out) if (out / n).exists()]
+        pages = [n for n in names if "/" in n]
+        terminalreporter.write_line("conformance: wrote " + ", ".join(
+            str(out / n) for n in names if "/" not in n)
+            + (f" and {len(pages)} case pages in {out / 'cases'}" if pages else ""))

@@ -1,0 +1,108 @@
+"""The conventions items of the pytest plugin: one per runner, after the matrix.
+
+`conventions/expected.yaml::conventions[<runner>]` gathers the runner's ledger
+cells (its probes, run once per session, in its worker when it has one, and
+the cells derived from the matrix rows recorded so far) and compares them with
+the pinned values (pinning.py).  Aggregates over the cases (refusals, parameter
+formula, weight layout) and axes no row of this run settles are compared only
+when the runner's matrix ran in full; a subset run checks what it observed.
+"""
+from __future__ import annotations
+
+import pytest
+from _pytest.runner import collect_one_node
+
+from conformance.conventions import pinning
+from conformance.conventions.ledger import AGGREGATE_AXES, PROBE, cell_problem, derive, merge
+from conformance.plugin.items import ItemsFile, marked, selected_runners, session_state
+
+
+class ConventionsFile(ItemsFile):
+    def collect(self):
+        state = session_state(self.config)
+        try:
+            pinned = pinning.load(self.path, [r.name for r in state["runners"]])
+        except pinning.PinError as exc:
+            raise self.CollectError(str(exc)) from None
+        state["pinned"] = pinned
+        for runner in selected_runners(state):
+            yield marked(ConventionsItem.from_parent(self, name=f"conventions[{runner.name}]",
+                                                     runner=runner), runner, "conventions")
+
+
+def add_conventions_items(session, path, items) -> None:
+    """Collect the conventions file as if it had been named on the command line."""
+    node = ConventionsFile.from_parent(session, path=path)
+    report = collect_one_node(node)
+    session.ihook.pytest_collectreport(report=report)
+    if report.passed:
+        items.extend(report.result)
+
+
+class ConventionsFailure(Exception):
+    pass
+
+
+def probe_cells(state, runner):
+    """The runner's probe Conventions, run once per session (an exception is kept)."""
+    probes = state["probes"]
+    if runner.name not in probes:
+        try:
+            if runner.worker:
+                from conformance.run.workers import conventions_in_worker
+
+                probes[runner.name] = list(conventions_in_worker(runner))
+            else:
+                probes[runner.name] = list(runner.conventions())
+        except Exception as exc:  # a failure of this item, never of the session
+            probes[runner.name] = exc
+    return probes[runner.name]
+
+
+def _complete(state, runner) -> bool:
+    """Every case of the cases directory has a row of this runner in this run."""
+    cases = state["cases"] or []
+    return bool(cases) and all((c.id, runner.name) in state["rows"] for c in cases)
+
+
+class ConventionsItem(pytest.Item):
+    def __init__(self, *, runner, **kwargs):
+        super().__init__(**kwargs)
+        self.runner = runner
+
+    def runtest(self):
+        state, runner = session_state(self.config), self.runner
+        missing = runner.available()
+        if missing:
+            pytest.skip(f"{runner.name}: skipped: {missing}")
+        probe = probe_cells(state, runner)
+        rows = [r for r in state["rows"].values() if r.runner == runner.name]
+        cells = merge(runner.name, probe, derive(rows, [runner], state["cases"]),
+                      state["probes"])
+        problems = []
+        if isinstance(probe, BaseException):
+            problems.append(f"{runner.name}: conventions() raised {type(probe).__name__}: "
+                            f"{probe}")
+        else:
+            problems += [f"{runner.name}: probe cell {p}" for p in
+                         (cell_problem(c) for c in probe) if p]
+        complete = _complete(state, runner)
+        compared = {c.axis for c in cells if complete or c.source == PROBE
+                    or (c.observed and c.axis not in AGGREGATE_AXES)}
+        path = self.path
+        pinned = state.get("pinned", {})
+        if self.config.getoption("update_conventions"):
+            pinning.update(path, runner.name, cells, compared)
+        else:
+            problems += pinning.check(runner.name, cells, pinned.get(runner.name), compared,
+                                      path)
+        if problems:
+            raise ConventionsFailure("\n".join(problems))
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, ConventionsFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"conventions[{self.runner.name}]"

@@ -1,0 +1,139 @@
+"""The pytest session state and the matrix's items, apart from the hooks (plugin.py),
+so that the plugin's helper modules (conventions items, parallel runs, generated
+cases) import them without importing the plugin.
+
+`session_state(config)` is one dict per session: the runners, the selection, the cases
+and the rows and probe cells recorded so far.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.case.loader import CaseError, load_cases
+from conformance.run.evaluate import evaluate, failure_message
+from conformance.runners import all_runners
+from conformance.compare.verdict import Outcome
+
+STATE_KEY = pytest.StashKey[dict]()
+
+
+def split(values: list[str]) -> list[str]:
+    return [v for item in values for v in item.split(",") if v]
+
+
+def session_state(config) -> dict:
+    if STATE_KEY not in config.stash:
+        runners = all_runners()
+        names = [r.name for r in runners]
+        chosen = split(config.getoption("runner"))
+        unknown = sorted(set(chosen) - set(names))
+        if unknown:
+            raise pytest.UsageError(f"--runner {unknown[0]}: unknown; known runners: {names}")
+        config.stash[STATE_KEY] = {"runners": runners, "chosen_runners": chosen,
+                              "chosen_cases": split(config.getoption("case")),
+                              "cases": None, "error": None, "rows": {}, "probes": {}}
+    return config.stash[STATE_KEY]
+
+
+def session_cases(config, state):
+    """All cases of the directory, loaded and checked once per session."""
+    if state["cases"] is None and state["error"] is None:
+        try:
+            state["cases"] = load_cases(config.getoption("cases_dir"),
+                                        {r.name for r in state["runners"]})
+        except CaseError as exc:
+            state["error"] = exc
+        unknown = sorted(set(state["chosen_cases"]) - {c.id for c in state["cases"] or []})
+        if state["cases"] is not None and unknown:  # a --case that matches nothing
+            raise pytest.UsageError(f"--case {unknown[0]}: no such case id in "
+                                    f"{config.getoption('cases_dir')} "
+                                    "(python -m conformance list shows them)")
+    return state["cases"] or []
+
+
+def selected_runners(state) -> list:
+    """The session's runners that --runner chose (all of them when it chose none)."""
+    chosen = state["chosen_runners"]
+    return [r for r in state["runners"] if not chosen or r.name in chosen]
+
+
+def marked(item, runner, kind: str):
+    """`item` with its runner's framework marker and `kind` (matrix, conventions, ...)."""
+    item.add_marker(runner.framework)
+    item.add_marker(kind)
+    return item
+
+
+class ItemsFile(pytest.File):
+    """A file of items whose collection error is shown as its message alone."""
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
+
+
+class CaseFile(ItemsFile):
+    def collect(self):
+        session = session_state(self.config)
+        cases = session_cases(self.config, session)
+        err = session["error"]
+        if err is not None and Path(err.path).resolve() == self.path.resolve():
+            raise self.CollectError(str(err))
+        if err is not None:
+            return  # reported once, by the file it names
+        chosen = session["chosen_cases"]
+        for case in cases:
+            if Path(case.path).resolve() != self.path.resolve():
+                continue
+            if chosen and case.id not in chosen:
+                continue
+            for runner in selected_runners(session):
+                yield marked(MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
+                                                    case=case, runner=runner), runner, "matrix")
+
+
+class MatrixFailure(Exception):
+    pass
+
+
+class MatrixItem(pytest.Item):
+    def __init__(self, *, case, runner, **kwargs):
+        super().__init__(**kwargs)
+        self.case, self.runner = case, runner
+
+    def runtest(self):
+        from time import perf_counter
+
+        start = perf_counter()
+        row = evaluate(self.case, self.runner)
+        recorded, key = session_state(self.config), (self.case.id, self.runner.name)
+        recorded["rows"][key] = row
+        recorded.setdefault("seconds", {})[key] = perf_counter() - start
+        if row.outcome.skips:
+            label = ("not expressible" if row.outcome is Outcome.NOT_EXPRESSIBLE
+                     else "skipped")
+            pytest.skip(f"{self.runner.name}: {label}: {row.reason}")
+        if row.outcome.failed and row.known_mismatch:
+            pytest.xfail(f"known mismatch: {row.known_mismatch} | observed: {row.reason}")
+        if row.outcome.failed:
+            raise MatrixFailure(failure_message(self.case, row, self.nodeid))
+        if row.known_mismatch:  # strict: a fixed mismatch must be noticed
+            raise MatrixFailure(
+                f"{self.case.id}[{self.runner.name}] passed, but the case declares a known "
+                f"mismatch ({row.known_mismatch}); remove expect.known_mismatch."
+                f"{self.runner.name} from {self.case.path}")
+
+    def repr_failure(self, excinfo):
+        # The message says it all; pytest's traceback rendering parses the source
+        # of every frame (~0.3 s an item), and xfails pass through here too.
+        if isinstance(excinfo.value, (MatrixFailure, pytest.xfail.Exception)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.case.id}[{self.runner.name}]"
+
+

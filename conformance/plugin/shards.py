@@ -1,0 +1,144 @@
+"""Writing one run's reports, a shard's record of its run, and merging shards.
+
+A run (serial, xdist controller, or one shard) ends in write_run: rows in
+full-matrix order (cases in file order x runners in registry order), the
+ledger first (index.md and index.html read conventions.json), then every
+report.  A shard (--shard I/N with --report-dir DIR) also writes DIR/SHARD_FILE:
+its Row objects, its runners' probe cells, its seconds per item and its
+selection, pickled (lossless; a merge reads it with the same checkout).
+`python -m conformance merge DIR... --out OUT` combines the shards and writes
+OUT exactly as one run of the union would have (the ledger rebuilt from the
+merged rows and probes); the metadata says how many shards ran.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import pickle
+from pathlib import Path
+
+from conformance.plugin.parallel import SECONDS_KEY
+
+SHARD_FILE = "shard.pickle"
+FORMAT = 1
+
+
+def selection_text(ran: int, total: int, is_full: bool, parts: list[str]) -> str:
+    if is_full:
+        return f"full default matrix: {ran} items"
+    return "subset: " + ", ".join([f"{ran} of {total} items", *parts])
+
+
+def seconds_by_runner(seconds: dict) -> dict[str, float]:
+    """Mean seconds per item of each runner, from {(case, runner): seconds}."""
+    sums: dict[str, list[float]] = {}
+    for (_case, runner), s in seconds.items():
+        sums.setdefault(runner, []).append(s)
+    return {r: round(sum(v) / len(v), 4) for r, v in sorted(sums.items())}
+
+
+def run_metadata(seconds: dict, extra: dict | None = None) -> dict:
+    """The metadata block: versions, machine, time, seconds per item (CPU figures)."""
+    from conformance.report.render import machine
+    from conformance.versions import versions
+
+    meta = {**versions(), **machine(),
+            "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    meta.update(extra or {})
+    if seconds:
+        meta[SECONDS_KEY] = seconds_by_runner(seconds)
+    return meta
+
+
+def write_run(rows: dict, probes: dict, cases, runners, out: Path, selection: str,
+              meta: dict) -> None:
+    """Ledger and reports of `rows` ({(case, runner): Row}) into `out`."""
+    from conformance.conventions.ledger import build
+    from conformance.report import write_reports
+    from conformance.report.ledger import write_ledger
+
+    full = [(c.id, r.name) for c in cases for r in runners]
+    order = {key: n for n, key in enumerate(full)}
+    ordered = sorted(rows.values(), key=lambda r: order.get((r.case, r.runner), 0))
+    write_ledger(build(ordered, probes, runners, cases), out)
+    write_reports(ordered, cases, runners, out, selection, meta)
+
+
+def write_shard(out: Path, shard: tuple[int, int], state: dict, parts: list[str],
+                total: int, default_cases: bool) -> Path:
+    """DIR/SHARD_FILE: what merge needs of this shard's run."""
+    from conformance.plugin.parallel import _safe_probe
+
+    record = {"format": FORMAT, "shard": shard, "rows": state["rows"],
+              "probes": {k: _safe_probe(v) for k, v in state["probes"].items()},
+              "seconds": state.get("seconds", {}), "parts": parts, "total": total,
+              "default_cases": default_cases,
+              "runners": [r.name for r in state["runners"]],
+              "cases": [c.id for c in state["cases"] or []]}
+    path = Path(out) / SHARD_FILE
+    path.write_bytes(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+class MergeError(Exception):
+    pass
+
+
+def load_shards(dirs) -> list[dict]:
+    shards = []
+    for d in dirs:
+        path = Path(d) / SHARD_FILE
+        if not path.exists():
+            raise MergeError(f"{d}: no {SHARD_FILE}; run the shard with --shard I/N "
+                             "--report-dir DIR")
+        record = pickle.loads(path.read_bytes())  # noqa: S301 - our own shards' data
+        if record.get("format") != FORMAT:
+            raise MergeError(f"{path}: format {record.get('format')}, expected {FORMAT}")
+        shards.append(record)
+    counts = {s["shard"][1] for s in shards}
+    if len(counts) != 1:
+        raise MergeError(f"shards of different counts: {sorted(counts)}")
+    count = counts.pop()
+    have = sorted(s["shard"][0] for s in shards)
+    if have != list(range(1, count + 1)):
+        raise MergeError(f"expected shards 1..{count} once each, got {have}")
+    for key in ("runners", "cases", "parts", "total", "default_cases"):
+        if len({repr(s[key]) for s in shards}) != 1:
+            raise MergeError(f"shards disagree on {key}: not one run split in shards")
+    return shards
+
+
+def merged_state(shards: list[dict]) -> tuple[dict, dict, dict]:
+    rows, probes, seconds = {}, {}, {}
+    for s in shards:
+        clash = sorted(set(rows) & set(s["rows"]))
+        if clash:
+            raise MergeError(f"{clash[0][0]}[{clash[0][1]}] is in two shards")
+        rows.update(s["rows"])
+        probes.update(s["probes"])
+        seconds.update(s["seconds"])
+    return rows, probes, seconds
+
+
+def merge(dirs, out: Path, cases_dir: Path) -> str:
+    """Merge shard folders into `out`; returns the selection text."""
+    from conformance.case.loader import load_cases
+    from conformance.runners import all_runners
+
+    shards = load_shards(dirs)
+    rows, probes, seconds = merged_state(shards)
+    first = shards[0]
+    runners = all_runners()
+    if [r.name for r in runners] != first["runners"]:
+        raise MergeError("the registry differs from the shards' runners "
+                         "(CONFORMANCE_EXTRA_RUNNERS as in the shards?)")
+    cases = load_cases(cases_dir, {r.name for r in runners})
+    if [c.id for c in cases] != first["cases"]:
+        raise MergeError(f"{cases_dir}: not the shards' cases (give --cases-dir)")
+    full = {(c.id, r.name) for c in cases for r in runners}
+    is_full = set(rows) == full and first["default_cases"]
+    selection = selection_text(len(rows), first["total"], is_full, first["parts"])
+    meta = run_metadata(seconds, {"shards": str(len(shards))})
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_run(rows, probes, cases, runners, out, selection, meta)
+    return selection

@@ -1,0 +1,282 @@
+"""One (case x runner) evaluation: translate -> run -> judge -> Row.
+
+Both the pytest items and the report package consume the Row: the item turns
+its outcome into pass / skip / fail, the reporter tabulates it.  Every runner
+failure is caught here and becomes a row (`error`), so the matrix goes on.
+A Row is built once, from the case, the runner and the verdict.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from conformance.case.loader import Case, tolerance_for
+from conformance.contract.runner import (
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+from conformance.run.counting import counted, over_budget
+from conformance.run.isolation import ItemTimeout, deadline, item_timeout
+from conformance.oracle.reference import Expected, attention, formula_parameters
+from conformance.compare.verdict import (
+    Failure, FailureKind, Outcome, Verdict, judge, nonfinite_applies)
+from conformance.oracle.canonical import case_data
+from conformance.run.workers import WorkerFault, run_in_worker
+from conformance.run.workers import prefetch as queue_in_worker
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the scoreboard."""
+
+    case: str
+    runner: str
+    framework: str
+    outcome: Outcome
+    reason: str  # why skipped / not expressible / failed, in words
+    dtype: str
+    native_call: str  # what a user of the system would type ("" when not translated)
+    executed: bool  # the system really ran (False for documented models)
+    parameters: int | None  # the system's own count
+    parameters_formula: int  # analytic count (reference.formula_parameters)
+    parameters_expected: int | None  # what this runner must report
+    projection_parameters: int | None  # for systems holding none (SDPA)
+    max_abs_error: float | None  # output vs reference
+    max_rel_error: float | None
+    weights_max_abs_error: float | None  # per-head attention weights vs reference
+    weights_max_rel_error: float | None
+    rtol: float
+    atol: float
+    weights_returned: str
+    fully_masked_row: str | None  # observed behaviour (output)
+    fully_masked_row_weights: str | None  # observed behaviour (returned weights)
+    fully_masked_row_declared: str | None
+    weight_shapes: dict[str, list[int]]
+    notes: tuple[str, ...]
+    extras: dict[str, Any]
+    typed: dict[str, Any]
+    failures: tuple[Failure, ...]  # each failed check, typed
+    known_mismatch: str  # the case's declared reason this runner mismatches
+    # typed data for report sections; not written to the results files as such
+    graphs: dict[str, dict] = field(default_factory=dict)  # ONNX graph accounting
+    output_digest: dict | None = None  # compact output record (cross-backend tables)
+    count_method: str = ""  # set: a count-only row (counting.py), counted by this method
+    nonfinite_input: str | None = None  # observed behaviour on extreme inputs (output)
+    nonfinite_input_declared: str | None = None
+
+    def failed(self, kind: FailureKind) -> bool:
+        return any(f.kind == kind for f in self.failures)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The results-file record: plain JSON-able values."""
+        d = asdict(self)
+        graphs = d.pop("graphs")
+        del d["output_digest"]
+        d["outcome"] = self.outcome.value
+        d["notes"] = list(self.notes)
+        d["failures"] = [f.message for f in self.failures]
+        if graphs:  # results files keep the accounting beside the other extras
+            d["extras"] = {**d["extras"], "graphs": graphs}
+        return d
+
+
+_EXPECTED: dict[str, Expected] = {}
+
+
+def expected_for(case: Case) -> Expected:
+    key = case.fingerprint()
+    if key not in _EXPECTED:
+        _EXPECTED.clear()  # items of one case run together; keep memory flat
+        _EXPECTED[key] = attention(case)
+    return _EXPECTED[key]
+
+
+def observe(runner: Runner, case: Case, translation) -> Observation:
+    """Run in this process, or in the runner's worker subprocess."""
+    if runner.worker:
+        return run_in_worker(runner, case, translation)
+    return runner.run(case, translation, case_data(case))
+
+
+def prefetch(case: Case, runner: Runner) -> None:
+    """Queue a worker runner's run now (the plugin, once collection is done), so
+    workers compute in parallel (workers.py).  A translate that raises, refuses or
+    hangs queues nothing: the item's own evaluate makes its row."""
+    if not runner.worker or runner.available() or over_budget(case):
+        return  # an over-budget item is counted, never run
+    with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
+        translation, _ = _attempt(runner.translate, case)
+    if isinstance(translation, Translation):
+        queue_in_worker(runner, case, translation)
+
+
+def _row(case: Case, runner: Runner, outcome: Outcome, reason: str, native_call: str = "",
+         obs: Observation | None = None, verdict: Verdict | None = None,
+         notes: tuple[str, ...] = (), fully_masked_row: str | None = None,
+         nonfinite_input: str | None = None) -> Row:
+    tol = tolerance_for(case)
+    v = verdict
+    return Row(
+        case=case.id, runner=runner.name, framework=runner.framework, outcome=outcome,
+        reason=reason, dtype=case.inputs.dtype, native_call=native_call,
+        executed=obs.executed if obs else False,
+        parameters=(0 if obs.parameters is None else obs.parameters) if obs else None,
+        parameters_formula=formula_parameters(case),
+        parameters_expected=case.expect.parameters_by_runner.get(runner.name),
+        projection_parameters=obs.projection_parameters if obs else None,
+        max_abs_error=v.max_abs_error if v else None,
+        max_rel_error=v.max_rel_error if v else None,
+        weights_max_abs_error=v.weights_max_abs_error if v else None,
+        weights_max_rel_error=v.weights_max_rel_error if v else None,
+        rtol=tol.rtol, atol=tol.atol, weights_returned=obs.weights_returned if obs else "",
+        fully_masked_row=v.fully_masked_row if v else fully_masked_row,
+        fully_masked_row_weights=v.fully_masked_row_weights if v else None,
+        fully_masked_row_declared=_declared(case, runner),
+        weight_shapes={k: list(s) for k, s in obs.weight_shapes.items()} if obs else {},
+        notes=tuple(obs.notes) if obs else notes, extras=dict(obs.extras) if obs else {},
+        typed=dict(case.typed), failures=v.failures if v else (),
+        known_mismatch=case.expect.known_mismatch.get(runner.name, ""),
+        graphs=dict(obs.graphs) if obs else {}, output_digest=obs.output_digest if obs else None,
+        nonfinite_input=v.nonfinite_input if v else nonfinite_input,
+        nonfinite_input_declared=_declared(case, runner, "nonfinite_input"))
+
+
+def _declared(case: Case, runner: Runner, edge: str = "fully_masked_row") -> str | None:
+    return case.expect.behaviours.get(edge, {}).get(runner.name)
+
+
+def evaluate(case: Case, runner: Runner) -> Row:
+    """The row of one item, whatever the runner does: an exception in any stage
+    (translate, run, judging), a BaseException other than KeyboardInterrupt
+    (SystemExit...), a worker that died or hung (workers.py) or an in-process
+    timeout (isolation.py) becomes an `error` row naming what happened."""
+    try:
+        return _evaluate(case, runner)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a fault of the machinery itself: still a row
+        return _fault_row(case, runner, "evaluating the item", exc)
+
+
+def _attempt(fn, *args):
+    """(fn(*args), None), or (None, what it raised): anything but KeyboardInterrupt."""
+    try:
+        return fn(*args), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        return None, exc
+
+
+def _evaluate(case: Case, runner: Runner) -> Row:
+    missing = runner.available()
+    if missing:
+        return _row(case, runner, Outcome.SKIPPED, missing)
+    if case.attention.scale is not None and not runner.sets_scale:
+        return _row(case, runner, Outcome.NOT_EXPRESSIBLE, no_scale_reason(case, runner))
+    with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
+        translation, exc = _attempt(runner.translate, case)
+    if exc is not None:
+        return _fault_row(case, runner, "translate", exc)
+    if isinstance(translation, NotExpressible):
+        return _row(case, runner, Outcome.NOT_EXPRESSIBLE, translation.reason)
+    call = translation.call
+    skipped = over_budget(case)
+    if skipped:  # before anything is allocated: no arrays, no reference
+        return _count_row(case, runner, call, skipped)
+    in_process = 0 if runner.worker else item_timeout()  # a worker times its own runs
+    with deadline(in_process, f"run of {runner.name} on case {case.id}"):
+        obs, exc = _attempt(observe, runner, case, translation)
+    if isinstance(exc, NotExpressibleError):
+        return _row(case, runner, Outcome.NOT_EXPRESSIBLE, str(exc), call)
+    if exc is not None:
+        return _run_fault(case, runner, exc, call)
+    verdict, exc = _attempt(judge, case, runner.name, obs, expected_for(case),
+                            formula_parameters(case),
+                            case.expect.parameters_by_runner.get(runner.name),
+                            _declared(case, runner))
+    if exc is not None:
+        return _fault_row(case, runner, "judging the observation", exc, call, obs)
+    return _row(case, runner, verdict.outcome, verdict.reason, call, obs, verdict)
+
+
+def _count_row(case: Case, runner: Runner, call: str, skipped: str) -> Row:
+    """A count-only row: the parameter count alone (counting.py)."""
+    with deadline(item_timeout(), f"count of {runner.name} on case {case.id}"):
+        result, exc = _attempt(counted, case, runner, skipped)
+    if exc is not None:
+        return _fault_row(case, runner, f"count ({skipped})", exc, call)
+    obs, verdict = result
+    return replace(_row(case, runner, verdict.outcome, verdict.reason, call, obs, verdict),
+                   count_method=obs.extras["count_method"])
+
+
+def no_scale_reason(case: Case, runner: Runner) -> str:
+    """Why a runner without a softmax-scale setting cannot run a case that sets one."""
+    return (f"{runner.system or runner.name} has no softmax-scale setting: it always scales "
+            f"by 1/sqrt(d_k) (the case asks for scale={case.attention.scale})")
+
+
+def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str) -> Row:
+    if isinstance(exc, WorkerFault):  # the worker died or timed out: the log tail as a note
+        return _row(case, runner, Outcome.ERROR, str(exc), call,
+                    notes=(f"worker log ends:\n{exc.log}",) if exc.log else ())
+    if not isinstance(exc, Exception) or isinstance(exc, ItemTimeout):
+        return _fault_row(case, runner, "run", exc, call)
+    edges = {e: "error" for e in ("fully_masked_row", "nonfinite_input")
+             if _declared(case, runner, e) == "error"}
+    if edges:  # a runner raising is a result, as declared
+        return _row(case, runner, Outcome.BEHAVIOUR,
+                    f"raised as declared: {type(exc).__name__}: {exc}", call, **edges)
+    pin = (f"; if raising is its answer, pin it: expect.behaviours.nonfinite_input."
+           f"{runner.name}: error" if nonfinite_applies(case) else "")
+    return _row(case, runner, Outcome.ERROR, f"{type(exc).__name__}: {exc}{pin}", call,
+                notes=(_trace(exc),))
+
+
+def _fault_row(case: Case, runner: Runner, stage: str, exc: BaseException, call: str = "",
+               obs: Observation | None = None) -> Row:
+    """An error row for a fault outside a runner's ordinary exceptions in `run`."""
+    if isinstance(exc, ItemTimeout):
+        reason = str(exc)
+    else:
+        reason = f"{stage} raised {type(exc).__name__}: {exc}"
+        if isinstance(exc, SystemExit):
+            reason += " (sys.exit was called)"
+    try:
+        return _row(case, runner, Outcome.ERROR, reason, call, obs, notes=(_trace(exc),))
+    except Exception as again:  # the case itself breaks the row's figures: a bare row
+        return _bare_row(case, runner, f"{reason}; building the row raised "
+                         f"{type(again).__name__}: {again}", call)
+
+
+def _trace(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
+
+
+def _bare_row(case: Case, runner: Runner, reason: str, call: str) -> Row:
+    return Row(case=case.id, runner=runner.name, framework=runner.framework,
+               outcome=Outcome.ERROR, reason=reason, dtype=str(case.inputs.dtype),
+               native_call=call, executed=False, parameters=None, parameters_formula=0,
+               parameters_expected=None, projection_parameters=None, max_abs_error=None,
+               max_rel_error=None, weights_max_abs_error=None, weights_max_rel_error=None,
+               rtol=0.0, atol=0.0, weights_returned="", fully_masked_row=None,
+               fully_masked_row_weights=None, fully_masked_row_declared=None,
+               weight_shapes={}, notes=(), extras={}, typed={}, failures=(),
+               known_mismatch="")
+
+
+def failure_message(case: Case, row: Row, nodeid: str) -> str:
+    """What a failing item prints: case, runner, shapes, dtype, errors, repro."""
+    a, i = case.attention, case.inputs
+    lines = [f"{case.id}[{row.runner}] {row.outcome}: {row.reason}",
+             f"  native call: {row.native_call or '-'}",
+             f"  shapes: query ({i.batch}, {i.query_len}, {a.query_features}), key "
+             f"({i.batch}, {i.key_len}, {a.key_features}), value ({i.batch}, {i.key_len}, "
+             f"{a.value_features}) -> output ({i.batch}, {i.query_len}, {a.output_features}); "
+             f"heads {a.num_heads} (kv {a.num_kv_heads}), d_k {a.qk_head_dim}, d_v {a.v_head_dim}",
+             f"  dtype {row.dtype}: max abs error {row.max_abs_error}, max rel error "
+             f"{row.max_rel_error} (rtol {row.rtol:g}, atol {row.atol:g})",
+             f"  parameters: {row.parameters} (formula {row.parameters_formula})",
+             f"  repro: python -m pytest '{nodeid}'"]
+    lines += [f"  note: {n}" for n in row.notes]
+    return "\n".join(lines)

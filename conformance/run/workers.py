@@ -1,0 +1,363 @@
+"""Long-lived worker subprocesses for runners that cannot share our process.
+
+A Keras backend is fixed when Keras is first imported, and TensorFlow, torch
+and JAX share a process only with care; so a runner may name a `worker` key
+and a `worker_env` (e.g. KERAS_BACKEND=jax).  All runners with the same key
+run in ONE subprocess per pytest session.  The processes exchange pickled,
+length-prefixed messages over pipes: the Case and Translation go in, an
+Observation (NumPy arrays) comes back.  The worker regenerates the canonical
+data from the case seed, which is deterministic.
+
+Requests are *pipelined*: once collection is done the plugin submits every
+selected worker item (`prefetch`), each worker works through its queue in
+its own process, and the test item later only collects its result.  So the
+workers' framework imports and computations overlap each other and the
+in-process runners, instead of adding up item by item.  One thread per
+worker does the request/reply exchange, so a pipe never fills up.
+
+Worker stdout is reserved for the protocol; whatever the framework prints
+goes to a log file whose tail is quoted when the worker dies.
+
+Faults cost one request, never the queue: a runner's exception (SystemExit
+included) is an error reply; a worker that dies (os._exit, a segfault: its
+exit code and signal are named, faulthandler's stack is in the log) or that
+outlives the item timeout (isolation.py; the clock starts when the request is
+sent; the worker is killed) fails that request with WorkerDied / WorkerTimeout,
+and the same pump restarts the process for the next request of its queue.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import queue
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from typing import IO, Any
+
+from conformance.contract.runner import NotExpressibleError, WorkerSpec
+from conformance.run.isolation import item_timeout
+from conformance.paths import ROOT
+
+HIDE_ENV = "CONFORMANCE_WORKER_HIDE"  # "mod,mod": WorkerSpec.hide, passed to the worker
+
+
+class WorkerFault(RuntimeError):
+    """The worker, not the runner, failed a request; `log` is the tail of its log."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class WorkerDied(WorkerFault):
+    pass
+
+
+class WorkerTimeout(WorkerFault):
+    pass
+
+
+def _send(stream: IO[bytes], obj: Any, data: bytes | None = None) -> None:
+    """Send `obj` (or `data`, already pickled), length-prefixed."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if data is None else data
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _read(fd: int, size: int, deadline: float | None) -> bytes:
+    """Exactly `size` bytes from a raw pipe; TimeoutError past `deadline`."""
+    chunks = []
+    while size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(stream: IO[bytes], deadline: float | None = None) -> Any:
+    fd = stream.fileno()
+    (size,) = struct.unpack("<Q", _read(fd, 8, deadline))
+    return pickle.loads(_read(fd, size, deadline))
+
+
+def exit_text(code: int | None) -> str:
+    """"exit 1", "exit -11, SIGSEGV" (a negative code is the signal that ended it)."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"exit {code}, {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit {code}"
+
+
+class _Worker:
+    """One subprocess and the thread that feeds it requests in order.  A request
+    that kills the worker, or outlives the item timeout (the worker is killed),
+    fails alone: the process is restarted for the next request of the queue."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec, self.key = spec, spec.key
+        self.proc: subprocess.Popen | None = None
+        self.log_path = ""
+        self.requests: queue.Queue = queue.Queue()
+        self.restarts = 0
+        self.closed = False
+        self.lock = threading.Lock()  # close() (main thread) against a restart (pump)
+        self.thread = threading.Thread(target=self._pump, name=f"worker-{self.key}", daemon=True)
+        self.thread.start()
+
+    def _start(self) -> None:
+        spec = self.spec
+        self._discard(streams=True)
+        log = tempfile.NamedTemporaryFile(prefix=f"conformance-worker-{spec.key}-",
+                                          suffix=".log", delete=False)
+        self.log_path = log.name
+        env = {**os.environ, **spec.env, HIDE_ENV: ",".join(spec.hide), "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "conformance.run.workers"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                     bufsize=0)
+        log.close()
+
+    def tail(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+                return fh.read()[-2000:]
+        except OSError:
+            return ""
+
+    def submit(self, runner, case, translation, op: str = "run") -> Future:
+        """`op`: "run" (runner.run on the case), "count" (runner.count) or
+        "conventions" (its probes)."""
+        future: Future = Future()
+        what = (f"{runner.name} on case {case.id}" if op == "run"
+                else f"the count of {runner.name} on case {case.id}" if op == "count"
+                else f"the {op} probes of {runner.name}")
+        self.requests.put(((runner.target, dict(runner.params)), op, case, translation,
+                           what, future))
+        return future
+
+    def _pump(self) -> None:
+        while True:
+            item = self.requests.get()
+            if item is None:
+                return
+            *request, what, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._exchange(tuple(request), what))
+            except BaseException as exc:  # the pump must live on for the queue
+                future.set_exception(exc)
+
+    def _exchange(self, request: tuple, what: str) -> Any:
+        with self.lock:
+            if self.closed:
+                raise WorkerDied(f"worker '{self.key}' was closed before running {what}")
+            if self.proc is None or self.proc.poll() is not None:
+                self.restarts += self.proc is not None
+                self._start()
+        timeout = item_timeout()
+        try:
+            _send(self.proc.stdin, request)
+            return _recv(self.proc.stdout, time.monotonic() + timeout if timeout else None)
+        except TimeoutError:
+            self._kill(streams=True)
+            raise WorkerTimeout(f"timed out after {timeout:g} s: worker '{self.key}' was "
+                                f"killed while running {what} and restarts for the next "
+                                "request", self.tail()) from None
+        except (EOFError, OSError) as exc:
+            try:
+                code = self.proc.wait(timeout=10)  # the pipe closed: it is exiting
+            except subprocess.TimeoutExpired:  # closed its stdout but lives on
+                self._kill(streams=True)
+                code = self.proc.returncode
+            raise WorkerDied(f"worker '{self.key}' died ({exit_text(code)}) while running "
+                             f"{what}: {type(exc).__name__}", self.tail()) from None
+
+    def _kill(self, streams: bool = False) -> None:
+        """Kill the process; `streams`: close our pipe ends too (the pump thread
+        only: it may be reading them; a kill alone ends its read with EOF)."""
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout) if streams else ():
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def _discard(self, streams: bool = False) -> None:
+        """Kill the process (if any) and remove its log."""
+        self._kill(streams)
+        if self.log_path:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+            self.log_path = ""
+
+    def close(self) -> None:
+        """Stop the pump and kill the process.  Every reply is in by now (or no
+        longer wanted), and a worker holds nothing worth a clean exit: waiting for
+        TensorFlow or torch to tear down costs about a second a worker, all of it
+        on the suite's wall time."""
+        with self.lock:
+            self.closed = True
+            self.requests.put(None)
+            self._discard()
+
+
+_WORKERS: dict[str, _Worker] = {}
+_PREFETCHED: dict[tuple[str, str], Future] = {}
+
+
+def _worker(runner) -> _Worker:
+    """The runner's worker; its process starts with its first request, and again
+    after a request killed it."""
+    spec = runner.worker
+    worker = _WORKERS.get(spec.key)
+    if worker is None:
+        worker = _WORKERS[spec.key] = _Worker(spec)
+    return worker
+
+
+def _key(runner, case) -> tuple[str, str]:
+    return runner.name, case.fingerprint()
+
+
+def prefetch(runner, case, translation) -> None:
+    """Queue a worker run now; `run_in_worker` collects it later."""
+    if _key(runner, case) not in _PREFETCHED:
+        _PREFETCHED[_key(runner, case)] = _worker(runner).submit(runner, case, translation)
+
+
+def run_in_worker(runner, case, translation):
+    future = _PREFETCHED.pop(_key(runner, case), None)
+    if future is None:
+        future = _worker(runner).submit(runner, case, translation)
+    status, payload = future.result()
+    if status == "ok":
+        return payload
+    if status == "not_expressible":
+        raise NotExpressibleError(payload)
+    raise RuntimeError(payload)
+
+
+def count_in_worker(runner, case):
+    """The runner's `count` of the case (contract.Count), run in its worker."""
+    status, payload = _worker(runner).submit(runner, case, None, "count").result()
+    if status == "ok":
+        return payload
+    raise RuntimeError(payload)
+
+
+def conventions_in_worker(runner) -> list:
+    """The runner's convention probes, run in its worker."""
+    status, payload = _worker(runner).submit(runner, None, None, "conventions").result()
+    if status == "ok":
+        return payload
+    raise RuntimeError(payload)
+
+
+def close(key: str) -> None:
+    """Stop one worker (the next request starts a fresh one)."""
+    worker = _WORKERS.pop(key, None)
+    if worker is not None:
+        worker.close()
+
+
+def shutdown() -> None:
+    for future in _PREFETCHED.values():
+        future.cancel()  # runs never collected (a -x stop): not worth waiting for
+    _PREFETCHED.clear()
+    for worker in _WORKERS.values():
+        worker.close()
+    _WORKERS.clear()
+
+
+atexit.register(shutdown)
+
+
+def hide_modules(names: str) -> list[str]:
+    """Make `import name` raise ImportError in this process, as if the package
+    were not installed.  For optional packages a framework imports merely
+    because they are there (Keras imports jax and pandas when installed, on
+    every backend), which would cost a worker seconds of imports it never uses."""
+    hidden = [n.strip() for n in names.split(",") if n.strip()]
+    for name in hidden:
+        if name not in sys.modules:
+            sys.modules[name] = None  # the import system's "not importable" marker
+    return hidden
+
+
+def _serve() -> None:
+    """The worker loop: read requests until stdin closes."""
+    import faulthandler
+
+    hide_modules(os.environ.get(HIDE_ENV, ""))
+    faulthandler.enable()  # a segfault leaves its Python stack in the log the parent quotes
+    from conformance.runners import load
+
+    proto_in, proto_out = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything the frameworks print goes to the log, not the protocol
+    runners: dict[str, Any] = {}
+    while True:
+        try:
+            (target, params), op, case, translation = _recv(proto_in)
+        except EOFError:
+            return
+        key = (target, repr(sorted(params.items())))
+        try:
+            if key not in runners:
+                runners[key] = load(target, params)
+            reply = _answer(runners[key], op, case, translation)
+        except Exception as exc:  # loading the runner failed
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # an unpicklable observation: the row's error
+            data = pickle.dumps(("error", f"the {op} reply could not be sent back: "
+                                          f"{type(exc).__name__}: {exc}"))
+        _send(proto_out, None, data)
+
+
+def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
+    """One request's reply; only KeyboardInterrupt escapes."""
+    from conformance.oracle.canonical import case_data
+
+    try:
+        if op == "count":  # allocation-free: never generates the case's arrays
+            return ("ok", runner.count(case))
+        return ("ok", runner.conventions() if op == "conventions"
+                else runner.run(case, translation, case_data(case)))
+    except NotExpressibleError as exc:
+        return ("not_expressible", str(exc))
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # reported to the parent as the row's error
+        return ("error", f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:  # SystemExit and the like: a row, not a dead worker
+        extra = " (sys.exit was called)" if isinstance(exc, SystemExit) else ""
+        return ("error", f"{op} raised {type(exc).__name__}: {exc}{extra}")
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,49 @@
+"""What the documented models share (marian_model.py, matlab_model.py): systems that
+cannot run here, modelled from their cited documentation or source (Observation.executed
+= False).  A model is its module's functions: `limitation(case)` (the reason a case is not
+expressible, or None), `call(case)` (the native call's text and the plan) and `cells()`
+(every ledger cell from the citations, not probes), given as class keywords with the
+note every row carries:
+
+    class MarianCppModel(DocumentedModel, limitation=limitation, call=marian_options,
+                         cells=documented_conventions, note=MODEL_NOTE): ...
+
+A model's framework (its pytest marker) is the first word of its name.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from conformance.contract.runner import Convention, NotExpressible, Observation, Runner, Translation
+
+
+class DocumentedModel(Runner):
+    requires = ()  # a model in NumPy: runs everywhere
+
+    def __init_subclass__(cls, *, limitation: Callable, call: Callable,
+                          cells: Callable[[], list[Convention]], note: str, **kw):
+        super().__init_subclass__(**kw)
+        cls._limitation, cls._call, cls._cells = (staticmethod(limitation), staticmethod(call),
+                                                  staticmethod(cells))
+        cls.note = note
+        cls.framework = cls.framework or cls.name.split(".")[0]
+
+    def translate(self, case):
+        reason = self._limitation(case)
+        if reason:
+            return NotExpressible(reason)
+        call, plan = self._call(case)
+        return Translation(call, plan)
+
+    def conventions(self):
+        """From the citations, not probes: the system cannot run here."""
+        return self._cells()
+
+    def observe(self, params: dict[str, np.ndarray], notes: list[str], **kw) -> Observation:
+        """The row of a model: parameters and weight shapes from the model's own layout
+        `params`, executed=False, the model's note first."""
+        return Observation(parameters=int(sum(a.size for a in params.values())),
+                           weight_shapes={n: a.shape for n, a in params.items()},
+                           executed=False, notes=[self.note, *notes], **kw)

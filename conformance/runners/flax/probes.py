@@ -1,0 +1,150 @@
+"""Convention probes of the Flax attention layers (linen.MultiHeadDotProductAttention,
+nnx.MultiHeadAttention) for the axes _flax.common_cells leaves open: key padding,
+dropout in the sown weights, causal alignment, the scale in a float64 layer,
+float64 input into a float32 layer and implicit masks.  The layers are built
+here from the canonical weights (_flax.params_for), independently of the
+runners' own apply/build; jax and flax are imported inside functions only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import NA
+from conformance.contract.runner import Convention, to_numpy
+from conformance.contract.probing import (
+    causal_candidates, closest, output_with, probe_case, refusal)
+from conformance.oracle.canonical import case_data
+from conformance.runners.flax import common as _flax
+
+LINEN, NNX = "flax.linen.MultiHeadDotProductAttention", "flax.nnx.MultiHeadAttention"
+
+
+def _inputs(case, dtype=None):
+    x = case_data(case).inputs
+    return tuple(np.asarray(a, dtype or case.inputs.dtype) for a in (x.query, x.key, x.value))
+
+
+def run(api: str, case, *, dtype: str = "float32", x=None, dropout: float = 0.0,
+        deterministic: bool = True, **call):
+    """-> (output, sown attention weights or None) of the layer built in `dtype`."""
+    import jax
+    import jax.numpy as jnp
+
+    dt = getattr(jnp, dtype)
+    a = case.attention
+    kw = {"num_heads": a.num_heads, "qkv_features": a.num_heads * a.qk_head_dim,
+          "dtype": dt, "param_dtype": dt, "dropout_rate": dropout}
+    params = _flax.params_for(case_data(case).weights)
+    q, k, v = x if x is not None else _inputs(case)
+    if api == LINEN:
+        import flax.linen as nn
+
+        layer = nn.MultiHeadDotProductAttention(**kw)
+        y, state = layer.apply({"params": jax.tree.map(lambda p: jnp.asarray(p, dt), params)},
+                               q, k, v, deterministic=deterministic, mutable=["intermediates"],
+                               rngs={"dropout": jax.random.key(0)}, **call)
+        sown = state.get("intermediates", {}).get("attention_weights")
+        return y, None if sown is None else sown[0]
+    from flax import nnx
+
+    layer = nnx.MultiHeadAttention(in_features=a.query_features, **kw, decode=False,
+                                   rngs=nnx.Rngs(0))
+    for m, d in params.items():
+        for n, p in d.items():
+            getattr(getattr(layer, m), n).value = jnp.asarray(p, dt)
+    y = layer(q, k, v, deterministic=deterministic, **call)
+    sown = getattr(layer, "attention_weights", None)
+    return y, None if sown is None else sown.value[0]
+
+
+def key_padding(api: str) -> Convention:
+    return Convention("key_padding_polarity", NA, f"{api}.__call__ takes one `mask` (True = "
+                      "attend) and no key-padding argument; padding is folded into it with "
+                      "flax's make_attention_mask(query_padding, key_padding)",
+                      documented_source=_doc(api))
+
+
+def _doc(api: str) -> str:
+    return _flax.DOCS + ("flax.linen/layers.html" if api == LINEN else
+                         "flax.nnx/nn/attention.html")
+
+
+def weights_dropout(api: str) -> Convention:
+    case = _flax.probe("weights-dropout")
+    _, w = run(api, case, dropout=0.5, deterministic=False, sow_weights=True)
+    what = (f"{api} on {case.id}, dropout_rate=0.5, deterministic=False, dropout key 0, "
+            "sow_weights=True")
+    if w is None:
+        return Convention("weights_dropout", NA, f"{what}: no attention_weights sown")
+    sums = np.asarray(w, np.float64).sum(-1)
+    dev = float(np.abs(sums - 1).max())
+    return Convention("weights_dropout", "post_dropout" if dev > 1e-6 else "pre_dropout",
+                      f"{what}: the sown attention_weights' row sums span {sums.min():.3f}.."
+                      f"{sums.max():.3f} (max |sum - 1| {dev:.1e})")
+
+
+def causal(api: str) -> Convention:
+    if api == LINEN:
+        return Convention("causal_flag", NA, f"{api}.__call__ has no causal flag (mask, "
+                          "deterministic, dropout_rng, sow_weights); causality is a mask "
+                          "built with flax.linen.make_causal_mask", documented_source=_doc(api))
+    case = probe_case("causal")  # T 3, S 5, key and value distinct
+    out, _ = run(api, case, is_causal=True)
+    return closest("causal_flag", to_numpy(out), causal_candidates(case),
+                   f"{api} on {case.id} (T 3, S 5), is_causal=True, no mask (flax builds "
+                   "jnp.tril(ones((T, S))))")
+
+
+def scale_precision(api: str) -> Convention:
+    case = probe_case("scale-precision", attention={"num_heads": 2, "query_features": 12},
+                      inputs={"self_attention": True, "key_len": 3, "dtype": "float64"})
+    import jax
+
+    try:
+        out, _ = run(api, case, dtype="float64")
+    except Exception as exc:
+        return refusal("scale_precision", exc, f"{api} with dtype=float64", value=NA)
+    d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
+    return Convention("scale_precision", NA, f"{api} on {case.id} with dtype=param_dtype="
+                      f"jnp.float64 and float64 inputs, jax_enable_x64="
+                      f"{jax.config.jax_enable_x64} (the suite's default): output "
+                      f"{out.dtype}, {d:.1e} from the float64 oracle: no float64 layer exists "
+                      "to round a scale in")
+
+
+def mixed_dtype(api: str) -> Convention:
+    case = _flax.probe("mixed-dtype")
+    what = f"{api} on {case.id}: float64 NumPy inputs into a float32 layer"
+    try:
+        out, _ = run(api, case, x=_inputs(case, "float64"))
+    except Exception as exc:
+        return refusal("mixed_dtype", exc, what)
+    d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
+    word = "promoted" if str(out.dtype) == "float64" else "cast_to_layer"
+    return Convention("mixed_dtype", word, f"{what}: output {out.dtype}, {d:.1e} from the "
+                      "oracle (the layer's dtype= is the computation dtype; with x64 off "
+                      "JAX also stores float64 input as float32)")
+
+
+def implicit_mask(api: str) -> Convention:
+    case = _flax.probe("implicit-mask")
+    out, _ = run(api, case)
+    d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
+    return Convention("implicit_mask", "none", f"{api} on {case.id}: a jax.Array carries no "
+                      "mask (nothing like Keras's _keras_mask); the layer reads only its mask "
+                      f"argument: with mask=None, {d:.1e} from the unmasked oracle")
+
+
+def softcap(api: str) -> Convention:
+    """Read from the installed layer's fields and call signature."""
+    from flax import linen, nnx
+
+    from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+
+    cls = linen.MultiHeadDotProductAttention if "linen" in api else nnx.MultiHeadAttention
+    return no_such_argument("softcap", SOFTCAP_NAMES, api, cls.__init__, cls.__call__)
+
+
+def flax_cells(api: str) -> list[Convention]:
+    return [key_padding(api), weights_dropout(api), causal(api), scale_precision(api),
+            mixed_dtype(api), implicit_mask(api), softcap(api)]

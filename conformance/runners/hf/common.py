@@ -1,0 +1,368 @@
+"""What the HuggingFace Transformers runners share: the import, the limits read
+from the case, the canonical weights in torch's (out, in) layout, the 4-D mask
+an HF model hands its attention modules, and one base runner.
+
+Every module is built from a config object (never from the hub: nothing is
+downloaded), loaded with the canonical weights with strict=True, and called
+the way its model calls it.  The masks follow transformers' own mask builders:
+eager gets an additive float (B, 1, T, S) mask (0 / finfo.min), sdpa a boolean
+(B, 1, T, S) mask, True = attend.  torch and transformers are imported inside
+functions only.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from conformance.contract.runner import (
+    Convention, NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
+from conformance.contract.probing import probe_case
+from conformance.contract import probe_cells as _ledger
+
+DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en/model_doc/"
+SOURCE = "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/"
+
+
+def import_torch():
+    """torch with one intra-op thread (identical figures on every machine), and
+    transformers' logging quiet (standalone modules warn on every call)."""
+    import torch
+    from transformers.utils import logging
+
+    torch.set_num_threads(1)
+    logging.set_verbosity_error()
+    return torch
+
+
+def default_scale(case) -> bool:
+    s = getattr(case.attention, "scale", None)
+    return s is None or abs(s - case.attention.qk_head_dim ** -0.5) < 1e-15
+
+
+def cross_reason(case, how: str) -> str | None:
+    """HF attention modules take one tensor for keys and values (key_value_states,
+    encoder_hidden_states): the suite's cross-attention cases have two."""
+    if case.inputs.self_attention:
+        return None
+    return (f"query, key and value are three tensors here; {how}, so keys and values come "
+            "from one tensor (cross-attention with key is value only)")
+
+
+def width_limits(case, fixed: str) -> str | None:
+    """Systems with no head-size argument: d_k = d_v = width / heads, output = width."""
+    a = case.attention
+    d = a.query_features // a.num_heads
+    if a.query_features % a.num_heads or a.qk_head_dim != d or a.v_head_dim != d:
+        return (f"qk_head_dim={a.qk_head_dim}, v_head_dim={a.v_head_dim}: {fixed} (no head-size "
+                f"setting: {a.query_features} / {a.num_heads}"
+                + (f" gives {d} per head; a head size other than width / heads is impossible "
+                   "by construction)" if not a.query_features % a.num_heads else
+                   " does not divide, and the constructor raises)"))
+    return None
+
+
+def shape_limits(case, *, gqa: bool, equal_dims: bool) -> str | None:
+    a = case.attention
+    if a.num_kv_heads != a.num_heads and not gqa:
+        return (f"grouped-query (num_kv_heads={a.num_kv_heads} < num_heads={a.num_heads}): "
+                "one key/value head per query head")
+    if equal_dims and a.qk_head_dim != a.v_head_dim:
+        return (f"qk_head_dim={a.qk_head_dim} != v_head_dim={a.v_head_dim}: one head size "
+                "serves queries, keys and values")
+    if a.output_features != a.query_features:
+        return (f"output_features={a.output_features} != query_features={a.query_features}: "
+                "the output projection maps back to the hidden size")
+    if a.key_features != a.query_features or a.value_features != a.query_features:
+        return "key/value widths differ from the hidden size: one width for every input"
+    return None
+
+
+def out_in(w: np.ndarray) -> np.ndarray:
+    """(H, E_in, d) -> (H*d, E_in): nn.Linear's (out, in) weight, head h = rows h*d:(h+1)*d."""
+    return np.ascontiguousarray(w.transpose(0, 2, 1).reshape(-1, w.shape[1]))
+
+
+def out_proj(wo: np.ndarray) -> np.ndarray:
+    """(H, d_v, E_o) -> (E_o, H*d_v)."""
+    return np.ascontiguousarray(wo.reshape(-1, wo.shape[-1]).T)
+
+
+class Refusals(NamedTuple):
+    """What an HF attention module cannot express beyond shape_limits, as reasons."""
+
+    cross_how: str  # how the module takes keys and values (cross_reason)
+    width_fixed: str | None = None  # set: no head-size setting, how d follows (width_limits)
+    gqa: bool = False  # num_key_value_heads < num_heads possible
+    fixed_bias: tuple[bool, str] | None = None  # the projections' bias when no field sets it,
+    # and why (after "bias=<the case's>: ")
+    scale_why: str = ""  # the reason a scale other than the default is refused
+
+
+class SizeFacts(NamedTuple):
+    """The size cells of a system: size_arguments, parameter_formula, weight_layout."""
+
+    word: str  # the size_arguments word (observed and documented)
+    source: str  # the source line that documents it
+    first_weight: str  # the parameter whose shape shows the layout
+    layout: str  # its layout, after its name and shape
+    layout_why: str
+    formula: str  # the parameter_formula
+    formula_evidence: str = "probe E=8: {n}"  # `n`: the probe module's parameter count
+    formula_docs: str = ""
+
+
+def linear_state(weights, names: tuple[str, ...], bias: bool) -> dict[str, np.ndarray]:
+    """Canonical -> the state of four nn.Linear modules `names` (q, k, v, output), (out, in)
+    weights and, with `bias`, their biases."""
+    state = {f"{n}.weight": w for n, w in zip(names, (out_in(weights.wq), out_in(weights.wk),
+                                                      out_in(weights.wv), out_proj(weights.wo)))}
+    if bias:
+        state.update({f"{n}.bias": b for n, b in zip(names, (
+            weights.bq.ravel(), weights.bk.ravel(), weights.bv.ravel(), weights.bo))})
+    return state
+
+
+def hf_mask(torch, allowed: np.ndarray | None, dtype, impl: str):
+    """Canonical (B, T, S) True = attend -> what transformers' mask builders give
+    the attention module: (B, 1, T, S) additive float (eager) or boolean (sdpa)."""
+    if allowed is None:
+        return None
+    m = torch.from_numpy(np.ascontiguousarray(allowed[:, None]))
+    if impl == "sdpa":
+        return m
+    return torch.where(m, 0.0, torch.finfo(dtype).min).to(dtype)
+
+
+class HFRunner(Runner):
+    """A transformers attention module run on the case: subclasses give the limits,
+    the config call, the module, its native state and the forward call."""
+
+    framework = "hf"
+    requires = ("torch", "transformers")
+    attn_implementation = "eager"
+    probe_attention: dict = {}  # probe_case overrides (T5: no bias)
+    probe_scale: float | None = None  # the module's fixed scale when not 1/sqrt(d) (T5: 1.0)
+    # _hf_probes.hf_cells, set by each runner module (the probes import this module)
+    probe_cells: Callable[[HFRunner], list[Convention]]
+
+    refusals: Refusals  # what the system cannot express beyond the shapes
+    linear_names: tuple[str, ...] = ()  # the q, k, v and output nn.Linear modules
+
+    def limits(self, case) -> str | None:
+        r = self.refusals
+        return (cross_reason(case, r.cross_how)
+                or (width_limits(case, r.width_fixed) if r.width_fixed else None)
+                or self.model_limits(case)
+                or shape_limits(case, gqa=r.gqa, equal_dims=True)
+                or self.bias_limits(case)
+                or self.scale_limits(case))
+
+    def model_limits(self, case) -> str | None:
+        """A system's own limit, checked before the shapes (GPT-2: causal only)."""
+        return None
+
+    def bias_limits(self, case) -> str | None:
+        bias, fixed = case.attention.bias, self.refusals.fixed_bias
+        if fixed is None or bias == fixed[0]:
+            return None
+        return f"bias={bias}: {fixed[1]}"
+
+    def scale_limits(self, case) -> str | None:
+        return None if default_scale(case) else self.refusals.scale_why
+
+    # -- hooks -------------------------------------------------------------
+    config_fields: dict[str, str] = {}  # the config's keyword -> the case's attention field
+    # the call a user types: {args} the config's keywords, {<keyword>} each, {impl}
+    call_template = ""
+
+    def config_call(self, case) -> tuple[str, dict]:
+        """(the call's text, the plan: the config's keywords and values)."""
+        cfg = {k: getattr(case.attention, f) for k, f in self.config_fields.items()}
+        args = ", ".join(f"{k}={v}" for k, v in cfg.items())
+        return self.call_template.format(args=args, impl=self.attn_implementation, **cfg), cfg
+
+    def build(self, torch, plan: dict):
+        raise NotImplementedError
+
+    def state(self, case, weights) -> dict[str, np.ndarray]:
+        return linear_state(weights, self.linear_names, case.attention.bias)
+
+    def forward(self, module, x, mask, **kw):
+        """-> (output, attention weights or None); `kw` go to the module's forward (and on
+        to the attention interface: is_causal).  By default the BART-style call."""
+        out, weights = module(x, attention_mask=mask, **kw)[:2]
+        return out, weights
+
+    def counted(self, module):
+        return module
+
+    def notes(self, case, module) -> list[str]:
+        return []
+
+    # -- contract ----------------------------------------------------------
+    def translate(self, case):
+        reason = self.limits(case)
+        if reason:
+            return NotExpressible(reason)
+        call, plan = self.config_call(case)
+        return Translation(call, {**plan, "attn_implementation": self.attn_implementation,
+                                  "dropout": 0.0})
+
+    def module_for(self, torch, case, plan, weights):
+        dt = getattr(torch, case.inputs.dtype)
+        try:
+            module = self.build(torch, plan).to(dt)
+        except Exception as exc:  # config validators raise their own error types
+            why = exc.__cause__ or exc
+            text = " ".join(f"{type(why).__name__}: {why}".split())
+            raise NotExpressibleError(f"transformers rejected the config: {text}") from exc
+        module.load_state_dict({n: torch.tensor(a, dtype=dt)
+                                for n, a in self.state(case, weights).items()}, strict=True)
+        return module.eval()
+
+    def count(self, case):
+        """The module built from its config on the meta device (shapes, no storage),
+        counted over the modules `run` counts, with the names `run` reports."""
+        from conformance.runners.counting import torch_module_count
+
+        torch = import_torch()
+        with torch.device("meta"):
+            module = self.build(torch, self.translate(case).plan)
+        return torch_module_count(self.counted(module.to(getattr(torch, case.inputs.dtype))))
+
+    def run(self, case, translation, data):
+        torch = import_torch()
+        dt = getattr(torch, case.inputs.dtype)
+        module = self.module_for(torch, case, translation.plan, data.weights)
+        x = torch.tensor(data.inputs.query, dtype=dt)
+        mask = hf_mask(torch, data.inputs.allowed, dt, self.attn_implementation)
+        with torch.no_grad():
+            out, weights = self.forward(module, x, mask)
+        counted = self.counted(module)
+        return Observation(
+            output=to_numpy(out),
+            attention_weights=None if weights is None else to_numpy(weights),
+            weights_returned="none" if weights is None else "per_head",
+            parameters=sum(p.numel() for p in counted.parameters()),
+            weight_shapes={n: tuple(p.shape) for n, p in counted.named_parameters()},
+            notes=self.notes(case, module),
+            extras={"attn_implementation": self.attn_implementation,
+                    "mask": "additive float (B, 1, T, S), 0 / finfo.min" if self.attn_implementation
+                    == "eager" else "boolean (B, 1, T, S), True = attend"})
+
+    # -- conventions -------------------------------------------------------
+    def probe(self, name: str, **inputs):
+        att = {"num_heads": 2, "query_features": 8, **self.probe_attention}
+        return probe_case(name, attention=att,
+                          inputs={"self_attention": True, "key_len": 3, "query_len": 3, **inputs})
+
+    def probe_module(self, case, dropout: float = 0.0):
+        """The module on a probe case (its config call, limits bypassed: T5's probe
+        cases have the default scale) and the probe inputs as a float32 tensor."""
+        torch = import_torch()
+        from conformance.oracle.canonical import case_data
+
+        data = case_data(case)
+        plan = {**self.config_call(case)[1], "attn_implementation": self.attn_implementation,
+                "dropout": dropout}
+        module = self.module_for(torch, case, plan, data.weights)
+        return module, torch.tensor(data.inputs.query, dtype=torch.float32)
+
+    def probe_forward(self, case, dropout: float = 0.0, train: bool = False):
+        """fwd(mask) for _ledger: `mask` (NumPy (B, T, S)) passed raw as attention_mask
+        (B, 1, T, S), bool or float32."""
+        torch = import_torch()
+        module, x = self.probe_module(case, dropout)
+        module.train(train)
+
+        def fwd(mask):
+            m = None if mask is None else torch.from_numpy(np.ascontiguousarray(mask[:, None]))
+            if m is not None and m.is_floating_point():
+                m = m.float()
+            with torch.no_grad():
+                return to_numpy(self.forward(module, x, m)[0])
+        return fwd
+
+    sizes: SizeFacts
+
+    def size_evidence(self, case, module, shape: tuple) -> str:
+        """What the probe module's size attributes and `first_weight` `shape` show."""
+        raise NotImplementedError
+
+    def size_cells(self, case) -> list[Convention]:
+        """size_arguments, parameter_formula, weight_layout, from the probe module."""
+        f = self.sizes
+        module, _ = self.probe_module(case)
+        shape = tuple(module.get_parameter(f.first_weight).shape)
+        n = sum(p.numel() for p in module.parameters())
+        return [Convention("size_arguments", f.word, self.size_evidence(case, module, shape),
+                           f.word, f.source),
+                Convention("parameter_formula", f.formula, f.formula_evidence.format(n=n),
+                           documented_source=f.formula_docs),
+                Convention("weight_layout", f"{f.first_weight} {shape} {f.layout}",
+                           f.layout_why)]
+
+    def conventions(self) -> list[Convention]:
+        case = self.probe("layout")
+        what = f"{self.name} on {case.id} ({self.attn_implementation})"
+        fwd = self.probe_forward(case)
+        cells = self.size_cells(case)
+        cells.append(Convention("argument_order", "single_input",
+                                f"{self.system}.forward(hidden_states, ...): one input tensor; "
+                                "keys and values come from it (or from one encoder tensor)"))
+        cells.append(Convention("input_layout", "batch_first",
+                                f"{what}: hidden_states (B, T, E) read batch-first, "
+                                f"{_ledger.matches(case, fwd(None)):.1e} from the oracle"))
+        cells.append(self.unbatched_cell(case))
+        m = f"{what}: attention_mask (B, 1, T, S) passed raw"
+        cells += [_ledger.mask_polarity(case, fwd, f"boolean {m}"),
+                  _ledger.float_mask(case, fwd, f"0/-1e9 float {m}"),
+                  _ledger.softmax_scale(case, fwd, what), self.dropout_cell(case),
+                  self.weights_cell(case)]
+        from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+
+        module, _ = self.probe_module(case)
+        if hasattr(module, "values"):  # a ModuleDict of parts (BERT): the attention is first
+            module = next(iter(module.values()))
+        cls, config = type(module), type(getattr(module, "config", None) or module)
+        softcap = no_such_argument("softcap", SOFTCAP_NAMES, f"{cls.__name__} and "
+                                   f"{config.__name__}", cls.__init__, cls.forward,
+                                   config.__init__)
+        return cells + self.probe_cells(self) + [softcap]
+
+    def unbatched_cell(self, case) -> Convention:
+        torch = import_torch()
+        module, x = self.probe_module(case)
+        what = f"hidden_states of shape {tuple(x[0].shape)} (no batch axis)"
+        try:
+            with torch.no_grad():
+                out = to_numpy(self.forward(module, x[0], None)[0])
+        except Exception as exc:
+            from conformance.contract.probing import refusal
+            return refusal("unbatched_input", exc, what)
+        from conformance.contract.probing import output_with
+        err = float(np.max(np.abs(out - output_with(case, None)[0])))
+        wrong = "; silently misread (the head split views (T, E) as if T were the batch)" \
+            if err > 1e-3 else ""
+        return Convention("unbatched_input", "accepted", f"{what}: output {out.shape}, "
+                          f"batch item 0 {err:.1e} from the oracle{wrong}")
+
+    def dropout_cell(self, case) -> Convention:
+        torch = import_torch()
+        torch.manual_seed(0)
+        evald = _ledger.matches(case, self.probe_forward(case, 0.5, train=False)(None))
+        trained = _ledger.matches(case, self.probe_forward(case, 0.5, train=True)(None))
+        return Convention("dropout", "training_flag" if trained > 1e-3 > evald else "never",
+                          f"attention dropout 0.5 in the config: eval() {evald:.1e} from the "
+                          f"oracle, train() {trained:.1e} (module.training is the switch; the "
+                          "call has no dropout argument)")
+
+    def weights_cell(self, case) -> Convention:
+        torch = import_torch()
+        module, x = self.probe_module(case)
+        with torch.no_grad():
+            _, w = self.forward(module, x, None)
+        word = "none" if w is None else "per_head"
+        return Convention("returned_weights", word, f"{self.attn_implementation}: the module "
+                          f"returns {'None' if w is None else tuple(w.shape)} as attn_weights")

@@ -1,0 +1,184 @@
+"""Convention probes of the HF attention modules for the axes the base probes
+(_hf.HFRunner.conventions) leave open: key padding, a fully masked row, dropout
+in the returned weights, the is_causal argument of the attention interface, the
+scale's precision in a float64 module, float64 input into a float32 module and
+implicit masks.  Each runs the runner's own module (its config call, its
+canonical weights) on a small seeded probe case; torch is imported by _hf.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.contract.axes import NA, REFUSED
+from conformance.contract.runner import Convention, to_numpy
+from conformance.contract.probing import (
+    closest, distances, output_with, probe_case, probe_mask, refusal)
+from conformance.oracle.reference import attention
+from conformance.oracle.canonical import case_data, causal_mask
+from conformance.contract import probe_cells as _ledger
+from conformance.runners.hf.common import hf_mask, import_torch
+
+NEAR = _ledger.NEAR
+
+
+def module(runner, case, dropout: float = 0.0):
+    """(torch, the runner's module for `case` in the case's dtype, its input tensor)."""
+    torch = import_torch()
+    data = case_data(case)
+    plan = {**runner.config_call(case)[1], "attn_implementation": runner.attn_implementation,
+            "dropout": dropout}
+    mod = runner.module_for(torch, case, plan, data.weights)
+    return torch, mod, torch.tensor(data.inputs.query, dtype=getattr(torch, case.inputs.dtype))
+
+
+def where(runner, case) -> str:
+    return f"{runner.name} on {case.id} ({runner.attn_implementation})"
+
+
+def key_padding(runner) -> Convention:
+    return Convention("key_padding_polarity", NA, f"{runner.system}.forward takes no key-padding "
+                      "argument: padding reaches the module only inside the 4-D attention_mask "
+                      "(B, 1, T, S) that the model's mask builder makes from the (B, S) "
+                      "attention_mask of the model call (1 = attend)")
+
+
+def fully_masked(runner) -> Convention:
+    """One query row with every key masked, in the module's own mask form."""
+    case = runner.probe("fully-masked")
+    torch, mod, x = module(runner, case)
+    allowed = probe_mask(case)
+    allowed[0, 1, :] = False
+    mask = hf_mask(torch, allowed, torch.float32, runner.attn_implementation)
+    with torch.no_grad():
+        out = to_numpy(runner.forward(mod, x, mask)[0])
+    data = case_data(case)
+    inputs = replace(data.inputs, allowed=allowed, fully_masked=~allowed.any(-1))
+    exp = attention(case, replace(data, inputs=inputs), runner.probe_scale)
+    form = ("additive float, 0 / finfo(float32).min" if runner.attn_implementation == "eager"
+            else "boolean, True = attend")
+    what = (f"{where(runner, case)}: attention_mask (B, 1, T, S) {form}, query row (0, 1) "
+            "fully masked; that row")
+    row = out[0, 1]
+    rest = np.abs(np.delete(out.reshape(-1, out.shape[-1]), 1, 0)
+                  - np.delete(exp.output.reshape(-1, out.shape[-1]), 1, 0)).max()
+    if np.isnan(row).any():
+        return Convention("fully_masked_row", "nan", f"{what} holds NaN; other rows "
+                          f"{rest:.1e} from the oracle")
+    unmasked = output_with(case, None, scale=runner.probe_scale)
+    cell = closest("fully_masked_row", row, {"zeros": exp.output_if_zeros[0, 1],
+                                             "uniform": exp.output_if_uniform[0, 1],
+                                             "unmasked": unmasked[0, 1]}, what)
+    best = min(_ledger_distances(row, exp, unmasked).values())
+    value = cell.value if best < NEAR else "finite_other"
+    return replace(cell, value=value, evidence=f"{cell.evidence}; other rows {rest:.1e} from "
+                   "the oracle")
+
+
+def _ledger_distances(row, exp, unmasked) -> dict[str, float]:
+    return {k: float(np.max(np.abs(row - v[0, 1]))) for k, v in
+            (("zeros", exp.output_if_zeros), ("uniform", exp.output_if_uniform),
+             ("unmasked", unmasked))}
+
+
+def weights_dropout(runner) -> Convention:
+    case = runner.probe("weights-dropout")
+    torch, mod, x = module(runner, case, dropout=0.5)
+    mod.train()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        _, w = runner.forward(mod, x, None)
+    what = f"{where(runner, case)}, attention dropout 0.5 in the config, train(), seed 0"
+    if w is None:
+        return Convention("weights_dropout", NA, f"{what}: the module returns attn_weights None "
+                          f"({runner.attn_implementation} computes no weights to return)")
+    sums = w.double().sum(-1)
+    dev = float((sums - 1).abs().max())
+    return Convention("weights_dropout", "post_dropout" if dev > 1e-6 else "pre_dropout",
+                      f"{what}: returned attn_weights' row sums span {float(sums.min()):.3f}.."
+                      f"{float(sums.max()):.3f} (max |sum - 1| {dev:.2f})")
+
+
+def causal(runner) -> Convention:
+    """is_causal=True passed to the module (it forwards it to the attention interface),
+    no attention_mask; self-attention modules have T = S (both alignments coincide)."""
+    case = runner.probe("causal", query_len=4, key_len=4)
+    torch, mod, x = module(runner, case)
+    with torch.no_grad():
+        out = to_numpy(runner.forward(mod, x, None, is_causal=True)[0])
+    tril = causal_mask(4, 4, "upper_left")
+    cell = closest("causal_flag", out,
+                   {"causal (T = S)": output_with(case, tril, scale=runner.probe_scale),
+                    "ignored": output_with(case, None, scale=runner.probe_scale)},
+                   f"{where(runner, case)}: forward(hidden_states, attention_mask=None, "
+                   "is_causal=True)")
+    if cell.value == "ignored":
+        return replace(cell, evidence=f"{cell.evidence}; the {runner.attn_implementation} "
+                       "attention function applies only the mask it is given")
+    cross = getattr(runner, "causal_cross", None)
+    if cross is not None:
+        return cross(cell)
+    return Convention("causal_flag", NA, f"{cell.evidence}; the flag applies, but a "
+                      "self-attention module has T = S, so its alignment for T != S cannot "
+                      "show")
+
+
+def scale_precision(runner) -> Convention:
+    """A float64 module with head size 6: 1/sqrt(6) is not a float32 number."""
+    case = probe_case("scale-precision", attention={"num_heads": 2, "query_features": 12,
+                                                    **runner.probe_attention},
+                      inputs={"self_attention": True, "query_len": 3, "key_len": 3,
+                              "dtype": "float64"})
+    what = f"{where(runner, case)}: float64 module, head size 6"
+    try:
+        torch, mod, x = module(runner, case)
+        with torch.no_grad():
+            out = to_numpy(runner.forward(mod, x, None)[0])
+    except Exception as exc:
+        return refusal("scale_precision", exc, what, value=NA)
+    if runner.probe_scale is not None:
+        d = float(np.max(np.abs(out - output_with(case, None, scale=runner.probe_scale))))
+        return Convention("scale_precision", NA, f"{what}: the scores are not scaled "
+                          f"(scaling = {runner.probe_scale}, exact in any precision): "
+                          f"{d:.1e} from the oracle at that scale")
+    s32 = float(np.float32(1 / np.sqrt(6)))
+    cands = {"float64": output_with(case, None),
+             "float32_rounded": output_with(case, None, scale=s32)}
+    cell = closest("scale_precision", out, cands, what)
+    gap = float(np.max(np.abs(cands["float64"] - cands["float32_rounded"])))
+    if min(distances(out, cands).values()) < gap / 2:
+        return cell
+    return Convention("scale_precision", NA, f"{cell.evidence}: both readings are farther "
+                      f"than their own gap {gap:.1e}, so the module is not float64 elsewhere (e.g. "
+                      "Llama's eager softmax(..., dtype=torch.float32)) and the scale's rounding "
+                      "cannot show")
+
+
+def mixed_dtype(runner) -> Convention:
+    case = runner.probe("mixed-dtype")
+    torch, mod, x = module(runner, case)
+    what = f"{where(runner, case)}: float64 hidden_states into the float32 module"
+    try:
+        with torch.no_grad():
+            out = runner.forward(mod, x.double(), None)[0]
+    except Exception as exc:
+        return refusal("mixed_dtype", exc, what, value=REFUSED)
+    word = "promoted" if out.dtype == torch.float64 else "cast_to_layer"
+    return Convention("mixed_dtype", word, f"{what}: output {out.dtype}")
+
+
+def implicit_mask(runner) -> Convention:
+    case = runner.probe("implicit-mask")
+    torch, mod, x = module(runner, case)
+    with torch.no_grad():
+        d = float(np.max(np.abs(to_numpy(runner.forward(mod, x, None)[0])
+                                - output_with(case, None, scale=runner.probe_scale))))
+    return Convention("implicit_mask", "none", f"{where(runner, case)}: a torch.Tensor carries "
+                      "no mask (nothing like Keras's _keras_mask); the module reads only "
+                      f"attention_mask: with None, {d:.1e} from the unmasked oracle")
+
+
+def hf_cells(runner) -> list[Convention]:
+    return [key_padding(runner), fully_masked(runner), weights_dropout(runner), causal(runner),
+            scale_precision(runner), mixed_dtype(runner), implicit_mask(runner)]

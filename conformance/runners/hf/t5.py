@@ -1,0 +1,69 @@
+"""HuggingFace T5: `T5Attention`, the relative position bias off.
+
+T5Config's `d_kv` is the per-head size, independent of d_model / num_heads
+(q, k, v: nn.Linear(d_model, num_heads * d_kv, bias=False); o: nn.Linear(
+num_heads * d_kv, d_model, bias=False)).  No biases, and NO 1/sqrt(d) scaling
+(`self.scaling = 1.0`: T5 folds it into the initialisation of W_q), so a case
+runs here only with bias false and `attention.scale: 1.0`.  Built with
+has_relative_attention_bias=False (the per-layer learned bias of T5's first
+layer is not part of a multi-head attention layer); with it off the module adds
+a zero position_bias.  Masks: T5's eager path adds the 4-D mask to the scores.
+"""
+from __future__ import annotations
+
+from conformance.runners.hf.common import SOURCE, HFRunner, Refusals, SizeFacts
+from conformance.runners.hf.probes import hf_cells
+
+T5_SOURCE = SOURCE + "t5/modeling_t5.py"
+
+
+class HFT5(HFRunner):
+    name = "hf.t5"
+    system = "transformers.models.t5.modeling_t5.T5Attention"
+    path = "has_relative_attention_bias=False"
+    backend = "eager"
+    probe_attention = {"bias": False}
+    probe_scale = 1.0
+    sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
+
+    refusals = Refusals("T5Attention takes one key_value_states", fixed_bias=(
+        False, "T5Attention's q, k, v and o are nn.Linear(..., bias=False); T5 has no "
+        "projection biases"))
+    linear_names = ("q", "k", "v", "o")
+
+    def scale_limits(self, case):
+        scale = case.attention.scale
+        return (None if scale == 1.0 else
+                f"scale {'1/sqrt(d_k) (the default)' if scale is None else scale}: "
+                "T5Attention does not scale the scores (self.scaling = 1.0; T5 folds "
+                "1/sqrt(d) into W_q's initialisation), and no config field sets it")
+
+    config_fields = {"d_model": "query_features", "num_heads": "num_heads", "d_kv": "qk_head_dim"}
+    call_template = "T5Attention(T5Config({args}), has_relative_attention_bias=False)"
+
+    def build(self, torch, plan):
+        from transformers import T5Config
+        from transformers.models.t5.modeling_t5 import T5Attention
+
+        config = T5Config(d_model=plan["d_model"], num_heads=plan["num_heads"],
+                          d_kv=plan["d_kv"], dropout_rate=plan["dropout"],
+                          attn_implementation=plan["attn_implementation"])
+        return T5Attention(config, has_relative_attention_bias=False)
+
+    def forward(self, module, x, mask, **kw):
+        out, _, weights = module(x, mask=mask, **kw)
+        return out, weights
+
+    def notes(self, case, module):
+        return ["has_relative_attention_bias=False: no relative position bias (a zero "
+                "position_bias is added); scores are not scaled (scaling = 1.0)"]
+
+    sizes = SizeFacts("per_head", f"{T5_SOURCE}#L193", "q.weight",
+                      "out x in (nn.Linear, bias=False)",
+                      "q, k, v, o are nn.Linear without bias: (out, in)", "4 H d_kv E (no biases)",
+                      "probe E=8, H=2, d_kv=4: {n}")
+    probe_cells = staticmethod(hf_cells)
+
+    def size_evidence(self, case, module, shape):
+        return (f"T5Config(d_model=8, num_heads=2, d_kv={case.attention.qk_head_dim}): "
+                f"q.weight {shape}: d_kv is per head, any value")

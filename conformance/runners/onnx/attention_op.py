@@ -1,0 +1,297 @@
+"""The standard ONNX `Attention` operator (opset 23), in onnxruntime and in onnx's reference.
+
+Spec: https://onnx.ai/onnx/operators/onnx__Attention.html (Attention-23; the
+text quoted below is the schema shipped with the installed onnx,
+`onnx.defs.get_schema("Attention", 23).doc`).
+
+No framework exports this graph: it is built with onnx.helper from the
+canonical weights, as a user writing ONNX by hand would: MatMul + Add
+projections to 3-D Q (B, T, H*d_k), K (B, S, H_kv*d_k), V (B, S, H_kv*d_v);
+one `Attention` node with q_num_heads / kv_num_heads ("Group-query Attention
+... q_num_heads % kv_num_heads == 0", heads interleaved: query head h uses
+key/value head h // (H / H_kv), as in the canonical weights); MatMul + Add
+output projection.  The spec sizes V independently (`v_head_size`) and takes
+the scale default "1/sqrt(head_size)" from Q/K, so per-head widths unrelated
+to the input width are expressible.  The boolean attn_mask is ONNX polarity,
+"a value of True indicates that the element should take part in attention",
+the same as ours: key padding and explicit masks are ANDed into one
+(B, 1, T, S) input.  Per-head weights come from the optional 4th output,
+qk_matmul_output with qk_matmul_output_mode=3 ("the output after the softmax").
+
+Causal alignment: `is_causal` is "bottom-right (offset-aware): query i attends
+key j iff j <= i + past_sequence_length"; without a past cache the offset is
+0, so for T != S it is upper-left.  lower_right is expressed through the
+operator's own offset: the first S - T projected keys/values go in as
+past_key/past_value (4-D, (B, H_kv, S - T, d)), the last T as K/V.  With
+S < T no past length can be negative: not expressible.
+
+Two rows, one graph, one class parametrised by `engine`:
+`onnx.attention-op.ort` (engine="ort": onnxruntime CPU; its kernel has no
+bfloat16 path, and the row quotes ORT's own error) and
+`onnx.attention-op.reference` (engine="reference":
+onnx.reference.ReferenceEvaluator, NumPy).
+onnx / onnxruntime are imported inside `run` only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.contract.runner import (
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+from conformance.contract.runner import to_numpy
+from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
+
+OPSET = 23
+SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
+               "alignment: query `i` attends key `j` iff `j <= i + past_sequence_length`\"")
+MASK_WORDS = "bool (B, 1, T, S), True = attend"
+# engine -> (backend, what the call says it runs in, modules it needs)
+ENGINES = {"ort": ("onnxruntime", "onnxruntime CPUExecutionProvider", ("onnx", "onnxruntime")),
+           "reference": ("onnx.reference", "onnx.reference.ReferenceEvaluator", ("onnx",))}
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """The Attention node's arguments a user would choose for the case."""
+
+    q_num_heads: int
+    kv_num_heads: int
+    is_causal: bool = False
+    past_length: int = 0  # lower-right causal: the first S - T keys/values go in as the past
+    attn_mask: bool = False  # a boolean (B, 1, T, S) graph input, True = attend
+    scale: float | None = None  # the `scale` attribute, only when the case sets one
+
+    def attributes(self) -> dict[str, int | float]:
+        """The node's attributes (qk_matmul_output_mode aside)."""
+        attrs: dict[str, int | float] = {"q_num_heads": self.q_num_heads,
+                                         "kv_num_heads": self.kv_num_heads}
+        if self.is_causal:
+            attrs["is_causal"] = 1
+        if self.scale is not None:
+            attrs["scale"] = float(self.scale)
+        return attrs
+
+    def arguments(self) -> str:
+        """As the call shows them."""
+        args = [", ".join(f"{k}={v!r}" for k, v in self.attributes().items())]
+        if self.attn_mask:
+            args.append(f"attn_mask={MASK_WORDS}")
+        if self.past_length:
+            args.append(f"past_key/past_value = first {self.past_length} projected keys/"
+                        "values (lower-right offset)")
+        return ", ".join(args)
+
+
+def attention_plan(case) -> AttentionPlan:
+    a, i = case.attention, case.inputs
+    causal = case.mask.causal != "none"
+    past = i.key_len - i.query_len if case.mask.causal == "lower_right" else 0
+    return AttentionPlan(a.num_heads, a.num_kv_heads, is_causal=causal,
+                         past_length=max(past, 0), attn_mask=case.has_non_causal_mask,
+                         scale=a.scale)
+
+
+@dataclass
+class _Graph:
+    """Nodes and initializers of the graph being built, in the case dtype."""
+
+    dtype: str
+    inits: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+
+    def node(self, op: str, inputs, outputs, **attrs) -> None:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, outputs, **attrs))
+
+    def init(self, name: str, array) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(
+            np.ascontiguousarray(array).astype(numpy_dtype(self.dtype)), name))
+        return name
+
+    def const(self, name: str, values) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+        return name
+
+    def project(self, x: str, tag: str, weight, bias) -> str:
+        """x (B, L, E) @ (E, heads*d) [+ bias]"""
+        y = f"{tag}_matmul" if bias is not None else f"{tag}_proj"
+        self.node("MatMul", [x, self.init(f"W_{tag}", weight)], [y])
+        if bias is None:
+            return y
+        self.node("Add", [y, self.init(f"b_{tag}", bias.ravel())], [f"{tag}_proj"])
+        return f"{tag}_proj"
+
+    def split_past(self, case, k: str, v: str, past: int) -> None:
+        """Lower-right causal: the first `past` keys/values become past_k/past_v
+        (B, H_kv, past, d); the rest k_now/v_now."""
+        a, b, s = case.attention, case.inputs.batch, case.inputs.key_len
+        splits = self.const("split", [past, s - past])
+        for x, d, tag in ((k, a.qk_head_dim, "k"), (v, a.v_head_dim, "v")):
+            self.node("Split", [x, splits], [f"{tag}_past3", f"{tag}_now"], axis=1)
+            self.node("Reshape", [f"{tag}_past3", self.const(
+                f"{tag}_past_shape", [b, past, a.num_kv_heads, d])], [f"{tag}_past4"])
+            self.node("Transpose", [f"{tag}_past4"], [f"past_{tag}"], perm=[0, 2, 1, 3])
+
+
+def _in_out(w3):  # canonical (heads, E, d) -> (E, heads*d), head-major columns
+    return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
+
+
+def _graph_inputs(case, data, elem):
+    """The value infos and the feed of the query (key, value) inputs."""
+    from onnx import helper
+
+    a, i, npdt = case.attention, case.inputs, numpy_dtype(case.inputs.dtype)
+    b, t, s = i.batch, i.query_len, i.key_len
+    inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
+    feed = {"query": data.inputs.query.astype(npdt)}
+    if not i.self_attention:
+        inputs += [helper.make_tensor_value_info("key", elem, [b, s, a.key_features]),
+                   helper.make_tensor_value_info("value", elem, [b, s, a.value_features])]
+        feed.update(key=data.inputs.key.astype(npdt), value=data.inputs.value.astype(npdt))
+    return inputs, feed
+
+
+def build_model(case, data, plan: AttentionPlan):
+    """(ModelProto, feed) for the case; initializers in the case dtype."""
+    from onnx import TensorProto, helper
+
+    a, i, w = case.attention, case.inputs, data.weights
+    elem = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
+            "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[i.dtype]
+    b, t, s = i.batch, i.query_len, i.key_len
+    g = _Graph(i.dtype)
+    inputs, feed = _graph_inputs(case, data, elem)
+    xk, xv = ("query", "query") if i.self_attention else ("key", "value")
+    q = g.project("query", "q", _in_out(w.wq), w.bq)
+    k = g.project(xk, "k", _in_out(w.wk), w.bk)
+    v = g.project(xv, "v", _in_out(w.wv), w.bv)
+    mask = ""
+    if plan.attn_mask:
+        feed["attn_mask"] = data.inputs.non_causal[:, None]
+        inputs.append(helper.make_tensor_value_info("attn_mask", TensorProto.BOOL, [b, 1, t, s]))
+        mask = "attn_mask"
+    args, outs = [q, k, v, mask], ["heads", "", "", "weights"]
+    if plan.past_length:  # lower-right causal: the first S - T keys/values become the "past"
+        g.split_past(case, k, v, plan.past_length)
+        args = [q, "k_now", "v_now", mask, "past_k", "past_v"]
+        outs = ["heads", "present_key", "present_value", "weights"]
+    g.node("Attention", args, outs, qk_matmul_output_mode=3, **plan.attributes())
+    out = g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
+    g.node("Identity", [out], ["output"])
+    graph = helper.make_graph(
+        g.nodes, "canonical_attention", inputs,
+        [helper.make_tensor_value_info("output", elem, [b, t, a.output_features]),
+         helper.make_tensor_value_info("weights", elem, [b, a.num_heads, t, s])], g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="attention-conformance")
+    return model, feed
+
+
+def _lone_node_verdict(model) -> str:
+    """Load a graph of the Attention node alone in ORT: 'loads' or ORT's error."""
+    from onnx import helper
+
+    node = next(n for n in model.graph.node if n.op_type == "Attention")
+    elem = model.graph.input[0].type.tensor_type.elem_type
+    names = [n for n in node.input[:3]]
+    graph = helper.make_graph(
+        [helper.make_node("Attention", names, ["y"], **{a.name: helper.get_attribute_value(a)
+                                                         for a in node.attribute
+                                                         if a.name != "qk_matmul_output_mode"})],
+        "lone_attention", [helper.make_tensor_value_info(n, elem, None) for n in names],
+        [helper.make_tensor_value_info("y", elem, None)])
+    try:
+        ort_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+                    .SerializeToString(), "lone Attention node", exported=False)
+    except NotExpressibleError as exc:
+        return str(exc).split(": ", 1)[-1]
+    return "loads (the missing kernel is elsewhere in the graph)"
+
+
+class OnnxAttentionOp(Runner):
+    """engine="ort": onnxruntime's CPU kernel; engine="reference": the same graph
+    in onnx.reference.ReferenceEvaluator (the spec's NumPy code)."""
+
+    framework = "onnx"
+    system = f"onnx Attention-{OPSET}"
+    path = "graph"
+    engine = "ort"
+    sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if "name" not in params:
+            self.name = f"onnx.attention-op.{self.engine}"
+        self.backend, self.runs_in, self.requires = ENGINES[self.engine]
+
+    def translate(self, case):
+        i = case.inputs
+        if case.mask.causal == "lower_right" and i.key_len < i.query_len:
+            return NotExpressible(
+                f"lower-right causal with key_len {i.key_len} < query_len {i.query_len}: "
+                f"Attention-23 {SPEC_CAUSAL}, and past_sequence_length cannot be negative")
+        plan = attention_plan(case)
+        call = (f"MatMul+Add -> Attention(Q, K, V, {plan.arguments()}) "
+                f"[opset {OPSET}] -> MatMul+Add; run in {self.runs_in}")
+        return Translation(call, plan)
+
+    def conventions(self):
+        """_onnx_probes on this runner's own graph and engine (softcap and every
+        qk_matmul_output_mode included)."""
+        from conformance.oracle.canonical import case_data
+        from conformance.runners.onnx.probes import attention_op_cells
+
+        def build(case):
+            return build_model(case, case_data(case), attention_plan(case))
+
+        return attention_op_cells(self.engine, build, self.execute)
+
+    def execute(self, model, feed, dtype: str):
+        if self.engine == "reference":
+            from onnx.reference import ReferenceEvaluator
+
+            try:
+                return ReferenceEvaluator(model).run(["output", "weights"], feed)
+            except NotImplementedError as exc:
+                raise NotExpressibleError(f"ReferenceEvaluator cannot run the {dtype} graph: "
+                                          f"{short(exc)}") from exc
+        try:
+            session = ort_session(model.SerializeToString(), f"Attention-{OPSET} graph in {dtype}",
+                                  exported=False)
+        except NotExpressibleError as exc:  # say whether the Attention kernel itself lacks it
+            raise NotExpressibleError(f"{exc}; a lone Attention node in {dtype}: "
+                                      f"{_lone_node_verdict(model)}") from exc
+        return session.run(["output", "weights"], feed)
+
+    def run(self, case, translation, data):
+        import onnx
+
+        plan: AttentionPlan = translation.plan
+        model, feed = build_model(case, data, plan)
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except onnx.checker.ValidationError as exc:
+            raise NotExpressibleError(f"onnx.checker rejects the graph: {short(exc)}") from exc
+        acc = onnx_accounting.account(model, data.weights.arrays())
+        out, weights = self.execute(model, feed, case.inputs.dtype)
+        notes = ["per-head weights from qk_matmul_output (qk_matmul_output_mode=3)",
+                 "holds the canonical weights as initializers, rearranged to (in, heads*d)"]
+        if plan.past_length:
+            notes.append("lower-right causal via past_key/past_value: is_causal's offset is "
+                         "past_sequence_length (upper-left without a past)")
+        return Observation(
+            output=to_numpy(out), attention_weights=to_numpy(weights), weights_returned="per_head",
+            parameters=built_parameters(model),
+            weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer
+                           if t.data_type != onnx.TensorProto.INT64},
+            notes=notes, extras={"mask_polarity": "True = attend"},
+            graphs={f"Attention-{OPSET}": acc})

@@ -1,0 +1,182 @@
+"""onnxruntime's contrib operator `com.microsoft.MultiHeadAttention`, on the CPU.
+
+Spec: https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md
+(com.microsoft.MultiHeadAttention).  The graph is built with onnx.helper from
+the canonical weights: MatMul + Add projections to Q (B, T, H*d_k), K (B, S,
+H*d_k), V (B, S, H*d_v) outside the op (the op's own packed `bias` input is
+left empty); one MultiHeadAttention node with `num_heads`; the op has no output
+projection, so MatMul + Add follow it.  Masks: keys that no query of a batch
+item may attend go to `key_padding_mask` (int32 (B, S), 1 = valid); whatever
+else the case masks goes to `attention_bias` (B, 1, T, S), 0 or -10000 (the
+op's own mask_filter_value default).  Key padding *adds* mask_filter_value
+(-10000) instead of removing the key; softmax is shift-invariant, so a fully
+padded item attends as if unmasked (finite_other in the case files).  There
+is no float64 kernel (ORT's message is quoted), no grouped-query (a separate
+GroupQueryAttention op) and no way to return weights.
+onnx / onnxruntime are imported inside `run` only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.contract.runner import (
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+from conformance.contract.runner import to_numpy
+from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session
+
+FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
+ELEM = {"float32": 1, "float16": 10, "float64": 11, "bfloat16": 16}  # TensorProto codes
+
+
+def split_masks(allowed: np.ndarray | None):
+    """(key_padding (B, S) int32 or None, attention_bias (B, 1, T, S) or None)."""
+    if allowed is None:
+        return None, None
+    valid = allowed.any(axis=1)  # a key no query of the item may attend is padding
+    rest = allowed | ~valid[:, None, :]
+    kpm = None if valid.all() else valid.astype(np.int32)
+    bias = None if rest.all() else np.where(rest, 0.0, FILL)[:, None]
+    return kpm, bias
+
+
+def build_model(case, data):
+    from onnx import helper, numpy_helper
+
+    a, i, w = case.attention, case.inputs, data.weights
+    npdt, elem = numpy_dtype(i.dtype), ELEM[i.dtype]
+    b, t, s = i.batch, i.query_len, i.key_len
+    inits, nodes = [], []
+
+    def init(name, arr):
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr).astype(npdt), name))
+        return name
+
+    def project(x, tag, weight, bias):
+        nodes.append(helper.make_node("MatMul", [x, init(f"W_{tag}", weight)], [f"{tag}_mm"]))
+        nodes.append(helper.make_node("Add", [f"{tag}_mm", init(f"b_{tag}", bias.ravel())],
+                                      [f"{tag}_proj"]))
+        return f"{tag}_proj"
+
+    def in_out(w3):
+        return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
+
+    inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
+    feed = {"query": data.inputs.query.astype(npdt)}
+    xk, xv = ("query", "query") if i.self_attention else ("key", "value")
+    if not i.self_attention:
+        inputs += [helper.make_tensor_value_info("key", elem, [b, s, a.key_features]),
+                   helper.make_tensor_value_info("value", elem, [b, s, a.value_features])]
+        feed.update(key=data.inputs.key.astype(npdt), value=data.inputs.value.astype(npdt))
+    args = [project("query", "q", in_out(w.wq), w.bq), project(xk, "k", in_out(w.wk), w.bk),
+            project(xv, "v", in_out(w.wv), w.bv), ""]
+    kpm, bias = split_masks(data.inputs.allowed)
+    args.append("key_padding_mask" if kpm is not None else "")
+    args.append("attention_bias" if bias is not None else "")
+    if kpm is not None:
+        feed["key_padding_mask"] = kpm
+        inputs.append(helper.make_tensor_value_info("key_padding_mask", 6, [b, s]))
+    if bias is not None:
+        feed["attention_bias"] = bias.astype(npdt)
+        inputs.append(helper.make_tensor_value_info("attention_bias", elem, [b, 1, t, s]))
+    while args[-1] == "":
+        args.pop()
+    nodes.append(helper.make_node("MultiHeadAttention", args, ["heads"], domain="com.microsoft",
+                                  num_heads=a.num_heads))
+    nodes.append(helper.make_node("MatMul", ["heads", init("W_o", w.wo.reshape(
+        -1, a.output_features))], ["o_mm"]))
+    nodes.append(helper.make_node("Add", ["o_mm", init("b_o", w.bo)], ["output"]))
+    graph = helper.make_graph(nodes, "contrib_mha", inputs, [helper.make_tensor_value_info(
+        "output", elem, [b, t, a.output_features])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    return model, feed
+
+
+class OnnxContribMHA(Runner):
+    name = "onnx.contrib-mha.ort"
+    framework = "onnx"
+    system = "onnxruntime com.microsoft.MultiHeadAttention"
+    path = "graph"
+    backend = "onnxruntime"
+    requires = ("onnx", "onnxruntime")
+
+    def translate(self, case):
+        a = case.attention
+        if a.num_kv_heads != a.num_heads:
+            return NotExpressible("grouped-query attention: MultiHeadAttention has one key/value "
+                                  "head per query head (com.microsoft.GroupQueryAttention is "
+                                  "another op)")
+        if a.qk_head_dim != a.v_head_dim and case.inputs.dtype != "float32":
+            return NotExpressible("d_k != d_v outside float32")
+        if not a.bias:
+            return NotExpressible("bias=False: this graph adds the canonical biases")
+        masks = ", key_padding_mask (B, S) int32 1 = valid, attention_bias (B, 1, T, S) " \
+            "0 / -10000" if case.has_non_causal_mask or case.mask.causal != "none" else ""
+        return Translation(f"MatMul+Add -> com.microsoft.MultiHeadAttention(Q, K, V, "
+                           f"num_heads={a.num_heads}{masks}) -> MatMul+Add; run in onnxruntime "
+                           "CPUExecutionProvider", None)
+
+    def run(self, case, translation, data):
+        model, feed = build_model(case, data)
+        session = ort_session(model.SerializeToString(), f"MultiHeadAttention graph in "
+                              f"{case.inputs.dtype}")
+        acc = onnx_accounting.account(model, data.weights.arrays())
+        (out,) = session.run(["output"], feed)
+        notes = ["no output projection in the op: MatMul+Add after it",
+                 "key padding adds mask_filter_value -10000: a fully padded item attends as "
+                 "if unmasked"]
+        if not np.isfinite(out).all() and case.inputs.dtype == "float32":
+            raise NotExpressibleError("non-finite output")
+        return Observation(
+            output=to_numpy(out), parameters=built_parameters(model),
+            weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer},
+            notes=notes, extras={"mask_polarity": "key_padding_mask 1 = valid"},
+            graphs={"com.microsoft.MultiHeadAttention": acc})
+
+    def conventions(self):
+        from dataclasses import replace
+
+        from conformance.contract.axes import NA
+        from conformance.contract.runner import Convention
+        from conformance.contract.probing import closest, output_with, probe_case, probe_mask
+        from conformance.oracle.canonical import case_data
+
+        case = probe_case("contrib")
+        data = case_data(case)
+        kp = probe_mask(case)[:, 0, :]
+        allowed = np.broadcast_to(kp[:, None, :], probe_mask(case).shape)
+        run = self.run(case, self.translate(case), replace(data, inputs=replace(
+            data.inputs, allowed=allowed)))
+        what = "probe_case probe-contrib, key_padding_mask int32 (B, S) from True = valid"
+        cells = [closest("key_padding_polarity", run.output,
+                         {"true_attends": output_with(case, allowed),
+                          "true_blocks": output_with(case, ~allowed)}, what)]
+        full = allowed.copy()
+        full[1] = False  # item 1 fully padded
+        out = self.run(case, self.translate(case), replace(data, inputs=replace(
+            data.inputs, allowed=full))).output
+        dist = float(np.max(np.abs(out[1] - output_with(case, None)[1])))
+        cells.append(Convention("fully_masked_row", "unmasked", f"probe_case probe-contrib, "
+                                f"item 1 fully padded via key_padding_mask: max |output - "
+                                f"unmasked oracle| {dist:.1e} (-10000 added to every key; "
+                                "float32 rounding of score - 10000)"))
+        na = {"attn_mask_polarity": "no boolean attention mask: attention_bias is additive float",
+              "weights_dropout": "returns no weights", "causal_flag": "MultiHeadAttention has "
+              "no causal attribute (unidirectional is the older Attention contrib op's)",
+              "unbatched_input": "inputs are 3-D (B, L, H*d) by the op's schema",
+              "mixed_dtype": "a graph has one element type per tensor; ORT checks types at load",
+              "scale_precision": "no float64 kernel (the dtype-float64 row quotes ORT)",
+              "dropout": "an inference op: no dropout",
+              "softcap": "com.microsoft.MultiHeadAttention has no softcap attribute (its "
+              "attributes: num_heads, mask_filter_value, scale, unidirectional)"}
+        cells += [Convention(a, NA, e) for a, e in na.items()]
+        cells += [Convention("size_arguments", "given_tensors", "Q/K/V are projected tensors "
+                             "(B, L, H*d) with num_heads; the op splits heads"),
+                  Convention("argument_order", "query_key_value", "inputs query, key, value"),
+                  Convention("input_layout", "batch_first", "query (B, T, H*d_k)"),
+                  Convention("float_mask", "added", "attention_bias is added to the scores"),
+                  Convention("softmax_scale", "configurable", "scale attribute (default 0: "
+                             "1/sqrt(head_size))"),
+                  Convention("implicit_mask", "none", "an ONNX tensor carries no mask")]
+        return cells

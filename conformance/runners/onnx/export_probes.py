@@ -1,0 +1,226 @@
+"""Convention probes of nn.MultiheadAttention exported by torch.onnx (onnx.torch-export,
+-legacy, .opset23, .opset24): five small graphs per runner (the default call with a bool
+attn_mask, key padding, a float mask, is_causal beside a non-causal mask, a float64
+module), exported with the runner's own exporter and cached in the export cache
+(conformance/cache.py, keyed by runner, probe, case, versions), so a warm run does no
+export.  Each runs in onnxruntime with one input passed raw; the cell is the reading the
+output matches (probes.closest).  Where onnxruntime fails inside a graph (the opset-23
+Attention node on a (B, H, 1, S) key-padding mask) the cell reads the graph in
+onnx.reference and quotes ORT's message.  The axes the rows settle (fully_masked_row,
+float64_compute, parameter_formula, weight_layout, refusals) are left to ledger.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import NA
+from conformance.contract.runner import Convention
+from conformance.contract.probing import (
+    causal_candidates, closest, output_with, probe_case, probe_mask)
+from conformance.oracle.canonical import case_data
+from conformance.contract import probe_cells as _ledger
+from conformance.runners.onnx.common import short
+from conformance.runners.onnx.probes import tried
+
+
+PROBE_FORMAT = 1  # bump when an export probe graph changes
+
+
+class ExportProbe:
+    """Exports a probe module with the runner's exporter (cached), runs it in onnxruntime;
+    where ORT fails inside the graph, runs it in onnx.reference and keeps ORT's message."""
+
+    def __init__(self, runner, wrap):
+        import onnx
+
+        from conformance.runners.torch.common import import_torch
+
+        self.runner, self.wrap, self.torch = runner, wrap, import_torch()
+        self.versions = (self.torch.__version__, onnx.__version__)
+        self.what = f"{runner.name} probe graph"
+        self.ort_errors: dict[str, str] = {}
+
+    def graph(self, label: str, case, masks: dict, kwargs: dict, **ctor) -> bytes:
+        import logging
+        import warnings
+
+        from conformance.cache import key
+        from conformance.runners.onnx.common import CACHE, FORMAT
+        from conformance.runners.torch.common import probe_mha
+
+        torch = self.torch
+        mha, qkv = probe_mha(torch, case, **ctor)
+        args = qkv[:1] if case.inputs.self_attention else qkv
+        names = ("query",) if case.inputs.self_attention else ("query", "key", "value")
+        module = self.wrap(torch, mha, case.inputs.self_attention, tuple(masks), kwargs)
+
+        def make() -> bytes:
+            logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return self.runner._export(torch, module, args + tuple(masks.values()),
+                                           names + tuple(masks))
+
+        k = key(self.runner.name, "probe", label, case.fingerprint(), sorted(kwargs.items()),
+                sorted(ctor.items()), self.versions, FORMAT, PROBE_FORMAT)
+        return CACHE.get_or_make(k, make)[0]
+
+    def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
+            strict: bool = False) -> np.ndarray:
+        from conformance.runners.onnx.common import ort_session
+
+        import onnx
+
+        names = {i.name for i in onnx.load_from_string(blob).graph.input}
+        feed = {n: v for n, v in feed.items() if n in names}  # an unused mask is dropped
+        try:
+            return ort_session(blob, self.what).run(None, feed)[index]
+        except Exception as exc:  # ORT failed inside the graph: read it in onnx.reference
+            if strict:
+                raise
+            from onnx.reference import ReferenceEvaluator
+
+            text = short(exc, 3000)  # ORT's head and its check's own words at the end
+            self.ort_errors[label] = text if len(text) < 420 else f"{text[:200]} ... {text[-200:]}"
+            model = onnx.load_from_string(blob)
+            return ReferenceEvaluator(model).run(None, feed)[index]
+
+    def note(self, cell: Convention, label: str) -> Convention:
+        err = self.ort_errors.get(label)
+        if not err:
+            return cell
+        return Convention(cell.axis, cell.value, f"{cell.evidence} [read in onnx.reference: "
+                          f"onnxruntime fails inside the graph: {err}]", cell.documented,
+                          cell.documented_source)
+
+
+def _qkv_feed(case, dtype=np.float32) -> dict:
+    x = case_data(case).inputs
+    feed = {"query": x.query.astype(dtype)}
+    if not case.inputs.self_attention:
+        feed.update(key=x.key.astype(dtype), value=x.value.astype(dtype))
+    return feed
+
+
+def _default_call_cells(e: ExportProbe) -> list[Convention]:
+    """The default call (need_weights=True, averaged) of a dropout=0.5 module in eval, with a
+    bool attn_mask (B*H, T, S) input fed raw."""
+    from conformance.runners.torch.common import MHA_DOC, per_head
+
+    case = probe_case("export-mask")
+    m = probe_mask(case)
+    blob = e.graph("default-bool", case, {"attn_mask": per_head(e.torch, case, m)}, {},
+                   dropout=0.5)
+    feed = _qkv_feed(case)
+
+    def fwd(mask, strict=False, **f):
+        return e.run("default-bool", blob, {**feed, **f, "attn_mask": np.repeat(mask, 2, 0)},
+                     strict=strict)
+
+    pol = e.note(_ledger.mask_polarity(case, fwd, f"{e.what}: default call, bool attn_mask "
+                                       "(B*H, T, S) fed raw", documented="true_blocks",
+                                       documented_source=MHA_DOC), "default-bool")
+    allowed = ~m if pol.value == "true_blocks" else m
+    out, oracle = fwd(m), output_with(case, allowed)
+    weights = e.run("default-bool", blob, {**feed, "attn_mask": np.repeat(m, 2, 0)}, 1)
+    drop = float(np.max(np.abs(out - oracle)))
+    swapped = fwd(m, key=feed["value"], value=feed["key"])
+    return [pol, closest("argument_order", oracle, {"query_key_value": out,
+                                                    "query_value_key": swapped},
+                         f"{e.what}: graph inputs {list(feed)} fed as named and with key/value "
+                         "swapped", documented="query_key_value", documented_source=MHA_DOC),
+            Convention("input_layout", "batch_first", f"{e.what}: the runner exports "
+                       f"batch_first=True; (B, T, E) inputs read batch-first: {drop:.1e} from "
+                       "the oracle (torch's own default is sequence_first)"),
+            closest("softmax_scale", out, {"inv_sqrt_head_dim": oracle,
+                                           "none": output_with(case, allowed, scale=1.0)},
+                    f"{e.what}: nn.MultiheadAttention has no scale argument"),
+            Convention("returned_weights", "head_averaged" if weights.ndim == 3 else "per_head",
+                       f"{e.what}: the default call (need_weights=True, average_attn_weights="
+                       f"True) exported: second graph output {weights.shape} for (B, H, T, S) "
+                       "= (2, 2, 3, 5); the matrix rows export average_attn_weights=False for "
+                       "per-head weights", documented="head_averaged", documented_source=MHA_DOC),
+            Convention("dropout", "never", f"{e.what}: dropout=0.5 module exported in eval: "
+                       f"output {drop:.1e} from the oracle without dropout; the graph has no "
+                       "training input"),
+            Convention("weights_dropout", NA, f"{e.what}: the exported inference graph has no "
+                       f"dropout (a dropout=0.5 module's output is {drop:.1e} from the oracle)"),
+            tried("unbatched_input",
+                  lambda: [fwd(m[:1], True, **{n: v[0] for n, v in feed.items()})],
+                   f"{e.what}: 2-D (T, E) inputs"),
+            tried("mixed_dtype", lambda: [fwd(m, True, **_qkv_feed(case, np.float64))],
+                   f"{e.what}: float64 inputs fed to the float32 graph")]
+
+
+def _mask_graph_cells(e: ExportProbe) -> list[Convention]:
+    """need_weights=False (the inference form the rows' output comes from): key_padding_mask
+    (B, S) bool, float attn_mask (B*H, T, S), is_causal=True beside a non-causal attn_mask."""
+    from conformance.runners.torch.common import (
+        MHA_DOC, float_mask_cell, key_padding_cell, per_head)
+
+    torch, case = e.torch, probe_case("export-mask")
+    m, feed, inference = probe_mask(case), _qkv_feed(case), {"need_weights": False}
+    kp = e.graph("key-padding", case, {"key_padding_mask": torch.from_numpy(m[:, 0, :])},
+                 inference)
+    cells = [e.note(key_padding_cell(
+        case, lambda k: e.run("key-padding", kp, {**feed, "key_padding_mask": k}),
+        f"{e.what}: need_weights=False, bool key_padding_mask (B, S) fed raw",
+        documented="true_blocks", documented_source=MHA_DOC), "key-padding")]
+    fl = e.graph("float-mask", case, {"attn_mask": per_head(torch, case, m).float()}, inference)
+    cells.append(e.note(float_mask_cell(
+        case, lambda f: e.run("float-mask", fl, {**feed, "attn_mask": np.repeat(
+            f, 2, 0).astype(np.float32)}),
+        f"{e.what}: need_weights=False, float attn_mask (B*H, T, S) fed raw",
+        documented="added", documented_source=MHA_DOC), "float-mask"))
+    causal = e.graph("causal-hint", case, {"attn_mask": per_head(torch, case, ~m)},
+                     {**inference, "is_causal": True})
+    out = e.run("causal-hint", causal, {**feed, "attn_mask": np.repeat(~m, 2, 0)})
+    cands = {"hint_only": output_with(case, m),
+             **{k: v for k, v in causal_candidates(case).items() if k != "ignored"}}
+    cells.append(e.note(closest("causal_flag", out, cands, f"{e.what}: need_weights=False, "
+                                "is_causal=True with a non-causal attn_mask, T=3 != S=5",
+                                documented="hint_only", documented_source=MHA_DOC),
+                        "causal-hint"))
+    return cells
+
+
+def _best(cell: Convention) -> float:
+    """The smallest distance a closest() cell quotes."""
+    return min(float(x.split()[-1]) for x in cell.evidence.split(": ")[-1].split("; "))
+
+
+def _float64_cell(e: ExportProbe) -> Convention:
+    """A float64 module exported twice: need_weights=False (the rows' output) and the
+    default call (need_weights=True, the kind of graph the rows' weights come from)."""
+    from conformance.runners.torch.common import scale_precision_cell, scale_probe_case
+
+    c64, cells = scale_probe_case(), []
+    for label, kwargs, what in (("float64", {"need_weights": False}, "need_weights=False"),
+                                ("float64-weights", {}, "default call, need_weights=True")):
+        out = e.run(label, e.graph(label, c64, {}, kwargs), _qkv_feed(c64, np.float64))
+        cells.append(e.note(scale_precision_cell(c64, out, f"{e.what}: float64 module, d_k=3, "
+                                                 f"{what}"), label))
+    rounded = [c for c in cells if c.value != "float64"]
+    worst = min(rounded, key=_best) if rounded else cells[0]
+    noisy = ("; the float32_rounded reading is not within 1e-12 either: that graph computes "
+             "the float64 scores below float64, so the scale's own rounding is not separable"
+             if worst.value != "float64" and _best(worst) > 1e-12 else "")
+    return Convention("scale_precision", worst.value,
+                      " | ".join(c.evidence for c in cells) + noisy)
+
+
+def export_cells(runner, wrap) -> list[Convention]:
+    """Every probe of an onnx.torch-export runner; `wrap` is the runner's module wrapper
+    (torch, mha, self_attention, mask_names, kwargs) -> nn.Module."""
+    from conformance.runners.torch.common import MHA_DOC
+
+    e = ExportProbe(runner, wrap)
+    cells = _default_call_cells(e) + _mask_graph_cells(e) + [_float64_cell(e)]
+    return cells + [
+        Convention("size_arguments", "derived_from_width", f"{e.what}: the exported module is "
+                   "nn.MultiheadAttention(8, 2): head_dim = 8 // 2 = 4 (no head-size argument)",
+                   documented="derived_from_width", documented_source=MHA_DOC),
+        Convention("implicit_mask", "none", f"{e.what}: ONNX graph inputs are plain tensors; "
+                   "masks reach the graph only as the key_padding_mask / attn_mask inputs"),
+        Convention("softcap", NA, "nn.MultiheadAttention has no softcap argument (the opset-23 "
+                   "export writes Attention(softcap=0.0))")]

@@ -1,0 +1,167 @@
+"""keras.layers.MultiHeadAttention exported to ONNX by Keras 3, run in onnxruntime.
+
+The converter: Keras 3's own `model.export(path, format="onnx")`, which on the
+TensorFlow backend traces the model to a tf.function and converts it with
+tf2onnx (`tf2onnx.convert.from_function`, patched by Keras for NumPy 2).
+tf2onnx is not a dependency of keras: it must be installed (pip install
+tf2onnx; 1.17.0 works with TensorFlow 2.21 / Keras 3.15 here).  If it is
+missing or fails, the row is not expressible, quoting the converter.
+
+The layer is the one the `keras.tensorflow` rows run: built, loaded with the
+canonical weights and called by the Keras helpers (_keras.py: mha_translation,
+load_weights, the merged (B, T, S) attention_mask, True = attend, and
+use_causal_mask for the causal part), wrapped in a functional model whose
+inputs are the query (value, key) and mask tensors.  Two graphs per case, as
+for the torch export: `return_attention_scores=False` (the fused
+dot-product-attention path) gives the output, `return_attention_scores=True`
+(einsum + masked Softmax) gives the per-head weights.  Exports are cached
+like the torch ones (conformance/cache.py).
+
+TensorFlow must be imported before anything else decides the Keras backend,
+so this runner runs in the "keras-tensorflow" worker (workers.py) shared with
+the keras.tensorflow rows.  Keras, TensorFlow, onnx and onnxruntime are
+imported inside `run` only.
+"""
+from __future__ import annotations
+
+
+from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.cache import key
+from conformance.contract.runner import (
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+from conformance.versions import package_versions
+from conformance.runners.keras.common import (
+    classify_call_error, explicit_mask, load_weights, mha_translation, storage_dtype, to_f64,
+    worker_spec)
+from conformance.runners.onnx.common import (
+    CACHE, FORMAT, KERAS_EXPORT_FORMAT, check, combine_graphs, keras_onnx_bytes, numpy_dtype,
+    ort_session, short)
+
+VARIANTS = {"return_attention_scores=False": False, "return_attention_scores=True": True}
+
+
+def _versions() -> list[str]:
+    """What the export depends on, for the cache key: ["keras==3.15.0", ...]."""
+    found = package_versions(("keras", "tensorflow-cpu", "tensorflow", "tf2onnx", "onnx"))
+    return [f"{pkg}=={version}" for pkg, version in found.items()]
+
+
+def _model(keras, case, translation, data, scores: bool):
+    """A functional model around one layer loaded with the canonical weights."""
+    i, a, dt = case.inputs, case.attention, case.inputs.dtype
+    layer = keras.layers.MultiHeadAttention(**translation.plan, flash_attention=False,
+                                            dtype=dt, name="mha")
+    query = keras.Input((i.query_len, a.query_features), batch_size=i.batch, dtype=dt,
+                        name="query")
+    inputs, feeds = [query], [data.inputs.query]
+    value = key_ = query
+    if not i.self_attention:
+        value = keras.Input((i.key_len, a.value_features), batch_size=i.batch, dtype=dt,
+                            name="value")
+        key_ = keras.Input((i.key_len, a.key_features), batch_size=i.batch, dtype=dt,
+                           name="key")
+        inputs += [value, key_]
+        feeds += [data.inputs.value, data.inputs.key]
+    kw = {}
+    mask = explicit_mask(data.inputs)
+    if mask is not None:
+        kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
+                                           dtype="bool", name="attention_mask")
+        inputs.append(kw["attention_mask"])
+        feeds.append(mask)
+    if case.mask.causal != "none":
+        kw["use_causal_mask"] = True
+    result = layer(query, value, **({} if i.self_attention else {"key": key_}), **kw,
+                   return_attention_scores=scores)
+    model = keras.Model(inputs, list(result) if scores else result)
+    notes = load_weights(keras, layer, data.weights, dt)
+    return model, layer, feeds, notes
+
+
+class OnnxKerasExport(Runner):
+    name = "onnx.keras-export"
+    framework = "onnx"
+    system = "keras.layers.MultiHeadAttention"
+    path = "exported graph"
+    backend = "onnxruntime"
+    requires = ("keras", "tensorflow", "onnx", "onnxruntime", "tf2onnx")
+    extras = "keras,onnx"
+    worker = worker_spec("tensorflow")  # the keras.tensorflow rows' worker
+
+    def available(self):
+        missing = super().available()
+        if missing and "tf2onnx" in missing:
+            return ("tf2onnx not installed: Keras 3's model.export(format='onnx') on the "
+                    "TensorFlow backend converts with tf2onnx (pip install tf2onnx)")
+        return missing
+
+    def translate(self, case):
+        t = mha_translation(case)
+        if isinstance(t, NotExpressible):
+            return t
+        return Translation(f"keras.Model(..., {t.call}(...)).export('model.onnx', "
+                           "format='onnx')  # TensorFlow backend, tf2onnx; onnxruntime CPU",
+                           t.plan)
+
+    def _export(self, model, variant: str) -> bytes:
+        try:
+            return keras_onnx_bytes(model)
+        except Exception as exc:  # the converter rejected this configuration
+            raise NotExpressibleError(f"keras model.export(format='onnx', {variant}) "
+                                      f"failed: {short(exc)}") from exc
+
+    def conventions(self):
+        """Probe graphs exported and run like the rows' (_keras_onnx_probes.py)."""
+        import keras
+
+        from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+        from conformance.runners.onnx.keras_export_probes import onnx_cells
+
+        mha = keras.layers.MultiHeadAttention
+        return onnx_cells(_versions()) + [no_such_argument(
+            "softcap", SOFTCAP_NAMES, "keras.layers.MultiHeadAttention (exported)",
+            mha.__init__, mha.call)]
+
+    def run(self, case, translation, data):
+        import keras
+
+        if keras.backend.backend() != "tensorflow":
+            raise RuntimeError(f"worker runs Keras backend {keras.backend.backend()!r}, "
+                               "the ONNX export needs 'tensorflow'")
+        keras.config.disable_flash_attention()
+        graphs, results, notes = {}, {}, []
+        for variant, scores in VARIANTS.items():
+            try:
+                model, layer, feeds, load_notes = _model(keras, case, translation, data, scores)
+                model(feeds if len(feeds) > 1 else feeds[0])  # export needs a called model
+            except (ValueError, TypeError) as exc:
+                raise NotExpressibleError(f"keras rejected the configuration: {exc}") from exc
+            except Exception as exc:
+                raise classify_call_error(exc, case, "tensorflow", False) from exc
+            params = {v.path: to_f64(keras, v.value) for v in layer.weights}
+            k = key(self.name, variant, case.fingerprint(), _versions(), FORMAT,
+                    KERAS_EXPORT_FORMAT)
+            blob, _ = CACHE.get_or_make(k, lambda: self._export(model, variant))
+            graphs[variant] = onnx_accounting.account(check(blob), params)
+            session = ort_session(blob, f"graph exported with {variant}")
+            npdt = numpy_dtype(case.inputs.dtype)
+            names = [inp.name for inp in session.get_inputs()]
+            named = dict(zip([t.name for t in model.inputs], feeds))
+            ordered = [named[n] for n in names] if set(names) <= set(named) else feeds
+            feed = {n: (f if f.dtype == bool else f.astype(npdt)) for n, f in zip(names, ordered)}
+            results[variant] = session.run(None, feed)
+            keras.backend.clear_session(free_memory=False)  # gc.collect() cost 0.16 s a call
+        notes += load_notes
+        out, weights, delta = combine_graphs(results, graphs, notes, "Keras",
+                                             "return_attention_scores=False",
+                                             "return_attention_scores=True")
+        return Observation(
+            output=out, attention_weights=weights, weights_returned="per_head",
+            parameters=int(layer.count_params()),
+            weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
+            notes=notes,
+            extras={"mask_polarity": "True = attend", "converter": "tf2onnx (keras export)",
+                    "graph_inputs": [i.name for i in session.get_inputs()],
+                    "layer_dtype": storage_dtype(keras, layer.weights[0].value),
+                    "need_weights_output_delta": float(f"{delta:.2e}")},
+            graphs=graphs)

@@ -1,0 +1,174 @@
+"""Convention probes of onnx.keras-export (Runner.conventions), in the TensorFlow worker.
+
+Small Keras models around keras.layers.MultiHeadAttention (2 heads of width 3
+on 8 features, batch 2, T 3, S 5, the canonical weights) are exported the way
+the runner exports (model.export(format="onnx"), tf2onnx) and run in
+onnxruntime with one input passed raw; the cell is the reading the graph's
+output matches (probes.closest).  Four small graphs, cached like the runner's
+exports (conformance/cache.py, keyed by probe, versions and format), so only
+the first session pays for the conversion.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from conformance.contract.axes import NA, REFUSED
+from conformance.cache import key
+from conformance.contract.runner import Convention
+from conformance.contract.probing import causal_candidates, closest, output_with, probe_mask
+from conformance.oracle.canonical import case_data
+from conformance.contract import probe_cells as _ledger
+from conformance.runners.keras.common import load_weights, mha_translation
+from conformance.runners.keras.probes import ANSI, base_case
+from conformance.runners.onnx.common import (
+    CACHE, FORMAT, KERAS_EXPORT_FORMAT, keras_onnx_bytes, ort_session)
+
+PROBE_FORMAT = 1  # bump when a probe graph changes
+WHAT = "onnx.keras-export graph in onnxruntime"
+
+
+def _model(keras, case, mask: str | None, causal: bool, dropout: float):
+    """keras.Model(query, value, key[, attention_mask]) -> MultiHeadAttention output."""
+    i, a, dt = case.inputs, case.attention, case.inputs.dtype
+    layer = keras.layers.MultiHeadAttention(**mha_translation(case).plan, dropout=dropout,
+                                            flash_attention=False, dtype=dt, name="mha")
+    shapes = {"query": (i.query_len, a.query_features), "value": (i.key_len, a.value_features),
+              "key": (i.key_len, a.key_features)}
+    inputs = [keras.Input(s, batch_size=i.batch, dtype=dt, name=n) for n, s in shapes.items()]
+    kw = {"use_causal_mask": True} if causal else {}
+    if mask:
+        kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
+                                           dtype=mask, name="attention_mask")
+        inputs.append(kw["attention_mask"])
+    model = keras.Model(inputs, layer(inputs[0], inputs[1], key=inputs[2], **kw))
+    x = case_data(case).inputs
+    load_weights(keras, layer, case_data(case).weights, dt)
+    feeds = [x.query, x.value, x.key] + ([np.ones((i.batch, i.query_len, i.key_len), mask)]
+                                         if mask else [])
+    model(feeds)  # the exporter needs a called model
+    return model
+
+
+class Graphs:
+    """One exported probe graph per configuration, from the cache when it holds it."""
+
+    def __init__(self, versions: list[str]):
+        import keras
+
+        self.keras, self.versions = keras, versions
+        self.exported = 0
+
+    def session(self, case, mask=None, causal=False, dropout=0.0):
+        def make():
+            self.exported += 1
+            return keras_onnx_bytes(_model(self.keras, case, mask, causal, dropout),
+                                    "conformance-keras-onnx-probe-")
+
+        k = key("onnx.keras-export probe", case.fingerprint(), mask, causal, dropout,
+                self.versions, FORMAT, PROBE_FORMAT, KERAS_EXPORT_FORMAT)
+        blob, _ = CACHE.get_or_make(k, make)
+        self.keras.backend.clear_session(free_memory=False)
+        return ort_session(blob, f"probe graph (mask={mask}, causal={causal})")
+
+    @staticmethod
+    def run(session, case, data=None, **feeds) -> np.ndarray:
+        """Feed query, value, key (as float32 unless given) and the extra inputs by name."""
+        x = (data or case_data(case)).inputs
+        named = {"query": x.query, "value": x.value, "key": x.key}
+        named = {n: np.asarray(v, np.float32) for n, v in named.items()} | feeds
+        names = [i.name for i in session.get_inputs()]
+        if not set(names) <= set(named):  # the exporter renamed them: the model's order
+            names = dict(zip(names, named))
+            return session.run(None, {n: named[m] for n, m in names.items()})[0]
+        return np.asarray(session.run(None, {n: named[n] for n in names})[0], np.float64)
+
+
+def _refused(axis: str, fn, what: str) -> Convention:
+    try:
+        out = fn()
+    except Exception as exc:  # onnxruntime's refusal is the observation
+        text = ANSI.sub("", " ".join(f"{type(exc).__name__}: {exc}".split()))
+        return Convention(axis, REFUSED, f"{what}: {text[:300]}")
+    return Convention(axis, "accepted" if axis == "unbatched_input" else "promoted",
+                      f"{what}: ran, output {np.shape(out)}")
+
+
+def bool_graph_cells(g: Graphs, case) -> list[Convention]:
+    """One graph with a bool attention_mask input and dropout=0.5 in the layer."""
+    s = g.session(case, mask="bool", dropout=0.5)
+    data, m = case_data(case), probe_mask(case)
+    full = g.run(s, case, attention_mask=np.ones_like(m))
+    names = [i.name for i in s.get_inputs()]
+    x = data.inputs
+    return [
+        _ledger.mask_polarity(case, lambda mask: g.run(s, case, attention_mask=mask),
+                              f"boolean (B, T, S) attention_mask fed raw to the {WHAT}"),
+        Convention("input_layout", "batch_first", f"{WHAT}: (B=2, T=3, E=8) inputs read "
+                   f"batch-first: {_ledger.matches(case, full):.1e} from the oracle"),
+        closest("softmax_scale", full, {"inv_sqrt_head_dim": output_with(case, None),
+                                        "none": output_with(case, None, scale=1.0)},
+                f"{WHAT}, d_k = 3, all-True mask"),
+        Convention("dropout", "never", f"{WHAT} of a layer with dropout=0.5: output "
+                   f"{_ledger.matches(case, full):.1e} from the oracle without dropout (the "
+                   "export traces the inference call; the graph has no training input)"
+                   if _ledger.matches(case, full) < _ledger.NEAR else
+                   f"{WHAT}, dropout=0.5: {_ledger.matches(case, full):.1e} off"),
+        Convention("weights_dropout", NA, f"{WHAT}: the exported graphs are inference "
+                   "graphs with no dropout (a dropout=0.5 layer exports to output "
+                   f"{_ledger.matches(case, full):.1e} from the oracle), so "
+                   "the weights the scores graph returns carry none"),
+        Convention("argument_order", NA, f"{WHAT}: graph inputs are named, {names}, in the "
+                   "order the exported keras.Model declares; the layer inside is called "
+                   "layer(query, value, key=key) (Keras: query_value_key)"),
+        _refused("unbatched_input", lambda: s.run(None, {"query": np.float32(x.query[0]),
+                                                         "value": np.float32(x.value[0]),
+                                                         "key": np.float32(x.key[0]),
+                                                         "attention_mask": m[0]}),
+                 f"2-D (T, E) inputs fed to the {WHAT} (exported with batch 2)"),
+        _refused("mixed_dtype", lambda: s.run(None, {"query": x.query, "value": x.value,
+                                                     "key": x.key, "attention_mask": m}),
+                 f"float64 inputs fed to the float32 {WHAT}"),
+    ]
+
+
+def onnx_cells(versions: list[str]) -> list[Convention]:
+    """Every probe of onnx.keras-export (four small graphs, cached)."""
+    g, case = Graphs(versions), base_case()
+    cells = bool_graph_cells(g, case)
+    m = probe_mask(case)
+    floats = np.where(m, 0.0, -1e9).astype(np.float32)
+    cells.append(closest(
+        "float_mask", g.run(g.session(case, mask="float32"), case, attention_mask=floats),
+        {"added": output_with(case, m), "cast_to_bool": output_with(case, ~m),
+         "ignored": output_with(case, None)},
+        f"0 / -1e9 float32 attention_mask input fed to the {WHAT} (cast_to_bool: 0 blocks, "
+        "-1e9 attends; Keras casts the mask to bool inside the traced layer)"))
+    cells.append(closest("causal_flag", g.run(g.session(case, causal=True), case),
+                         causal_candidates(case),
+                         "use_causal_mask=True (T=3 != S=5) exported, in onnxruntime"))
+    cells += [
+        Convention("size_arguments", "per_head", f"{WHAT}: the exported layer is "
+                   f"{mha_translation(case).call}; key_dim=3 is per head (query kernel "
+                   "(8, 2, 3) in the layer the graph is traced from)"),
+        Convention("key_padding_polarity", NA, f"{WHAT}: the exported model has one mask "
+                   "input, the (B, T, S) attention_mask (True = attend); a key-padding mask "
+                   "reaches the graph only merged into it"),
+        Convention("implicit_mask", "none", f"{WHAT}: ONNX graph inputs are plain tensors; "
+                   "no mask travels with a tensor into onnxruntime (a Keras mask inside the "
+                   "exported model is traced as ops)"),
+        scale_precision_cell(g)]
+    return cells
+
+
+def scale_precision_cell(g: Graphs) -> Convention:
+    """A float64 layer exported: the scale 1/sqrt(3) as float64 or through float32."""
+    case = base_case("float64")
+    out = g.run(g.session(case), case, **{n: v for n, v in (
+        ("query", case_data(case).inputs.query), ("value", case_data(case).inputs.value),
+        ("key", case_data(case).inputs.key))})
+    exact = 1 / np.sqrt(3.0)
+    return closest("scale_precision", out,
+                   {"float64": output_with(case, None, scale=exact),
+                    "float32_rounded": output_with(case, None, scale=float(np.float32(exact)))},
+                   f"{WHAT}, dtype='float64' layer exported, d_k = 3")

@@ -1,0 +1,234 @@
+"""Convention probes of the ONNX runners (Runner.conventions): the ONNX `Attention` op graphs
+(onnx.attention-op.ort / .reference) and nn.MultiheadAttention exported by torch.onnx
+(onnx.torch-export*), each run with one input passed raw; the cell is the reading the
+graph's output matches (probes.closest), with every distance quoted.
+
+Attention op: the runner's own graph (its `build(case)`), with the node's attributes set
+here (softcap, qk_matmul_output_mode, scale) and the attn_mask input made float where the
+probe needs it; the runner's `execute` runs it in its engine.  softcap and every
+qk_matmul_output_mode are compared with NumPy candidates computed from the canonical
+weights (scores, softcapped scores, + mask, softmax).
+
+Exports: five small graphs per runner (bool attn_mask with the default call, key padding,
+float mask, is_causal with a non-causal mask, a float64 module), exported with the
+runner's own exporter and cached in the export cache (conformance/cache.py), so a warm
+run does no export.  Where onnxruntime fails inside a graph, the cell reads the graph in
+onnx.reference and quotes ORT's message.  Axes the matrix rows settle (fully_masked_row,
+float64_compute, parameter_formula, weight_layout, refusals) are left to ledger.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import NA, REFUSED
+from conformance.contract.runner import Convention
+from conformance.contract.probing import (
+    causal_candidates, closest, distances, output_with, probe_case, probe_mask)
+from conformance.oracle.canonical import case_data
+from conformance.contract import probe_cells as _ledger
+from conformance.runners.onnx.common import short
+
+SPEC = "https://onnx.ai/onnx/operators/onnx__Attention.html"
+OP_DOC = {"documented_source": SPEC}
+SOFTCAP = 1.0  # small enough that c * tanh(s / c) differs from s by ~0.1 on these scores
+MODE_MASK = -2.0  # a finite additive mask, so "mask added" is visible in the scores
+
+
+# ---- NumPy candidates for softcap and qk_matmul_output (canonical weights, float64)
+
+
+def _projected(case):
+    d = case_data(case)
+    x, w = d.inputs, d.weights
+
+    def proj(inp, wt, b):
+        y = np.einsum("bte,hed->bhtd", inp, wt)
+        return y if b is None else y + b[None, :, None, :]
+
+    q, k, v = proj(x.query, w.wq, w.bq), proj(x.key, w.wk, w.bk), proj(x.value, w.wv, w.bv)
+    return q @ k.transpose(0, 1, 3, 2) / np.sqrt(case.attention.qk_head_dim), v, w
+
+
+def _softmax(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def score_candidates(case, add: np.ndarray) -> dict[str, np.ndarray]:
+    """(B, H, T, S) readings of qk_matmul_output with softcap SOFTCAP and additive mask `add`
+    ((B, T, S)), and the outputs of softcap applied or ignored."""
+    s, v, w = _projected(case)
+    capped, m = SOFTCAP * np.tanh(s / SOFTCAP), add[:, None]
+
+    def out(p):
+        y = np.einsum("bhtd,hdo->bto", p @ v, w.wo)
+        return y if w.bo is None else y + w.bo
+
+    return {"qk": s, "softcapped": capped, "softcapped+mask": capped + m, "qk+mask": s + m,
+            "softmax": _softmax(capped + m), "softmax(no softcap)": _softmax(s + m),
+            "out:applied": out(_softmax(capped + m)), "out:ignored": out(_softmax(s + m))}
+
+
+# ---- the Attention op graphs
+
+
+def _set_node(model, **attrs):
+    """A copy of `model` with the Attention node's attributes set (others kept)."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    node = next(n for n in model.graph.node if n.op_type == "Attention")
+    kept = [a for a in node.attribute if a.name not in attrs]
+    del node.attribute[:]
+    node.attribute.extend(kept + [helper.make_attribute(k, v) for k, v in attrs.items()])
+    return model
+
+
+def _float_mask_input(model):
+    from onnx import TensorProto
+
+    for i in model.graph.input:
+        if i.name == "attn_mask":
+            i.type.tensor_type.elem_type = TensorProto.FLOAT
+    return model
+
+
+class OpProbe:
+    """Runs the runner's Attention graph for a probe case, with attributes and feeds set."""
+
+    def __init__(self, engine: str, build, execute):
+        self.engine, self.build, self.execute = engine, build, execute
+        where = "onnxruntime" if engine == "ort" else "onnx.reference"
+        self.what = f"Attention-23 probe graph in {where}"
+
+    def run(self, case, mask=None, float_mask=False, feed=None, **attrs):
+        model, base = self.build(case)
+        model = _set_node(model, **attrs) if attrs else model
+        if float_mask:
+            model = _float_mask_input(model)
+        if mask is not None:
+            base["attn_mask"] = mask[:, None]
+        out, weights = self.execute(model, {**base, **(feed or {})}, case.inputs.dtype)
+        return np.asarray(out, np.float64), np.asarray(weights, np.float64)
+
+
+def _op_mask_cells(p: OpProbe) -> list[Convention]:
+    case = probe_case("op-mask", mask={"attn_mask": {"random": 0.5}})
+    m, x = probe_mask(case), case_data(case).inputs
+    cells = [_ledger.mask_polarity(case, lambda mm: p.run(case, mm)[0],
+                                   f"{p.what}, bool attn_mask (B, 1, T, S) fed raw",
+                                   documented="true_attends", **OP_DOC)]
+    cells.append(_ledger.float_mask(case, lambda fm: p.run(case, fm.astype(np.float32),
+                                                            float_mask=True)[0],
+                                    f"{p.what}, float attn_mask (B, 1, T, S) 0 / -1e9",
+                                    documented="added", **OP_DOC))
+    out = p.run(case, m)[0]
+    swapped = p.run(case, m, feed={"key": x.value.astype(np.float32),
+                                   "value": x.key.astype(np.float32)})[0]
+    cells.append(closest("argument_order", output_with(case, m),
+                         {"query_key_value": out, "query_value_key": swapped},
+                         f"{p.what}: node inputs (Q, K, V, attn_mask); graph fed key/value as "
+                         "given and swapped", documented="query_key_value", **OP_DOC))
+    full = _ledger.matches(case, p.run(case, np.ones_like(m))[0])
+    cells.append(Convention("input_layout", "batch_first", f"{p.what}: 3-D Q (B, T, H*d_k) "
+                            f"read batch-first: {full:.1e}"
+                            " from the oracle (4-D inputs are (B, H, T, d): batch_heads_first)",
+                            documented="batch_first", **OP_DOC))
+    one = p.run(case, m, scale=1.0)[0]
+    d = distances(one, {"inv_sqrt_head_dim": output_with(case, m),
+                        "none": output_with(case, m, scale=1.0)})
+    dflt = distances(out, {"inv_sqrt_head_dim": output_with(case, m)})["inv_sqrt_head_dim"]
+    cells.append(Convention("softmax_scale", "configurable", f"{p.what}: attribute scale; "
+                            f"default: inv_sqrt_head_dim ({dflt:.1e} from the oracle); scale=1.0:"
+                            f" none {d['none']:.1e}, inv_sqrt_head_dim "
+                            f"{d['inv_sqrt_head_dim']:.1e}", documented="configurable", **OP_DOC))
+    cells.append(tried("unbatched_input", lambda: p.run(case, m[0][None], feed={
+        n: np.float32(v[0]) for n, v in (("query", x.query), ("key", x.key), ("value", x.value))}),
+        f"{p.what}: 2-D (T, E) inputs (spec: Q is 3-D or 4-D)"))
+    cells.append(tried("mixed_dtype", lambda: p.run(case, m, feed={
+        "query": x.query, "key": x.key, "value": x.value}),
+        f"{p.what}: float64 inputs fed to the float32 graph"))
+    return cells
+
+
+def tried(axis: str, fn, what: str) -> Convention:
+    try:
+        out = fn()[0]
+    except Exception as exc:  # the runtime's refusal is the observation
+        return Convention(axis, REFUSED, f"{what}: {short(exc, 280)}")
+    word = "accepted" if axis == "unbatched_input" else (
+        "promoted" if np.asarray(out).dtype == np.float64 else "cast_to_layer")
+    return Convention(axis, word, f"{what}: ran, output shape {np.shape(out)}")
+
+
+def _modes(p: OpProbe) -> list[Convention]:
+    """softcap=SOFTCAP with a finite float mask, qk_matmul_output_mode 0..3."""
+    case = probe_case("op-softcap", mask={"attn_mask": {"random": 0.5}})
+    add = np.where(probe_mask(case), 0.0, MODE_MASK).astype(np.float32)
+    cands = score_candidates(case, add.astype(np.float64))
+    seen, texts, out = {}, [], None
+    for mode in range(4):
+        out, w = p.run(case, add, float_mask=True, softcap=SOFTCAP, qk_matmul_output_mode=mode)
+        d = distances(w, {k: v for k, v in cands.items() if not k.startswith("out:")})
+        seen[mode] = min(d, key=d.get)
+        figures = ", ".join(f"{k} {v:.1e}" for k, v in d.items())
+        texts.append(f"mode {mode}: {seen[mode]} ({figures})")
+    do = distances(out, {k[4:]: v for k, v in cands.items() if k.startswith("out:")})
+    spec0 = ("follows the spec text (mode 0 = 'the output of qk matmul', before softcap)"
+             if seen[0] == "qk" else "departs from the spec text (mode 0 = 'the output of qk "
+             f"matmul', before softcap): it returns {seen[0]}")
+    cap = Convention("softcap", min(do, key=do.get),
+                     f"{p.what}, softcap={SOFTCAP}, float mask 0/{MODE_MASK}: output "
+                     f"{', '.join(f'{k} {v:.1e}' for k, v in do.items())}; "
+                     f"qk_matmul_output at mode 0 {spec0}; " + "; ".join(texts),
+                     documented="applied", **OP_DOC)
+    weights = Convention("returned_weights", "per_head", f"{p.what}: 4th output "
+                         "qk_matmul_output (B, H, T, S) per head; softmax weights at mode 3 "
+                         "(the runner's); " + "; ".join(texts))
+    return [cap, weights]
+
+
+def _scale_precision(p: OpProbe) -> Convention:
+    """float64 graph, d_k = 3, default scale: the scores (qk_matmul_output_mode=0) read
+    with 1/sqrt(3) in float64 or rounded through float32 (the output quoted beside)."""
+    c64 = probe_case("scale-precision", attention={"num_heads": 2, "query_features": 6},
+                     inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
+    out, scores = p.run(c64, qk_matmul_output_mode=0)
+    exact = 1 / np.sqrt(3.0)
+    s = _projected(c64)[0]
+    cell = closest("scale_precision", scores,
+                   {"float64": s, "float32_rounded": s * (float(np.float32(exact)) / exact)},
+                   f"{p.what}: float64 graph, d_k = 3, default scale, scores "
+                   "(qk_matmul_output_mode=0)")
+    best = min(distances(scores, {"s": s})["s"], distances(
+        scores, {"r": s * (float(np.float32(exact)) / exact)})["r"])
+    noisy = ("; neither reading within 1e-12: the kernel computes float64 scores below "
+             "float64, so the scale's own rounding is not separable" if best > 1e-12 else "")
+    return Convention(cell.axis, cell.value, f"{cell.evidence}; output "
+                      f"{_ledger.matches(c64, out):.1e} from the float64 oracle{noisy}")
+
+
+def attention_op_cells(engine: str, build, execute) -> list[Convention]:
+    """Every probe of an Attention-op runner; `build(case) -> (model, feed)` and
+    `execute(model, feed, dtype) -> (output, weights)` are the runner's own."""
+    p = OpProbe(engine, build, execute)
+    cells = _op_mask_cells(p) + _modes(p)
+    causal = probe_case("op-causal", mask={"causal": "upper_left"})
+    cells.append(closest("causal_flag", p.run(causal)[0], causal_candidates(causal),
+                         f"{p.what}: is_causal=1, T=3 != S=5, no past_key",
+                         documented="upper_left", **OP_DOC))
+    cells.append(_scale_precision(p))
+    cells += [
+        Convention("size_arguments", "given_tensors", f"{p.what}: the node takes projected Q, "
+                   "K, V (the projections are MatMul nodes of the graph); q_num_heads / "
+                   "kv_num_heads split the hidden width: head_size = q_hidden_size / "
+                   "q_num_heads", documented="given_tensors", **OP_DOC),
+        Convention("key_padding_polarity", NA, "Attention-23 has no key-padding input: padding "
+                   "goes into attn_mask (True = attend), broadcastable to (B, H, T, S)", **OP_DOC),
+        Convention("dropout", NA, "Attention-23 has no dropout attribute or input", **OP_DOC),
+        Convention("weights_dropout", NA, "Attention-23 has no dropout", **OP_DOC),
+        Convention("implicit_mask", "none", "ONNX graph inputs are plain tensors: no mask "
+                   "travels with them")]
+    return cells
+

@@ -1,0 +1,199 @@
+"""nn.MultiheadAttention exported to ONNX by torch.onnx.export, run in onnxruntime.
+
+What a user deploying a PyTorch attention layer gets: the *same* module the
+`torch.mha` row runs (built by _torch.build_mha, so the canonical weights
+are loaded), exported with the default dynamo exporter (`onnx.torch-export`,
+`OnnxTorchExport(dynamo=True)`) or the TorchScript one
+(`onnx.torch-export-legacy`, dynamo=False, while this torch still ships it),
+checked with onnx.checker and run in onnxruntime's CPUExecutionProvider.
+
+Each case exports two graphs, because `need_weights` changes the traced
+program: the graph of `need_weights=False` (the inference form) gives the
+row's output; the graph of `need_weights=True, average_attn_weights=False`
+gives the per-head weights (B, H, T, S), and its output's difference from
+the first graph is noted.  Masks are graph inputs in torch polarity
+(True = blocked): `key_padding_mask` (B, S) and `attn_mask` ((T, S), or
+(B*H, T, S) per item), exactly as _torch.torch_masks builds them.
+
+Exports are cached (conformance/cache.py) by case content, runner, variant
+and torch/onnx versions, so a second run does no export.  Each graph's
+opset, operators and parameter accounting go to Observation.graphs
+(onnx_accounting.py).  An exporter or runtime that rejects a configuration
+(e.g. onnxruntime has no bfloat16 kernel on CPU) makes the row not
+expressible, quoting its own error.  torch, onnx, onnxruntime are imported
+inside `run` only.
+"""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.cache import key
+from conformance.contract.runner import (
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+from conformance.runners.onnx.common import (
+    CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short)
+from conformance.runners.torch.common import (
+    build_mha, import_torch, mha_translation, tensors, torch_masks)
+
+VARIANTS = {  # variant label -> forward keyword arguments
+    "need_weights=False": {"need_weights": False},
+    "need_weights=True, average_attn_weights=False": {"need_weights": True,
+                                                      "average_attn_weights": False},
+}
+
+
+def _upstream(exc) -> str:
+    """What is known of an ORT run-time refusal: the opset-23/24 Attention node given a
+    key-padding mask of shape (B, H, 1, S), which the spec allows ("broadcastable to
+    (batch_size, q_num_heads, q_sequence_length, total_sequence_length)")."""
+    if "inconsistent q_sequence_length (between attn_mask and Q)" not in str(exc):
+        return ""
+    return (" | the exported Attention node gets attn_mask (B, H, 1, S), which Attention-23 "
+            "allows ('broadcastable to (batch_size, q_num_heads, q_sequence_length, "
+            "total_sequence_length)'); ORT's CPU kernel requires attn_mask.shape[-2] == "
+            "q_sequence_length; onnx.reference runs the same graph (1.2e-07 from torch); kernel: "
+            "https://github.com/microsoft/onnxruntime/pull/25156 (no upstream issue found)")
+
+
+def _framework_params(mha) -> dict[str, np.ndarray]:
+    return {n: p.detach().double().numpy() for n, p in mha.named_parameters()}
+
+
+class _Wrapped:
+    """Builds the nn.Module whose forward is the call a user would export."""
+
+    @staticmethod
+    def make(torch, mha, self_attention: bool, mask_names: tuple[str, ...], kwargs: dict):
+        class Exported(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mha = mha
+
+            def forward(self, *args):
+                n = 1 if self_attention else 3
+                qkv = args[:1] * 3 if self_attention else args[:3]
+                masks = dict(zip(mask_names, args[n:]))
+                out, weights = self.mha(*qkv, **masks, **kwargs)
+                return out if weights is None else (out, weights)
+
+        return Exported().eval()
+
+
+class OnnxTorchExport(Runner):
+    """`dynamo=True`: the default exporter (onnx.torch-export, needs onnxscript);
+    `dynamo=False`: the TorchScript one (onnx.torch-export-legacy), deprecated
+    but still shipped."""
+
+    framework = "onnx"
+    system = "torch.nn.MultiheadAttention"
+    path = "exported graph"
+    backend = "onnxruntime"
+    dynamo = True
+    opset: int | None = None  # None: the exporter's default opset
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if "name" not in params:
+            self.name = "onnx.torch-export" + ("" if self.dynamo else "-legacy") + (
+                f".opset{self.opset}" if self.opset else "")
+        # the TorchScript exporter needs no onnxscript
+        self.requires = ("torch", "onnx", "onnxruntime") + (("onnxscript",) if self.dynamo
+                                                             else ())
+
+    def translate(self, case):
+        t = mha_translation(case)
+        if isinstance(t, NotExpressible):
+            return t
+        args = "(query,)" if case.inputs.self_attention else "(query, key, value)"
+        opset = f", opset_version={self.opset}" if self.opset else ""
+        call = (f"torch.onnx.export({t.call}, {args}, dynamo={self.dynamo}{opset}); "
+                "onnxruntime.InferenceSession(..., providers=['CPUExecutionProvider'])")
+        return Translation(call, t.plan)
+
+    def conventions(self):
+        """_onnx_export_probes: five small graphs exported like the rows' (cached)."""
+        from conformance.runners.onnx.export_probes import export_cells
+
+        return export_cells(self, _Wrapped.make)
+
+    def _export(self, torch, module, args, names) -> bytes:
+        if self.dynamo:
+            extra = {"opset_version": self.opset} if self.opset else {}
+            program = torch.onnx.export(module, args, dynamo=True, input_names=list(names),
+                                        verbose=False, **extra)
+            return program.model_proto.SerializeToString()
+        buf = io.BytesIO()
+        try:
+            torch.onnx.export(module, args, buf, dynamo=False, input_names=list(names))
+        except TypeError as exc:  # a torch that dropped the TorchScript exporter
+            if "dynamo" in str(exc):
+                raise NotExpressibleError(f"torch {torch.__version__} has no TorchScript "
+                                          f"exporter: {short(exc)}") from exc
+            raise
+        return buf.getvalue()
+
+    def _graph(self, torch, case, module, args, names, variant) -> tuple[bytes, bool]:
+        import onnx
+
+        k = key(self.name, variant, case.fingerprint(), torch.__version__, onnx.__version__,
+                FORMAT)
+
+        def make() -> bytes:
+            try:
+                return self._export(torch, module, args, names)
+            except NotExpressibleError:
+                raise
+            except Exception as exc:  # the exporter rejected this configuration
+                raise NotExpressibleError(f"torch.onnx.export(dynamo={self.dynamo}, {variant}) "
+                                          f"failed: {short(exc)}") from exc
+
+        return CACHE.get_or_make(k, make)
+
+    def run(self, case, translation, data):
+        import logging
+        import warnings
+
+        torch = import_torch()
+
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        mha, shapes = build_mha(torch, case, translation, data.weights)
+        q, k, v = tensors(torch, case, data.inputs)
+        kpm, am = torch_masks(torch, case, data.inputs)
+        masks = {n: m for n, m in (("key_padding_mask", kpm), ("attn_mask", am)) if m is not None}
+        args = (q,) if case.inputs.self_attention else (q, k, v)
+        names = ("query",) if case.inputs.self_attention else ("query", "key", "value")
+        args, names = args + tuple(masks.values()), names + tuple(masks)
+        params = _framework_params(mha)
+        feed_all = {n: a.numpy() if a.dtype == torch.bool else
+                    a.double().numpy().astype(numpy_dtype(case.inputs.dtype))
+                    for n, a in zip(names, args)}
+        graphs, results, notes = {}, {}, []
+        for variant, kwargs in VARIANTS.items():
+            module = _Wrapped.make(torch, mha, case.inputs.self_attention, tuple(masks), kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                blob, _ = self._graph(torch, case, module, args, names, variant)
+            model = check(blob)
+            graphs[variant] = onnx_accounting.account(model, params)
+            session = ort_session(blob, f"graph exported with {variant}")
+            inputs = {i.name for i in session.get_inputs()}
+            try:
+                results[variant] = session.run(None, {n: a for n, a in feed_all.items()
+                                                      if n in inputs})
+            except Exception as exc:  # ORT's kernel refuses the exported graph at run time
+                if "Non-zero status code returned while running" not in str(exc):
+                    raise
+                raise NotExpressibleError(f"onnxruntime refuses to run the graph exported with "
+                                          f"{variant}: {short(exc, 900)}{_upstream(exc)}") from exc
+        out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
+        return Observation(
+            output=out, attention_weights=weights, weights_returned="per_head",
+            parameters=sum(p.numel() for p in mha.parameters()), weight_shapes=shapes,
+            notes=notes,
+            extras={"mask_polarity": "True = blocked (torch polarity, as graph inputs)",
+                    "graph_inputs": list(names),
+                    "need_weights_output_delta": float(f"{delta:.2e}")},
+            graphs=graphs)

@@ -1,0 +1,124 @@
+"""`torch.nn.functional.scaled_dot_product_attention` with explicit projections.
+
+SDPA holds no parameters: the projections are plain tensors we compute from
+the canonical weights, so it can express what nn.MultiheadAttention cannot
+(per-head widths, any output width, grouped-query via `enable_gqa=True`).
+Its boolean mask is True = *attend* (the opposite of nn.MultiheadAttention),
+and `is_causal=True` is aligned to the upper left; a lower-right diagonal
+needs `torch.nn.attention.bias.causal_lower_right`.  It returns no attention
+weights.  `scale=` is passed only when the case sets attention.scale.  torch is
+imported inside `run` only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from conformance.contract.runner import Count, Observation, Runner, Translation, to_numpy
+from conformance.runners.torch.common import import_torch, tensors, torch_dtype
+from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+from conformance.runners.torch.sdpa_probes import sdpa_conventions
+
+MASK_WORDS = {"causal_lower_right": "causal_lower_right(T, S)",
+              "bool": "bool (B, 1, T, S), True = attend"}  # as the call shows them
+
+
+@dataclass(frozen=True)
+class SdpaPlan:
+    """Which SDPA arguments a user would pass for the case."""
+
+    is_causal: bool = False  # is_causal=True: the causal part alone, upper-left aligned
+    mask: Literal["none", "causal_lower_right", "bool"] = "none"  # what attn_mask gets
+    enable_gqa: bool = False
+    scale: float | None = None  # scale=: only when the case sets attention.scale
+
+    def arguments(self) -> str:
+        """The call's arguments, e.g. "q, k, v, is_causal=True"."""
+        args = ["q, k, v"]
+        if self.is_causal:
+            args.append("is_causal=True")
+        if self.mask != "none":
+            args.append(f"attn_mask={MASK_WORDS[self.mask]}")
+        if self.enable_gqa:
+            args.append("enable_gqa=True")
+        if self.scale is not None:
+            args.append(f"scale={self.scale!r}")
+        return ", ".join(args)
+
+
+def sdpa_plan(case) -> SdpaPlan:
+    """Read from the case alone (no arrays): a causal mask with nothing else goes
+    to is_causal (or causal_lower_right where the alignment needs it), any other
+    mask to a boolean attn_mask holding every part."""
+    causal = case.mask.causal != "none"
+    common = {"enable_gqa": case.grouped, "scale": case.attention.scale}
+    if causal and not case.has_non_causal_mask:
+        if case.mask.causal == "upper_left" or case.inputs.query_len == case.inputs.key_len:
+            return SdpaPlan(is_causal=True, **common)
+        return SdpaPlan(mask="causal_lower_right", **common)
+    return SdpaPlan(mask="bool" if causal or case.has_non_causal_mask else "none", **common)
+
+
+class TorchSDPA(Runner):
+    name = "torch.sdpa"
+    framework = "torch"
+    system = "torch.nn.functional.scaled_dot_product_attention"
+    requires = ("torch",)
+    sets_scale = True  # scale= (default 1/sqrt(E), E = the last dim of q)
+
+    def translate(self, case):
+        plan = sdpa_plan(case)
+        return Translation(f"torch.nn.functional.scaled_dot_product_attention("
+                           f"{plan.arguments()})", plan)
+
+    def conventions(self):
+        torch = import_torch()
+        return sdpa_conventions(torch) + [no_such_argument(
+            "softcap", SOFTCAP_NAMES, "scaled_dot_product_attention",
+            torch.nn.functional.scaled_dot_product_attention)]
+
+    def count(self, case):
+        """SDPA holds no parameters: the projections passed in, by the formula."""
+        from conformance.case.model import sizes_counts
+
+        return Count(None, method="formula (SDPA holds no parameters; the projections "
+                     "passed in)", projection_parameters=sizes_counts(
+                         case.attention, case.inputs)["weights"])
+
+    def run(self, case, translation, data):
+        torch = import_torch()
+        F = torch.nn.functional
+
+        dt = torch_dtype(torch, case.inputs.dtype)
+        w = {n: torch.tensor(a, dtype=dt) for n, a in data.weights.arrays().items()}
+        xq, xk, xv = tensors(torch, case, data.inputs)
+
+        def project(x, wn, bn):  # (B, L, E) x (H, E, d) -> (B, H, L, d)
+            y = torch.einsum("ble,hed->bhld", x, w[wn])
+            return y + w[bn][None, :, None, :] if bn in w else y
+
+        plan: SdpaPlan = translation.plan
+        kw = {"is_causal": True} if plan.is_causal else {}
+        if plan.mask == "causal_lower_right":
+            from torch.nn.attention.bias import causal_lower_right
+
+            kw["attn_mask"] = causal_lower_right(case.inputs.query_len, case.inputs.key_len)
+        elif plan.mask == "bool":
+            kw["attn_mask"] = torch.tensor(data.inputs.allowed[:, None])
+        if plan.enable_gqa:
+            kw["enable_gqa"] = True
+        if plan.scale is not None:
+            kw["scale"] = plan.scale
+        with torch.no_grad():
+            heads = F.scaled_dot_product_attention(project(xq, "wq", "bq"),
+                                                   project(xk, "wk", "bk"),
+                                                   project(xv, "wv", "bv"), **kw)
+            out = torch.einsum("bhtd,hde->bte", heads, w["wo"])
+            out = out + w["bo"] if "bo" in w else out
+        return Observation(
+            output=to_numpy(out), parameters=None,
+            projection_parameters=sum(a.size for a in data.weights.arrays().values()),
+            weight_shapes={n: tuple(a.shape) for n, a in data.weights.arrays().items()},
+            notes=["holds no parameters: the canonical projections are passed as tensors",
+                   "returns no attention weights"],
+            extras={"mask_polarity": "True = attend"})
