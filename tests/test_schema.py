@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from conformance.case import model as case_module
+from conformance.case import loader, model as case_module
 from conformance.paths import ROOT
 
 SCHEMA = json.loads((ROOT / "conformance" / "case" / "case.schema.json").read_text())
@@ -46,4 +46,4 @@ def test_schema_and_loader_refuse_the_same_hostile_values(bad):
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (dev extra)")
     assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(bad))
     with pytest.raises(case_module.CaseError):
-        case_module.parse_case(bad, "<schema test>")
+        loader.parse_case(bad, "<schema test>")
