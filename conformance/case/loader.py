@@ -6,9 +6,8 @@ trust every field it reads.  Every error names the file, the case id, the
 field and what would be valid, for whoever just dropped a file into `cases/`.
 
 Case files are untrusted: every failure is a CaseError with a bounded message,
-and reading is bounded (case_yaml.read_document).
-
-The field names are the public interface; `conformance/case/case.schema.json`
+and reading is bounded (yaml_reader.read_document); case/modern.py reads the fields
+of today's attention.  The field names are the public interface; `conformance/case/case.schema.json`
 publishes the same format for editors (a test keeps the two in sync).
 """
 from __future__ import annotations
@@ -18,7 +17,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance.case import extreme as case_extreme, numbers as case_numbers, typed_numbers
+from conformance.case import extreme as case_extreme, modern as case_modern
+from conformance.case import numbers as case_numbers, typed_numbers
 from conformance.case.model import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
     LOAD_ENV, LOAD_LIMIT_ELEMENTS, Attention, Budget, Case, CaseError, Expect, Inputs, Mask,
@@ -306,12 +306,13 @@ def parse_case(raw: Any, path: Path | str, index: int = 0, *,
     inputs = _inputs(r, att)
     _check_budget(r, att, inputs, budget or LOAD_LIMIT)
     mask, ws = _mask(r, inputs), r.section("weights")
+    att, inputs, mask, decode = case_modern.read(r, att, inputs, mask)  # today's attention
     return Case(
         id=case_id, title=r.text("title", case_id), description=r.text("description"),
         source=r.text("source"), tags=tags, attention=att, inputs=inputs, mask=mask,
         expect=case_extreme.checked(r, _expect(r, mask), inputs),
         weights=Weights(r.choice(ws, "bias_values", "weights.bias_values", "random", BIAS_VALUES)),
-        typed=typed, path=str(path))
+        typed=typed, path=str(path), decode=decode)
 
 
 def file_cases(path: Path, budget: Budget) -> tuple[list[Case], list[CaseError]]:

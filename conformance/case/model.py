@@ -23,6 +23,11 @@ BEHAVIOURS = {
     "nonfinite_input": ("nan_propagates", "contained", "partial", "nan_spreads", "overflow_inf",
                         "error")}
 BIAS_VALUES = ("random", "zeros")
+# Today's attention (case/modern.py reads them; oracle/positional.py computes them)
+ROPE_STYLES = ("half_split", "interleaved")
+QK_NORM_KINDS = ("rms", "layer")
+QK_NORM_SCOPES = ("per_head", "all_heads")
+FILLS = ("-inf", "finfo_min", "-1e9", "-1e4")  # the additive float mask's fill
 
 # Case files are untrusted input: limits on what reading one may cost.
 MAX_FILE_BYTES = 1_000_000  # a case file is a few KB; refuse anything over 1 MB
@@ -55,14 +60,14 @@ def load_limit(environ: Mapping[str, str] | None = None) -> int:
 
 # The field names of the format (conformance/case/case.schema.json publishes the same).
 _TOP = {"id", "title", "description", "source", "tags", "attention", "inputs", "mask",
-        "expect", "weights", "typed"}
+        "expect", "weights", "typed", "decode"}
 _SECTIONS = {
     "attention": {"num_heads", "num_kv_heads", "query_features", "key_features",
                   "value_features", "qk_head_dim", "v_head_dim", "output_features", "bias",
-                  "scale"},
+                  "scale", "rope", "qk_norm", "alibi", "softcap", "sinks"},
     "inputs": {"batch", "query_len", "key_len", "self_attention", "dtype", "seed", "scale",
-               "nonfinite"},
-    "mask": {"causal", "key_padding", "attn_mask", "masked_rows"},
+               "nonfinite", "position_offset", "key_position_offset"},
+    "mask": {"causal", "key_padding", "attn_mask", "masked_rows", "window", "fill"},
     "expect": {"parameters", "tolerance", "behaviours", "known_mismatch"},
     "weights": {"bias_values"},
 }
@@ -123,6 +128,41 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class Rope:
+    """Rotary embeddings on the projected queries and keys (oracle/positional.py)."""
+
+    style: str  # one of ROPE_STYLES: which dimensions pair up
+    rotary_dim: int  # per head; the dimensions past it pass unrotated
+    base: float  # pair i of position m turns by m * base ** (-2 i / rotary_dim)
+
+
+@dataclass(frozen=True)
+class QKNorm:
+    """Normalisation of projected queries and keys, before RoPE and the scores."""
+
+    kind: str  # one of QK_NORM_KINDS
+    scope: str  # one of QK_NORM_SCOPES: each head's d_k values, or all heads' at once
+    eps: float
+
+
+@dataclass(frozen=True)
+class Window:
+    """Query i may attend key j when i - left <= j <= i + right (None: unbounded)."""
+
+    left: int | None
+    right: int | None
+
+
+@dataclass(frozen=True)
+class Decode:
+    """Causal self-attention run as a prefill of `prefill` positions, then `steps`
+    single-position steps through the system's own cache."""
+
+    prefill: int
+    steps: int
+
+
+@dataclass(frozen=True)
 class Attention:
     """Sizes in the suite's own words; every runner maps them to its own."""
 
@@ -136,6 +176,12 @@ class Attention:
     output_features: int  # E_o: last dim of the output
     bias: bool  # q, k, v and output projections carry biases
     scale: float | None = field(default=None, repr=False)  # softmax scale; None: 1/sqrt(d_k)
+    # today's attention (case/modern.py); out of repr, so cache keys of older cases hold
+    rope: Rope | None = field(default=None, repr=False)
+    qk_norm: QKNorm | None = field(default=None, repr=False)
+    alibi: bool = field(default=False, repr=False)
+    softcap: float | None = field(default=None, repr=False)  # c: c * tanh(scores / c)
+    sinks: bool = field(default=False, repr=False)  # one learned logit per head
 
 
 @dataclass(frozen=True)
@@ -148,6 +194,8 @@ class Inputs:
     seed: int  # seeds every array of the case (weights.py)
     scale: float = field(default=1.0, repr=False)  # multiplies q, k, v inputs (case_extreme)
     nonfinite: tuple = field(default=(), repr=False)  # case_extreme.NonFinite entries
+    position_offset: int = field(default=0, repr=False)  # first query position
+    key_position_offset: int = field(default=0, repr=False)  # first key position
 
 
 @dataclass(frozen=True)
@@ -159,6 +207,8 @@ class Mask:
     attn_mask_density: float | None  # random mask: probability a position may attend
     attn_mask_matrix: tuple | None  # explicit 0/1 matrix, (T, S) or (B, T, S)
     masked_rows: tuple[int, ...]  # query rows with every key masked (edge case)
+    window: Window | None = field(default=None, repr=False)  # sliding window, inclusive
+    fill: str | None = field(default=None, repr=False)  # one of FILLS, for float masks
 
 
 @dataclass(frozen=True)
@@ -197,6 +247,7 @@ class Case:
     weights: Weights
     typed: Mapping[str, Any]  # the numbers a user typed in their framework
     path: str = field(default="", compare=False)  # file it came from
+    decode: Decode | None = field(default=None, repr=False)  # prefill, then single steps
 
     def fingerprint(self) -> str:
         """A hash of the case content (not its file), for caches."""
@@ -204,7 +255,23 @@ class Case:
         extra = "" if self.attention.scale is None else f"|scale={self.attention.scale!r}"
         i = self.inputs  # extreme inputs (case_extreme.py), only when set
         extra += f"|inputs={i.scale!r},{i.nonfinite!r}" if i.scale != 1 or i.nonfinite else ""
+        if self.features:  # today's attention, only when used (older keys hold)
+            a, m = self.attention, self.mask
+            extra += (f"|modern={a.rope!r},{a.qk_norm!r},{a.alibi},{a.softcap!r},{a.sinks},"
+                      f"{i.position_offset},{i.key_position_offset},{m.window!r},{m.fill!r},"
+                      f"{self.decode!r}")
         return hashlib.sha256((text + extra).encode()).hexdigest()[:16]
+
+    @property
+    def features(self) -> frozenset[str]:
+        """The parts of today's attention this case asks for (runners declare theirs)."""
+        a, i, m = self.attention, self.inputs, self.mask
+        named = {"rope": a.rope is not None, "qk_norm": a.qk_norm is not None,
+                 "alibi": a.alibi, "softcap": a.softcap is not None, "sinks": a.sinks,
+                 "position_offset": bool(i.position_offset or i.key_position_offset),
+                 "window": m.window is not None, "fill": m.fill is not None,
+                 "decode": self.decode is not None}
+        return frozenset(k for k, v in named.items() if v)
 
     @property
     def grouped(self) -> bool:

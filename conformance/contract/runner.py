@@ -118,6 +118,10 @@ class Runner:
     extras: str = ""  # the pip extras that bring them, when not just `framework`
     worker: WorkerSpec | None = None  # set: runs in that worker subprocess
     sets_scale: bool = False  # the system can set the softmax scale (attention.scale)
+    # the parts of today's attention it translates (Case.features, case/modern.py); a case
+    # asking for another is not expressible.  Every runner takes mask.fill: one that takes
+    # only boolean masks ignores it, one that takes a float mask must use that fill.
+    features: frozenset[str] = frozenset({"fill"})
     target: str = ""  # "module:Class", filled in by the registry
     params: Mapping[str, Any] = {}  # the constructor parameters, filled in by __init__
 

@@ -14,10 +14,12 @@ and scores are O(1) and the softmax is not saturated.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from conformance.case.loader import Case
+from conformance.oracle.positional import window_allowed
 
 
 def round_to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -44,11 +46,21 @@ class CanonicalWeights:
     bk: np.ndarray | None  # (H_kv, d_k)
     bv: np.ndarray | None  # (H_kv, d_v)
     bo: np.ndarray | None  # (E_o,)
+    # today's attention, only when the case asks (drawn after everything else, so the
+    # arrays of other cases never change): QK-norm scales (d_k,) per head or (H, d_k) /
+    # (H_kv, d_k) over all heads, LayerNorm biases alike, and one sink logit per head (H,)
+    q_norm: np.ndarray | None = None
+    k_norm: np.ndarray | None = None
+    q_norm_bias: np.ndarray | None = None
+    k_norm_bias: np.ndarray | None = None
+    sinks: np.ndarray | None = None
+
+    NAMES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "q_norm_bias",
+             "k_norm_bias", "sinks")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The named arrays that exist (biases only when the case has them)."""
-        names = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
-        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        return {n: getattr(self, n) for n in self.NAMES if getattr(self, n) is not None}
 
     def count(self) -> int:
         return sum(a.size for a in self.arrays().values())
@@ -152,6 +164,9 @@ def _generate(case: Case) -> CaseData:
         key = rng.standard_normal((i.batch, i.key_len, a.key_features))
         value = rng.standard_normal((i.batch, i.key_len, a.value_features))
     causal, key_valid, attn, allowed, fully = _masks(case, rng)
+    if case.features:
+        weights = _modern_weights(case, weights, rng)
+        allowed, fully = _windowed(case, allowed)
     dt = i.dtype
     weights = CanonicalWeights(**{n: None if v is None else round_to_dtype(v, dt)
                                   for n, v in vars(weights).items()})
@@ -161,6 +176,40 @@ def _generate(case: Case) -> CaseData:
         arr.setflags(write=False)  # shared by every runner: nobody may edit it
     return CaseData(weights, CaseInputs(query, key, value, causal, key_valid, attn,
                                         allowed, fully))
+
+
+def _modern_weights(case: Case, weights: CanonicalWeights,
+                    rng: np.random.Generator) -> CanonicalWeights:
+    """QK-norm scales near 1 (and LayerNorm biases), sink logits: drawn last."""
+    a, extra = case.attention, {}
+    if a.qk_norm is not None:
+        shapes = ((a.qk_head_dim,), (a.qk_head_dim,)) if a.qk_norm.scope == "per_head" else (
+            (a.num_heads, a.qk_head_dim), (a.num_kv_heads, a.qk_head_dim))
+        extra["q_norm"], extra["k_norm"] = (1 + 0.1 * rng.standard_normal(s) for s in shapes)
+        if a.qk_norm.kind == "layer":
+            extra["q_norm_bias"], extra["k_norm_bias"] = (0.1 * rng.standard_normal(s)
+                                                          for s in shapes)
+    if a.sinks:
+        extra["sinks"] = rng.standard_normal(a.num_heads)
+    return replace(weights, **extra)
+
+
+def positions(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute query and key positions (inputs.position_offset, key_position_offset)."""
+    i = case.inputs
+    return (i.position_offset + np.arange(i.query_len),
+            i.key_position_offset + np.arange(i.key_len))
+
+
+def _windowed(case: Case, allowed: np.ndarray | None):
+    """The mask with mask.window ANDed in, and the rows it leaves empty."""
+    b, t, s = case.inputs.batch, case.inputs.query_len, case.inputs.key_len
+    w = case.mask.window
+    if w is not None:
+        window = window_allowed(*positions(case), w.left, w.right)
+        allowed = combine_masks((allowed, window), (b, t, s))
+    fully = ~allowed.any(-1) if allowed is not None else np.zeros((b, t), dtype=bool)
+    return allowed, fully
 
 
 def _extreme(case: Case, query, key, value):

@@ -35,9 +35,7 @@ import math
 
 import numpy as np
 
-ROPE_STYLES = ("half_split", "interleaved")
-QK_NORM_KINDS = ("rms", "layer")
-QK_NORM_SCOPES = ("per_head", "all_heads")
+from conformance.case.model import QK_NORM_KINDS, QK_NORM_SCOPES, ROPE_STYLES  # noqa: F401
 
 
 def rope_pairs(style: str, rotary_dim: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,12 @@ position s reaches every row of item b (0 * NaN is NaN); a NaN in query row t
 makes row t undefined.  `Expected.undefined` marks the output elements the
 oracle leaves non-finite (fully masked rows apart): the comparator judges them
 by the case's declared nonfinite_input behaviour, not by numbers.
+
+Today's attention (case/modern.py; each part from its paper in positional.py), in
+this order: QK-norm on the projected q and k (before the kv heads are repeated),
+RoPE at the absolute positions, the scaled scores, softcap, the ALiBi bias, the
+mask (mask.window ANDed in by canonical.py), and the softmax with the sink logits
+in its denominator.
 """
 from __future__ import annotations
 
@@ -27,7 +33,8 @@ import numpy as np
 
 from conformance.case.loader import Case
 from conformance.oracle.formula import parameters
-from conformance.oracle.canonical import CaseData, case_data
+from conformance.oracle import positional
+from conformance.oracle.canonical import CaseData, case_data, positions
 
 
 @dataclass(frozen=True)
@@ -75,13 +82,18 @@ def attention(case: Case, data: CaseData | None = None, scale: float | None = No
 def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
     w, x = data.weights, data.inputs
     group = case.attention.num_heads // case.attention.num_kv_heads
-    q = project(x.query, w.wq, w.bq)
-    k = np.repeat(project(x.key, w.wk, w.bk), group, axis=1)
+    q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
+    if case.features:
+        q, k = _positional_qk(case, data, q, k)
+    k = np.repeat(k, group, axis=1)
     v = np.repeat(project(x.value, w.wv, w.bv), group, axis=1)
     scores = np.einsum("bhtd,bhsd->bhts", q, k)
     scale = case.attention.scale if scale is None else scale
     scores = scores / np.sqrt(case.attention.qk_head_dim) if scale is None else scores * scale
-    probs = _softmax(scores, x.allowed)
+    if case.features:
+        scores = _biased(case, scores)
+    probs = (_softmax(scores, x.allowed) if w.sinks is None
+             else positional.softmax_with_sinks(scores, x.allowed, w.sinks))
     out = _combine(probs @ v, data)
     fully = x.fully_masked
     # Hypotheses for fully masked rows: zero weights, or uniform over all keys.
@@ -90,6 +102,31 @@ def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
     undefined = ~np.isfinite(out) & ~fully[:, :, None]
     return Expected(out, probs, fully, _combine(zero_heads, data), _combine(uniform @ v, data),
                     undefined)
+
+
+def _positional_qk(case: Case, data: CaseData, q: np.ndarray, k: np.ndarray):
+    """QK-norm, then RoPE, on (B, H, L, d) queries and (B, H_kv, S, d) keys."""
+    a, w = case.attention, data.weights
+    if a.qk_norm is not None:
+        n = a.qk_norm
+        q = positional.qk_norm(q, n.kind, n.scope, w.q_norm, w.q_norm_bias, n.eps)
+        k = positional.qk_norm(k, n.kind, n.scope, w.k_norm, w.k_norm_bias, n.eps)
+    if a.rope is not None:
+        qpos, kpos = positions(case)
+        r = a.rope
+        q = positional.apply_rope(q, qpos, r.style, r.rotary_dim, r.base)
+        k = positional.apply_rope(k, kpos, r.style, r.rotary_dim, r.base)
+    return q, k
+
+
+def _biased(case: Case, scores: np.ndarray) -> np.ndarray:
+    """Softcap, then the ALiBi bias, on the scaled (B, H, T, S) scores."""
+    a = case.attention
+    if a.softcap is not None:
+        scores = positional.softcap(scores, a.softcap)
+    if a.alibi:
+        scores = scores + positional.alibi_bias(a.num_heads, *positions(case))[None]
+    return scores
 
 
 def formula_parameters(case: Case) -> int:

@@ -173,6 +173,8 @@ def _evaluate(case: Case, runner: Runner) -> Row:
         return _row(case, runner, Outcome.SKIPPED, missing)
     if case.attention.scale is not None and not runner.sets_scale:
         return _row(case, runner, Outcome.NOT_EXPRESSIBLE, no_scale_reason(case, runner))
+    if case.features - runner.features:
+        return _row(case, runner, Outcome.NOT_EXPRESSIBLE, no_feature_reason(case, runner))
     with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
         translation, exc = _attempt(runner.translate, case)
     if exc is not None:
@@ -214,6 +216,21 @@ def no_scale_reason(case: Case, runner: Runner) -> str:
     """Why a runner without a softmax-scale setting cannot run a case that sets one."""
     return (f"{runner.system or runner.name} has no softmax-scale setting: it always scales "
             f"by 1/sqrt(d_k) (the case asks for scale={case.attention.scale})")
+
+
+FEATURE_WORDS = {  # Case.features -> what a system without it lacks
+    "rope": "rotary embeddings (attention.rope)", "qk_norm": "QK-norm (attention.qk_norm)",
+    "alibi": "ALiBi bias (attention.alibi)", "softcap": "score softcapping (attention.softcap)",
+    "sinks": "attention sinks (attention.sinks)",
+    "position_offset": "token positions (inputs.position_offset)",
+    "window": "sliding window (mask.window)", "decode": "KV-cache decoding (decode)"}
+
+
+def no_feature_reason(case: Case, runner: Runner) -> str:
+    """Why a runner cannot run a case asking for parts of today's attention it lacks."""
+    missing = sorted(case.features - runner.features)
+    return (f"{runner.system or runner.name} (as this runner calls it) has no "
+            + ", no ".join(FEATURE_WORDS.get(f, f) for f in missing))
 
 
 def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str) -> Row:
