@@ -21,6 +21,7 @@ from conformance.contract.runner import Convention, NotExpressible, Observation,
 
 class DocumentedModel(Runner):
     requires = ()  # a model in NumPy: runs everywhere
+    seconds = 0.02
 
     def __init_subclass__(cls, *, limitation: Callable, call: Callable,
                           cells: Callable[[], list[Convention]], note: str, **kw):

@@ -244,6 +244,12 @@ class MarianCppModel(DocumentedModel, limitation=limitation, call=marian_options
                      cells=documented_conventions, note=MODEL_NOTE):
     name = "marian.cpp"
     system = "marian transformer MultiHead (C++)"
+    typed_system = "marian"
+    description = (
+        "a **documented model** of C++ Marian's transformer attention (`src/models/"
+        "transformer.h`, cited line by line in `conformance/runners/documented/marian.py`): "
+        "its options, its weight layout and its algorithm in NumPy; reports mark its rows "
+        "\"(model)\"")
 
     def run(self, case, translation, data):
         plan = translation.plan

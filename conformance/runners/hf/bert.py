@@ -26,6 +26,10 @@ class HFBert(HFRunner):
     system = "transformers.models.bert.modeling_bert.BertSelfAttention"
     path = "self-attention + output.dense"
     backend = "eager"
+    typed_system = "hf.bert"
+    description = ("HuggingFace `BertSelfAttention` + `BertSelfOutput.dense` (LayerNorm "
+                   "counted apart), eager and sdpa attention implementations, built from a "
+                   "config object")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -78,7 +82,8 @@ class HFBert(HFRunner):
                       "query, key, value and output.dense are nn.Linear: (out, in)",
                       "4E^2 + 4E (+ 2E LayerNorm in BertAttention)", "probe E=8: {n} counted",
                       DOCS + "bert")
-    probe_cells = staticmethod(hf_cells)
+    def probe_cells(self):
+        return hf_cells(self)
 
     def size_evidence(self, case, module, shape):
         from transformers import BertConfig

@@ -32,6 +32,8 @@ class HFGpt2(HFRunner):
     name = "hf.gpt2"
     system = "transformers.models.gpt2.modeling_gpt2.GPT2Attention"
     backend = "eager"
+    typed_system = "hf.gpt2"
+    description = "`GPT2Attention` (fused Conv1D `c_attn`, causal)"
 
     refusals = Refusals(
         "GPT2Attention(is_cross_attention=True) takes one encoder_hidden_states",
@@ -74,7 +76,8 @@ class HFGpt2(HFRunner):
                       "in x out (Conv1D), [W_q | W_k | W_v]",
                       "Conv1D computes x @ weight + bias: (in, out), the transpose of "
                       "nn.Linear; q, k, v fused along the columns", "4E^2 + 4E")
-    probe_cells = staticmethod(hf_cells)
+    def probe_cells(self):
+        return hf_cells(self)
 
     def size_evidence(self, case, module, shape):
         return (f"GPT2Config(n_embd=8, n_head=2): head_dim {module.head_dim}, c_attn.weight "

@@ -19,6 +19,8 @@ class HFMarian(HFRunner):
     name = "hf.marian"
     system = "transformers.models.marian.modeling_marian.MarianAttention"
     backend = "eager"
+    typed_system = "hf.marian"
+    description = "`MarianAttention` (HuggingFace's port of Marian)"
 
     linear_names = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -48,7 +50,8 @@ class HFMarian(HFRunner):
     sizes = SizeFacts("derived_from_width", f"{MARIAN_SOURCE}#L136", "q_proj.weight",
                       "out x in (nn.Linear)",
                       "q_proj, k_proj, v_proj, out_proj are nn.Linear: (out, in)", "4E^2 + 4E")
-    probe_cells = staticmethod(hf_cells)
+    def probe_cells(self):
+        return hf_cells(self)
 
     def size_evidence(self, case, module, shape):
         return (f"MarianAttention(embed_dim=8, num_heads=2): head_dim {module.head_dim}, "

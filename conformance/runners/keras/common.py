@@ -353,12 +353,10 @@ class KerasLayerRunner(Runner):
 
     framework = "keras"
     backend = "tensorflow"
+    seconds = 0.3
     scores = False  # True: return_attention_scores=True (einsum + Softmax path)
     layer_cls = ""  # the keras.layers class, e.g. "MultiHeadAttention"
     layer_name = ""  # the layer's name (its variable paths start with it)
-    # the probe cells of a layer runner (_keras_probes.layer_cells), set by the runner
-    # modules: the probes build on this module's helpers, so it does not import them
-    probe_cells = None
 
     def __init__(self, **params):
         super().__init__(**params)
