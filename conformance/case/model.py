@@ -224,6 +224,17 @@ class Case:
                 or m.attn_mask_matrix is not None or bool(m.masked_rows))
 
 
+def parameter_count(a: Attention) -> int:
+    """The analytic parameter count: projection weights and, with bias, their biases
+    (one formula for the loader's budget, typed numbers, the reference and reports)."""
+    h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
+    count = h * a.query_features * dk + hkv * (a.key_features * dk + a.value_features * dv)
+    count += h * dv * a.output_features
+    if a.bias:
+        count += h * dk + hkv * (dk + dv) + a.output_features
+    return count
+
+
 def sizes_counts(a: Attention, i: Inputs) -> dict[str, int]:
     """Element counts of a configuration, by arithmetic alone (nothing allocated).
 
@@ -234,10 +245,7 @@ def sizes_counts(a: Attention, i: Inputs) -> dict[str, int]:
     context and the output."""
     h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
     b, t, s = i.batch, i.query_len, i.key_len
-    weights = h * a.query_features * dk + hkv * (a.key_features * dk + a.value_features * dv)
-    weights += h * dv * a.output_features
-    if a.bias:
-        weights += h * dk + hkv * (dk + dv) + a.output_features
+    weights = parameter_count(a)
     inputs = b * t * a.query_features
     if not i.self_attention:
         inputs += b * s * (a.key_features + a.value_features)

@@ -207,11 +207,10 @@ class Meaning:
 
 
 def parameters_of(attention: Mapping[str, Any]) -> int:
-    """The analytic count (formula.py) of a canonical attention mapping."""
-    from conformance.case.model import Attention
-    from conformance.oracle.formula import parameters
+    """The analytic count (model.parameter_count) of a canonical attention mapping."""
+    from conformance.case.model import Attention, parameter_count
 
-    return parameters(Attention(**attention))
+    return parameter_count(Attention(**attention))
 
 
 def _spelled(vocab: Vocabulary, c: Mapping[str, Any], width: int | None,

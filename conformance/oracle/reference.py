@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from conformance.case.loader import Case
-from conformance.oracle.formula import parameters
+from conformance.case.model import parameter_count
 from conformance.oracle.canonical import CaseData, case_data
 
 
@@ -94,4 +94,4 @@ def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
 
 def formula_parameters(case: Case) -> int:
     """Analytic count: the projections' weights and, with bias, their biases."""
-    return parameters(case.attention)
+    return parameter_count(case.attention)
