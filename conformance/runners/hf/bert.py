@@ -15,13 +15,13 @@ F.scaled_dot_product_attention, which reads a boolean mask as True = attend).
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import DOCS, SOURCE, HFRunner, Refusals, SizeFacts
-from conformance.runners.hf.probes import hf_cells
+from conformance.runners.hf.common import DOCS, SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
 
 BERT_SOURCE = SOURCE + "bert/modeling_bert.py"
 
 
-class HFBert(HFRunner):
+class HFBert(ProbedHFRunner):
     name = "hf.bert"
     system = "transformers.models.bert.modeling_bert.BertSelfAttention"
     path = "self-attention + output.dense"
@@ -82,9 +82,6 @@ class HFBert(HFRunner):
                       "query, key, value and output.dense are nn.Linear: (out, in)",
                       "4E^2 + 4E (+ 2E LayerNorm in BertAttention)", "probe E=8: {n} counted",
                       DOCS + "bert")
-    def probe_cells(self):
-        return hf_cells(self)
-
     def size_evidence(self, case, module, shape):
         from transformers import BertConfig
         from transformers.models.bert.modeling_bert import BertSelfAttention

@@ -12,13 +12,13 @@ the additive (B, 1, T, S) mask; None = every key).
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, HFRunner, Refusals, SizeFacts
-from conformance.runners.hf.probes import hf_cells
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
 
 LLAMA_SOURCE = SOURCE + "llama/modeling_llama.py"
 
 
-class HFLlama(HFRunner):
+class HFLlama(ProbedHFRunner):
     name = "hf.llama"
     system = "transformers.models.llama.modeling_llama.LlamaAttention"
     path = "rotary neutralised (cos=1, sin=0)"
@@ -63,9 +63,6 @@ class HFLlama(HFRunner):
                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
                       "(H + H_kv) d E x 2 (+ (H + 2 H_kv) d + E biases)",
                       "probe E=8, H=2, d=4, bias: {n}")
-    def probe_cells(self):
-        return hf_cells(self)
-
     def size_evidence(self, case, module, shape):
         return (f"LlamaConfig(hidden_size=8, num_attention_heads=2, head_dim={module.head_dim}): "
                 f"q_proj.weight {shape}; head_dim any value")
