@@ -41,16 +41,19 @@ def graph(ops: dict[str, int] | None = None) -> dict:
 
 
 def stand_in(name: str, framework: str, system: str = "", path: str = "default",
-             backend: str = "") -> Runner:
-    """A Runner with descriptors only (never runs)."""
+             backend: str = "", **declared) -> Runner:
+    """A Runner with descriptors only (never runs); `declared`: other class attributes
+    (typed_system, no_parameters_label, ...)."""
     cls = type("StandIn", (Runner,), {"name": name, "framework": framework, "system": system,
-                                      "path": path, "backend": backend})
+                                      "path": path, "backend": backend, **declared})
     return cls()
 
 
 def renamed(runner: Runner, name: str) -> Runner:
     """Another runner class with the same descriptors under another name."""
-    return stand_in(name, runner.framework, runner.system, runner.path, runner.backend)
+    return stand_in(name, runner.framework, runner.system, runner.path, runner.backend,
+                    typed_system=runner.typed_system,
+                    no_parameters_label=runner.no_parameters_label)
 
 
 @dataclass

@@ -16,7 +16,6 @@ from conformance.convert import (
     FORMATS, ConversionError, convert, from_bert, from_keras, from_llama, from_t5, from_torch,
     keras_weights, set_keras_weights, to_flax, to_gpt2, to_keras, to_matlab, to_t5, to_torch)
 from conformance.oracle.reference import attention
-from conformance.runners.keras.common import canonical_variables
 from conformance.oracle.canonical import CanonicalWeights, case_data
 from tests.helpers import make_case
 
@@ -90,12 +89,25 @@ def test_torch_layout_choice_follows_the_module():
     assert_identical(from_torch(separate, 2), canonical("square"))
 
 
+def assert_einsum_layout(state, w, out: str) -> None:
+    """`state` holds `w` in the einsum layout, checked head by head from the canonical
+    arrays (not by the converter): '<p>/kernel'[:, h, :] is W_p[h] (E_in x d), the
+    output kernel is W_o (H, d_v, E_o) as is, biases (H, d) and (E_o,)."""
+    assert set(state) == {f"{p}/{kind}" for p in ("query", "key", "value", out)
+                          for kind in ("kernel", "bias")}
+    for p, wk, bk in (("query", w.wq, w.bq), ("key", w.wk, w.bk), ("value", w.wv, w.bv)):
+        assert state[f"{p}/kernel"].shape == (wk.shape[1], wk.shape[0], wk.shape[2])
+        for h in range(wk.shape[0]):
+            assert np.array_equal(state[f"{p}/kernel"][:, h, :], wk[h])
+        assert np.array_equal(state[f"{p}/bias"], bk)
+    for h in range(w.wo.shape[0]):
+        assert np.array_equal(state[f"{out}/kernel"][h], w.wo[h])
+    assert np.array_equal(state[f"{out}/bias"], w.bo)
+
+
 def test_keras_and_matlab_layouts_match_the_runners():
     w = canonical("general")
-    expected = canonical_variables(w)
-    got = to_keras(w)
-    assert set(got) == set(expected)
-    assert all(got[k].tobytes() == np.ascontiguousarray(a).tobytes() for k, a in expected.items())
+    assert_einsum_layout(to_keras(w), w, "attention_output")  # what the Keras runners load
     # MATLAB (the model runner uses to_matlab): head i is the contiguous channel block i
     # of W*X weights (out x in); the output weights are OutputSize x NumValueChannels
     ours = to_matlab(w)
@@ -109,11 +121,18 @@ def test_keras_and_matlab_layouts_match_the_runners():
 
 
 def test_flax_params_are_keras_kernels_under_other_names():
+    """Flax's params hold the canonical arrays in the einsum layout under `out/`,
+    checked head by head against the canonical arrays (not against to_keras)."""
     w = canonical("general")
-    keras_state, flax_state = to_keras(w), flat(to_flax(w))
-    renamed = {k.replace("attention_output/", "out/"): a for k, a in keras_state.items()}
-    assert {k: a.tobytes() for k, a in renamed.items()} == {
-        k: a.tobytes() for k, a in flax_state.items()}
+    assert_einsum_layout(flat(to_flax(w)), w, "out")
+
+
+def test_the_einsum_layout_check_rejects_a_planted_transpose():
+    w = canonical("general")
+    state = to_keras(w)
+    state["key/kernel"] = np.ascontiguousarray(state["key/kernel"][:, ::-1, :])  # heads swapped
+    with pytest.raises(AssertionError):
+        assert_einsum_layout(state, w, "attention_output")
 
 
 def test_convert_goes_through_the_canonical_set():
@@ -361,8 +380,6 @@ def test_documented_example_runs_as_written(doc, heading):
     namespace: dict = {}
     exec(compile(block, doc, "exec"), namespace)
     weights, mha = namespace["weights"], namespace["mha"]
-    expected = canonical_variables(from_torch(mha.state_dict(), 2))
-    assert set(weights) == set(expected)
-    assert all(np.array_equal(weights[k], a) for k, a in expected.items())
+    assert_einsum_layout(weights, from_torch(mha.state_dict(), 2), "attention_output")
     assert weights["query/kernel"].shape == (8, 2, 4)
     assert weights["attention_output/kernel"].shape == (2, 4, 8)

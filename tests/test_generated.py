@@ -2,6 +2,7 @@
 shrinking, and a generated pytest run with a runner that disagrees above a size."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -20,6 +21,9 @@ from conformance.compare.verdict import Outcome
 from conformance.oracle.canonical import case_data
 
 pytest_plugins = ["pytester"]
+# shrinking a failure uses Hypothesis (the dev extra); without it those tests skip, naming it
+NEEDS_HYPOTHESIS = pytest.mark.skipif(importlib.util.find_spec("hypothesis") is None,
+                                      reason="hypothesis not installed (pip install -e '.[dev]')")
 BIG = 8  # the fake runner disagrees when query_features > BIG
 FAKE = "tests.test_generated:DisagreesAboveSize"
 
@@ -62,6 +66,7 @@ def test_same_seed_same_genomes_and_index_independent_of_count():
     assert len({str(draw_genome(3, i)) for i in range(20)}) == 20
 
 
+@NEEDS_HYPOTHESIS
 def test_shrink_finds_the_simplest_failing_genome():
     g = draw_genome(0, 0)
     g.update(free_widths=1, query_features=23, batch=3, query_len=7)
@@ -70,6 +75,7 @@ def test_shrink_finds_the_simplest_failing_genome():
     assert small["query_len"] == 1 and small["kv_heads"] == small["groups"] == 1
 
 
+@NEEDS_HYPOTHESIS
 def test_shrink_keeps_the_failing_genome_when_nothing_simpler_fails():
     g = draw_genome(0, 1)
     assert shrink(g, lambda x: x == g, examples=20, seconds=5) == g
@@ -99,6 +105,7 @@ def test_same_seed_same_items(generated_run):
     assert first != _ids(generated_run(*args, "--generated-seed", "10"))
 
 
+@NEEDS_HYPOTHESIS
 def test_a_failure_is_shrunk_into_a_case_file_that_validates_and_still_fails(
         generated_run, tmp_path):
     out = tmp_path / "shrunk"

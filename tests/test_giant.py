@@ -50,8 +50,10 @@ def test_over_budget_item_is_a_count_only_row_and_allocates_nothing(gpt3, monkey
 
 
 def test_formula_default_is_labelled(gpt3):
-    row = matrix.evaluate(gpt3, load("conformance.runners.onnx.attention_op:OnnxAttentionOp",
-                                     {"engine": "reference"}))
+    runner = load("conformance.runners.onnx.attention_op:OnnxAttentionOp", {"engine": "reference"})
+    if runner.available():  # the row would be a skip: nothing to count with
+        pytest.skip(runner.available())
+    row = matrix.evaluate(gpt3, runner)
     assert row.count_method == "formula (no allocation-free path)"
     assert row.outcome is Outcome.PASS
 

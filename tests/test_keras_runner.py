@@ -11,7 +11,8 @@ import pytest
 
 from conformance.case.loader import load_cases
 from conformance.contract.runner import NotExpressible
-from conformance.runners.keras.common import canonical_variables, digest, mha_translation
+from conformance.convert import to_keras
+from conformance.runners.keras.common import digest, mha_translation
 from conformance.runners.keras.gqa import KerasGQA, gqa_translation
 from conformance.runners.keras.mha import KerasMHA
 from conformance.runners.onnx.keras_export import OnnxKerasExport
@@ -40,11 +41,15 @@ def test_gqa_needs_one_head_dim_and_the_query_width():
 
 def test_kernels_are_the_canonical_layout_transposed():
     w = case_data(CASES["keras-per-head-widths-3x7x5"]).weights
-    named = canonical_variables(w)
+    named = to_keras(w, grouped=True)  # what the runners load (load_weights)
     assert named["query/kernel"].shape == (16, 3, 7)
     assert named["value/kernel"].shape == (16, 3, 5)
     assert named["attention_output/kernel"].shape == (3, 5, 9)
     assert np.array_equal(named["key/kernel"][:, 1, :], w.wk[1])
+    grouped = case_data(CASES["grouped-query-8q-2kv"]).weights
+    assert to_keras(grouped, grouped=True)["key/kernel"].shape[1] == 2  # GQA: kv heads
+    with pytest.raises(ValueError, match="one key/value head per query head"):
+        to_keras(grouped)  # MultiHeadAttention's layout has none
 
 
 def test_runners_share_one_worker_per_backend():

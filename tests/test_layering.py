@@ -8,7 +8,13 @@ and a package's __init__ importing its submodules is an import of them.
 (b) the module graph is acyclic;
 (c) nothing under runners/ imports pandas, the report package, the pytest plugin,
     matrix, verdict, ledger or workers;
-(d) no module over 400 lines, no function over 60 lines.
+(d) no module over 400 lines, no function over 60 lines;
+(e) the packages keep the pipeline's order (LAYERS): a module imports only from its own
+    layer or below (paths/versions/cache < case < oracle, contract, convert < runners <
+    compare < run < conventions < report < plugin < cli < __main__);
+(f) a module of runners/<framework>/ imports no module of another framework's folder,
+    except where a runner runs another framework's model (ALLOWED_ACROSS: the ONNX
+    exports of the torch and Keras layers).
 """
 from __future__ import annotations
 
@@ -22,6 +28,12 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
                         "conformance.compare.verdict", "conformance.conventions.ledger",
                         "conformance.run.workers")
 MAX_LINES, MAX_FUNCTION = 400, 60
+LAYERS = (("paths", "versions", "cache"), ("case",), ("oracle", "contract", "convert"),
+          ("runners",), ("compare",), ("run",), ("conventions",), ("report",), ("plugin",),
+          ("cli",), ("__main__",))
+# runners/<framework>/ -> other framework folders it may import: the ONNX runners export
+# the torch module and convert the Keras layer, so they build those with their helpers
+ALLOWED_ACROSS = {"onnx": {"torch", "keras"}}
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -91,6 +103,48 @@ def is_runner(module: str) -> bool:
 def runner_imports_runner(graph: dict[str, set[str]]) -> list[str]:
     return [f"{m} imports the runner module {t}" for m, targets in sorted(graph.items())
             if is_runner(m) for t in sorted(targets) if is_runner(t)]
+
+
+def layer_of(module: str) -> int | None:
+    """The LAYERS index of a conformance module (None: the package root itself)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    return next(i for i, names in enumerate(LAYERS) if parts[1] in names)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a module from a layer above its own."""
+    return [f"{m} (layer {LAYERS[layer_of(m)][0]}) imports {t} (layer {LAYERS[layer_of(t)][0]})"
+            for m, targets in sorted(graph.items()) for t in sorted(targets)
+            if layer_of(m) is not None and layer_of(t) is not None
+            and layer_of(t) > layer_of(m)]
+
+
+def framework_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["conformance", "runners"] and len(parts) > 3 else None
+
+
+def cross_framework_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{m} imports {t} (another framework's folder)"
+            for m, targets in sorted(graph.items()) for t in sorted(targets)
+            if framework_of(m) and framework_of(t) and framework_of(t) != framework_of(m)
+            and framework_of(t) not in ALLOWED_ACROSS.get(framework_of(m), ())]
+
+
+def test_packages_keep_the_pipeline_order():
+    assert upward_imports(module_graph()) == []
+
+
+def test_every_package_has_a_layer():
+    unplaced = {m.split(".")[1] for m in module_files() if "." in m} - {
+        n for names in LAYERS for n in names}
+    assert unplaced == set()
+
+
+def test_runner_folders_import_no_other_framework():
+    assert cross_framework_imports(module_graph()) == []
 
 
 def test_no_runner_imports_another_runner():
@@ -166,3 +220,30 @@ def test_planted_imports_are_resolved(tmp_path):
     helper = imported_names("conformance.runners._helper", files["conformance.runners._helper"],
                             set(files))
     assert helper == [(1, "pandas")]
+
+
+def test_planted_upward_imports_are_found():
+    """Each rule of LAYERS on a planted violation: a lower layer importing a higher one."""
+    edges = [("conformance.case.loader", "conformance.runners.torch.mha"),
+             ("conformance.runners.torch.mha", "conformance.compare.verdict"),
+             ("conformance.compare.verdict", "conformance.run.evaluate"),
+             ("conformance.run.evaluate", "conformance.conventions.ledger"),
+             ("conformance.conventions.ledger", "conformance.report.base"),
+             ("conformance.report.base", "conformance.plugin.items"),
+             ("conformance.plugin.items", "conformance.cli.cases"),
+             ("conformance.oracle.reference", "conformance.runners"),
+             ("conformance.paths", "conformance.case.model")]
+    for low, high in edges:
+        assert len(upward_imports({low: {high}, high: set()})) == 1, (low, high)
+        assert upward_imports({high: {low}, low: set()}) == [], (high, low)
+    same = {"conformance.contract.probing": {"conformance.oracle.reference"}}
+    assert upward_imports(same) == []  # one layer: oracle, contract, convert
+
+
+def test_planted_cross_framework_import_is_found():
+    graph = {"conformance.runners.hf.bert": {"conformance.runners.torch.common"},
+             "conformance.runners.onnx.torch_export": {"conformance.runners.torch.common"},
+             "conformance.runners.torch.mha": {"conformance.runners.torch.common"}}
+    assert cross_framework_imports(graph) == [
+        "conformance.runners.hf.bert imports conformance.runners.torch.common "
+        "(another framework's folder)"]

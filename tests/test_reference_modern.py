@@ -9,7 +9,7 @@ import pytest
 
 from conformance.case.loader import CaseError, parse_case
 from conformance.oracle.canonical import case_data
-from conformance.oracle.formula import parameters
+from conformance.case.model import parameter_count as parameters
 from conformance.oracle.reference import attention
 
 

@@ -236,7 +236,7 @@ def test_the_ledger_summary_reads_conventions_json(tmp_path):
     (tmp_path / "conventions.json").write_text(json.dumps(ledger))
     md = report(tmp_path, [make_row("c", r) for r in runners], [FakeCase("c")], runners)
     summary = section(md, "Conventions (summary)")
-    assert "| mask_polarity | true_blocks |" in summary
+    assert "| mask_polarity | true_blocks(bool) |" in summary  # as conventions.md shows it
     assert "| mask_polarity | true_attends† |" in summary
 
 

@@ -117,3 +117,28 @@ def test_an_interrupted_session_still_writes_the_rows_so_far(session):
     assert res.ret == pytest.ExitCode.INTERRUPTED
     assert sorted(rows) == [("boom", "toy.numpy"), ("fine", "fault.interrupt"),
                             ("fine", "toy.numpy")]
+
+
+def test_a_row_that_cannot_be_built_from_the_case_is_a_bare_error_row(monkeypatch):
+    """When even the row's figures raise (a broken case), the item still has a row: the
+    reason names both faults, every figure keeps its default."""
+    from conformance.compare.verdict import Outcome
+    from conformance.run import evaluate as ev
+    from conformance.runners import load
+
+    from .helpers import make_case
+
+    def broken(case):
+        raise ArithmeticError("formula broke, on purpose")
+
+    class Raises(load(TOY).__class__):
+        def translate(self, case):
+            raise ValueError("translate broke, on purpose")
+
+    monkeypatch.setattr(ev, "formula_parameters", broken)
+    row = ev.evaluate(make_case(id="c"), Raises())
+    assert (row.case, row.runner, row.outcome) == ("c", "toy.numpy", Outcome.ERROR)
+    assert row.reason.startswith("translate raised ValueError: translate broke, on purpose; "
+                                 "building the row raised ArithmeticError: formula broke")
+    assert (row.parameters_formula, row.rtol, row.weight_shapes, row.dtype) == \
+        (0, 0.0, {}, "float32")

@@ -6,7 +6,8 @@ import json
 import pytest
 import yaml
 
-from conformance.case import loader, model as case_module
+from conformance.case import model as case_module
+from conformance.case.loader import CaseError, parse_case
 from conformance.paths import ROOT
 
 SCHEMA = json.loads((ROOT / "conformance" / "case" / "case.schema.json").read_text())
@@ -45,5 +46,5 @@ def test_schema_and_loader_refuse_the_same_hostile_values(bad):
     """The schema follows the loader on what issue #13 found accepted."""
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (dev extra)")
     assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(bad))
-    with pytest.raises(case_module.CaseError):
-        loader.parse_case(bad, "<schema test>")
+    with pytest.raises(CaseError):
+        parse_case(bad, "<schema test>")

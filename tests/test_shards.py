@@ -100,8 +100,11 @@ def test_merge_refuses_incomplete_or_foreign_folders(tmp_path):
     assert done.returncode == 1 and "shard.pickle" in done.stderr
 
 
+SECONDS = {"torch": 0.05, "keras": 0.3, "flax": 0.8, "hf": 0.15}  # as their classes declare
+
+
 def _runner(name, framework, key=None):
-    return SimpleNamespace(name=name, framework=framework,
+    return SimpleNamespace(name=name, framework=framework, seconds=SECONDS[framework],
                            worker=WorkerSpec(key, {}) if key else None)
 
 

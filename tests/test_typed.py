@@ -1,4 +1,4 @@
-"""Typed numbers in a system's own words (conformance/typed.py): the derivation
+"""Typed numbers in a system's own words (conformance/case/typed_numbers.py): the derivation
 per system, the loader's errors, and what the MATLAB Answers numbers mean in every
 system (the typed-numbers table, the report's first section)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from conformance.case.loader import CaseError, load_file, parse_case
 from conformance.runners import REGISTRY, load
-from conformance.case.typed_numbers import BY_KEY, NO_PARAMETERS, derive, meaning
+from conformance.case.typed_numbers import BY_KEY, derive, meaning
 
 MATLAB_4 = {"system": "matlab", "num_heads": 4, "num_key_channels": 784, "input_features": 3136}
 MATLAB_8 = {"system": "matlab", "num_heads": 8, "num_key_channels": 392, "input_features": 3136}
@@ -104,10 +104,57 @@ def test_what_4_x_784_means_in_every_system():
     assert {m.system: m.parameters for m in meaning(MATLAB_8)}["matlab"] == 4_921_560
 
 
-def test_every_registry_system_has_a_row():
-    systems = {load(t, p).system for t, p in REGISTRY}
-    covered = {s for v in BY_KEY.values() for s in v.systems} | set(NO_PARAMETERS)
-    assert systems <= covered, systems - covered
+def typed_declaration_problems(runners) -> list[str]:
+    """What is wrong with the runners' typed-number declarations: a `typed_system` that
+    names no vocabulary, a runner with neither it nor a `no_parameters_label`, and a
+    vocabulary no runner speaks."""
+    problems = [f"{r.name}: typed_system {r.typed_system!r} is not a vocabulary "
+                f"({sorted(BY_KEY)})" for r in runners
+                if r.typed_system and r.typed_system not in BY_KEY]
+    problems += [f"{r.name}: declares neither typed_system nor no_parameters_label"
+                 for r in runners if not (r.typed_system or r.no_parameters_label)]
+    spoken = {r.typed_system for r in runners}
+    problems += [f"vocabulary {k!r}: no runner declares it" for k in BY_KEY if k not in spoken]
+    return problems
+
+
+def test_every_registry_runner_has_a_typed_numbers_row():
+    """Each shipped runner class declares the vocabulary its users type in (or its
+    label, holding no parameters); every vocabulary is spoken by a runner."""
+    assert typed_declaration_problems([load(t, p) for t, p in REGISTRY]) == []
+
+
+def test_typed_declaration_check_rejects_planted_defects():
+    from .report_rows import stand_in
+
+    runners = [load(t, p) for t, p in REGISTRY]
+    runners.append(stand_in("bad.one", "bad", typed_system="klingon"))
+    runners.append(stand_in("bad.two", "bad"))
+    runners = [r for r in runners if r.typed_system != "hf.t5"]
+    assert typed_declaration_problems(runners) == [
+        "bad.one: typed_system 'klingon' is not a vocabulary (" + str(sorted(BY_KEY)) + ")",
+        "bad.two: declares neither typed_system nor no_parameters_label",
+        "vocabulary 'hf.t5': no runner declares it"]
+
+
+def test_the_schema_names_every_typed_system():
+    """case.schema.json's `typed` description lists the vocabularies, in their order."""
+    import json
+
+    from conformance.paths import ROOT
+
+    schema = json.loads((ROOT / "conformance" / "case" / "case.schema.json").read_text())
+    text = schema["$defs"]["case"]["properties"]["typed"]["description"]
+    assert f"With 'system' ({', '.join(BY_KEY)}) in" in text
+
+
+def test_no_parameter_rows_come_from_the_registry():
+    from conformance.report.typed import no_parameters_labels
+
+    assert no_parameters_labels() == ("torch SDPA", "ONNX Attention op",
+                                      "ORT contrib MultiHeadAttention")
+    rows = [m.system for m in meaning(MATLAB_4, no_parameters_labels())]
+    assert rows == [*BY_KEY, "torch SDPA", "ONNX Attention op", "ORT contrib MultiHeadAttention"]
 
 
 def test_the_report_opens_with_the_typed_numbers_table(tmp_path):
@@ -115,8 +162,10 @@ def test_the_report_opens_with_the_typed_numbers_table(tmp_path):
 
     from .report_rows import FakeCase, make_row, stand_in
 
-    runners = [stand_in("torch.mha", "torch", "torch.nn.MultiheadAttention", "ordinary"),
-               stand_in("matlab.selfAttentionLayer", "matlab", "matlab selfAttentionLayer")]
+    runners = [stand_in("torch.mha", "torch", "torch.nn.MultiheadAttention", "ordinary",
+                        typed_system="torch"),
+               stand_in("matlab.selfAttentionLayer", "matlab", "matlab selfAttentionLayer",
+                        typed_system="matlab")]
     rows = [make_row("m4", r, typed=MATLAB_4) for r in runners]
     rows += [make_row("free", r, typed={"num_heads": 4}) for r in runners]
     write_reports(rows, [FakeCase("m4"), FakeCase("free")], runners, tmp_path, "test")

@@ -291,6 +291,28 @@ class Case:
                 or m.attn_mask_matrix is not None or bool(m.masked_rows))
 
 
+def parameter_count(a: Attention) -> int:
+    """The analytic parameter count: projection weights and, with bias, their biases
+    (one formula for the loader's budget, typed numbers, the reference and reports)."""
+    h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
+    count = h * a.query_features * dk + hkv * (a.key_features * dk + a.value_features * dv)
+    count += h * dv * a.output_features
+    if a.bias:
+        count += h * dk + hkv * (dk + dv) + a.output_features
+    return count + modern_parameter_count(a)
+
+
+def modern_parameter_count(a: Attention) -> int:
+    """QK-norm scales (and LayerNorm biases) and attention sinks: per head widths d_k for
+    `per_head`, every head's d_k values for `all_heads`; one sink logit per head."""
+    count = a.num_heads if a.sinks else 0
+    if a.qk_norm is not None:
+        per = 2 if a.qk_norm.kind == "layer" else 1
+        count += per * (2 * a.qk_head_dim if a.qk_norm.scope == "per_head"
+                        else (a.num_heads + a.num_kv_heads) * a.qk_head_dim)
+    return count
+
+
 def sizes_counts(a: Attention, i: Inputs) -> dict[str, int]:
     """Element counts of a configuration, by arithmetic alone (nothing allocated).
 
@@ -301,10 +323,7 @@ def sizes_counts(a: Attention, i: Inputs) -> dict[str, int]:
     context and the output."""
     h, hkv, dk, dv = a.num_heads, a.num_kv_heads, a.qk_head_dim, a.v_head_dim
     b, t, s = i.batch, i.query_len, i.key_len
-    weights = h * a.query_features * dk + hkv * (a.key_features * dk + a.value_features * dv)
-    weights += h * dv * a.output_features
-    if a.bias:
-        weights += h * dk + hkv * (dk + dv) + a.output_features
+    weights = parameter_count(a)
     inputs = b * t * a.query_features
     if not i.self_attention:
         inputs += b * s * (a.key_features + a.value_features)

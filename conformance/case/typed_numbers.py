@@ -50,7 +50,6 @@ class Vocabulary:
     key: str  # the `system` value in a case, e.g. "matlab"
     ctor: str  # the constructor as its user writes it
     words: tuple[Word, ...]
-    systems: tuple[str, ...] = ()  # runner `system` descriptors it covers (runners/)
     positional: int = 0  # leading words written positionally (MATLAB)
     fixed: Mapping[str, Any] = field(default_factory=dict)  # canonical facts, e.g. bias
     source: str = ""  # where its words are documented
@@ -66,61 +65,50 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
         _w("num_heads", "num_heads", req=True), _w("num_key_channels", "qk_total", req=True),
         _w("num_value_channels", "v_total"), _w("output_size", "output_features"),
         _w("input_features", "query_features", req=True, arg=False)),
-        ("matlab selfAttentionLayer",), positional=2, fixed={"bias": True}, source=_MATLAB),
+        positional=2, fixed={"bias": True}, source=_MATLAB),
     Vocabulary("keras", "keras.layers.MultiHeadAttention", (
         _w("num_heads", "num_heads", req=True), _w("key_dim", "qk_head", req=True),
         _w("value_dim", "v_head"), _w("output_shape", "output_features"),
-        _w("use_bias", "bias"), _w("features", "query_features", req=True, arg=False)),
-        ("keras.layers.MultiHeadAttention",)),
+        _w("use_bias", "bias"), _w("features", "query_features", req=True, arg=False))),
     Vocabulary("keras.gqa", "keras.layers.GroupQueryAttention", (
         _w("head_dim", "qk_head", "v_head", req=True), _w("num_query_heads", "num_heads", req=True),
         _w("num_key_value_heads", "num_kv_heads", req=True), _w("use_bias", "bias"),
-        _w("features", "query_features", req=True, arg=False)),
-        ("keras.layers.GroupQueryAttention",)),
+        _w("features", "query_features", req=True, arg=False))),
     Vocabulary("torch", "torch.nn.MultiheadAttention", (
         _w("embed_dim", "query_features", req=True), _w("num_heads", "num_heads", req=True),
-        _w("kdim", "key_features"), _w("vdim", "value_features"), _w("bias", "bias")),
-        ("torch.nn.MultiheadAttention",)),
+        _w("kdim", "key_features"), _w("vdim", "value_features"), _w("bias", "bias"))),
     Vocabulary("flax", "flax.linen.MultiHeadDotProductAttention", (
         _w("num_heads", "num_heads", req=True), _w("qkv_features", "qk_total", "v_total"),
         _w("out_features", "output_features"), _w("use_bias", "bias"),
-        _w("features", "query_features", req=True, arg=False)),
-        ("flax.linen.MultiHeadDotProductAttention",)),
+        _w("features", "query_features", req=True, arg=False))),
     Vocabulary("flax.nnx", "flax.nnx.MultiHeadAttention", (
         _w("num_heads", "num_heads", req=True), _w("in_features", "query_features", req=True),
         _w("qkv_features", "qk_total", "v_total"), _w("out_features", "output_features"),
-        _w("use_bias", "bias")), ("flax.nnx.MultiHeadAttention",)),
+        _w("use_bias", "bias"))),
     Vocabulary("hf.bert", "BertConfig", (
         _w("hidden_size", "query_features", req=True),
-        _w("num_attention_heads", "num_heads", req=True)),
-        ("transformers.models.bert.modeling_bert.BertSelfAttention",), fixed={"bias": True}),
+        _w("num_attention_heads", "num_heads", req=True)), fixed={"bias": True}),
     Vocabulary("hf.gpt2", "GPT2Config", (
         _w("n_embd", "query_features", req=True), _w("n_head", "num_heads", req=True)),
-        ("transformers.models.gpt2.modeling_gpt2.GPT2Attention",), fixed={"bias": True}),
+        fixed={"bias": True}),
     Vocabulary("hf.marian", "MarianConfig", (
         _w("d_model", "query_features", req=True),
-        _w("encoder_attention_heads", "num_heads", req=True)),
-        ("transformers.models.marian.modeling_marian.MarianAttention",), fixed={"bias": True}),
+        _w("encoder_attention_heads", "num_heads", req=True)), fixed={"bias": True}),
     Vocabulary("hf.t5", "T5Config", (
         _w("d_model", "query_features", req=True), _w("num_heads", "num_heads", req=True),
-        _w("d_kv", "qk_head", "v_head", req=True)),
-        ("transformers.models.t5.modeling_t5.T5Attention",), fixed={"bias": False}),
+        _w("d_kv", "qk_head", "v_head", req=True)), fixed={"bias": False}),
     Vocabulary("hf.llama", "LlamaConfig", (
         _w("hidden_size", "query_features", req=True),
         _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
         _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias")),
-        ("transformers.models.llama.modeling_llama.LlamaAttention",), fixed={"bias": False}),
+        fixed={"bias": False}),
     Vocabulary("marian", "marian --type transformer", (
         _w("dim_emb", "query_features", req=True), _w("transformer_heads", "num_heads", req=True)),
-        ("marian transformer MultiHead (C++)",), fixed={"bias": True}, cli=True),
+        fixed={"bias": True}, cli=True),
 )
 BY_KEY = {v.key: v for v in VOCABULARIES}
-# Systems of the registry that hold no parameters: the caller passes projected q, k, v.
-NO_PARAMETERS = {
-    "torch.nn.functional.scaled_dot_product_attention": "torch SDPA",
-    "onnx Attention-23": "ONNX Attention op",
-    "onnxruntime com.microsoft.MultiHeadAttention": "ORT contrib MultiHeadAttention",
-}
+# Which runners speak a vocabulary is declared on the runner class (`typed_system`), as is
+# the row label of a system that holds no parameters (`no_parameters_label`).
 
 
 def _value(word: Word, value: Any) -> Any:
@@ -209,7 +197,7 @@ def call_text(typed: Mapping[str, Any]) -> str:
 class Meaning:
     """One system's reading of the typed numbers (a row of the typed-numbers table)."""
 
-    system: str  # a VOCABULARIES key, or a NO_PARAMETERS label
+    system: str  # a VOCABULARIES key, or the label of a system holding no parameters
     call: str  # the call its user writes with the same numbers (or the nearest)
     per_head: int | None  # qk width per head
     total: int | None  # qk width over all heads
@@ -219,11 +207,10 @@ class Meaning:
 
 
 def parameters_of(attention: Mapping[str, Any]) -> int:
-    """The analytic count (formula.py) of a canonical attention mapping."""
-    from conformance.case.model import Attention
-    from conformance.oracle.formula import parameters
+    """The analytic count (model.parameter_count) of a canonical attention mapping."""
+    from conformance.case.model import Attention, parameter_count
 
-    return parameters(Attention(**attention))
+    return parameter_count(Attention(**attention))
 
 
 def _spelled(vocab: Vocabulary, c: Mapping[str, Any], width: int | None,
@@ -283,15 +270,16 @@ def typed_width(typed: Mapping[str, Any]) -> int | None:
     return next((typed[n] for n in words if n in typed), None)
 
 
-def meaning(typed: Mapping[str, Any]) -> list[Meaning]:
+def meaning(typed: Mapping[str, Any], no_parameters: tuple[str, ...] = ()) -> list[Meaning]:
     """What the same typed numbers mean in every system (VOCABULARIES order, then the
-    systems holding no parameters): heads, the head-size number and the features,
+    systems labelled in `no_parameters`, which hold none: the report passes the
+    registry's `no_parameters_label`s): heads, the head-size number and the features,
     each written in that system's own words.  `typed` needs a `system`."""
     c = derive(typed)
     width = typed_width(typed)
     rows = [_reading(vocab, c, width) for vocab in VOCABULARIES]
     rows += [Meaning(label, "", None, None, None, "holds no parameters: the caller passes "
-                     "projected queries, keys and values") for label in NO_PARAMETERS.values()]
+                     "projected queries, keys and values") for label in no_parameters]
     return rows
 
 

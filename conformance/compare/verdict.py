@@ -87,8 +87,10 @@ class Verdict:
     nonfinite_input: str | None = None  # observed behaviour on extreme inputs (output)
 
 
-def _parameter_failures(case: Case, obs: Observation, formula: int,
-                        expected: int | None, runner: str) -> list[Failure]:
+def parameter_failures(case: Case, obs: Observation, formula: int,
+                       expected: int | None, runner: str) -> list[Failure]:
+    """The parameter count's failures: the formula against the case's pin, the system's
+    own count against the expected one (judge, and run/counting.py for counted rows)."""
     fails = []
     if case.expect.parameters is not None and formula != case.expect.parameters:
         fails.append(Failure(FailureKind.FORMULA, f"parameter formula gives {formula}, "
@@ -158,7 +160,7 @@ def judge(case: Case, runner: str, obs: Observation, exp: Expected, formula: int
           expected_parameters: int | None, declared: str | None) -> Verdict:
     """Compare one observation with the reference and the case's declarations."""
     tol = tolerance_for(case)
-    fails = _parameter_failures(case, obs, formula, expected_parameters, runner)
+    fails = parameter_failures(case, obs, formula, expected_parameters, runner)
     extreme = nonfinite_applies(case)
     where = ~exp.fully_masked[:, :, None]
     out = agree(exp.output, obs.output, tol,

@@ -13,7 +13,8 @@ import numpy as np
 
 from conformance.contract.axes import NA
 from conformance.contract.runner import Convention
-from conformance.contract.probing import closest, output_with, probe_mask, refusal
+from conformance.contract.probing import (
+    closest, distances, nearest, output_with, probe_mask, refusal)
 
 Forward = Callable[[np.ndarray | None], np.ndarray]
 NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)
@@ -32,15 +33,14 @@ def mask_polarity(case, fwd: Forward, what: str, **doc) -> Convention:
     out, refused = _try("attn_mask_polarity", fwd, m, what)
     if refused:
         return refused
-    cell = closest("attn_mask_polarity", out, {"true_attends": output_with(case, m),
-                                                "true_blocks": output_with(case, ~m)}, what, **doc)
-    return _neither(cell, out, case)
+    d = distances(out, {"true_attends": output_with(case, m), "true_blocks": output_with(case, ~m)})
+    return _neither(nearest("attn_mask_polarity", d, what, **doc), min(d.values()), out, case)
 
 
-def _neither(cell: Convention, out: np.ndarray, case) -> Convention:
-    """Neither reading within NEAR: the mask was not read as a mask (the eager HF path
-    adds a boolean mask to the scores as 0/1); say how far an unmasked run is."""
-    best = min(float(x.split()[-1]) for x in cell.evidence.split(": ")[-1].split("; "))
+def _neither(cell: Convention, best: float, out: np.ndarray, case) -> Convention:
+    """Neither reading within NEAR of the output (`best`: the least distance): the mask
+    was not read as a mask (the eager HF path adds a boolean mask to the scores as
+    0/1); say how far an unmasked run is."""
     if best < NEAR:
         return cell
     free = np.max(np.abs(out - output_with(case, None)))

@@ -79,7 +79,11 @@ def distances(observed: np.ndarray, candidates: dict[str, np.ndarray]) -> dict[s
 def closest(axis: str, observed: np.ndarray, candidates: dict[str, np.ndarray], what: str,
             **documented) -> Convention:
     """The candidate the observation matches, with every distance as evidence."""
-    d = distances(observed, candidates)
+    return nearest(axis, distances(observed, candidates), what, **documented)
+
+
+def nearest(axis: str, d: dict[str, float], what: str, **documented) -> Convention:
+    """The reading at the least distance `d` (distances()), every distance as evidence."""
     word = min(d, key=d.get)
     figures = "; ".join(f"{k} {v:.1e}" for k, v in d.items())
     return Convention(axis, word, f"{what}: max |output - oracle| under each reading: "

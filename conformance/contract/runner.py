@@ -122,6 +122,12 @@ class Runner:
     # asking for another is not expressible.  Every runner takes mask.fill: one that takes
     # only boolean masks ignores it, one that takes a float mask must use that fill.
     features: frozenset[str] = frozenset({"fill"})
+    # What the rest of the suite reads from the class, so that a new runner is its module,
+    # a registry line and its expectations file (tests/test_toy_runner.py):
+    description: str = ""  # one line for the README's runner table (what runs)
+    seconds: float = 0.2  # expected seconds per item, to deal out shards before any timing
+    typed_system: str = ""  # the `typed.system` its users type in (case/typed_numbers.py)
+    no_parameters_label: str = ""  # holds no parameters: its typed-numbers row label
     target: str = ""  # "module:Class", filled in by the registry
     params: Mapping[str, Any] = {}  # the constructor parameters, filled in by __init__
 
@@ -156,6 +162,12 @@ class Runner:
         from conformance.case.model import sizes_counts
 
         return Count(sizes_counts(case.attention, case.inputs)["weights"])
+
+    def probe_cells(self) -> list[Convention]:
+        """The cells of this framework's probe module (runners/<framework>/probes.py) for
+        this runner: the runner module overrides it, because the probes build on the
+        framework helper, which therefore cannot import them.  `conventions` calls it."""
+        return []
 
     def conventions(self) -> list[Convention]:
         """Probe runs that settle convention axes for this system (axes.py), each

@@ -186,10 +186,11 @@ def from_linear(state: Mapping[str, Any], names: LinearNames, num_heads: int,
 # -- the einsum family: per-head kernels ---------------------------------------------
 
 def to_einsum(w: CanonicalWeights, prefixes: tuple[str, str, str, str],
-              what: str) -> dict[str, np.ndarray]:
-    """Canonical -> {'<p>/kernel', '<p>/bias'}: q/k/v kernels (E_in, H, d)."""
+              what: str, grouped: bool = False) -> dict[str, np.ndarray]:
+    """Canonical -> {'<p>/kernel', '<p>/bias'}: q/k/v kernels (E_in, H, d) (k, v with the
+    key/value heads: `grouped` accepts fewer than the query heads)."""
     d = dims_of(w)
-    kv_heads_or(d.heads, d.kv_heads, what)
+    kv_heads_or(d.heads, d.kv_heads, what, grouped)
     out: dict[str, np.ndarray] = {}
     for p, wk, bk in zip(prefixes, ("wq", "wk", "wv", "wo"), ("bq", "bk", "bv", "bo")):
         kernel = getattr(w, wk)

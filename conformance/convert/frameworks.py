@@ -93,11 +93,12 @@ def from_torch(state: Mapping[str, Any], num_heads: int,
     return from_linear(lin, _TORCH_SEPARATE, num_heads, num_heads, TORCH)
 
 
-def to_keras(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+def to_keras(weights: CanonicalWeights, grouped: bool = False) -> dict[str, np.ndarray]:
     """Canonical -> keras.layers.MultiHeadAttention variables keyed by path suffix:
     'query/kernel' (E_q, H, d_k), 'query/bias' (H, d_k), ..., 'attention_output/
-    kernel' (H, d_v, E_o), 'attention_output/bias' (E_o,)."""
-    return to_einsum(weights, KERAS_PREFIXES, "keras MultiHeadAttention")
+    kernel' (H, d_v, E_o), 'attention_output/bias' (E_o,).  `grouped`: also
+    GroupQueryAttention's (key/value kernels (E, H_kv, d))."""
+    return to_einsum(weights, KERAS_PREFIXES, "keras MultiHeadAttention", grouped)
 
 
 def from_keras(state: Mapping[str, Any], num_heads: int | None = None,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from conformance.case.loader import Case
-from conformance.oracle.formula import parameters
+from conformance.case.model import parameter_count
 from conformance.oracle import positional
 from conformance.oracle.canonical import CaseData, case_data, positions
 
@@ -131,4 +131,4 @@ def _biased(case: Case, scores: np.ndarray) -> np.ndarray:
 
 def formula_parameters(case: Case) -> int:
     """Analytic count: the projections' weights and, with bias, their biases."""
-    return parameters(case.attention)
+    return parameter_count(case.attention)

@@ -18,8 +18,8 @@ arrives, not at collection (every xdist worker collects every item).
 --shard I/N keeps the groups assigned to shard I: groups are dealt out by
 expected cost (longest first, each to the least loaded shard), the cost of a
 group being its items times its runners' seconds per item (the last
-reports/results.json's metadata "seconds per item by runner", else
-DEFAULT_SECONDS by framework) plus WORKER_START for a worker group.  Items that
+reports/results.json's metadata "seconds per item by runner", else the runner
+class's own `seconds`) plus WORKER_START for a worker group.  Items that
 are not matrix or conventions items (tests/) run in shard 1.  shards.py writes
 and merges the shards' results.
 """
@@ -36,9 +36,6 @@ import pytest
 from conformance.paths import REPORTS_DIR
 
 SECONDS_KEY = "seconds per item by runner"  # results.json metadata (a CPU figure)
-DEFAULT_SECONDS = {"torch": 0.05, "matlab": 0.02, "hf": 0.15, "onnx": 0.4, "keras": 0.3,
-                   "flax": 0.8}  # per item, where no results.json says better
-OTHER_SECONDS = 0.2
 WORKER_START = 6.0  # a worker subprocess: start-up and framework imports
 _SWITCHED = ("load", "loadscope", "loadfile", "worksteal")
 
@@ -129,7 +126,7 @@ def weights(results: Path = REPORTS_DIR / "results.json") -> dict[str, float]:
 def group_costs(runners, case_count: int, measured: dict[str, float]) -> dict[str, float]:
     costs: dict[str, float] = {}
     for r in runners:
-        per_item = measured.get(r.name, DEFAULT_SECONDS.get(r.framework, OTHER_SECONDS))
+        per_item = measured.get(r.name, r.seconds)
         key = group_of(r)
         start = WORKER_START if r.worker and key not in costs else 0.0
         costs[key] = costs.get(key, 0.0) + per_item * case_count + start

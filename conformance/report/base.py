@@ -23,7 +23,8 @@ METADATA_END = "<!-- run-metadata: end -->"
 FLOATS = ("max_abs_error", "max_rel_error", "weights_max_abs_error", "weights_max_rel_error")
 DESCRIPTORS = ("system", "path", "backend")
 FAMILIES = ("torch", "keras", "onnx")  # then "others"
-MAX_COLUMNS = 8  # data columns of one table
+MAX_COLUMNS = 8  # data columns of one table (systems of one conventions table)
+WORD_LIMIT = 28  # characters of a free-text ledger value shown in a table
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -67,6 +68,20 @@ def csv_text(text):
 def family(framework: str) -> str:
     """A runner's framework family: torch, keras, onnx, or others."""
     return framework if framework in FAMILIES else "others"
+
+
+def ledger_word(value: str) -> str:
+    """What a table shows of a ledger value (conventions.md and the summary in index.md):
+    the value (a vocabulary word), or for a free-text value its head: 'in_proj_weight
+    (3E, E) out x in' -> 'in_proj_weight(3E,E)', '4E^2 + 4E (+ 2E LayerNorm)' -> '4E^2 +
+    4E', at most WORD_LIMIT characters.  The evidence has it all.  Not escaped."""
+    m = re.match(r"^(\S+) \(([^)]*)\)", value)
+    if m:
+        shown = f"{m[1]}({m[2].replace(' ', '')})"
+    else:
+        cut = value.find(" (")
+        shown = value[:cut] if cut > 0 else value
+    return shown if len(shown) <= WORD_LIMIT else shown[:WORD_LIMIT - 1] + "…"
 
 
 def chunks(names: list[str], limit: int) -> list[list[str]]:

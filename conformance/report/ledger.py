@@ -9,43 +9,23 @@ system's documentation), then the evidence of every cell, axis by axis.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from conformance.conventions.ledger import NOT_PROBED, Ledger, LedgerCell
+from conformance.report.base import FAMILIES, MAX_COLUMNS, chunks, family, ledger_word, plain
 
-MAX_COLUMNS = 8  # systems per table (plus the axis column)
-WORD_LIMIT = 28  # characters of a free-text value shown in a table
-FAMILIES = ("torch", "keras", "onnx")  # then "others"
 LEDGER_FILES = ("conventions.json", "conventions.md")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def escape(text: str) -> str:
     """One Markdown table cell or list line: no pipes, newlines or control characters."""
-    text = _CONTROL.sub("", str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-                        .replace("\t", " "))
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+    return plain(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
 
 
 def word(cell: LedgerCell) -> str:
-    """What a table shows: the value (a vocabulary word), or for a free-text value its
-    head: 'in_proj_weight (3E, E) out x in' -> 'in_proj_weight(3E,E)', '4E^2 + 4E (+ 2E
-    LayerNorm)' -> '4E^2 + 4E', at most WORD_LIMIT characters.  The evidence has it all."""
-    value = cell.value
-    m = re.match(r"^(\S+) \(([^)]*)\)", value)
-    if m:
-        shown = f"{m[1]}({m[2].replace(' ', '')})"
-    else:
-        cut = value.find(" (")
-        shown = value[:cut] if cut > 0 else value
-    if len(shown) > WORD_LIMIT:
-        shown = shown[:WORD_LIMIT - 1] + "…"
-    return escape(shown) + ("†" if cell.contradicts_documentation else "")
-
-
-def family(framework: str) -> str:
-    return framework if framework in FAMILIES else "others"
+    """A cell as a table shows it (base.ledger_word), "†" where it contradicts the
+    system's documentation."""
+    return escape(ledger_word(cell.value)) + ("†" if cell.contradicts_documentation else "")
 
 
 def tables(ledger: Ledger) -> list[tuple[str, list]]:
@@ -54,11 +34,9 @@ def tables(ledger: Ledger) -> list[tuple[str, list]]:
     out = []
     for fam in FAMILIES + ("others",):
         systems = [s for s in ledger.systems if family(s.framework) == fam]
-        count = -(-len(systems) // MAX_COLUMNS)  # tables needed; columns spread evenly
-        chunks = [systems[n * len(systems) // count:(n + 1) * len(systems) // count]
-                  for n in range(count)]
-        for n, chunk in enumerate(chunks, 1):
-            out.append((fam if len(chunks) == 1 else f"{fam} ({n} of {len(chunks)})", chunk))
+        parts = chunks(systems, MAX_COLUMNS) if systems else []
+        for n, chunk in enumerate(parts, 1):
+            out.append((fam if len(parts) == 1 else f"{fam} ({n} of {len(parts)})", chunk))
     return out
 
 

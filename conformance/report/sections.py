@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Callable
 
 from conformance.compare.verdict import FailureKind, Outcome
-from conformance.report.base import Section, family_groups, fmt, pivot, split_section
+from conformance.report.base import (
+    Section, family_groups, fmt, ledger_word, pivot, split_section)
 from conformance.report.keras import section_keras_backends
 from conformance.report.onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
 from conformance.report.typed import section_typed_numbers  # first of ANSWERS (report/typed.py)
 
 _PARAMETER_FAILURES = (FailureKind.PARAMETERS, FailureKind.FORMULA)
-WORD_LIMIT = 24  # characters of a ledger value in the summary
 
 
 def _failed(r, kinds) -> bool:
@@ -55,12 +55,6 @@ def _known(frame):
 KNOWN_MISMATCH = "known mismatch"  # the Outcomes column of declared failures
 
 
-def _ledger_word(value: str) -> str:
-    cut = value.find(" (")
-    shown = value[:cut] if cut > 0 else value
-    return shown if len(shown) <= WORD_LIMIT else shown[:WORD_LIMIT - 1] + "…"
-
-
 def section_ledger_summary(frame, cases, runners):
     """One word per (axis, system) from reports/conventions.json, by family."""
     import types
@@ -73,7 +67,7 @@ def section_ledger_summary(frame, cases, runners):
     systems = [types.SimpleNamespace(name=s["id"], framework=s.get("framework", ""))
                for s in data.get("systems", [])]
     axes = [a["id"] for a in data.get("axes", [])]
-    cells = {(c["system"], c["axis"]): _ledger_word(str(c["value"]))
+    cells = {(c["system"], c["axis"]): ledger_word(str(c["value"]))
              + ("†" if c.get("contradicts_documentation") else "") for c in data["cells"]}
     parts = tuple((label, pd.DataFrame({n: [cells.get((n, a), "") for a in axes]
                                         for n in names}, index=pd.Index(axes, name="axis")))

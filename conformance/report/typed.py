@@ -1,19 +1,19 @@
 """The typed-numbers section: what the numbers a user typed mean in every system.
 
-For each case whose `typed` names a system (conformance/typed.py), one table:
+For each case whose `typed` names a system (conformance/case/typed_numbers.py), one table:
 per system, the call its user writes with the same numbers, the per-head and
 total key width, the parameter count of that reading (the analytic formula),
 the system's refusal where it has no word for a number, and the call that
 builds the typed layer itself.  Under it, where the numbers act on the MATLAB
 Answers network's 3136 features, the whole network's learnables per system
-(conformance/network.py).  Cases with free typed numbers (no system) show
+(conformance/report/digit_network.py).  Cases with free typed numbers (no system) show
 them beside the analytic count.  Everything is arithmetic on the case file:
 the section is deterministic and needs no framework.
 """
 from __future__ import annotations
 
 from conformance.report.digit_network import totals
-from conformance.case.typed_numbers import BY_KEY, NO_PARAMETERS, call_text, meaning
+from conformance.case.typed_numbers import BY_KEY, call_text, meaning
 from conformance.report.base import Section
 
 INTRO = ("What the numbers a user typed mean in each system: the call a user of that system "
@@ -30,14 +30,23 @@ def _n(value) -> str:
     return "" if value is None else f"{value:,}"
 
 
+def no_parameters_labels() -> tuple[str, ...]:
+    """The typed-numbers rows of the registry's systems that hold no parameters, from
+    each runner class's `no_parameters_label` (registry order, once each)."""
+    from conformance.runners import all_runners
+
+    return tuple(dict.fromkeys(r.no_parameters_label for r in all_runners()
+                               if r.no_parameters_label))
+
+
 def _runner_names(runners) -> dict[str, str]:
-    """System key (or label) -> the run's runner names of that system."""
-    by_system: dict[str, list[str]] = {}
+    """System key (or label) -> the run's runner names that speak it (each runner
+    class declares its `typed_system` or `no_parameters_label`)."""
+    names: dict[str, list[str]] = {}
     for r in runners:
-        by_system.setdefault(getattr(r, "system", ""), []).append(r.name)
-    names = {v.key: [n for s in v.systems for n in by_system.get(s, [])]
-             for v in BY_KEY.values()}
-    names.update({label: by_system.get(s, []) for s, label in NO_PARAMETERS.items()})
+        for key in (getattr(r, "typed_system", ""), getattr(r, "no_parameters_label", "")):
+            if key:
+                names.setdefault(key, []).append(r.name)
     return {k: ", ".join(v) for k, v in names.items()}
 
 
@@ -46,7 +55,7 @@ def meaning_table(typed, runners=()):
     import pandas as pd
 
     names = _runner_names(runners)
-    rows = meaning(typed)
+    rows = meaning(typed, no_parameters_labels())
     return pd.DataFrame({
         "same numbers typed there": [m.call for m in rows],
         "per head": [_n(m.per_head) for m in rows],

@@ -18,7 +18,7 @@ from conformance.case.loader import Budget, Case, element_counts
 from conformance.case.model import ACTIVATION_ENV, WEIGHT_ENV
 from conformance.contract.runner import Count, Observation, Runner
 from conformance.oracle.reference import formula_parameters
-from conformance.compare.verdict import Outcome, Verdict, _parameter_failures
+from conformance.compare.verdict import Outcome, Verdict, parameter_failures
 
 OPTION = "--max-elements"
 _BUDGET: Budget | None = None  # set by the plugin from --max-elements
@@ -69,8 +69,8 @@ def counted(case: Case, runner: Runner, skipped: str) -> tuple[Observation, Verd
                       executed=not count.method.startswith("formula"),
                       extras={"count_method": count.method})
     formula = formula_parameters(case)
-    fails = _parameter_failures(case, obs, formula,
-                                case.expect.parameters_by_runner.get(runner.name), runner.name)
+    fails = parameter_failures(case, obs, formula,
+                               case.expect.parameters_by_runner.get(runner.name), runner.name)
     reason = f"count only ({count.method}); {skipped}"
     if fails:
         outcome, reason = Outcome.MISMATCH, "; ".join([f.message for f in fails] + [reason])

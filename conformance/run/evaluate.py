@@ -26,36 +26,37 @@ from conformance.run.workers import prefetch as queue_in_worker
 
 @dataclass(frozen=True)
 class Row:
-    """One line of the scoreboard."""
+    """One line of the scoreboard.  Built by `_row` from what an item produced; a field
+    nothing settled keeps its default (a row of an item that never ran has no figures)."""
 
     case: str
     runner: str
     framework: str
     outcome: Outcome
     reason: str  # why skipped / not expressible / failed, in words
-    dtype: str
-    native_call: str  # what a user of the system would type ("" when not translated)
-    executed: bool  # the system really ran (False for documented models)
-    parameters: int | None  # the system's own count
-    parameters_formula: int  # analytic count (reference.formula_parameters)
-    parameters_expected: int | None  # what this runner must report
-    projection_parameters: int | None  # for systems holding none (SDPA)
-    max_abs_error: float | None  # output vs reference
-    max_rel_error: float | None
-    weights_max_abs_error: float | None  # per-head attention weights vs reference
-    weights_max_rel_error: float | None
-    rtol: float
-    atol: float
-    weights_returned: str
-    fully_masked_row: str | None  # observed behaviour (output)
-    fully_masked_row_weights: str | None  # observed behaviour (returned weights)
-    fully_masked_row_declared: str | None
-    weight_shapes: dict[str, list[int]]
-    notes: tuple[str, ...]
-    extras: dict[str, Any]
-    typed: dict[str, Any]
-    failures: tuple[Failure, ...]  # each failed check, typed
-    known_mismatch: str  # the case's declared reason this runner mismatches
+    dtype: str = ""
+    native_call: str = ""  # what a user of the system would type ("" when not translated)
+    executed: bool = False  # the system really ran (False for documented models)
+    parameters: int | None = None  # the system's own count
+    parameters_formula: int = 0  # analytic count (reference.formula_parameters)
+    parameters_expected: int | None = None  # what this runner must report
+    projection_parameters: int | None = None  # for systems holding none (SDPA)
+    max_abs_error: float | None = None  # output vs reference
+    max_rel_error: float | None = None
+    weights_max_abs_error: float | None = None  # per-head attention weights vs reference
+    weights_max_rel_error: float | None = None
+    rtol: float = 0.0
+    atol: float = 0.0
+    weights_returned: str = ""
+    fully_masked_row: str | None = None  # observed behaviour (output)
+    fully_masked_row_weights: str | None = None  # observed behaviour (returned weights)
+    fully_masked_row_declared: str | None = None
+    weight_shapes: dict[str, list[int]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    extras: dict[str, Any] = field(default_factory=dict)
+    typed: dict[str, Any] = field(default_factory=dict)
+    failures: tuple[Failure, ...] = ()  # each failed check, typed
+    known_mismatch: str = ""  # the case's declared reason this runner mismatches
     # typed data for report sections; not written to the results files as such
     graphs: dict[str, dict] = field(default_factory=dict)  # ONNX graph accounting
     output_digest: dict | None = None  # compact output record (cross-backend tables)
@@ -271,15 +272,9 @@ def _trace(exc: BaseException) -> str:
 
 
 def _bare_row(case: Case, runner: Runner, reason: str, call: str) -> Row:
-    return Row(case=case.id, runner=runner.name, framework=runner.framework,
-               outcome=Outcome.ERROR, reason=reason, dtype=str(case.inputs.dtype),
-               native_call=call, executed=False, parameters=None, parameters_formula=0,
-               parameters_expected=None, projection_parameters=None, max_abs_error=None,
-               max_rel_error=None, weights_max_abs_error=None, weights_max_rel_error=None,
-               rtol=0.0, atol=0.0, weights_returned="", fully_masked_row=None,
-               fully_masked_row_weights=None, fully_masked_row_declared=None,
-               weight_shapes={}, notes=(), extras={}, typed={}, failures=(),
-               known_mismatch="")
+    """An error row with nothing read from the case beyond its id and dtype."""
+    return Row(case.id, runner.name, runner.framework, Outcome.ERROR, reason,
+               dtype=str(case.inputs.dtype), native_call=call)
 
 
 def failure_message(case: Case, row: Row, nodeid: str) -> str:

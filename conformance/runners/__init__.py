@@ -3,8 +3,10 @@
 A runner module holds one system (contract.py says what a runner is); runners
 that differ only by a backend or a flag are one class with parameters, so a
 backend is a registry line, not a subclass.  Runner modules import the
-contract, the case and data layers and their framework's helper module
-(`_torch.py`, `_keras.py`, `_onnx.py`), never another runner module.
+contract, the case, oracle and convert layers and their framework folder's
+helper (`<framework>/common.py`), never another runner module.  What the rest of
+the suite needs to know of a runner (its README line, its seconds per item, its
+typed-number system) is declared on its class (contract/runner.py).
 """
 from __future__ import annotations
 
@@ -76,3 +78,13 @@ def all_runners() -> list[Runner]:
 
 def runner_names() -> list[str]:
     return [r.name for r in all_runners()]
+
+
+def runner_table() -> str:
+    """The README's runner table, from the registry: one row per `description`, naming
+    its runners in registry order (tests/test_toy_runner.py checks the README holds it)."""
+    rows: dict[str, list[str]] = {}
+    for r in all_runners():
+        rows.setdefault(r.description, []).append(f"`{r.name}`")
+    return "\n".join(["| runner | what runs |", "|---|---|"]
+                     + [f"| {', '.join(names)} | {text} |" for text, names in rows.items()])

@@ -8,7 +8,8 @@ note every row carries:
     class MarianCppModel(DocumentedModel, limitation=limitation, call=marian_options,
                          cells=documented_conventions, note=MODEL_NOTE): ...
 
-A model's framework (its pytest marker) is the first word of its name.
+A model's framework (its pytest marker) and its typed-numbers vocabulary are the first
+word of its name.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from conformance.contract.runner import Convention, NotExpressible, Observation,
 
 class DocumentedModel(Runner):
     requires = ()  # a model in NumPy: runs everywhere
+    seconds = 0.02
 
     def __init_subclass__(cls, *, limitation: Callable, call: Callable,
                           cells: Callable[[], list[Convention]], note: str, **kw):
@@ -29,6 +31,7 @@ class DocumentedModel(Runner):
                                                   staticmethod(cells))
         cls.note = note
         cls.framework = cls.framework or cls.name.split(".")[0]
+        cls.typed_system = cls.typed_system or cls.framework  # its vocabulary: matlab, marian
 
     def translate(self, case):
         reason = self._limitation(case)

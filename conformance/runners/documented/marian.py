@@ -258,3 +258,9 @@ class MarianCppModel(DocumentedModel, limitation=limitation, call=marian_options
             output=out, weights_returned="none",
             extras={"mask_polarity": "sentence lengths (1 = word, 0 = padding)",
                     "sources": sorted({url(n) for n in (84, 94, 216, 249, 319)})})
+
+    description = (  # its line of the README's runner table
+        "a **documented model** of C++ Marian's transformer attention (`src/models/"
+        "transformer.h`, cited line by line in `conformance/runners/documented/marian.py`): "
+        "its options, its weight layout and its algorithm in NumPy; reports mark its rows "
+        "\"(model)\"")

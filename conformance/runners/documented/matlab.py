@@ -216,3 +216,13 @@ class MatlabSelfAttentionModel(DocumentedModel, limitation=limitation, call=matl
             extras={"mask_polarity": "padding mask: 1 = data, 0 = padding",
                     "sources": [SELF_ATTENTION, MATLAB_ANSWERS, HOW_IT_WORKS, ATTENTION_LAYER,
                                 ATTENTION_FUNCTION, EXTRACTDATA]})
+
+    description = (  # its line of the README's runner table
+        "a **documented model**, not an execution (MATLAB cannot run here): the call a MATLAB "
+        "user types, the weights in MATLAB's layout (`QueryWeights` NumKeyChannels x "
+        "InputSize, heads as contiguous channel blocks) and the documented algorithm in "
+        "NumPy. It checks translation, layout and parameter accounting, not MATLAB's "
+        "arithmetic; reports mark its rows \"(model)\". Every convention cites its MathWorks "
+        "page in `conformance/runners/documented/matlab.py`, and what no page documents "
+        "(padding at query positions, custom masks, fully masked rows) is left not "
+        "expressible with that reason")

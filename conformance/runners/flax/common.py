@@ -20,7 +20,7 @@ dropout path, only the factor changes.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -192,6 +192,7 @@ class FlaxRunner(Runner):
     jitted function of one configuration and the parameter shapes."""
 
     framework = "flax"
+    seconds = 0.8
     backend = "jax"
     requires = ("jax", "flax")
     sets_scale = True  # through attention_fn (module docstring)
@@ -203,8 +204,6 @@ class FlaxRunner(Runner):
     base_fn = ""  # the default attention_fn as typed
     call_suffix = ""  # the call's arguments after the constructor keywords
     sizes: SizeFacts
-    # _flax_probes.flax_cells, set by each runner module (the probes import this module)
-    probe_cells: Callable[[str], list[Convention]]
 
     def kwargs(self, case) -> dict:
         return kwargs_for(case)
@@ -269,7 +268,7 @@ class FlaxRunner(Runner):
         def call(case, **kw):
             return to_numpy(self.apply(case, self.translate(case).plan, case_data(case), **kw)[0])
         f = self.sizes
-        return common_cells(self, call, self.api) + self.probe_cells(self.api) + [
+        return common_cells(self, call, self.api) + self.probe_cells() + [
             Convention("size_arguments", "total_over_heads", f.size, "total_over_heads",
                        DOCS + f.page),
             Convention("parameter_formula", f.formula, f.counted),

@@ -17,13 +17,18 @@ class FlaxLinen(_flax.FlaxRunner):
     name = "flax.linen"
     system = api = "flax.linen.MultiHeadDotProductAttention"
     short = "MultiHeadDotProductAttention"
+    typed_system = "flax"
+    description = ("`flax.linen.MultiHeadDotProductAttention` (`qkv_features` = total over "
+                   "heads)")
     base_fn = "nn.dot_product_attention"
-    probe_cells = staticmethod(flax_cells)
     sizes = _flax.SizeFacts(
         "qkv_features=8, num_heads=2: query/kernel (8, 2, 4), head dim 8 // 2",
         "flax.linen/layers.html",
         "(E_q + E_k + E_v) F + F E_o (+ 3F + E_o), F = qkv_features",
         "sum of the param tree's sizes", "query/kernel (E, H, d) in x heads x dim (DenseGeneral)")
+
+    def probe_cells(self):
+        return flax_cells(self.api)
 
     def make(self, plan, dt, dropout, deterministic):
         import jax

@@ -15,10 +15,11 @@ class FlaxNnx(_flax.FlaxRunner):
     name = "flax.nnx"
     system = api = "flax.nnx.MultiHeadAttention"
     short = "nnx.MultiHeadAttention"
+    typed_system = "flax.nnx"
+    description = "`flax.nnx.MultiHeadAttention` (`qkv_features` = total over heads)"
     gqa = kv_one_width = True
     base_fn = "nnx.dot_product_attention"
     call_suffix = ", decode=False, rngs=..."
-    probe_cells = staticmethod(flax_cells)
     sizes = _flax.SizeFacts(
         "qkv_features=8, num_heads=2: query.kernel (8, 2, 4)", "flax.nnx/nn/attention.html",
         "(E_q + 2 E_kv) F + F E_o (+ 3F + E_o), F = qkv_features",
@@ -42,6 +43,9 @@ class FlaxNnx(_flax.FlaxRunner):
         return nnx.MultiHeadAttention(**_flax.constructor(plan, nnx.dot_product_attention),
                                       dtype=dt, param_dtype=dt, dropout_rate=dropout,
                                       decode=False, rngs=nnx.Rngs(0))
+
+    def probe_cells(self):
+        return flax_cells(self.api)
 
     def make(self, plan, dt, dropout, deterministic):
         """The layer built, loaded and called inside one jitted function (its random

@@ -15,17 +15,21 @@ F.scaled_dot_product_attention, which reads a boolean mask as True = attend).
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import DOCS, SOURCE, HFRunner, Refusals, SizeFacts
-from conformance.runners.hf.probes import hf_cells
+from conformance.runners.hf.common import DOCS, SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
 
 BERT_SOURCE = SOURCE + "bert/modeling_bert.py"
 
 
-class HFBert(HFRunner):
+class HFBert(ProbedHFRunner):
     name = "hf.bert"
     system = "transformers.models.bert.modeling_bert.BertSelfAttention"
     path = "self-attention + output.dense"
     backend = "eager"
+    typed_system = "hf.bert"
+    description = ("HuggingFace `BertSelfAttention` + `BertSelfOutput.dense` (LayerNorm "
+                   "counted apart), eager and sdpa attention implementations, built from a "
+                   "config object")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -78,8 +82,6 @@ class HFBert(HFRunner):
                       "query, key, value and output.dense are nn.Linear: (out, in)",
                       "4E^2 + 4E (+ 2E LayerNorm in BertAttention)", "probe E=8: {n} counted",
                       DOCS + "bert")
-    probe_cells = staticmethod(hf_cells)
-
     def size_evidence(self, case, module, shape):
         from transformers import BertConfig
         from transformers.models.bert.modeling_bert import BertSelfAttention

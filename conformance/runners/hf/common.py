@@ -11,7 +11,7 @@ functions only.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -139,12 +139,11 @@ class HFRunner(Runner):
     the config call, the module, its native state and the forward call."""
 
     framework = "hf"
+    seconds = 0.15
     requires = ("torch", "transformers")
     attn_implementation = "eager"
     probe_attention: dict = {}  # probe_case overrides (T5: no bias)
     probe_scale: float | None = None  # the module's fixed scale when not 1/sqrt(d) (T5: 1.0)
-    # _hf_probes.hf_cells, set by each runner module (the probes import this module)
-    probe_cells: Callable[[HFRunner], list[Convention]]
 
     refusals: Refusals  # what the system cannot express beyond the shapes
     linear_names: tuple[str, ...] = ()  # the q, k, v and output nn.Linear modules
@@ -329,7 +328,7 @@ class HFRunner(Runner):
         softcap = no_such_argument("softcap", SOFTCAP_NAMES, f"{cls.__name__} and "
                                    f"{config.__name__}", cls.__init__, cls.forward,
                                    config.__init__)
-        return cells + self.probe_cells(self) + [softcap]
+        return cells + self.probe_cells() + [softcap]
 
     def unbatched_cell(self, case) -> Convention:
         torch = import_torch()

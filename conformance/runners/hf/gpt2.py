@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.runners.hf.common import SOURCE, HFRunner, Refusals, SizeFacts
-from conformance.runners.hf.probes import hf_cells
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
 
 GPT2_SOURCE = SOURCE + "gpt2/modeling_gpt2.py"
 
@@ -28,10 +28,12 @@ def in_out(w: np.ndarray) -> np.ndarray:
     return w.transpose(1, 0, 2).reshape(w.shape[1], -1)
 
 
-class HFGpt2(HFRunner):
+class HFGpt2(ProbedHFRunner):
     name = "hf.gpt2"
     system = "transformers.models.gpt2.modeling_gpt2.GPT2Attention"
     backend = "eager"
+    typed_system = "hf.gpt2"
+    description = "`GPT2Attention` (fused Conv1D `c_attn`, causal)"
 
     refusals = Refusals(
         "GPT2Attention(is_cross_attention=True) takes one encoder_hidden_states",
@@ -74,8 +76,6 @@ class HFGpt2(HFRunner):
                       "in x out (Conv1D), [W_q | W_k | W_v]",
                       "Conv1D computes x @ weight + bias: (in, out), the transpose of "
                       "nn.Linear; q, k, v fused along the columns", "4E^2 + 4E")
-    probe_cells = staticmethod(hf_cells)
-
     def size_evidence(self, case, module, shape):
         return (f"GPT2Config(n_embd=8, n_head=2): head_dim {module.head_dim}, c_attn.weight "
                 f"{shape}; no head-size field")

@@ -12,17 +12,19 @@ the additive (B, 1, T, S) mask; None = every key).
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, HFRunner, Refusals, SizeFacts
-from conformance.runners.hf.probes import hf_cells
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
 
 LLAMA_SOURCE = SOURCE + "llama/modeling_llama.py"
 
 
-class HFLlama(HFRunner):
+class HFLlama(ProbedHFRunner):
     name = "hf.llama"
     system = "transformers.models.llama.modeling_llama.LlamaAttention"
     path = "rotary neutralised (cos=1, sin=0)"
     backend = "eager"
+    typed_system = "hf.llama"
+    description = "`LlamaAttention` (`head_dim`, grouped-query, rotary neutralised)"
 
     refusals = Refusals("LlamaAttention is self-attention only (hidden_states)", gqa=True,
                         scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
@@ -61,8 +63,6 @@ class HFLlama(HFRunner):
                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
                       "(H + H_kv) d E x 2 (+ (H + 2 H_kv) d + E biases)",
                       "probe E=8, H=2, d=4, bias: {n}")
-    probe_cells = staticmethod(hf_cells)
-
     def size_evidence(self, case, module, shape):
         return (f"LlamaConfig(hidden_size=8, num_attention_heads=2, head_dim={module.head_dim}): "
                 f"q_proj.weight {shape}; head_dim any value")

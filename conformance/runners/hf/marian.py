@@ -9,16 +9,18 @@ the constructor's `bias=` is reached by no MarianConfig field.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, HFRunner, Refusals, SizeFacts
-from conformance.runners.hf.probes import hf_cells
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
 
 MARIAN_SOURCE = SOURCE + "marian/modeling_marian.py"
 
 
-class HFMarian(HFRunner):
+class HFMarian(ProbedHFRunner):
     name = "hf.marian"
     system = "transformers.models.marian.modeling_marian.MarianAttention"
     backend = "eager"
+    typed_system = "hf.marian"
+    description = "`MarianAttention` (HuggingFace's port of Marian)"
 
     linear_names = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -48,8 +50,6 @@ class HFMarian(HFRunner):
     sizes = SizeFacts("derived_from_width", f"{MARIAN_SOURCE}#L136", "q_proj.weight",
                       "out x in (nn.Linear)",
                       "q_proj, k_proj, v_proj, out_proj are nn.Linear: (out, in)", "4E^2 + 4E")
-    probe_cells = staticmethod(hf_cells)
-
     def size_evidence(self, case, module, shape):
         return (f"MarianAttention(embed_dim=8, num_heads=2): head_dim {module.head_dim}, "
                 f"q_proj.weight {shape}; no head-size argument")

@@ -18,7 +18,7 @@ from conformance.contract.probing import (
 from conformance.oracle.reference import attention
 from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
-from conformance.runners.hf.common import hf_mask, import_torch
+from conformance.runners.hf.common import HFRunner, hf_mask, import_torch
 
 NEAR = _ledger.NEAR
 
@@ -182,3 +182,11 @@ def implicit_mask(runner) -> Convention:
 def hf_cells(runner) -> list[Convention]:
     return [key_padding(runner), fully_masked(runner), weights_dropout(runner), causal(runner),
             scale_precision(runner), mixed_dtype(runner), implicit_mask(runner)]
+
+
+class ProbedHFRunner(HFRunner):
+    """An HFRunner whose `probe_cells` are this module's (the base class lives in
+    common.py, which these probes build on, so the runner modules derive from this)."""
+
+    def probe_cells(self):
+        return hf_cells(self)

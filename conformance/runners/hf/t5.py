@@ -11,17 +11,19 @@ a zero position_bias.  Masks: T5's eager path adds the 4-D mask to the scores.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, HFRunner, Refusals, SizeFacts
-from conformance.runners.hf.probes import hf_cells
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
 
 T5_SOURCE = SOURCE + "t5/modeling_t5.py"
 
 
-class HFT5(HFRunner):
+class HFT5(ProbedHFRunner):
     name = "hf.t5"
     system = "transformers.models.t5.modeling_t5.T5Attention"
     path = "has_relative_attention_bias=False"
     backend = "eager"
+    typed_system = "hf.t5"
+    description = "`T5Attention` (`d_kv` per head, no scale)"
     probe_attention = {"bias": False}
     probe_scale = 1.0
     sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
@@ -62,8 +64,6 @@ class HFT5(HFRunner):
                       "out x in (nn.Linear, bias=False)",
                       "q, k, v, o are nn.Linear without bias: (out, in)", "4 H d_kv E (no biases)",
                       "probe E=8, H=2, d_kv=4: {n}")
-    probe_cells = staticmethod(hf_cells)
-
     def size_evidence(self, case, module, shape):
         return (f"T5Config(d_model=8, num_heads=2, d_kv={case.attention.qk_head_dim}): "
                 f"q.weight {shape}: d_kv is per head, any value")

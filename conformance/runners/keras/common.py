@@ -13,6 +13,7 @@ import numpy as np
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation, WorkerSpec)
 from conformance.paths import cache_root
+from conformance.convert.frameworks import to_keras
 from conformance.oracle.canonical import round_to_dtype
 
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module
@@ -102,18 +103,6 @@ def explicit_mask(inputs) -> np.ndarray | None:
     return inputs.non_causal
 
 
-def canonical_variables(weights) -> dict[str, np.ndarray]:
-    """Canonical arrays in Keras layout, keyed by the variable path suffix."""
-    def ehd(w):  # (H, E_in, d) -> EinsumDense kernel (E_in, H, d)
-        return np.ascontiguousarray(w.transpose(1, 0, 2))
-
-    named = {"query/kernel": ehd(weights.wq), "key/kernel": ehd(weights.wk),
-             "value/kernel": ehd(weights.wv), "attention_output/kernel": weights.wo,
-             "query/bias": weights.bq, "key/bias": weights.bk, "value/bias": weights.bv,
-             "attention_output/bias": weights.bo}
-    return {k: v for k, v in named.items() if v is not None}
-
-
 def storage_dtype(keras, x) -> str:
     """The dtype the backend really holds (a Variable may declare another)."""
     return str(keras.ops.convert_to_numpy(x).dtype)
@@ -160,7 +149,7 @@ def load_weights(keras, layer, weights, dtype: str) -> list[str]:
     backend really stores) is a runner failure, raised as an error.  Returns
     notes about variables stored in another dtype than declared.
     """
-    want = canonical_variables(weights)
+    want = to_keras(weights, grouped=True)  # the layout's one definition (convert/)
     notes, seen = [], set()
     for var in layer.weights:
         suffix = "/".join(var.path.split("/")[-2:])
@@ -353,12 +342,10 @@ class KerasLayerRunner(Runner):
 
     framework = "keras"
     backend = "tensorflow"
+    seconds = 0.3
     scores = False  # True: return_attention_scores=True (einsum + Softmax path)
     layer_cls = ""  # the keras.layers class, e.g. "MultiHeadAttention"
     layer_name = ""  # the layer's name (its variable paths start with it)
-    # the probe cells of a layer runner (_keras_probes.layer_cells), set by the runner
-    # modules: the probes build on this module's helpers, so it does not import them
-    probe_cells = None
 
     def __init__(self, **params):
         super().__init__(**params)

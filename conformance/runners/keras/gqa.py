@@ -45,9 +45,13 @@ class KerasGQA(KerasLayerRunner):
     """keras.layers.GroupQueryAttention on one backend (`backend`), default call."""
 
     system = "keras.layers.GroupQueryAttention"
+    description = "`keras.layers.GroupQueryAttention`"
+    typed_system = "keras.gqa"
     path = "fused"  # return_attention_scores=False
     layer_cls, layer_name = "GroupQueryAttention", "gqa"
-    probe_cells = layer_cells
+
+    def probe_cells(self):
+        return layer_cells(self)
 
     def default_name(self) -> str:
         return f"keras.gqa.{self.backend}"

@@ -43,12 +43,19 @@ class KerasMHA(KerasLayerRunner):
     return_attention_scores=True (einsum + masked Softmax)."""
 
     system = "keras.layers.MultiHeadAttention"
+    typed_system = "keras"
     layer_cls, layer_name = "MultiHeadAttention", "mha"
-    probe_cells = layer_cells
+
+    def probe_cells(self):
+        return layer_cells(self)
 
     def __init__(self, **params):
         super().__init__(**params)
         self.path = "scores" if self.scores else "fused"
+        self.description = (
+            "the same with `return_attention_scores=True` (another code path)" if self.scores
+            else "`keras.layers.MultiHeadAttention` on each Keras backend, default call (on JAX "
+            "compiled with `jax.jit`, as `model.predict` runs it)")
 
     def default_name(self) -> str:
         return f"keras.{self.backend}" + (".scores" if self.scores else "")

@@ -224,6 +224,10 @@ class OnnxAttentionOp(Runner):
     framework = "onnx"
     system = f"onnx Attention-{OPSET}"
     path = "graph"
+    description = ("a graph around the ONNX `Attention` operator (opset 23) in onnxruntime "
+                   "and in `onnx.reference`")
+    seconds = 0.4
+    no_parameters_label = "ONNX Attention op"
     engine = "ort"
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
 

@@ -100,6 +100,10 @@ class OnnxContribMHA(Runner):
     path = "graph"
     backend = "onnxruntime"
     requires = ("onnx", "onnxruntime")
+    description = ("onnxruntime's contrib `com.microsoft.MultiHeadAttention` (projections "
+                   "around it; key padding adds -10000)")
+    seconds = 0.4
+    no_parameters_label = "ORT contrib MultiHeadAttention"
 
     def translate(self, case):
         a = case.attention

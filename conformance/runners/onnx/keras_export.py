@@ -86,6 +86,9 @@ class OnnxKerasExport(Runner):
     backend = "onnxruntime"
     requires = ("keras", "tensorflow", "onnx", "onnxruntime", "tf2onnx")
     extras = "keras,onnx"
+    description = "Keras `MultiHeadAttention` converted by tf2onnx, run in onnxruntime"
+    seconds = 0.4
+    typed_system = "keras"
     worker = worker_spec("tensorflow")  # the keras.tensorflow rows' worker
 
     def available(self):

@@ -91,6 +91,8 @@ class OnnxTorchExport(Runner):
     system = "torch.nn.MultiheadAttention"
     path = "exported graph"
     backend = "onnxruntime"
+    seconds = 0.4
+    typed_system = "torch"
     dynamo = True
     opset: int | None = None  # None: the exporter's default opset
 
@@ -99,6 +101,10 @@ class OnnxTorchExport(Runner):
         if "name" not in params:
             self.name = "onnx.torch-export" + ("" if self.dynamo else "-legacy") + (
                 f".opset{self.opset}" if self.opset else "")
+        self.description = (
+            "the dynamo export at the opset its name gives, where it emits the ONNX "
+            "`Attention` operator" if self.opset else "the `torch.mha` module exported (dynamo / "
+            "TorchScript exporter), run in onnxruntime")
         # the TorchScript exporter needs no onnxscript
         self.requires = ("torch", "onnx", "onnxruntime") + (("onnxscript",) if self.dynamo
                                                              else ())

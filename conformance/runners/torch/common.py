@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import NotExpressible, Translation
+from conformance.convert.frameworks import to_torch
 from conformance.oracle.canonical import combine_masks
 
 
@@ -64,21 +65,8 @@ def build_mha(torch, case, translation: Translation, weights):
     dt = torch_dtype(torch, case.inputs.dtype)
     # Built in the case dtype, so float64 weights are never rounded through float32.
     mha = torch.nn.MultiheadAttention(**translation.plan, dtype=dt)
-    h = case.attention.num_heads
-
-    def out_in(w):  # (H, E_in, d) -> (H*d, E_in): head h owns rows h*d:(h+1)*d
-        return w.transpose(0, 2, 1).reshape(-1, w.shape[1])
-
-    q, k, v = out_in(weights.wq), out_in(weights.wk), out_in(weights.wv)
-    state = {"out_proj.weight": weights.wo.reshape(h * case.attention.v_head_dim, -1).T}
-    if mha._qkv_same_embed_dim:
-        state["in_proj_weight"] = np.concatenate([q, k, v])
-    else:
-        state.update(q_proj_weight=q, k_proj_weight=k, v_proj_weight=v)
-    if case.attention.bias:
-        state["in_proj_bias"] = np.concatenate([weights.bq.ravel(), weights.bk.ravel(),
-                                                weights.bv.ravel()])
-        state["out_proj.bias"] = weights.bo
+    # the layout's one definition (convert/): packed in_proj_weight exactly when torch packs
+    state = to_torch(weights, packed=mha._qkv_same_embed_dim)
     mha.load_state_dict({n: torch.tensor(a, dtype=dt) for n, a in state.items()}, strict=True)
     shapes = {n: tuple(p.shape) for n, p in mha.named_parameters()}
     return mha.eval(), shapes

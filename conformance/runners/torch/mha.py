@@ -29,12 +29,17 @@ class TorchMHA(Runner):
     system = "torch.nn.MultiheadAttention"
     path = "ordinary"
     requires = ("torch",)
+    description = "`torch.nn.MultiheadAttention`, ordinary path, per-head weights"
+    seconds = 0.05
+    typed_system = "torch"
     need_weights = True  # False: torch.mha.no-weights, forward(..., need_weights=False)
 
     def __init__(self, **params):
         super().__init__(**params)
         if "name" not in params and not self.need_weights:
             self.name, self.path = "torch.mha.no-weights", "ordinary, need_weights=False"
+            self.description = ("the same module called with `need_weights=False` (another "
+                                "code path: a fully masked row gives `out_proj.bias`, not NaN)")
 
     def translate(self, case):
         t = mha_translation(case)
@@ -108,6 +113,7 @@ class TorchMHAFastPath(TorchMHA):
 
     name = "torch.mha.fastpath"
     path = "fast path"
+    description = "the same module in its inference fast path (and whether it engaged)"
 
     def translate(self, case):
         t = mha_translation(case)

@@ -64,6 +64,10 @@ class TorchSDPA(Runner):
     framework = "torch"
     system = "torch.nn.functional.scaled_dot_product_attention"
     requires = ("torch",)
+    description = ("`F.scaled_dot_product_attention` with explicit projections (GQA, any "
+                   "head size)")
+    seconds = 0.05
+    no_parameters_label = "torch SDPA"
     sets_scale = True  # scale= (default 1/sqrt(E), E = the last dim of q)
 
     def translate(self, case):
