@@ -83,6 +83,75 @@ AXES: tuple[Axis, ...] = (
          "applied: the system's softcap setting caps the scores before the softmax (ONNX "
          "Attention softcap); ignored: set, but the output is uncapped; not_applicable: the "
          "system has no such setting"),
+    # today's attention, part 1 (#19): rotary embeddings, grouped heads, QK-norm, ALiBi
+    Axis("rope_style", "Rotary embedding pairing",
+         ("half_split", "interleaved", "choosable", NA),
+         "half_split: dimensions (i, i + r/2) rotate together (GPT-NeoX, HF Llama); "
+         "interleaved: (2i, 2i + 1) (RoFormer, Meta Llama, GPT-J); choosable: an argument "
+         "picks either (the evidence names it)"),
+    Axis("rope_partial", "Partial rotary (rotary_dim < head dim)", ("supported", REFUSED, NA),
+         "whether only the first rotary_dim dimensions of a head can rotate"),
+    Axis("kv_head_mapping", "Grouped-query head mapping",
+         ("grouped", "tiled", REFUSED, NA),
+         "grouped: query head h reads kv head h // (H / H_kv) (repeat_interleave, HF "
+         "repeat_kv); tiled: h % H_kv (tile); observed with distinct per-kv-head weights"),
+    Axis("qk_norm_scope", "QK-norm scope", ("per_head", "all_heads", "choosable", NA),
+         "per_head: each head's d_k values normalised apart (Qwen3, Gemma3); all_heads: the "
+         "whole projection at once (OLMo2)"),
+    Axis("alibi_slopes", "ALiBi slopes", ("paper", "other", NA),
+         "paper: the ALiBi paper's slopes, with its rule for a head count that is not a power "
+         "of two; other: other slopes (the evidence shows them)"),
+    # today's attention, part 2 (#20): caches, windows, softcap order, sinks, mask fills
+    Axis("cache_causal_alignment", "Causal alignment of a cached decode step",
+         ("lower_right", "upper_left", "full", NA),
+         "what a one-position step with a KV cache attends: lower_right = every cached key and "
+         "itself (a correct decode); upper_left = the causal diagonal not shifted (key 0 "
+         "only); full = no causal mask"),
+    Axis("cache_layout", "KV-cache layout", None,
+         "past key/value shape and order (BNSH or BSNH), one tensor or two, preallocated or "
+         "growing"),
+    Axis("window_width", "Sliding-window argument", ("w_keys", "w_plus_1_keys", "2w_plus_1_keys",
+                                                     "left_right", NA),
+         "what the system's own window number w means, in keys a query sees: w, w + 1 (w "
+         "before and itself), 2w + 1 (w on each side), or separate left/right numbers"),
+    Axis("softcap_order", "Softcap order against mask and bias",
+         ("before_mask", "after_mask", NA),
+         "whether the softcap applies to the scores before the mask and bias are added, or "
+         "after"),
+    Axis("sinks", "Attention sinks (a per-head logit in the softmax denominator)",
+         ("applied", "ignored", NA), "whether the system's sink logits join the softmax"),
+    Axis("mask_fill", "Fill of masked logits", ("-inf", "finfo_min", "-1e9", "-1e4", "other", NA),
+         "what the system writes into masked scores before the softmax (-1e4 includes "
+         "onnxruntime's -10000); other: the evidence shows the number"),
+    Axis("masked_kv_nonfinite", "NaN or Inf in a masked-out key or value",
+         ("propagates", "contained", NA),
+         "whether a non-finite value at a key position no query may attend reaches the output"),
 )
+# The argument names that would give a system each part of today's attention: a system
+# whose signatures take none of them gets `not_applicable` read from the signatures
+# (probing.feature_cells); one that takes any of them needs a probe.
+FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "softcap": ("softcap", "soft_cap", "logit_softcapping", "attn_logit_softcapping",
+                "logit_cap"),
+    "rope_style": ("rope", "rotary", "rotary_emb", "rotary_dim", "rotary_pct",
+                   "rotary_embedding_dim", "position_embeddings", "rope_theta", "do_rotary",
+                   "cos_cache", "sin_cache", "rope_parameters"),
+    "rope_partial": ("rotary_dim", "rotary_pct", "partial_rotary_factor",
+                     "rotary_embedding_dim"),
+    "kv_head_mapping": ("num_kv_heads", "num_key_value_heads", "kv_num_heads", "enable_gqa",
+                        "num_key_value_groups", "num_query_heads"),
+    "qk_norm_scope": ("qk_norm", "q_norm", "k_norm", "use_qk_norm", "normalize_qk",
+                      "query_norm", "key_norm", "qk_layernorm"),
+    "alibi_slopes": ("alibi", "alibi_slopes", "alibi_bias_max", "position_bias"),
+    "cache_causal_alignment": ("past_key_value", "past_key_values", "past_key", "layer_past",
+                               "cache", "kv_cache", "cache_position", "use_cache", "decode"),
+    "cache_layout": ("past_key_value", "past_key_values", "past_key", "layer_past", "cache",
+                     "kv_cache", "cache_position", "use_cache", "decode"),
+    "window_width": ("window", "sliding_window", "window_size", "local_window_size",
+                     "attention_window"),
+    "softcap_order": ("softcap", "soft_cap", "logit_softcapping", "attn_logit_softcapping",
+                      "logit_cap"),
+    "sinks": ("sinks", "sink", "attention_sinks", "s_aux", "head_sink"),
+}
 AXIS_IDS = tuple(a.id for a in AXES)
 BY_ID = {a.id: a for a in AXES}

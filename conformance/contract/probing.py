@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.case.loader import Case, parse_case
+from conformance.contract.axes import FEATURE_ARGUMENTS
 from conformance.contract.runner import Convention
 from conformance.oracle.reference import attention
 from conformance.oracle.canonical import CaseData, case_data, causal_mask
@@ -97,14 +98,13 @@ def refusal(axis: str, exc: BaseException, what: str, value: str = "refused",
     return Convention(axis, value, f"{what}: {text[:300]}", **documented)
 
 
-SOFTCAP_NAMES = ("softcap", "soft_cap", "logit_softcapping", "attn_logit_softcapping", "logit_cap")
+SOFTCAP_NAMES = FEATURE_ARGUMENTS["softcap"]
 
 
-def no_such_argument(axis: str, names: tuple[str, ...], what: str, *callables) -> Convention:
-    """axes.NA for a system whose API takes none of `names`: read from the signatures
-    of the callables it is driven through (introspection of the installed version,
-    so an upgrade that adds the argument shows up).  A callable whose signature
-    cannot be read is named as such."""
+def signature_names(*callables) -> tuple[list[str], list[str]]:
+    """The parameter names of `callables` (introspection of the installed version, so an
+    upgrade that adds an argument shows up), and the callables whose signature cannot
+    be read.  A builtin is read from its docstring's signature."""
     import inspect
 
     seen, unreadable = [], []
@@ -119,10 +119,45 @@ def no_such_argument(axis: str, names: tuple[str, ...], what: str, *callables) -
             seen += params
             if not params:
                 unreadable.append(getattr(fn, "__qualname__", repr(fn)))
+    return seen, unreadable
+
+
+def absent_among(axis: str, names: tuple[str, ...], what: str, seen: list[str],
+                 source: str = "parameters") -> Convention:
+    """axes.NA when none of `names` is among the names `seen` (a signature's parameters,
+    an operator schema's attributes and inputs); `not_probed` naming the ones found."""
     found = sorted(set(names) & set(seen))
     if found:
         return Convention(axis, "not_probed", f"{what} takes {found}: a probe is needed")
-    text = f"{what}: no argument among {list(names)}; parameters: {', '.join(dict.fromkeys(seen))}"
-    if unreadable:
-        text += f" (signature not readable: {', '.join(unreadable)})"
-    return Convention(axis, "not_applicable", text)
+    return Convention(axis, "not_applicable", f"{what}: no argument among {list(names)}; "
+                      f"{source}: {', '.join(dict.fromkeys(seen))}")
+
+
+def no_such_argument(axis: str, names: tuple[str, ...], what: str, *callables) -> Convention:
+    """axes.NA for a system whose API takes none of `names`: read from the signatures
+    of the callables it is driven through.  A callable whose signature cannot be read
+    is named as such."""
+    seen, unreadable = signature_names(*callables)
+    cell = absent_among(axis, names, what, seen)
+    if unreadable and cell.value == "not_applicable":
+        cell = replace(cell, evidence=f"{cell.evidence} (signature not readable: "
+                       f"{', '.join(unreadable)})")
+    return cell
+
+
+def feature_cells(what: str, *callables, skip: tuple[str, ...] = ()) -> list[Convention]:
+    """One cell per axis of axes.FEATURE_ARGUMENTS (softcap, rotary embeddings, grouped
+    heads, QK-norm, ALiBi, caches, windows, sinks), read from the signatures of the
+    callables a system is driven through: `not_applicable` where it takes none of the
+    axis's argument names, `not_probed` (a probe is needed) where it takes one.  Axes a
+    runner probes itself are in `skip`."""
+    return [no_such_argument(axis, names, what, *callables)
+            for axis, names in FEATURE_ARGUMENTS.items() if axis not in skip]
+
+
+def feature_cells_from_names(what: str, seen: list[str], source: str,
+                             skip: tuple[str, ...] = ()) -> list[Convention]:
+    """feature_cells for a system described by names rather than a Python signature (an
+    ONNX operator schema's attributes and inputs, a documented option list)."""
+    return [absent_among(axis, names, what, seen, source)
+            for axis, names in FEATURE_ARGUMENTS.items() if axis not in skip]

@@ -148,6 +148,16 @@ UNDOCUMENTED_AXES = {  # axis -> what no cited page states
     "scale_precision": "precision of the scale in a double layer",
     "dropout": "switch that turns DropoutProbability on (only the option is listed)",
     "mixed_dtype": "behaviour for double input into a single layer",
+    # today's attention: none of the cited pages names such an option
+    "rope_style": "rotary position embeddings", "rope_partial": "partial rotary embeddings",
+    "kv_head_mapping": "grouped key/value heads (NumHeads applies to queries, keys and "
+                       "values alike)",
+    "qk_norm_scope": "a normalisation of queries and keys", "alibi_slopes": "an ALiBi bias",
+    "cache_causal_alignment": "a key/value cache for step-by-step decoding",
+    "cache_layout": "a key/value cache", "window_width": "a sliding-window mask",
+    "softcap_order": "a softcap", "sinks": "attention sinks",
+    "mask_fill": "the value masked scores are filled with",
+    "masked_kv_nonfinite": "what a non-finite masked-out key or value does",
 }
 
 

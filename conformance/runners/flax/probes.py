@@ -135,16 +135,17 @@ def implicit_mask(api: str) -> Convention:
                       f"argument: with mask=None, {d:.1e} from the unmasked oracle")
 
 
-def softcap(api: str) -> Convention:
-    """Read from the installed layer's fields and call signature."""
+def features(api: str) -> list[Convention]:
+    """softcap and today's attention, read from the installed layer's fields and call
+    signature (probing.feature_cells)."""
     from flax import linen, nnx
 
-    from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+    from conformance.contract.probing import feature_cells
 
     cls = linen.MultiHeadDotProductAttention if "linen" in api else nnx.MultiHeadAttention
-    return no_such_argument("softcap", SOFTCAP_NAMES, api, cls.__init__, cls.__call__)
+    return feature_cells(api, cls.__init__, cls.__call__)
 
 
 def flax_cells(api: str) -> list[Convention]:
     return [key_padding(api), weights_dropout(api), causal(api), scale_precision(api),
-            mixed_dtype(api), implicit_mask(api), softcap(api)]
+            mixed_dtype(api), implicit_mask(api), *features(api)]

@@ -319,16 +319,15 @@ class HFRunner(Runner):
                   _ledger.float_mask(case, fwd, f"0/-1e9 float {m}"),
                   _ledger.softmax_scale(case, fwd, what), self.dropout_cell(case),
                   self.weights_cell(case)]
-        from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+        from conformance.contract.probing import feature_cells
 
         module, _ = self.probe_module(case)
         if hasattr(module, "values"):  # a ModuleDict of parts (BERT): the attention is first
             module = next(iter(module.values()))
         cls, config = type(module), type(getattr(module, "config", None) or module)
-        softcap = no_such_argument("softcap", SOFTCAP_NAMES, f"{cls.__name__} and "
-                                   f"{config.__name__}", cls.__init__, cls.forward,
-                                   config.__init__)
-        return cells + self.probe_cells() + [softcap]
+        features = feature_cells(f"{cls.__name__} and {config.__name__}", cls.__init__,
+                                 cls.forward, config.__init__)
+        return cells + self.probe_cells() + features
 
     def unbatched_cell(self, case) -> Convention:
         torch = import_torch()

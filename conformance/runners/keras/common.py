@@ -372,8 +372,8 @@ class KerasLayerRunner(Runner):
         """Probes of this layer and path on this worker's backend (_keras_probes.py)."""
         import keras
 
-        from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+        from conformance.contract.probing import feature_cells
 
         cls = getattr(keras.layers, self.layer_cls)
-        return self.probe_cells() + [no_such_argument(
-            "softcap", SOFTCAP_NAMES, f"keras.layers.{self.layer_cls}", cls.__init__, cls.call)]
+        return self.probe_cells() + feature_cells(
+            f"keras.layers.{self.layer_cls}", cls.__init__, cls.call)

@@ -22,10 +22,16 @@ import numpy as np
 from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+from conformance.contract.probing import feature_cells_from_names
 from conformance.contract.runner import to_numpy
 from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session
 
 FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
+# The op's attributes and inputs, as onnxruntime's docs/ContribOperators.md lists them
+# (com.microsoft.MultiHeadAttention): the names the ledger's feature axes look for.
+CONTRIB_MHA_NAMES = ["num_heads", "mask_filter_value", "scale", "unidirectional", "query", "key",
+                     "value", "bias", "key_padding_mask", "attention_bias", "past_key",
+                     "past_value", "past_sequence_length", "cache_indirection"]
 ELEM = {"float32": 1, "float16": 10, "float64": 11, "bfloat16": 16}  # TensorProto codes
 
 
@@ -171,10 +177,10 @@ class OnnxContribMHA(Runner):
               "unbatched_input": "inputs are 3-D (B, L, H*d) by the op's schema",
               "mixed_dtype": "a graph has one element type per tensor; ORT checks types at load",
               "scale_precision": "no float64 kernel (the dtype-float64 row quotes ORT)",
-              "dropout": "an inference op: no dropout",
-              "softcap": "com.microsoft.MultiHeadAttention has no softcap attribute (its "
-              "attributes: num_heads, mask_filter_value, scale, unidirectional)"}
+              "dropout": "an inference op: no dropout"}
         cells += [Convention(a, NA, e) for a, e in na.items()]
+        cells += feature_cells_from_names("com.microsoft.MultiHeadAttention", CONTRIB_MHA_NAMES,
+                                          "attributes and inputs (ContribOperators.md)")
         cells += [Convention("size_arguments", "given_tensors", "Q/K/V are projected tensors "
                              "(B, L, H*d) with num_heads; the op splits heads"),
                   Convention("argument_order", "query_key_value", "inputs query, key, value"),

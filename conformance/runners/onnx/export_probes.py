@@ -16,7 +16,7 @@ import numpy as np
 from conformance.contract.axes import NA
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
-    causal_candidates, closest, output_with, probe_case, probe_mask)
+    causal_candidates, closest, feature_cells, output_with, probe_case, probe_mask)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.onnx.common import short
@@ -222,5 +222,6 @@ def export_cells(runner, wrap) -> list[Convention]:
                    documented="derived_from_width", documented_source=MHA_DOC),
         Convention("implicit_mask", "none", f"{e.what}: ONNX graph inputs are plain tensors; "
                    "masks reach the graph only as the key_padding_mask / attn_mask inputs"),
-        Convention("softcap", NA, "nn.MultiheadAttention has no softcap argument (the opset-23 "
-                   "export writes Attention(softcap=0.0))")]
+        *feature_cells("nn.MultiheadAttention (the exported module; the opset-23 export "
+                       "writes Attention(softcap=0.0))", e.torch.nn.MultiheadAttention.__init__,
+                       e.torch.nn.MultiheadAttention.forward)]

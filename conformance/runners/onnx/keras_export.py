@@ -117,13 +117,12 @@ class OnnxKerasExport(Runner):
         """Probe graphs exported and run like the rows' (_keras_onnx_probes.py)."""
         import keras
 
-        from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+        from conformance.contract.probing import feature_cells
         from conformance.runners.onnx.keras_export_probes import onnx_cells
 
         mha = keras.layers.MultiHeadAttention
-        return onnx_cells(_versions()) + [no_such_argument(
-            "softcap", SOFTCAP_NAMES, "keras.layers.MultiHeadAttention (exported)",
-            mha.__init__, mha.call)]
+        return onnx_cells(_versions()) + feature_cells(
+            "keras.layers.MultiHeadAttention (exported)", mha.__init__, mha.call)
 
     def run(self, case, translation, data):
         import keras

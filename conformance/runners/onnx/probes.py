@@ -23,7 +23,8 @@ import numpy as np
 from conformance.contract.axes import NA, REFUSED
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
-    causal_candidates, closest, distances, output_with, probe_case, probe_mask)
+    causal_candidates, closest, distances, feature_cells_from_names, output_with, probe_case,
+    probe_mask)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.onnx.common import short
@@ -230,5 +231,16 @@ def attention_op_cells(engine: str, build, execute) -> list[Convention]:
         Convention("weights_dropout", NA, "Attention-23 has no dropout", **OP_DOC),
         Convention("implicit_mask", "none", "ONNX graph inputs are plain tensors: no mask "
                    "travels with them")]
-    return cells
+    return cells + attention_schema_features()
+
+
+def attention_schema_features() -> list[Convention]:
+    """The feature axes read from the installed ONNX Attention-23 schema's attributes and
+    inputs (onnx.defs); softcap is probed above."""
+    import onnx.defs
+
+    schema = onnx.defs.get_schema("Attention", 23, "")
+    names = list(schema.attributes) + [i.name for i in schema.inputs]
+    return feature_cells_from_names("ONNX Attention-23 (onnx.defs schema)", names,
+                                    "attributes and inputs", skip=("softcap",))
 

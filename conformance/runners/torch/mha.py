@@ -19,7 +19,7 @@ from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
 from conformance.runners.torch.common import (
     build_mha, fast_call, import_torch, mha_translation, tensors, torch_masks)
-from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+from conformance.contract.probing import feature_cells
 from conformance.runners.torch.mha_probes import mha_conventions
 
 
@@ -58,9 +58,9 @@ class TorchMHA(Runner):
         torch = import_torch()
         mha = torch.nn.MultiheadAttention
         return mha_conventions(torch, "fast" if self.path == "fast path" else "ordinary",
-                               self.need_weights) + [no_such_argument(
-                                   "softcap", SOFTCAP_NAMES, "torch.nn.MultiheadAttention",
-                                   mha.__init__, mha.forward)]
+                               self.need_weights) + feature_cells(
+                                   "torch.nn.MultiheadAttention",
+                                   mha.__init__, mha.forward)
 
     def run(self, case, translation, data):
         torch = import_torch()

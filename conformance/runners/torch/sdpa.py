@@ -16,7 +16,7 @@ from typing import Literal
 
 from conformance.contract.runner import Count, Observation, Runner, Translation, to_numpy
 from conformance.runners.torch.common import import_torch, tensors, torch_dtype
-from conformance.contract.probing import SOFTCAP_NAMES, no_such_argument
+from conformance.contract.probing import feature_cells
 from conformance.runners.torch.sdpa_probes import sdpa_conventions
 
 MASK_WORDS = {"causal_lower_right": "causal_lower_right(T, S)",
@@ -77,9 +77,9 @@ class TorchSDPA(Runner):
 
     def conventions(self):
         torch = import_torch()
-        return sdpa_conventions(torch) + [no_such_argument(
-            "softcap", SOFTCAP_NAMES, "scaled_dot_product_attention",
-            torch.nn.functional.scaled_dot_product_attention)]
+        return sdpa_conventions(torch) + feature_cells(
+            "scaled_dot_product_attention",
+            torch.nn.functional.scaled_dot_product_attention)
 
     def count(self, case):
         """SDPA holds no parameters: the projections passed in, by the formula."""
