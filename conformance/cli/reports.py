@@ -55,11 +55,12 @@ def check_reports(args) -> int:
     what = args.against or args.rev
     if changes:
         print(f"{len(changes)} change(s) in {current} against {what}: a result changed "
-              "(figures are compared by order of magnitude, everything else exactly; see "
-              "README). Review `git diff reports/` and commit the regenerated reports if "
-              "intended.", file=sys.stderr)
+              "(what belongs to the systems is compared exactly; CPU-dependent figures "
+              "and quoted kernel details are masked; see README). Review `git diff "
+              "reports/` and commit the regenerated reports if intended.", file=sys.stderr)
         return 1
-    print(f"reports in {current} match {what} (metadata aside, figures by their rule)")
+    print(f"reports in {current} match {what} (metadata aside, CPU-dependent figures "
+          "masked)")
     return 0
 
 

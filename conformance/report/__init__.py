@@ -8,7 +8,9 @@
 - render.py: results.json, results.csv, index.md, index.html (report/html.py's
   write_html when it exists), the machine in the metadata block;
 - results.py: rows_from_results, to re-render from results.json;
-- drift.py: check-reports' comparison (figures by a rule, the rest exactly);
+- drift.py: check-reports' comparison (what belongs to the systems exactly);
+- masking.py: what the CPU moves and how a comparison leaves it out (figure kinds,
+  masked texts);
 - terminal.py: the case x runner symbol matrix at the end of pytest.
 
 Sections select rows by framework and typed fields (Row.graphs,

@@ -1,38 +1,45 @@
-"""Portable reports: what check-reports compares exactly, and what by a rule.
+"""Portable reports: what check-reports compares exactly, and what it leaves out.
 
-A property of the systems (outcomes, parameter counts, weight names and
-shapes, behaviours, calls, reasons, ledger cells) must be identical.  A figure
-that varies with the CPU (BLAS / oneDNN kernels differ in their last digits)
-is compared by FIGURE RULE: two figures a and b agree when
-- both are missing (None), or both the same non-finite value; or
-- both are far below tolerance: |a| <= tol/10 and |b| <= tol/10; or
-- they have the same sign and order of magnitude: max(|a|,|b|) <= 2 min(|a|,|b|).
-tol is the row's atol for absolute errors (and other figures), its rtol for
-relative errors.  The figures: max_abs_error, max_rel_error, weights_max_abs_error,
-weights_max_rel_error, and any non-integer number inside extras and
-output_digest.  results.json and results.csv are compared row by row (keyed by
-case + runner); index.md, index.html and cases/*.md line by line with every
-figure (a number in scientific notation, or a lone 0 where the other side has
-one, or any decimal number) masked.  Everything in the run-metadata block (and
-index.html's figures block) is ignored.
+Exact: what belongs to the systems: outcomes, failures (the within-tolerance
+verdict of each compared tensor), counts, names, shapes, calls, behaviours,
+declared mismatches, ledger words and refusal kinds, rtol / atol.  Never by
+value: what CPU kernels move (masking.py): the error figures
+(max_abs_error, max_rel_error, weights_*), any float inside extras and
+output_digest are compared by their kind only (missing, a number, NaN, ±inf);
+the texts that quote figures or framework messages (a row's reason and notes,
+ledger evidence) after masking.  results.json and results.csv are compared
+row by row (keyed by case + runner), conventions.json cell by cell (keyed by
+system + axis; the systems list without the suite's own import path of each
+runner class); index.md, index.html (entities decoded, embedded JSON
+included), cases/*.md and conventions.md line by line, every line masked
+before the lines are aligned (so a moved figure can neither fail a line nor
+misalign its neighbours).  The run-metadata block and index.html's figures
+block (PNG bytes) are ignored.
 """
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
-import math
 import re
 from dataclasses import dataclass
 
 from conformance.report.base import FLOATS
+from conformance.report.masking import figures_agree, mask, structures_agree, texts_agree
 
-FIGURE = re.compile(r"(?<![\w.])-?(?:\d+\.\d+(?:e[+-]?\d+)?|\de[+-]?\d+|0)(?![\w.])")
 # Blocks of text files left out like the metadata block: report/html.py's figures (PNG
 # bytes differ across machines).
 SKIPPED_BLOCKS = (("<!-- figures: start", "<!-- figures: end -->"),)
 TEXT_FILES = ("index.md", "index.html")
 IGNORED_KEYS = ("metadata",)
+TEXT_FIELDS = ("reason", "notes")  # may quote figures and framework messages: masked
+# conventions.json's systems list: the suite's import path of the runner class is the
+# harness, not the system (a module move must not read as a changed result)
+HARNESS_FIELDS = ("runner",)
+DATA_BLOB = re.compile(r'(<script type="application/json" id="report-data">)(.*?)(</script>)',
+                       re.DOTALL)
+EXCERPT = 160  # characters of a long changed line shown around its first difference
 
 
 @dataclass(frozen=True)
@@ -49,45 +56,17 @@ class Change:
         return f"{self.file}: {where} {self.field}: {self.old!r} -> {self.new!r}"
 
 
-def figures_agree(a, b, tol: float) -> bool:
-    """FIGURE RULE (module docstring)."""
-    if a is None or b is None or isinstance(a, str) or isinstance(b, str):
-        return a == b
-    a, b = float(a), float(b)
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    if abs(a) <= tol / 10 and abs(b) <= tol / 10:
-        return True
-    if (a < 0) != (b < 0) or a == 0 or b == 0:
-        return False
-    return max(abs(a), abs(b)) <= 2 * min(abs(a), abs(b))
-
-
-def _is_figure(v) -> bool:
-    return isinstance(v, float) and not (math.isfinite(v) and v.is_integer())
-
-
-def same_value(a, b, tol: float) -> bool:
-    """Exact, except non-integer floats (anywhere inside) by figures_agree."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_value(a[k], b[k], tol) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_value(x, y, tol) for x, y in zip(a, b))
-    if _is_figure(a) or _is_figure(b):
-        return (isinstance(a, (int, float)) and isinstance(b, (int, float))
-                and figures_agree(a, b, tol))
-    return a == b
-
-
-def tolerance(field: str, row: dict) -> float:
-    try:
-        return float(row.get("rtol") if field.endswith("rel_error") else row.get("atol"))
-    except (TypeError, ValueError):
-        return 0.0
+def field_agrees(name: str, a, b) -> bool:
+    """One field of a row, by its rule (module docstring)."""
+    if name in FLOATS:
+        return figures_agree(a, b)
+    if name in TEXT_FIELDS:
+        return texts_agree(a, b)
+    return structures_agree(a, b)
 
 
 def compare_rows(old: list[dict], new: list[dict], file: str) -> list[Change]:
-    """Row by row, keyed by (case, runner): figures by the rule, the rest exactly."""
+    """Row by row, keyed by (case, runner), each field by its rule."""
     a = {(r.get("case"), r.get("runner")): r for r in old}
     b = {(r.get("case"), r.get("runner")): r for r in new}
     changes = [Change(file, c, n, "(row)", "present" if (c, n) in a else "absent",
@@ -97,10 +76,7 @@ def compare_rows(old: list[dict], new: list[dict], file: str) -> list[Change]:
         ra, rb = a[key], b[key]
         for name in list(ra) + [k for k in rb if k not in ra]:
             va, vb = ra.get(name), rb.get(name)
-            tol = max(tolerance(name, ra), tolerance(name, rb))
-            ok = (figures_agree(va, vb, tol) if name in FLOATS
-                  else same_value(va, vb, tol))
-            if not ok:
+            if not field_agrees(name, va, vb):
                 changes.append(Change(file, key[0], key[1], name, va, vb))
     return changes
 
@@ -138,38 +114,78 @@ def compare_csv(old_text: str, new_text: str, file: str = "results.csv") -> list
     return changes + compare_rows(old, new, file)
 
 
-def _line_agrees(a: str, b: str) -> bool:
-    """Equal once figures are masked; a lone 0 may face a figure, never other text."""
-    if a == b:
-        return True
-    return FIGURE.split(a) == FIGURE.split(b)
+def excerpt(a: str, b: str) -> tuple[str, str]:
+    """Long masked lines (index.html's embedded JSON is one line) cut around their first
+    difference, so the change names what changed instead of quoting the whole page."""
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    lo = max(0, i - EXCERPT // 2)
+
+    def cut(t: str) -> str:
+        return ("…" if lo else "") + t[lo:lo + EXCERPT] + ("…" if len(t) > lo + EXCERPT else "")
+
+    return cut(a), cut(b)
+
+
+def data_changes(a, b, file: str, where: str = "report-data") -> list[Change]:
+    """index.html's embedded data, compared as data: keys, lengths, numbers and booleans
+    exactly (case configuration), every string as a masked text (figures, evidence,
+    reasons, notes)."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [c for k in a for c in data_changes(a[k], b[k], file, f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [c for i, (x, y) in enumerate(zip(a, b))
+                for c in data_changes(x, y, file, f"{where}[{i}]")]
+    return [] if texts_agree(a, b) else [Change(file, where, "", "data", a, b)]
+
+
+def compare_html(old_text: str, new_text: str, file: str) -> list[Change]:
+    """index.html: its embedded JSON as data (data_changes), the rest line by line."""
+    changes = []
+    blobs = [DATA_BLOB.search(t) for t in (old_text, new_text)]
+    if all(blobs):
+        changes = data_changes(*(json.loads(m.group(2)) for m in blobs), file)
+        old_text, new_text = (DATA_BLOB.sub(r"\1(data)\3", t) for t in (old_text, new_text))
+    return changes + compare_text(old_text, new_text, file)
 
 
 def compare_text(old_text: str, new_text: str, file: str) -> list[Change]:
-    """Line by line with figures masked (texts already stripped of metadata)."""
+    """Line by line, every line masked before the lines are aligned (texts already stripped
+    of metadata); a change quotes the original lines."""
     import difflib
 
     a, b = old_text.splitlines(), new_text.splitlines()
+    if file.endswith(".html"):  # quotes and other entities as the page shows them
+        a, b = [html.unescape(x) for x in a], [html.unescape(x) for x in b]
+    masked_a, masked_b = [mask(x) for x in a], [mask(x) for x in b]
     changes = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    matcher = difflib.SequenceMatcher(None, masked_a, masked_b, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
+        if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1 and all(
+                texts_agree(x, y) for x, y in zip(a[i1:i2], b[j1:j2]))):
             continue
-        pairs = list(zip(a[i1:i2], b[j1:j2]))
-        if op == "replace" and i2 - i1 == j2 - j1 and all(_line_agrees(x, y) for x, y in pairs):
-            continue
-        changes.append(Change(file, f"line {i1 + 1}", "", "text", "\n".join(a[i1:i2]),
-                              "\n".join(b[j1:j2])))
+        old, new = "\n".join(a[i1:i2]), "\n".join(b[j1:j2])
+        if len(old) > 2 * EXCERPT or len(new) > 2 * EXCERPT:
+            old, new = excerpt("\n".join(masked_a[i1:i2]), "\n".join(masked_b[j1:j2]))
+        changes.append(Change(file, f"line {i1 + 1}", "", "text", old, new))
     return changes
 
 
+def _systems(ledger: dict) -> list[dict]:
+    return [{k: v for k, v in s.items() if k not in HARNESS_FIELDS} if isinstance(s, dict)
+            else s for s in ledger.get("systems") or []]
+
+
 def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json") -> list[Change]:
-    """Cell by cell, keyed by (system, axis): every field exact, except the figures
-    inside the evidence text (a probe's max |difference| varies with the CPU like any
-    error figure); axes and systems exact."""
+    """Cell by cell, keyed by (system, axis): every field exact (the value word, the
+    documented word and source, the contradiction flag) except the evidence text, which is
+    masked (its distances move with the CPU, its quoted messages with the kernels); axes
+    exact, systems without the suite's import path of each runner."""
     old, new = json.loads(old_text), json.loads(new_text)
-    changes = [Change(file, part, "", "list", old.get(part), new.get(part))
-               for part in ("axes", "systems") if old.get(part) != new.get(part)]
+    changes = []
+    if old.get("axes") != new.get("axes"):
+        changes.append(Change(file, "axes", "", "list", old.get("axes"), new.get("axes")))
+    if _systems(old) != _systems(new):
+        changes.append(Change(file, "systems", "", "list", _systems(old), _systems(new)))
     cells_a = {(c["system"], c["axis"]): c for c in old.get("cells", [])}
     cells_b = {(c["system"], c["axis"]): c for c in new.get("cells", [])}
     for key in sorted(set(cells_a) | set(cells_b)):
@@ -179,7 +195,7 @@ def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json")
             continue
         for field in sorted(set(a) | set(b)):
             x, y = a.get(field), b.get(field)
-            same = (_line_agrees(str(x), str(y)) if field == "evidence" else x == y)
+            same = texts_agree(x, y) if field == "evidence" else x == y
             if not same:
                 changes.append(Change(file, key[0], key[1], field, x, y))
     return changes
@@ -201,8 +217,9 @@ def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[
         if strip_metadata(old_text, name) == strip_metadata(new_text, name):
             return []
         return [Change(name, "(file)", "", "content", "…", "differs")]
-    return compare_text(_skip_blocks(strip_metadata(old_text, name)),
-                        _skip_blocks(strip_metadata(new_text, name)), name)
+    compare = compare_html if name.endswith(".html") else compare_text
+    return compare(_skip_blocks(strip_metadata(old_text, name)),
+                   _skip_blocks(strip_metadata(new_text, name)), name)
 
 
 def _skip_blocks(text: str) -> str:

@@ -5,8 +5,8 @@ figures are rounded to 3 significant digits, and everything that changes
 between identical runs (library versions, machine, time) lives in ONE
 metadata block: the "metadata" key of results.json and the block between
 METADATA_START and METADATA_END in index.md / index.html.  What varies with
-the CPU (error figures beyond their order of magnitude) is judged by
-drift.py (`python -m conformance check-reports`).  index.md opens with the
+the CPU (error figures, low-precision digests, kernel names in quoted
+messages) is left out by drift.py (`python -m conformance check-reports`).  index.md opens with the
 answers (sections.ANSWERS), then the details; the native calls and weight
 shapes of each case sit on its own page (pages.py).
 """
