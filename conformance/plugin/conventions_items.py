@@ -1,11 +1,13 @@
 """The conventions items of the pytest plugin: one per runner, after the matrix.
 
-`conventions/expected.yaml::conventions[<runner>]` gathers the runner's ledger
+`expectations/<runner>.yaml::conventions[<runner>]` gathers the runner's ledger
 cells (its probes, run once per session, in its worker when it has one, and
 the cells derived from the matrix rows recorded so far) and compares them with
-the pinned values (pinning.py).  Aggregates over the cases (refusals, parameter
-formula, weight layout) and axes no row of this run settles are compared only
-when the runner's matrix ran in full; a subset run checks what it observed.
+the values pinned in that file's `conventions:` (pinning.py).  The file need not
+exist: a runner with nothing pinned fails with the lines to add.  Aggregates over
+the cases (refusals, parameter formula, weight layout) and axes no row of this run
+settles are compared only when the runner's matrix ran in full; a subset run
+checks what it observed.
 """
 from __future__ import annotations
 
@@ -14,29 +16,36 @@ from _pytest.runner import collect_one_node
 
 from conformance.conventions import pinning
 from conformance.conventions.ledger import AGGREGATE_AXES, PROBE, cell_problem, derive, merge
-from conformance.plugin.items import ItemsFile, marked, selected_runners, session_state
+from conformance.plugin.items import (
+    ItemsFile, marked, selected_runners, session_expectations, session_state)
 
 
 class ConventionsFile(ItemsFile):
+    """`expectations/<runner>.yaml`: the conventions item of its runner, if selected."""
+
     def collect(self):
         state = session_state(self.config)
-        try:
-            pinned = pinning.load(self.path, [r.name for r in state["runners"]])
-        except pinning.PinError as exc:
-            raise self.CollectError(str(exc)) from None
-        state["pinned"] = pinned
         for runner in selected_runners(state):
-            yield marked(ConventionsItem.from_parent(self, name=f"conventions[{runner.name}]",
-                                                     runner=runner), runner, "conventions")
+            if runner.name == self.path.stem:
+                yield marked(ConventionsItem.from_parent(
+                    self, name=f"conventions[{runner.name}]", runner=runner), runner,
+                    "conventions")
 
 
-def add_conventions_items(session, path, items) -> None:
-    """Collect the conventions file as if it had been named on the command line."""
-    node = ConventionsFile.from_parent(session, path=path)
-    report = collect_one_node(node)
-    session.ihook.pytest_collectreport(report=report)
-    if report.passed:
-        items.extend(report.result)
+def add_conventions_items(session, directory, items) -> None:
+    """One conventions item per selected runner that has none among `items`, collected
+    from its expectations file as if it had been named (the file may not exist yet)."""
+    from conformance.conventions.expectations import path_for
+
+    have = {i.runner.name for i in items if isinstance(i, ConventionsItem)}
+    for runner in selected_runners(session_state(session.config)):
+        if runner.name in have:
+            continue
+        node = ConventionsFile.from_parent(session, path=path_for(directory, runner.name))
+        report = collect_one_node(node)
+        session.ihook.pytest_collectreport(report=report)
+        if report.passed:
+            items.extend(report.result)
 
 
 class ConventionsFailure(Exception):
@@ -89,13 +98,13 @@ class ConventionsItem(pytest.Item):
         complete = _complete(state, runner)
         compared = {c.axis for c in cells if complete or c.source == PROBE
                     or (c.observed and c.axis not in AGGREGATE_AXES)}
-        path = self.path
-        pinned = state.get("pinned", {})
-        if self.config.getoption("update_conventions"):
+        path, expected = self.path, session_expectations(self.config).get(runner.name)
+        if self.config.getoption("update_expectations"):
             pinning.update(path, runner.name, cells, compared)
         else:
-            problems += pinning.check(runner.name, cells, pinned.get(runner.name), compared,
-                                      path)
+            problems += pinning.check(runner.name, cells,
+                                      dict(expected.conventions) if expected else None,
+                                      compared, path)
         if problems:
             raise ConventionsFailure("\n".join(problems))
 
