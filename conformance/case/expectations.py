@@ -13,6 +13,8 @@ A case may still pin what is a property of the case (`expect.behaviours`,
 """
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -28,6 +30,15 @@ def _head_width_one_length_equals_heads(case: Case) -> bool:
     query = a.qk_head_dim == 1 and a.num_heads > 1 and i.query_len == a.num_heads
     kv = a.num_kv_heads > 1 and i.key_len == a.num_kv_heads
     return query or (kv and 1 in (a.qk_head_dim, a.v_head_dim))
+
+
+def _scale_exact_in_float32(case: Case) -> bool:
+    """The softmax scale (attention.scale, else 1/sqrt(qk_head_dim)) is a float32 number:
+    a system that rounds it through float32 loses nothing (1/sqrt(4) = 0.5 is; 1/sqrt(8)
+    is not)."""
+    a = case.attention
+    scale = a.scale if a.scale is not None else 1 / math.sqrt(a.qk_head_dim)
+    return struct.unpack("f", struct.pack("f", scale))[0] == scale
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,8 @@ CONDITIONS: dict[str, Condition] = {
     "causal": Condition("the causal alignment", lambda c: c.mask.causal, CAUSAL),
     "fully_masked_rows": Condition("a query row may attend to no key (derived from the mask)",
                                    lambda c: c.has_fully_masked_rows),
+    "scale_exact_in_float32": Condition(_scale_exact_in_float32.__doc__.split(":")[0],
+                                        _scale_exact_in_float32),
     "head_width_one_length_equals_heads": Condition(
         _head_width_one_length_equals_heads.__doc__.split("(")[0].strip(),
         _head_width_one_length_equals_heads),

@@ -195,6 +195,13 @@ def _block_end(lines: list[str], start: int, end: int, indent: int) -> int:
     return end
 
 
+def _section_at(lines: list[str], key: str) -> int:
+    """Where a missing top-level section goes: before the first one SECTIONS puts after it."""
+    later = SECTIONS[SECTIONS.index(key) + 1:] if key in SECTIONS else ()
+    return next((n for n, line in enumerate(lines)
+                 if any(line.startswith(f"{k}:") for k in later)), len(lines))
+
+
 def set_value(text: str, keys: tuple[str, ...], value: str) -> str:
     """`text` with the block-style mapping entry at `keys` set to `value`: its line
     replaced, or the entry (and any missing parent) added at the end of its block."""
@@ -204,7 +211,7 @@ def set_value(text: str, keys: tuple[str, ...], value: str) -> str:
         found = next((n for n in range(start, end) if re.match(
             rf"{pad}{re.escape(key)}:(\s|$)", lines[n])), None)
         if found is None:
-            at = end
+            at = end if depth else _section_at(lines, key)
             while at > start and not lines[at - 1].strip():
                 at -= 1
             lines.insert(at, f"{pad}{key}:" + (f" {_scalar(value)}" if last else ""))
