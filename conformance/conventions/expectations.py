@@ -235,7 +235,10 @@ def update(path: Path | str, runner: str, entries: Mapping[tuple[str, ...], str]
     text = path.read_text(encoding="utf-8") if path.exists() else header(runner)
     for keys, value in entries.items():
         text = set_value(text, keys, value)
-    data = yaml.safe_load(text) or {}
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        data = {}
     for keys, value in entries.items():
         got = data
         for key in keys:
