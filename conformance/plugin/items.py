@@ -135,8 +135,10 @@ class MatrixItem(pytest.Item):
         if self.config.getoption("update_expectations"):
             from conformance.plugin.updating import record_answers
 
-            row = record_answers(self.config, self.case, self.runner, row, expected)
-            expected = session_expectations(self.config).get(self.runner.name)
+            row, fresh = record_answers(expectations_dir(self.config), self.case,
+                                        self.runner, row, expected)
+            if fresh is not None:
+                self.config.stash[EXPECTATIONS_KEY][self.runner.name] = expected = fresh
         recorded, key = session_state(self.config), (self.case.id, self.runner.name)
         recorded["rows"][key] = row
         recorded.setdefault("seconds", {})[key] = perf_counter() - start

@@ -26,15 +26,16 @@ def answers(case, runner: str, row: Row, expected: Expectations | None) -> dict:
     return out
 
 
-def record_answers(config, case, runner, row: Row, expected: Expectations | None) -> Row:
-    """Write the row's undeclared answers into the runner's file; the row judged again."""
+def record_answers(directory, case, runner, row: Row, expected: Expectations | None
+                   ) -> tuple[Row, Expectations | None]:
+    """Write the row's undeclared answers into the runner's file under `directory`; the
+    row judged again and the file as read back (None, and the row, when nothing changed)."""
     entries = answers(case, runner.name, row, expected)
     if not entries:
-        return row
+        return row, None
     from conformance.conventions.expectations import load_file, path_for, update
-    from conformance.plugin.items import EXPECTATIONS_KEY, expectations_dir
 
-    path = path_for(expectations_dir(config), runner.name)
+    path = path_for(directory, runner.name)
     update(path, runner.name, entries)
-    config.stash[EXPECTATIONS_KEY][runner.name] = fresh = load_file(path, runner.name)
-    return evaluate(case, runner, fresh)
+    fresh = load_file(path, runner.name)
+    return evaluate(case, runner, fresh), fresh
