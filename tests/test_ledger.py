@@ -292,6 +292,18 @@ def test_value_outside_vocabulary_is_a_clean_usage_error(project):
                                              "runner*"])
 
 
+def test_an_extreme_input_answer_naming_no_case_is_flagged(project):
+    write_runner(project)
+    run(project, "-q", "--update-expectations").assert_outcomes(passed=2)
+    pinned = pinned_file(project).read_text()
+    pinned_file(project).write_text("behaviours:\n  nonfinite_input:\n    gone: contained\n"
+                                    + pinned)
+    res = run(project, "-q")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*fake.ledger.yaml: behaviours.nonfinite_input.gone: names no "
+                              "case of the cases directory; remove it*"])
+
+
 def test_probe_that_raises_fails_its_item_only(project):
     write_runner(project, probe="raise ValueError('probe broke, on purpose')")
     pinned_file(project).parent.mkdir()

@@ -11,6 +11,8 @@ checks what it observed.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from _pytest.runner import collect_one_node
 
@@ -74,6 +76,23 @@ def _complete(state, runner) -> bool:
     return bool(cases) and all((c.id, runner.name) in state["rows"] for c in cases)
 
 
+def _paired(config) -> bool:
+    """The expectations directory goes with the cases directory: both the defaults, or
+    both chosen (a chosen cases directory with the shipped expectations is not)."""
+    from conformance.paths import CASES_DIR
+
+    default = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
+    return default != bool(config.getoption("expectations_dir"))
+
+
+def _stale_answers(runner, expected, cases) -> list[str]:
+    """An extreme-input answer that names no case of the directory pins nothing."""
+    ids = {c.id for c in cases}
+    return [f"{runner.name}: {expected.path}: behaviours.nonfinite_input.{i}: names no case "
+            "of the cases directory; remove it" for i in sorted(set(expected.nonfinite_input)
+                                                               - ids)]
+
+
 class ConventionsItem(pytest.Item):
     def __init__(self, *, runner, **kwargs):
         super().__init__(**kwargs)
@@ -81,6 +100,7 @@ class ConventionsItem(pytest.Item):
 
     def runtest(self):
         state, runner = session_state(self.config), self.runner
+        path, expected = self.path, session_expectations(self.config).get(runner.name)
         missing = runner.available()
         if missing:
             pytest.skip(f"{runner.name}: skipped: {missing}")
@@ -96,9 +116,10 @@ class ConventionsItem(pytest.Item):
             problems += [f"{runner.name}: probe cell {p}" for p in
                          (cell_problem(c) for c in probe) if p]
         complete = _complete(state, runner)
+        if complete and expected is not None and _paired(self.config):
+            problems += _stale_answers(runner, expected, state["cases"])
         compared = {c.axis for c in cells if complete or c.source == PROBE
                     or (c.observed and c.axis not in AGGREGATE_AXES)}
-        path, expected = self.path, session_expectations(self.config).get(runner.name)
         if self.config.getoption("update_expectations"):
             pinning.update(path, runner.name, cells, compared)
         else:
