@@ -57,7 +57,8 @@ def test_good_case_defaults(tmp_path):
      "inputs.self_attention", "key_len == query_len"),
     (GOOD + "inputs: {dtype: float8}\n", "inputs.dtype", "one of"),
     (GOOD + "mask: {key_padding: [5]}\n", "mask.key_padding", "one valid key length"),
-    (GOOD + "mask: {key_padding: [5, 0]}\n", "mask.key_padding", "1..key_len"),
+    (GOOD + "mask: {key_padding: [5, -1]}\n", "mask.key_padding", "0..key_len"),
+    (GOOD + "mask: {key_padding: [5, 6]}\n", "mask.key_padding", "0..key_len"),
     (GOOD + "mask: {causal: diagonal}\n", "mask.causal", "one of"),
     (GOOD + "mask: {attn_mask: [[1, 0], [0, 1]]}\n", "mask.attn_mask", "shape"),
     (GOOD + "mask: {attn_mask: {random: 1.5}}\n", "mask.attn_mask", "density"),
@@ -68,7 +69,7 @@ def test_good_case_defaults(tmp_path):
     (GOOD + "mask: {masked_rows: [1]}\nexpect: {behaviours: {fully_masked_row: "
      "{torch.mha: explode}}}\n", "expect.behaviours.fully_masked_row.torch.mha", "one of"),
     (GOOD + "expect: {behaviours: {fully_masked_row: {torch.mha: nan}}}\n",
-     "expect.behaviours.fully_masked_row", "masked_rows is empty"),
+     "expect.behaviours.fully_masked_row", "leaves every query row a key"),
     (GOOD + "typed: {num_heads: [4]}\n", "typed", "plain numbers"),
     ("id: Tiny Case\nattention: {num_heads: 2, query_features: 8}\n", "id", "slug"),
 ])

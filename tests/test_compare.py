@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from conformance.case.loader import BEHAVIOURS, Tolerance
+from conformance.case.expectations import Declared
 from conformance.compare.agreement import agree, classify_fully_masked, classify_masked_weights
 from conformance.contract.runner import Observation
 from conformance.oracle.reference import attention, formula_parameters
@@ -105,8 +106,7 @@ def test_agree_skips_undefined_reference_and_masked_positions():
     assert agree(expected, observed, TOL, where=where).ok
 
 
-MASKED = make_case(inputs={"key_len": 6}, mask={"masked_rows": [1]},
-                   expect={"behaviours": {"fully_masked_row": {"torch.mha": "zeros"}}})
+MASKED = make_case(inputs={"key_len": 6}, mask={"masked_rows": [1]})
 
 
 @pytest.mark.parametrize("label", ["nan", "zeros", "uniform", "finite_other"])
@@ -145,7 +145,9 @@ def test_classify_masked_weights():
 
 
 def _judge(case, obs, exp, declared=None):
-    return judge(case, "torch.mha", obs, exp, formula_parameters(case), None, declared)
+    """Judged with `declared` as the runner's fully-masked-row answer (None: undeclared)."""
+    return judge(case, "torch.mha", obs, exp, formula_parameters(case), None,
+                 Declared(fully_masked_row=declared, file="expectations/torch.mha.yaml"))
 
 
 def _obs(exp, **kw):
@@ -201,8 +203,10 @@ def test_judge_behaviour_declared_undeclared_and_wrong():
     obs = Observation(output=out, parameters=formula_parameters(MASKED))
     v = _judge(MASKED, obs, exp, declared="zeros")
     assert v.outcome is Outcome.BEHAVIOUR and v.fully_masked_row == "zeros"
-    v = _judge(MASKED, obs, exp)  # undeclared: fails and says what to pin
-    assert v.outcome is Outcome.MISMATCH and "fully_masked_row.torch.mha: zeros" in v.reason
+    v = _judge(MASKED, obs, exp)  # undeclared: fails and says which line to add where
+    assert v.outcome is Outcome.MISMATCH
+    assert "add to expectations/torch.mha.yaml under 'behaviours:'" in v.reason
+    assert v.reason.endswith("\n  fully_masked_row: zeros")
     v = _judge(MASKED, obs, exp, declared="nan")
     assert v.outcome is Outcome.MISMATCH and "declared 'nan'" in v.reason
     assert [f.kind for f in v.failures] == [FailureKind.BEHAVIOUR]

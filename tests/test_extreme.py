@@ -135,7 +135,8 @@ def test_judge_undeclared_prints_the_line_and_checks_defined_values():
     exp = attention(_case())
     v = _judge(_case(), exp.output)
     assert v.outcome is Outcome.MISMATCH
-    assert "expect.behaviours.nonfinite_input.torch.mha: nan_propagates" in v.reason
+    assert v.reason.endswith("under 'behaviours:' (or run with --update-expectations):\n"
+                             f"  nonfinite_input:\n    {_case().id}: nan_propagates")
     wrong = exp.output.copy()
     wrong[1] += 1e-2  # item 1 is defined: its numbers still count
     case = _case(expect={"behaviours": {"nonfinite_input": {"torch.mha": "nan_propagates"}}})

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 import re
 
 import pytest
@@ -220,7 +222,9 @@ def project(pytester, monkeypatch):
     (pytester.path / "cases").mkdir()
     (pytester.path / "cases" / "small.yaml").write_text(CASE)
     monkeypatch.setenv("CONFORMANCE_EXTRA_RUNNERS", "fakeledger:Fake")
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    from conformance.paths import ROOT  # this checkout's package, not an installed one
+
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{pytester.path}")
     return pytester
 
 
@@ -231,44 +235,79 @@ def write_runner(pytester, probe: str = "pass"):
 def run(pytester, *args):
     return pytester.runpytest_subprocess(
         "-p", "conformance.plugin", "-p", "no:cacheprovider", "--cases-dir",
-        str(pytester.path / "cases"), "--runner", "fake.ledger", "--conventions-file",
-        str(pytester.path / "expected.yaml"), *args)
+        str(pytester.path / "cases"), "--runner", "fake.ledger", "--expectations-dir",
+        str(pytester.path / "expectations"), *args)
+
+
+def pinned_file(pytester) -> Path:
+    return pytester.path / "expectations" / "fake.ledger.yaml"
 
 
 def test_pinning_update_then_drift_fails_naming_system_axis_values(project):
     write_runner(project)
     res = run(project, "-q")  # nothing pinned yet: fails, printing the lines to paste
     res.assert_outcomes(passed=1, failed=1)
-    res.stdout.fnmatch_lines(["*fake.ledger: not pinned in*", "*softmax_scale: inv_sqrt_head_dim*"])
-    res = run(project, "-q", "--update-conventions")
+    res.stdout.fnmatch_lines(["*fake.ledger: not pinned in*fake.ledger.yaml; add*",
+                              "conventions:", "*softmax_scale: inv_sqrt_head_dim*"])
+    res = run(project, "-q", "--update-expectations")
     res.assert_outcomes(passed=2)
-    pinned = (project.path / "expected.yaml").read_text()
-    assert "fake.ledger:\n  parameter_formula: canonical\n" in pinned
-    (project.path / "expected.yaml").write_text(
+    pinned = pinned_file(project).read_text()
+    assert "\nconventions:\n  parameter_formula: canonical\n" in pinned
+    pinned_file(project).write_text(
         pinned.replace("softmax_scale: inv_sqrt_head_dim", "softmax_scale: configurable"))
     res = run(project, "-q")
     res.assert_outcomes(passed=1, failed=1)
     res.stdout.fnmatch_lines(["*fake.ledger, axis softmax_scale: expected 'configurable', "
                               "observed 'inv_sqrt_head_dim'*", "*evidence: probe[[]fake.ledger]*"])
     items = [ln for ln in run(project, "--collect-only", "-q").stdout.lines if "::" in ln]
-    assert items[-1].endswith("expected.yaml::conventions[fake.ledger]")  # after the matrix
+    assert items[-1].endswith("fake.ledger.yaml::conventions[fake.ledger]")  # after the matrix
 
 
-def test_value_outside_vocabulary_is_a_clean_collection_error(project):
+def test_update_keeps_comments_and_changes_only_the_changed_lines(project):
+    """--update-expectations edits the file line by line: comments, order and the other
+    sections stay; a drifted cell's line is rewritten in place."""
     write_runner(project)
-    (project.path / "expected.yaml").write_text("fake.ledger:\n  softmax_scale: bogus\n")
+    pinned_file(project).parent.mkdir()
+    text = ("# my notes\nbehaviours:\n  fully_masked_row: nan  # why\nconventions:\n"
+            "  softmax_scale: configurable  # drifted\n  parameter_formula: canonical\n")
+    pinned_file(project).write_text(text)
+    run(project, "-q", "--update-expectations").assert_outcomes(passed=2)
+    after = pinned_file(project).read_text()  # the cells it lacked are appended to the block
+    assert after == text.replace("configurable  # drifted", "inv_sqrt_head_dim") + (
+        "  returned_weights: none\n  refusals: none\n")
+
+
+def test_value_outside_vocabulary_is_a_clean_usage_error(project):
+    write_runner(project)
+    pinned_file(project).parent.mkdir()
+    pinned_file(project).write_text("conventions:\n  softmax_scale: bogus\n")
     res = run(project, "-q")
     assert res.ret != 0
-    res.stdout.fnmatch_lines(["*expected.yaml: field 'fake.ledger.softmax_scale': value "
+    res.stderr.fnmatch_lines(["*fake.ledger.yaml: field 'conventions.softmax_scale': value "
                               "'bogus' is not in the vocabulary*"])
-    assert "Traceback" not in res.stdout.str() and "INTERNALERROR" not in res.stdout.str()
-    (project.path / "expected.yaml").write_text("fake.nope:\n  dropout: never\n")
-    run(project, "-q").stdout.fnmatch_lines(["*field 'fake.nope': unknown runner*"])
+    text = res.stdout.str() + res.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    pinned_file(project).rename(project.path / "expectations" / "fake.nope.yaml")
+    run(project, "-q").stderr.fnmatch_lines(["*fake.nope.yaml: field '(file name)': names no "
+                                             "runner*"])
+
+
+def test_an_extreme_input_answer_naming_no_case_is_flagged(project):
+    write_runner(project)
+    run(project, "-q", "--update-expectations").assert_outcomes(passed=2)
+    pinned = pinned_file(project).read_text()
+    pinned_file(project).write_text("behaviours:\n  nonfinite_input:\n    gone: contained\n"
+                                    + pinned)
+    res = run(project, "-q")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*fake.ledger.yaml: behaviours.nonfinite_input.gone: names no "
+                              "case of the cases directory; remove it*"])
 
 
 def test_probe_that_raises_fails_its_item_only(project):
     write_runner(project, probe="raise ValueError('probe broke, on purpose')")
-    (project.path / "expected.yaml").write_text("fake.ledger:\n  parameter_formula: canonical\n")
+    pinned_file(project).parent.mkdir()
+    pinned_file(project).write_text("conventions:\n  parameter_formula: canonical\n")
     res = run(project, "-q")
     res.assert_outcomes(passed=1, failed=1)
     res.stdout.fnmatch_lines(["*fake.ledger: conventions() raised ValueError: probe broke*"])

@@ -47,7 +47,7 @@ def tiny(pytester, monkeypatch):
     for name in CASE_FILES:
         (cases / name).write_text((ROOT / "cases" / name).read_text())
     (pytester.path / "shardrunners.py").write_text(QUIET)
-    (pytester.path / "conv.yaml").write_text("")
+    (pytester.path / "expectations").mkdir()
     monkeypatch.setenv("CONFORMANCE_EXTRA_RUNNERS",
                        "tests.toy_runner:ToyRunner,shardrunners:QuietWorker")
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{pytester.path}")
@@ -59,7 +59,7 @@ def run(pytester, *args):
     cases = str(pytester.path / "cases")
     return pytester.runpytest_subprocess(
         "-p", "conformance.plugin", "-p", "no:cacheprovider", cases, "--cases-dir", cases,
-        "--runner", RUNNERS, "--conventions-file", str(pytester.path / "conv.yaml"), *args)
+        "--runner", RUNNERS, "--expectations-dir", str(pytester.path / "expectations"), *args)
 
 
 def cli(*args) -> subprocess.CompletedProcess:
@@ -68,7 +68,8 @@ def cli(*args) -> subprocess.CompletedProcess:
 
 
 def single_run(pytester):
-    """The reference: one serial run, which also pins conv.yaml for the later runs."""
+    """The reference: one serial run, which also pins expectations/ for the later runs
+    (--update-conventions: the old spelling of --update-expectations, kept)."""
     res = run(pytester, "--update-conventions", f"--report-dir={pytester.path / 'single'}")
     assert res.ret == 0, res.stdout.str()[-3000:]
     return pytester.path / "single"

@@ -1,19 +1,17 @@
 """The case format: one framework-neutral description of an attention setup.
 
-A case file (`cases/*.yaml`) holds one case (a mapping) or several under a
-top-level `cases:` list.  Everything is validated here, so that a runner can
-trust every field it reads.  Every error names the file, the case id, the
-field and what would be valid, for whoever just dropped a file into `cases/`.
-
-Case files are untrusted: every failure is a CaseError with a bounded message,
-and reading is bounded (yaml_reader.read_document); case/modern.py reads the fields
-of today's attention.  The field names are the public interface; `conformance/case/case.schema.json`
-publishes the same format for editors (a test keeps the two in sync).
+A case file (`cases/*.yaml`) holds one case (a mapping) or several under a top-level
+`cases:` list.  Everything is validated here (today's attention in case/modern.py),
+so that a runner can trust every field it reads.  Every error names the file, the
+case id, the field and what would be valid.  Case files are untrusted: every failure
+is a CaseError with a bounded message, and reading is bounded (yaml_reader).  The
+field names are the public interface; case/case.schema.json publishes the same.
 """
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -190,10 +188,9 @@ def _mask(r: _Reader, inputs: Inputs) -> Mask:
             raise r.fail("mask.key_padding",
                          f"needs one valid key length per batch item: {inputs.batch} "
                          f"values, got {len(key_padding)}")
-        if not all(1 <= n <= inputs.key_len for n in key_padding):
-            raise r.fail("mask.key_padding",
-                         f"each valid length must lie in 1..key_len ({inputs.key_len}); "
-                         "use masked_rows for the fully masked edge case")
+        if not all(0 <= n <= inputs.key_len for n in key_padding):
+            raise r.fail("mask.key_padding", f"each valid length must lie in 0..key_len "
+                         f"({inputs.key_len}); 0 pads the whole item (its rows are fully masked)")
     density = matrix = None
     am = s.get("attn_mask")
     if isinstance(am, Mapping):
@@ -237,7 +234,7 @@ def _tolerances(r: _Reader, s: Mapping) -> dict[str, Tolerance]:
     return tol
 
 
-def _behaviours(r: _Reader, s: Mapping, mask: Mask) -> dict[str, dict[str, str]]:
+def _behaviours(r: _Reader, s: Mapping, case: Any) -> dict[str, dict[str, str]]:
     behaviours = {}
     for edge, per_runner in r.mapping(s, "behaviours", "expect.behaviours").items():
         if edge not in BEHAVIOURS:
@@ -250,13 +247,14 @@ def _behaviours(r: _Reader, s: Mapping, mask: Mask) -> dict[str, dict[str, str]]
                 raise r.fail(f"expect.behaviours.{edge}.{runner}",
                              f"must be one of {list(BEHAVIOURS[edge])}, got {short(value)}")
         behaviours[edge] = dict(per_runner)
-    if "fully_masked_row" in behaviours and not mask.masked_rows:
-        raise r.fail("expect.behaviours.fully_masked_row",
-                     "declares a fully masked row behaviour, but mask.masked_rows is empty")
+    if "fully_masked_row" in behaviours and not case.has_fully_masked_rows \
+            and case.mask.attn_mask_density is None:
+        raise r.fail("expect.behaviours.fully_masked_row", "declares a fully masked row "
+                     "behaviour, but the mask leaves every query row a key (masks.py)")
     return behaviours
 
 
-def _expect(r: _Reader, mask: Mask) -> Expect:
+def _expect(r: _Reader, case: Any) -> Expect:
     s = r.section("expect")
     params, by_runner = _parameters(r, s)
     known = s.get("known_mismatch") or {}
@@ -265,7 +263,7 @@ def _expect(r: _Reader, mask: Mask) -> Expect:
         raise r.fail("expect.known_mismatch",
                      "must map runner name -> the reason it is known to mismatch (a sentence, "
                      "ideally with a link), e.g. {torch.mha: 'why it differs: <link>'}")
-    return Expect(params, by_runner, _tolerances(r, s), _behaviours(r, s, mask), dict(known))
+    return Expect(params, by_runner, _tolerances(r, s), _behaviours(r, s, case), dict(known))
 
 
 def _top_fields(r: _Reader, raw: Mapping, index: int) -> tuple[str, tuple, dict]:
@@ -307,12 +305,12 @@ def parse_case(raw: Any, path: Path | str, index: int = 0, *,
     _check_budget(r, att, inputs, budget or LOAD_LIMIT)
     mask, ws = _mask(r, inputs), r.section("weights")
     att, inputs, mask, decode = case_modern.read(r, att, inputs, mask)  # today's attention
-    return Case(
-        id=case_id, title=r.text("title", case_id), description=r.text("description"),
-        source=r.text("source"), tags=tags, attention=att, inputs=inputs, mask=mask,
-        expect=case_extreme.checked(r, _expect(r, mask), inputs),
-        weights=Weights(r.choice(ws, "bias_values", "weights.bias_values", "random", BIAS_VALUES)),
-        typed=typed, path=str(path), decode=decode)
+    case = Case(  # expect is read last: whether a row is fully masked is the case's to say
+        case_id, r.text("title", case_id), r.text("description"), r.text("source"), tags, att,
+        inputs, mask, Expect(None, {}, {}, {}),
+        Weights(r.choice(ws, "bias_values", "weights.bias_values", "random", BIAS_VALUES)),
+        typed, str(path), decode=decode)
+    return replace(case, expect=case_extreme.checked(r, _expect(r, case), inputs))
 
 
 def file_cases(path: Path, budget: Budget) -> tuple[list[Case], list[CaseError]]:

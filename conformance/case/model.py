@@ -203,10 +203,10 @@ class Mask:
     """Masks in canonical polarity: True / 1 = may attend."""
 
     causal: str  # one of CAUSAL; lower_right aligns the diagonal to the last key
-    key_padding: tuple[int, ...] | None  # valid key length per batch item
+    key_padding: tuple[int, ...] | None  # valid key length per batch item (0: fully padded)
     attn_mask_density: float | None  # random mask: probability a position may attend
     attn_mask_matrix: tuple | None  # explicit 0/1 matrix, (T, S) or (B, T, S)
-    masked_rows: tuple[int, ...]  # query rows with every key masked (edge case)
+    masked_rows: tuple[int, ...]  # query rows asked to be fully masked (others may be: masks.py)
     window: Window | None = field(default=None, repr=False)  # sliding window, inclusive
     fill: str | None = field(default=None, repr=False)  # one of FILLS, for float masks
 
@@ -279,7 +279,10 @@ class Case:
 
     @property
     def has_fully_masked_rows(self) -> bool:
-        return bool(self.mask.masked_rows)
+        """A query row may attend to no key: derived from the mask (masks.py)."""
+        from conformance.case.masks import has_fully_masked_rows
+
+        return has_fully_masked_rows(self)
 
     @property
     def has_non_causal_mask(self) -> bool:

@@ -11,6 +11,7 @@ from enum import Enum
 
 import numpy as np
 
+from conformance.case.expectations import Declared, declared as declare
 from conformance.case.loader import Case, tolerance_for
 from conformance.compare.agreement import (
     agree, classify_fully_masked, classify_masked_weights, classify_nonfinite)
@@ -106,7 +107,13 @@ def parameter_failures(case: Case, obs: Observation, formula: int,
     return fails
 
 
-def _fully_masked(exp: Expected, obs: Observation, tol, declared: str | None,
+def _add_line(d: Declared, runner: str, lines: str) -> str:
+    """Where an undeclared answer goes: the runner's expectations file, the exact lines."""
+    return (f"add to {d.file or f'expectations/{runner}.yaml'} under 'behaviours:' "
+            f"(or run with --update-expectations):\n{lines}")
+
+
+def _fully_masked(exp: Expected, obs: Observation, tol, d: Declared,
                   runner: str) -> tuple[str, str | None, list[Failure]]:
     """The observed behaviour on fully masked rows, for output and weights."""
     observed = classify_fully_masked(exp, obs.output, tol)
@@ -114,21 +121,22 @@ def _fully_masked(exp: Expected, obs: Observation, tol, declared: str | None,
     if obs.attention_weights is not None and obs.weights_returned == "per_head" \
             and obs.attention_weights.shape == exp.weights.shape:
         on_weights = classify_masked_weights(obs.attention_weights, exp.fully_masked)
-    fails = []
+    fails, declared = [], d.fully_masked_row
     if declared is None:
-        fails.append(Failure(FailureKind.BEHAVIOUR,
-                             f"fully masked row: observed '{observed}', undeclared; pin it in "
-                             f"the case: expect.behaviours.fully_masked_row.{runner}: "
-                             f"{observed}"))
+        fails.append(Failure(FailureKind.BEHAVIOUR, f"fully masked row: observed '{observed}', "
+                             "undeclared; " + _add_line(d, runner,
+                                                        f"  fully_masked_row: {observed}")))
     elif declared != observed:
         fails.append(Failure(FailureKind.BEHAVIOUR, f"fully masked row: declared '{declared}', "
                              f"observed '{observed}'"))
     return observed, on_weights, fails
 
 
-def nonfinite_applies(case: Case) -> bool:
-    """The case places non-finite inputs, or declares what its scaled inputs do."""
-    return bool(case.inputs.nonfinite) or "nonfinite_input" in case.expect.behaviours
+def nonfinite_applies(case: Case, declared: Declared | None = None) -> bool:
+    """The case places non-finite inputs, or the case or the runner declares what its
+    scaled inputs do."""
+    return (bool(case.inputs.nonfinite) or "nonfinite_input" in case.expect.behaviours
+            or (declared is not None and declared.nonfinite_input is not None))
 
 
 def _finite_where(where: np.ndarray, expected: np.ndarray, observed) -> np.ndarray:
@@ -142,14 +150,14 @@ def _finite_where(where: np.ndarray, expected: np.ndarray, observed) -> np.ndarr
     return where & np.isfinite(got) if got.shape == expected.shape else where
 
 
-def _nonfinite(case: Case, exp: Expected, obs: Observation,
-               runner: str) -> tuple[str, list[Failure]]:
-    observed = classify_nonfinite(exp, obs.output)
-    declared = case.expect.behaviours.get("nonfinite_input", {}).get(runner)
+def _nonfinite(case: Case, exp: Expected, obs: Observation, runner: str,
+               d: Declared) -> tuple[str, list[Failure]]:
+    observed, declared = classify_nonfinite(exp, obs.output), d.nonfinite_input
     if declared is None:
         return observed, [Failure(FailureKind.BEHAVIOUR, f"non-finite input: observed "
-                                  f"'{observed}', undeclared; pin it in the case: expect."
-                                  f"behaviours.nonfinite_input.{runner}: {observed}")]
+                                  f"'{observed}', undeclared; " + _add_line(
+                                      d, runner, f"  nonfinite_input:\n    {case.id}: "
+                                      f"{observed}"))]
     if declared != observed:
         return observed, [Failure(FailureKind.BEHAVIOUR, f"non-finite input: declared "
                                   f"'{declared}', observed '{observed}'")]
@@ -157,11 +165,12 @@ def _nonfinite(case: Case, exp: Expected, obs: Observation,
 
 
 def judge(case: Case, runner: str, obs: Observation, exp: Expected, formula: int,
-          expected_parameters: int | None, declared: str | None) -> Verdict:
-    """Compare one observation with the reference and the case's declarations."""
-    tol = tolerance_for(case)
+          expected_parameters: int | None, declared: Declared | None = None) -> Verdict:
+    """Compare one observation with the reference and what is declared for it: the
+    case's pins over the runner's expectations (case/expectations.py `declared`)."""
+    tol, declared = tolerance_for(case), declared or declare(case, runner, None)
     fails = parameter_failures(case, obs, formula, expected_parameters, runner)
-    extreme = nonfinite_applies(case)
+    extreme = nonfinite_applies(case, declared)
     where = ~exp.fully_masked[:, :, None]
     out = agree(exp.output, obs.output, tol,
                 where=_finite_where(where, exp.output, obs.output) if extreme else where)
@@ -182,7 +191,7 @@ def judge(case: Case, runner: str, obs: Observation, exp: Expected, formula: int
         fails += more
     nonfinite = None
     if extreme and not out.shape_mismatch:
-        nonfinite, more = _nonfinite(case, exp, obs, runner)
+        nonfinite, more = _nonfinite(case, exp, obs, runner, declared)
         fails += more
     held = ([f"fully masked row gives {masked}"] if masked is not None else []) + (
         [f"non-finite input gives {nonfinite}"] if nonfinite is not None else [])

@@ -3,7 +3,7 @@
 Each axis has an id, a title, and the vocabulary of short words a cell may
 hold (`None` = a short free text, e.g. a formula or a layout).  The words are
 the public interface of `reports/conventions.json` and of the committed
-expectations (`conventions/expected.yaml`); the README lists them.  Layer 1:
+expectations (`expectations/<runner>.yaml`, `conventions:`); the README lists them.  Layer 1:
 data only, so runners (which probe their system) and the report both import it.
 """
 from __future__ import annotations

@@ -3,10 +3,12 @@
 Collection reads `cases/*.yaml` (no framework is imported), yields items
 named `<case-id>[<runner>]` with a marker per framework, and each item
 evaluates itself (matrix.py), records its Row and turns the outcome into
-pass / skip / fail.  After the matrix, one item per runner checks its
-conventions ledger cells against conventions/expected.yaml (plugin_conventions.py;
---update-conventions rewrites the file instead).  At the end of the session the
-rows go to the report package, and the ledger to reports/conventions.{json,md}.
+pass / skip / fail, judged against what the runner's expectations file
+(`expectations/<runner>.yaml`) and the case declare.  After the matrix, one item
+per runner checks its conventions ledger cells against the `conventions:` of that
+file (conventions_items.py; --update-expectations writes observed values instead).
+At the end of the session the rows go to the report package, and the ledger to
+reports/conventions.{json,md}.
 
 The full default matrix writes `reports/` (the committed scoreboard); a
 subset run (-k, -m, --runner, --case) writes nothing there unless given
@@ -20,7 +22,8 @@ import pytest
 
 from conformance.plugin import generated
 from conformance.plugin.items import (
-    STATE_KEY, CaseFile, MatrixItem, session_cases, session_state, split)
+    STATE_KEY, CaseFile, MatrixItem, expectations_dir, session_cases, session_expectations,
+    session_state, split)
 from conformance.paths import CASES_DIR, REPORTS_DIR
 from conformance.runners import all_runners
 
@@ -35,9 +38,9 @@ def pytest_addoption(parser):
                     help="write this run's reports to DIR (any run, full or subset)")
     group.addoption("--cases-dir", default=str(CASES_DIR), metavar="DIR",
                     help="where case files live (default: cases/)")
-    group.addoption("--conventions-file", default=None, metavar="PATH",
-                    help="pinned conventions, runner -> axis -> value (default: "
-                    "conventions/expected.yaml; checked after the matrix)")
+    group.addoption("--expectations-dir", default=None, metavar="DIR",
+                    help="where the runners' expectations live, one <runner>.yaml each "
+                    "(behaviours, known mismatches, pinned conventions; default: expectations/)")
     group.addoption("--item-timeout", type=float, default=None, metavar="SECONDS",
                     help="fail an item that runs longer as an error row (a hung worker is "
                     "killed and restarted; default $CONFORMANCE_ITEM_TIMEOUT or 300; 0: none)")
@@ -49,9 +52,10 @@ def pytest_addoption(parser):
                     "is counted, not computed (a 'count only' row: parameters by the "
                     "runner's allocation-free count); default $CONFORMANCE_MAX_WEIGHT_ELEMENTS"
                     " / $CONFORMANCE_MAX_ACTIVATION_ELEMENTS, else 50,000,000")
-    group.addoption("--update-conventions", action="store_true", default=False,
-                    help="write the observed conventions into the conventions file instead "
-                    "of failing on differences")
+    group.addoption("--update-expectations", "--update-conventions", action="store_true",
+                    dest="update_expectations", default=False,
+                    help="write observed conventions and fully-masked / non-finite behaviours "
+                    "into expectations/<runner>.yaml (for review) instead of failing on them")
     group.addoption("--shard", default=None, metavar="I/N",
                     help="run shard I of N: whole runners (a worker's runners together), "
                     "balanced by expected seconds (parallel.py); write with --report-dir, "
@@ -69,6 +73,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
     state = session_state(config)  # an unknown --runner is a usage error before anything runs
+    session_expectations(config)  # so is a bad expectations file
+    _collect_cases_dir(config)
     generated.configure(config)
     from conformance.run import isolation
 
@@ -91,31 +97,41 @@ def pytest_collect_file(file_path: Path, parent):
     cases_dir = Path(parent.config.getoption("cases_dir")).resolve()
     if file_path.suffix == ".yaml" and file_path.parent.resolve() == cases_dir:
         return CaseFile.from_parent(parent, path=file_path)
-    if file_path.resolve() == conventions_file(parent.config).resolve():
+    if file_path.suffix == ".yaml" and \
+            file_path.parent.resolve() == expectations_dir(parent.config).resolve():
         from conformance.plugin.conventions_items import ConventionsFile
 
         return ConventionsFile.from_parent(parent, path=file_path)
     return None
 
 
-def conventions_file(config) -> Path:
-    from conformance.conventions.pinning import EXPECTED_FILE
-
-    return Path(config.getoption("conventions_file") or EXPECTED_FILE)
+def _collect_cases_dir(config) -> None:
+    """`--cases-dir DIR` collects DIR's cases from any directory: DIR joins the paths to
+    collect (it replaces the default test paths when none was named)."""
+    cases_dir = Path(config.getoption("cases_dir")).resolve()
+    if cases_dir == CASES_DIR.resolve() or config.getoption("generated", 0):
+        return
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [str(cases_dir)]
+        return
+    named = [Path(a.split("::")[0]).resolve() for a in config.args]
+    if not any(p == cases_dir or cases_dir in p.parents or p in cases_dir.parents
+               for p in named):
+        config.args.append(str(cases_dir))
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they apply to these items too
 def pytest_collection_modifyitems(session, config, items):
     """The conventions items run after every matrix item (they read its rows); a
-    matrix run of the default cases (or one naming --conventions-file) gets them
-    even when the file was not among the paths collected."""
+    matrix run of the default cases (or one naming --expectations-dir) gets one per
+    selected runner even when its expectations file was not among the paths collected."""
     from conformance.plugin.conventions_items import ConventionsItem, add_conventions_items
 
     matrix = any(isinstance(i, MatrixItem) for i in items)
     own_file = (Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
-                or config.getoption("conventions_file"))
-    if matrix and own_file and not any(isinstance(i, ConventionsItem) for i in items):
-        add_conventions_items(session, conventions_file(config), items)
+                or config.getoption("expectations_dir"))
+    if matrix and own_file:
+        add_conventions_items(session, expectations_dir(config), items)
     items.sort(key=lambda i: isinstance(i, ConventionsItem))  # stable: order kept otherwise
     from conformance.plugin import parallel
 

@@ -112,14 +112,13 @@ def _inputs_mask(g: dict[str, int], dtypes) -> tuple[dict, dict]:
     return inputs, mask
 
 
-def build(g: dict[str, int], case_id: str, dtypes=("float32",),
-          known: dict[str, str] | None = None) -> dict[str, Any]:
-    """The case mapping of a genome: valid for parse_case, no fully masked row."""
+def build(g: dict[str, int], case_id: str, dtypes=("float32",)) -> dict[str, Any]:
+    """The case mapping of a genome: valid for parse_case, no fully masked row.  It pins
+    nothing: each runner's known mismatches (float64 ones included) apply by condition
+    from its expectations file."""
     inputs, mask = _inputs_mask(g, dtypes)
     raw = {"id": case_id, "title": f"generated case {case_id}", "tags": ["generated"],
            "attention": _attention(g), "inputs": inputs, "mask": mask}
-    if inputs["dtype"] == "float64" and known:
-        raw["expect"] = {"known_mismatch": dict(known)}
     return _without_masked_rows(raw)
 
 
@@ -134,16 +133,6 @@ def _without_masked_rows(raw: dict[str, Any]) -> dict[str, Any]:
         raw["inputs"]["seed"] = (raw["inputs"]["seed"] + 1) % 2**31
     del raw["mask"]["attn_mask"]
     return raw
-
-
-def known_float64(cases_dir) -> dict[str, str]:
-    """The float64 known mismatches declared by the shipped dtype case."""
-    from conformance.case.loader import load_cases
-
-    for case in load_cases(cases_dir):
-        if case.id == "dtype-float64":
-            return dict(case.expect.known_mismatch)
-    return {}
 
 
 # --- shrinking ---------------------------------------------------------------
@@ -208,7 +197,8 @@ def add_options(group) -> None:
                     help="seed of the generated cases (default 0): same seed, same items")
     group.addoption("--generated-dtypes", default="float32", metavar="LIST",
                     help="dtypes to draw, comma-separated from float32,float64 (default "
-                    "float32; float64 reuses cases/dtypes.yaml's known mismatches)")
+                    "float32; float64 items meet the runners' known float64 mismatches, "
+                    "from expectations/)")
     group.addoption("--generated-runners", default="fast", choices=("fast", "all"),
                     help="runners of generated items when --runner names none: fast "
                     f"(default: {', '.join(FAST_RUNNERS)}) or all")
@@ -254,12 +244,10 @@ def generated_cases(config) -> list:
     """The N cases of this run's seed, validated by parse_case."""
     state = config.stash[_KEY]
     seed, dtypes = config.getoption("generated_seed"), state["dtypes"]
-    known = known_float64(config.getoption("cases_dir")) if "float64" in dtypes else {}
-    state["known"] = known
     cases = []
     for i in range(config.getoption("generated")):
         g = draw_genome(seed, i, len(dtypes))
-        case = parse_case(build(g, f"gen-{seed}-{i:04d}", dtypes, known), "<generated>")
+        case = parse_case(build(g, f"gen-{seed}-{i:04d}", dtypes), "<generated>")
         cases.append((case, g))
     return cases
 
@@ -300,9 +288,16 @@ class GeneratedItem(pytest.Item):
         super().__init__(**kwargs)
         self.case, self.runner, self.genome = case, runner, genome
 
+    @property
+    def expected(self):
+        """The runner's expectations (expectations/<runner>.yaml, --expectations-dir)."""
+        from conformance.plugin.items import session_expectations
+
+        return session_expectations(self.config).get(self.runner.name)
+
     def runtest(self):
         state = self.config.stash[_KEY]
-        row = evaluate(self.case, self.runner)
+        row = evaluate(self.case, self.runner, self.expected)
         state["rows"][(self.case.id, self.runner.name)] = row
         if row.outcome.skips:
             pytest.skip(f"{self.runner.name}: {row.outcome.cell}: {row.reason}")
@@ -317,25 +312,25 @@ class GeneratedItem(pytest.Item):
     def shrink_to_file(self, row) -> Path:
         """Shrink this failure and write it as a case file; its path."""
         state, runner, outcome = self.config.stash[_KEY], self.runner, row.outcome
-        dtypes, known = state["dtypes"], state.get("known")
+        dtypes, expected = state["dtypes"], self.expected
         case_id = f"{self.case.id}-{runner.name}"
 
         def fails(genome) -> bool:
-            case = parse_case(build(genome, case_id, dtypes, known), "<generated>")
-            again = evaluate(case, runner)
+            case = parse_case(build(genome, case_id, dtypes), "<generated>")
+            again = evaluate(case, runner, expected)
             return again.outcome is outcome and not again.known_mismatch
 
         seconds = self.config.getoption("generated_shrink")
         small = self.genome if seconds <= 0 else shrink(
             self.genome, fails, seed=self.config.getoption("generated_seed"), seconds=seconds)
-        raw = build(small, case_id, dtypes, known)
-        final = evaluate(parse_case(raw, "<generated>"), runner)
+        raw = build(small, case_id, dtypes)
+        final = evaluate(parse_case(raw, "<generated>"), runner, expected)
         raw["title"] = f"generated case {self.case.id}, shrunk: {runner.name} {final.outcome}"
         raw["description"] = final.reason[:800]
         seed, n = self.config.getoption("generated_seed"), self.config.getoption("generated")
         header = (f"Shrunk from {self.case.id}[{runner.name}] (--generated {n} "
                   f"--generated-seed {seed}).\nReproduce: python -m pytest -p "
-                  f"conformance.plugin DIR --cases-dir DIR --runner {runner.name}; "
+                  f"conformance.plugin --cases-dir DIR --runner {runner.name}; "
                   "move it to cases/ to keep it.")
         return write_case(raw, self.config.getoption("generated_dir"), header)
 

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from conformance.case.expectations import Expectations, declared
 from conformance.case.loader import CaseError, load_cases
 from conformance.run.evaluate import evaluate, failure_message
 from conformance.runners import all_runners
 from conformance.compare.verdict import Outcome
 
 STATE_KEY = pytest.StashKey[dict]()
+EXPECTATIONS_KEY = pytest.StashKey[dict]()  # runner -> Expectations, loaded once
 
 
 def split(values: list[str]) -> list[str]:
@@ -51,6 +53,26 @@ def session_cases(config, state):
                                     f"{config.getoption('cases_dir')} "
                                     "(python -m conformance list shows them)")
     return state["cases"] or []
+
+
+def expectations_dir(config) -> Path:
+    from conformance.conventions.expectations import EXPECTATIONS_DIR
+
+    return Path(config.getoption("expectations_dir") or EXPECTATIONS_DIR)
+
+
+def session_expectations(config) -> dict[str, Expectations]:
+    """Every runner's expectations file, read and validated once per session; a bad one
+    is a usage error naming the file, the field and the fix."""
+    if EXPECTATIONS_KEY not in config.stash:
+        from conformance.conventions.expectations import ExpectationError, load_dir
+
+        names = [r.name for r in session_state(config)["runners"]]
+        try:
+            config.stash[EXPECTATIONS_KEY] = load_dir(expectations_dir(config), names)
+        except ExpectationError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return config.stash[EXPECTATIONS_KEY]
 
 
 def selected_runners(state) -> list:
@@ -108,7 +130,15 @@ class MatrixItem(pytest.Item):
         from time import perf_counter
 
         start = perf_counter()
-        row = evaluate(self.case, self.runner)
+        expected = session_expectations(self.config).get(self.runner.name)
+        row = evaluate(self.case, self.runner, expected)
+        if self.config.getoption("update_expectations"):
+            from conformance.plugin.updating import record_answers
+
+            row, fresh = record_answers(expectations_dir(self.config), self.case,
+                                        self.runner, row, expected)
+            if fresh is not None:
+                self.config.stash[EXPECTATIONS_KEY][self.runner.name] = expected = fresh
         recorded, key = session_state(self.config), (self.case.id, self.runner.name)
         recorded["rows"][key] = row
         recorded.setdefault("seconds", {})[key] = perf_counter() - start
@@ -120,11 +150,11 @@ class MatrixItem(pytest.Item):
             pytest.xfail(f"known mismatch: {row.known_mismatch} | observed: {row.reason}")
         if row.outcome.failed:
             raise MatrixFailure(failure_message(self.case, row, self.nodeid))
-        if row.known_mismatch:  # strict: a fixed mismatch must be noticed
+        known = declared(self.case, self.runner.name, expected)
+        if row.known_mismatch and known.strict:  # a fixed mismatch must be noticed
             raise MatrixFailure(
-                f"{self.case.id}[{self.runner.name}] passed, but the case declares a known "
-                f"mismatch ({row.known_mismatch}); remove expect.known_mismatch."
-                f"{self.runner.name} from {self.case.path}")
+                f"{self.case.id}[{self.runner.name}] passed, but a known mismatch is declared "
+                f"({row.known_mismatch}); remove {known.source}, or narrow its 'when'")
 
     def repr_failure(self, excinfo):
         # The message says it all; pytest's traceback rendering parses the source

@@ -48,7 +48,7 @@ def cell_numbers(r) -> str:
 
 
 def _known(frame):
-    """Rows whose failure the case declares (expect.known_mismatch)."""
+    """Rows whose failure is declared (the runner's expectations, or the case)."""
     return (frame["known_mismatch"] != "") & frame["outcome"].map(lambda o: o.failed)
 
 
@@ -87,7 +87,8 @@ def section_outcomes(frame, cases, runners):
     names = [r.name for r in runners]
     table = table.reindex(index=[n for n in names if n in table.index])
     return Section("Outcomes", "Items per runner and outcome; a known mismatch is declared "
-                   "in its case (expect.known_mismatch) and listed above.", table.astype(int))
+                   "in the runner's expectations/<runner>.yaml (or its case) and listed above.",
+                   table.astype(int))
 
 
 def section_parameters(frame, cases, runners):
@@ -177,8 +178,10 @@ def section_known_mismatches(frame, cases, runners):
     sub = frame[_known(frame)]
     sub = sub.assign(known=sub["known_mismatch"], observed=sub["reason"])
     return _listing(sub, "Known mismatches",
-                    "Declared in the case (expect.known_mismatch): the item is an expected "
-                    "failure, and fails again if the mismatch goes away.", ("known", "observed"))
+                    "Declared in expectations/<runner>.yaml (known_mismatches, where its 'when' "
+                    "matches the case) or in the case (expect.known_mismatch): the item is an "
+                    "expected failure, and fails again if the mismatch goes away.",
+                    ("known", "observed"))
 
 
 # The answers open index.md, in this order; the details follow.  Each section

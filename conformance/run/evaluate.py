@@ -11,6 +11,7 @@ import traceback
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from conformance.case.expectations import Declared, Expectations, declared as declare
 from conformance.case.loader import Case, tolerance_for
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
@@ -131,31 +132,41 @@ def _row(case: Case, runner: Runner, outcome: Outcome, reason: str, native_call:
         rtol=tol.rtol, atol=tol.atol, weights_returned=obs.weights_returned if obs else "",
         fully_masked_row=v.fully_masked_row if v else fully_masked_row,
         fully_masked_row_weights=v.fully_masked_row_weights if v else None,
-        fully_masked_row_declared=_declared(case, runner),
+        fully_masked_row_declared=None,  # the declared answers: evaluate's _with_declared
         weight_shapes={k: list(s) for k, s in obs.weight_shapes.items()} if obs else {},
         notes=tuple(obs.notes) if obs else notes, extras=dict(obs.extras) if obs else {},
         typed=dict(case.typed), failures=v.failures if v else (),
-        known_mismatch=case.expect.known_mismatch.get(runner.name, ""),
+        known_mismatch="",
         graphs=dict(obs.graphs) if obs else {}, output_digest=obs.output_digest if obs else None,
         nonfinite_input=v.nonfinite_input if v else nonfinite_input,
-        nonfinite_input_declared=_declared(case, runner, "nonfinite_input"))
+        nonfinite_input_declared=None)
 
 
-def _declared(case: Case, runner: Runner, edge: str = "fully_masked_row") -> str | None:
-    return case.expect.behaviours.get(edge, {}).get(runner.name)
-
-
-def evaluate(case: Case, runner: Runner) -> Row:
+def evaluate(case: Case, runner: Runner, expectations: Expectations | None = None) -> Row:
     """The row of one item, whatever the runner does: an exception in any stage
     (translate, run, judging), a BaseException other than KeyboardInterrupt
     (SystemExit...), a worker that died or hung (workers.py) or an in-process
-    timeout (isolation.py) becomes an `error` row naming what happened."""
+    timeout (isolation.py) becomes an `error` row naming what happened.
+
+    `expectations`: the runner's (expectations/<runner>.yaml, loaded by the plugin);
+    the case's own pins win over them; None: the case's pins alone."""
+    d = declare(case, runner.name, expectations)
     try:
-        return _evaluate(case, runner)
+        row = _evaluate(case, runner, d)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a fault of the machinery itself: still a row
-        return _fault_row(case, runner, "evaluating the item", exc)
+        row = _fault_row(case, runner, "evaluating the item", exc)
+    return _with_declared(row, case, d)
+
+
+def _with_declared(row: Row, case: Case, d: Declared) -> Row:
+    """The row's declared answers as judged: a fully masked row's behaviour where the run
+    met one (judged or raised), the extreme-input one where it applied."""
+    masked = row.fully_masked_row is not None
+    return replace(row, fully_masked_row_declared=d.fully_masked_row if masked else None,
+                   nonfinite_input_declared=d.nonfinite_input
+                   if nonfinite_applies(case, d) else None, known_mismatch=d.known_mismatch)
 
 
 def _attempt(fn, *args):
@@ -168,7 +179,7 @@ def _attempt(fn, *args):
         return None, exc
 
 
-def _evaluate(case: Case, runner: Runner) -> Row:
+def _evaluate(case: Case, runner: Runner, d: Declared) -> Row:
     missing = runner.available()
     if missing:
         return _row(case, runner, Outcome.SKIPPED, missing)
@@ -192,11 +203,10 @@ def _evaluate(case: Case, runner: Runner) -> Row:
     if isinstance(exc, NotExpressibleError):
         return _row(case, runner, Outcome.NOT_EXPRESSIBLE, str(exc), call)
     if exc is not None:
-        return _run_fault(case, runner, exc, call)
+        return _run_fault(case, runner, exc, call, d)
     verdict, exc = _attempt(judge, case, runner.name, obs, expected_for(case),
                             formula_parameters(case),
-                            case.expect.parameters_by_runner.get(runner.name),
-                            _declared(case, runner))
+                            case.expect.parameters_by_runner.get(runner.name), d)
     if exc is not None:
         return _fault_row(case, runner, "judging the observation", exc, call, obs)
     return _row(case, runner, verdict.outcome, verdict.reason, call, obs, verdict)
@@ -234,19 +244,22 @@ def no_feature_reason(case: Case, runner: Runner) -> str:
             + ", no ".join(FEATURE_WORDS.get(f, f) for f in missing))
 
 
-def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str) -> Row:
+def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str,
+               d: Declared) -> Row:
     if isinstance(exc, WorkerFault):  # the worker died or timed out: the log tail as a note
         return _row(case, runner, Outcome.ERROR, str(exc), call,
                     notes=(f"worker log ends:\n{exc.log}",) if exc.log else ())
     if not isinstance(exc, Exception) or isinstance(exc, ItemTimeout):
         return _fault_row(case, runner, "run", exc, call)
-    edges = {e: "error" for e in ("fully_masked_row", "nonfinite_input")
-             if _declared(case, runner, e) == "error"}
+    edges = {e: "error" for e, word in (("fully_masked_row", d.fully_masked_row),
+                                        ("nonfinite_input", d.nonfinite_input))
+             if word == "error" and (e != "fully_masked_row" or case.has_fully_masked_rows)}
     if edges:  # a runner raising is a result, as declared
         return _row(case, runner, Outcome.BEHAVIOUR,
                     f"raised as declared: {type(exc).__name__}: {exc}", call, **edges)
-    pin = (f"; if raising is its answer, pin it: expect.behaviours.nonfinite_input."
-           f"{runner.name}: error" if nonfinite_applies(case) else "")
+    pin = (f"; if raising is its answer, add to {d.file or 'its expectations file'} under "
+           f"'behaviours:' 'nonfinite_input:' the line '{case.id}: error'"
+           if nonfinite_applies(case, d) else "")
     return _row(case, runner, Outcome.ERROR, f"{type(exc).__name__}: {exc}{pin}", call,
                 notes=(_trace(exc),))
 

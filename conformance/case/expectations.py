@@ -1,0 +1,123 @@
+"""What a runner is expected to answer, as data: one `Expectations` per runner.
+
+A case says what is asked; what each system answers lives with the system, in
+`expectations/<runner>.yaml` (read and validated by conventions/expectations.py):
+its fully-masked-row behaviour, stated once; its answers to the extreme-input cases,
+keyed by case id; its known mismatches, each with the condition (`when`) under which
+the bug shows; its pinned convention cells.  These types sit in the lowest layer so
+that judging (compare/verdict.py, run/evaluate.py) receives them as data and never
+imports the layer that reads the files.
+
+A case may still pin what is a property of the case (`expect.behaviours`,
+`expect.known_mismatch`): a pin in the case wins over the runner's file.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from conformance.case.model import BIAS_VALUES, CAUSAL, DTYPES, Case
+
+
+def _head_width_one_length_equals_heads(case: Case) -> bool:
+    """A projection with head width 1 gets an input whose length equals its head count
+    (> 1): the bias of shape (heads, 1) then looks like a bias vector of the sequence
+    axis (cases/keras_head_width_one.yaml).  Query: qk_head_dim 1 and query_len ==
+    num_heads; key: qk_head_dim 1, value: v_head_dim 1, with key_len == num_kv_heads."""
+    a, i = case.attention, case.inputs
+    query = a.qk_head_dim == 1 and a.num_heads > 1 and i.query_len == a.num_heads
+    kv = a.num_kv_heads > 1 and i.key_len == a.num_kv_heads
+    return query or (kv and 1 in (a.qk_head_dim, a.v_head_dim))
+
+
+def _scale_exact_in_float32(case: Case) -> bool:
+    """The softmax scale (attention.scale, else 1/sqrt(qk_head_dim)) is a float32 number:
+    a system that rounds it through float32 loses nothing (1/sqrt(4) = 0.5 is; 1/sqrt(8)
+    is not)."""
+    a = case.attention
+    scale = a.scale if a.scale is not None else 1 / math.sqrt(a.qk_head_dim)
+    return struct.unpack("f", struct.pack("f", scale))[0] == scale
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One word of the `when:` vocabulary: what it reads from a case, and its values."""
+
+    doc: str
+    read: Callable[[Case], Any]
+    values: tuple = (True, False)  # the values it may be compared with
+
+
+CONDITIONS: dict[str, Condition] = {
+    "dtype": Condition("the case's dtype", lambda c: c.inputs.dtype, DTYPES),
+    "bias": Condition("the projections carry biases", lambda c: c.attention.bias),
+    "bias_values": Condition("random biases, or zeros", lambda c: c.weights.bias_values,
+                             BIAS_VALUES),
+    "self_attention": Condition("one tensor is query, key and value",
+                                lambda c: c.inputs.self_attention),
+    "grouped": Condition("fewer key/value heads than query heads", lambda c: c.grouped),
+    "causal": Condition("the causal alignment", lambda c: c.mask.causal, CAUSAL),
+    "fully_masked_rows": Condition("a query row may attend to no key (derived from the mask)",
+                                   lambda c: c.has_fully_masked_rows),
+    "scale_exact_in_float32": Condition(_scale_exact_in_float32.__doc__.split(":")[0],
+                                        _scale_exact_in_float32),
+    "head_width_one_length_equals_heads": Condition(
+        _head_width_one_length_equals_heads.__doc__.split("(")[0].strip(),
+        _head_width_one_length_equals_heads),
+}
+
+
+@dataclass(frozen=True)
+class KnownMismatch:
+    """A known, understood mismatch of a runner, under a condition."""
+
+    when: Mapping[str, tuple]  # condition word -> the values it matches (any of them)
+    reason: str  # why, with a link
+    strict: bool = True  # a matching case that passes fails (the bug was fixed)
+
+    def matches(self, case: Case) -> bool:
+        return all(CONDITIONS[k].read(case) in values for k, values in self.when.items())
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """One runner's expectations file, validated (conventions/expectations.py)."""
+
+    runner: str
+    path: str = ""  # the file (it may not exist yet: a runner with nothing pinned)
+    fully_masked_row: str | None = None  # behaviour on a query row with no key
+    nonfinite_input: Mapping[str, str] = field(default_factory=dict)  # case id -> behaviour
+    known_mismatches: tuple[KnownMismatch, ...] = ()
+    conventions: Mapping[str, str] = field(default_factory=dict)  # axis id -> word
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What is declared for one (case, runner): the case's pins over the runner's file."""
+
+    fully_masked_row: str | None = None
+    nonfinite_input: str | None = None
+    known_mismatch: str = ""  # the reason, "" when none applies
+    strict: bool = True
+    source: str = ""  # where the known mismatch is declared, to remove it from
+    file: str = ""  # the runner's expectations file, where an answer may be added
+
+
+def declared(case: Case, runner: str, expectations: Expectations | None) -> Declared:
+    """The behaviours and known mismatch that judge (case, runner)."""
+    e = expectations or Expectations(runner)
+    pins = case.expect.behaviours
+    masked = pins.get("fully_masked_row", {}).get(runner, e.fully_masked_row)
+    nonfinite = pins.get("nonfinite_input", {}).get(runner, e.nonfinite_input.get(case.id))
+    reason, strict, source = case.expect.known_mismatch.get(runner, ""), True, ""
+    if reason:
+        source = f"expect.known_mismatch.{runner} in {case.path}"
+    else:
+        for n, known in enumerate(e.known_mismatches):
+            if known.matches(case):
+                reason, strict = known.reason, known.strict
+                source = f"known_mismatches[{n}] in {e.path or 'its expectations file'}"
+                break
+    return Declared(masked, nonfinite, reason, strict, source, e.path)
