@@ -195,6 +195,36 @@ def _cell(axis: str, value: str, line: int, text: str, *more: int):
     return Convention(axis, value, f"{text}: {cite(line, *more)}", value, url(line))
 
 
+def _modern_cells() -> list:
+    """Today's attention (#19, #20): what the cited MultiHead has of it (nothing but its mask
+    fill)."""
+    from conformance.contract.axes import NA
+
+    return [
+        _cell("softcap_order", NA, 217, "no soft-capping, so no order against the mask", 220),
+        _cell("rope_style", NA, 251, "the projected queries go to the scores unrotated (no "
+              "rotary embedding in the cited MultiHead)", 217),
+        _cell("rope_partial", NA, 251, "no rotary embedding in the cited MultiHead", 217),
+        _cell("kv_head_mapping", NA, 94, "one head count for queries, keys and values "
+              "(dimDepth = dimModel / dimHeads)", 249, 259),
+        _cell("qk_norm_scope", NA, 251, "queries and keys go from their affine projections "
+              "straight to the scores", 217),
+        _cell("alibi_slopes", NA, 217, "the scores get only the mask added: no ALiBi bias",
+              220),
+        _cell("sinks", NA, 223, "the softmax runs over the keys alone: no sink logit"),
+        _cell("window_width", NA, 84, "masks come from sentence lengths and the triangle: no "
+              "sliding window", 72),
+        _cell("cache_causal_alignment", NA, 333, "the cited decoder self-attention builds its "
+              "square triangle per call; the decoder's state cache lies outside the cited "
+              "lines", 72),
+        _cell("cache_layout", NA, 333, "no key/value cache in the cited lines", 72),
+        _cell("mask_fill", "other", 84, "masked positions get -99999999 added (a 1/0 mask "
+              "turned additive), not -inf", 220),
+        _cell("masked_kv_nonfinite", "propagates", 220, "masking adds a finite number to "
+              "the score, so a NaN or Inf key's score stays non-finite and the softmax spreads "
+              "it over the row", 84, 223),]
+
+
 def documented_conventions() -> list:
     """Every ledger cell of the model from the cited source (executed=False), or
     not_applicable where Marian has no such thing.  Not given: the axes the model's rows
@@ -228,28 +258,7 @@ def documented_conventions() -> list:
               "width; no option sets it", 210, 217),
         _cell("softcap", NA, 217, "no soft-capping: the scaled scores get the mask added and "
               "go straight to the softmax", 220, 223),
-        _cell("softcap_order", NA, 217, "no soft-capping, so no order against the mask", 220),
-        _cell("rope_style", NA, 251, "the projected queries go to the scores unrotated (no "
-              "rotary embedding in the cited MultiHead)", 217),
-        _cell("rope_partial", NA, 251, "no rotary embedding in the cited MultiHead", 217),
-        _cell("kv_head_mapping", NA, 94, "one head count for queries, keys and values "
-              "(dimDepth = dimModel / dimHeads)", 249, 259),
-        _cell("qk_norm_scope", NA, 251, "queries and keys go from their affine projections "
-              "straight to the scores", 217),
-        _cell("alibi_slopes", NA, 217, "the scores get only the mask added: no ALiBi bias",
-              220),
-        _cell("sinks", NA, 223, "the softmax runs over the keys alone: no sink logit"),
-        _cell("window_width", NA, 84, "masks come from sentence lengths and the triangle: no "
-              "sliding window", 72),
-        _cell("cache_causal_alignment", NA, 333, "the cited decoder self-attention builds its "
-              "square triangle per call; the decoder's state cache lies outside the cited "
-              "lines", 72),
-        _cell("cache_layout", NA, 333, "no key/value cache in the cited lines", 72),
-        _cell("mask_fill", "other", 84, "masked positions get -99999999 added (a 1/0 mask "
-              "turned additive), not -inf", 220),
-        _cell("masked_kv_nonfinite", "propagates", 220, "masking adds a finite number to "
-              "the score, so a NaN or Inf key's score stays non-finite and the softmax spreads "
-              "it over the row", 84, 223),
+        *_modern_cells(),
         _cell("scale_precision", "float32_rounded", 216, "the scale is a C++ float whatever "
               "the graph's type"),
         _cell("dropout", "training_flag", 230, "attention dropout only when not inference_",
