@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from conformance.case.loader import LOAD_LIMIT, CaseError, element_counts, load_file
+from conformance.case.loader import CaseError, element_counts, load_budget, load_file
 from conformance.case.model import MAX_MESSAGE
 from conformance.paths import CASES_DIR
 
@@ -174,7 +174,7 @@ def _on_alarm(*_):
 
 def _usable(cases) -> str | None:
     """Why an accepted case is harmful, or None."""
-    budget = LOAD_LIMIT  # above the numbers budget a case loads: it is counted, not run
+    budget = load_budget()  # above the numbers budget a case loads: it is counted, not run
     for case in cases:
         counts = element_counts(case)
         if counts["weights"] > budget.weights or counts["activations"] > budget.activations:

@@ -68,17 +68,37 @@ def pytest_configure(config):
     counting.configure(config.getoption("max_elements"))  # before any item allocates
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
-    state = session_state(config)  # an unknown --runner is a usage error before anything runs
+    state = _configured(config)  # bad settings, --runner, --report-dir: usage errors now
     generated.configure(config)
     from conformance.run import isolation
+    from conformance.settings import item_timeout
 
-    timeout, isolate = config.getoption("item_timeout"), config.getoption("isolate")
-    isolation.configure(isolation.env_timeout() if timeout is None else timeout,
+    isolate = config.getoption("isolate")
+    isolation.configure(item_timeout(config.getoption("item_timeout")),
                         isolation.env_isolate() if isolate is None else isolate,
                         state["runners"])
     from conformance.plugin import parallel
 
     parallel.configure(config)  # xdist: loadgroup, rows sent to the controller
+
+
+def _configured(config) -> dict:
+    """The session state, once every setting is known good: an environment value, an
+    option or an unwritable --report-dir is one usage error naming it, before any item
+    runs (settings.py; report/staging.py)."""
+    from conformance.case.loader import load_budget
+    from conformance.report.staging import check_writable
+    from conformance.settings import SettingError, item_timeout
+
+    try:
+        load_budget()
+        item_timeout(config.getoption("item_timeout"))
+        state = session_state(config)
+        if config.getoption("report_dir"):
+            check_writable(Path(config.getoption("report_dir")), "--report-dir")
+    except (SettingError, OSError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return state
 
 
 def pytest_report_header(config):
@@ -90,6 +110,8 @@ def pytest_report_header(config):
 def pytest_collect_file(file_path: Path, parent):
     cases_dir = Path(parent.config.getoption("cases_dir")).resolve()
     if file_path.suffix == ".yaml" and file_path.parent.resolve() == cases_dir:
+        if file_path.name.startswith(".#"):  # an editor lock file: named at the end
+            return None
         return CaseFile.from_parent(parent, path=file_path)
     if file_path.resolve() == conventions_file(parent.config).resolve():
         from conformance.plugin.conventions_items import ConventionsFile
@@ -158,14 +180,16 @@ def pytest_sessionfinish(session, exitstatus):
     shutdown()
     config = session.config
     state = config.stash.get(STATE_KEY, None)
-    if is_worker(config) or not state or not state["rows"]:
+    if is_worker(config) or not state:
         return  # an xdist worker's rows went to the controller with its reports
-    cases = session_cases(config, state)  # the xdist controller collected nothing
-    if state["error"] is not None:
+    if not state["rows"]:
+        _empty_shard(config, state)
         return
+    cases = session_cases(config, state)  # the xdist controller collected nothing
     full = [(c.id, r.name) for c in cases for r in state["runners"]]
     default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
-    is_full = sorted(state["rows"]) == sorted(full) and default_cases
+    is_full = (sorted(state["rows"]) == sorted(full) and default_cases
+               and not state["case_errors"])  # a broken case file: not the full matrix
     target = config.getoption("report_dir")
     parts = _selection_parts(config)
     shard = config.getoption("shard")
@@ -185,6 +209,24 @@ def pytest_sessionfinish(session, exitstatus):
 
         write_shard(out, parse_shard(shard), state, parts, len(full), default_cases)
     config._conformance_note = f"conformance: reports written to {out} ({selection})"
+
+
+def _empty_shard(config, state) -> None:
+    """A shard that selected nothing still writes its (empty) shard file, so that a CI
+    matrix with a fixed number of shards merges whatever the selection."""
+    shard, target = config.getoption("shard"), config.getoption("report_dir")
+    if not shard or not target or config.option.collectonly:
+        return
+    from conformance.plugin.parallel import parse_shard
+    from conformance.plugin.shards import write_shard
+
+    cases = session_cases(config, state)
+    full = len(cases) * len(state["runners"])
+    default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
+    write_shard(Path(target), parse_shard(shard), state, _selection_parts(config), full,
+                default_cases)
+    config._conformance_note = f"conformance: shard {shard} ran nothing; wrote an empty " \
+        f"shard file to {target}"
 
 
 def _selection_parts(config) -> list[str]:
@@ -214,6 +256,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in matrix_lines(state["rows"].values(), state["cases"] or [],
                                  state["runners"]):
             terminalreporter.write_line(line)
+    for entry in (state or {}).get("skipped_entries", []):
+        terminalreporter.write_line(f"conformance: {entry}")
     note = getattr(config, "_conformance_note", None)
     if note:
         terminalreporter.write_line(note)

@@ -18,7 +18,8 @@ MAX_COLUMNS = 8  # systems per table (plus the axis column)
 WORD_LIMIT = 28  # characters of a free-text value shown in a table
 FAMILIES = ("torch", "keras", "onnx")  # then "others"
 LEDGER_FILES = ("conventions.json", "conventions.md")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                      r"\u2066-\u2069]")  # control and bidi characters
 
 
 def escape(text: str) -> str:

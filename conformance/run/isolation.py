@@ -41,12 +41,10 @@ class ItemTimeout(BaseException):
 
 
 def env_timeout() -> float:
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected seconds (a number; 0 = none)") \
-            from None
+    """CONFORMANCE_ITEM_TIMEOUT in seconds (0 = none), bounded (settings.item_timeout)."""
+    from conformance.settings import item_timeout as parsed
+
+    return parsed(None)
 
 
 def env_isolate() -> bool:
