@@ -43,7 +43,10 @@ def pytest_addoption(parser):
                     "killed and restarted; default $CONFORMANCE_ITEM_TIMEOUT or 300; 0: none)")
     group.addoption("--isolate", action="store_true", default=None,
                     help="run every runner in a worker subprocess, so a hard crash costs one "
-                    "row (default: $CONFORMANCE_ISOLATE=1; else only runners declaring one)")
+                    "row (the default, unless $CONFORMANCE_ISOLATE=0)")
+    group.addoption("--no-isolate", dest="isolate", action="store_false",
+                    help="run runners without their own worker in the pytest process (a hard "
+                    "crash there ends the session; CONFORMANCE_ISOLATE=0)")
     group.addoption("--max-elements", type=int, default=None, metavar="N",
                     help="numbers budget: a case with more weight or activation elements "
                     "is counted, not computed (a 'count only' row: parameters by the "
@@ -90,8 +93,11 @@ def _configured(config) -> dict:
     from conformance.report.staging import check_writable
     from conformance.settings import SettingError, item_timeout
 
+    from conformance.run.isolation import env_isolate
+
     try:
         load_budget()
+        env_isolate()
         item_timeout(config.getoption("item_timeout"))
         state = session_state(config)
         if config.getoption("report_dir"):
