@@ -55,6 +55,8 @@ def _markers() -> tuple[str, str]:
     return METADATA_START, METADATA_END
 
 _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
 
 
 def e(value) -> str:
@@ -284,6 +286,6 @@ def write_html(frame, cases, runners, sections, meta: dict, out_dir, selection: 
     figures = plots.make_figures(frame, cases, runners)
     plots.write_figures(figures, out)
     path = out / "index.html"
-    path.write_text(page(frame, cases, runners, sections, meta, selection, ledger, figures),
-                    encoding="utf-8")
+    text = page(frame, cases, runners, sections, meta, selection, ledger, figures)
+    path.write_text(_UNSAFE.sub("", text), encoding="utf-8")  # no raw ESC, bidi, C1 anywhere
     return path
