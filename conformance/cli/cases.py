@@ -97,11 +97,17 @@ def list_cases(args) -> int:
 
 
 def _last_rows(path: str, case_id: str) -> dict[str, dict]:
+    """The last results' rows of one case, read as untrusted data (datafile.py: bounded,
+    a regular file); an unreadable file shows no figures."""
+    from conformance.datafile import DataFileError, read_json
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path, "a results.json")
+    except DataFileError:
         return {}
-    return {r["runner"]: r for r in data.get("rows", []) if r.get("case") == case_id}
+    rows = data.get("rows", []) if isinstance(data, dict) else []
+    return {r["runner"]: r for r in rows if isinstance(r, dict)
+            and isinstance(r.get("runner"), str) and r.get("case") == case_id}
 
 
 def _configuration(case) -> list[str]:
