@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from conformance.case import model as case_module
+from conformance.case import loader as case_module
 from conformance.paths import ROOT
 
 SCHEMA = json.loads((ROOT / "conformance" / "case" / "case.schema.json").read_text())

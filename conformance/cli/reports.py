@@ -95,9 +95,11 @@ def merge(args) -> int:
     from conformance.plugin.shards import MergeError
     from conformance.plugin.shards import merge as merge_shards
 
+    from conformance.case.loader import CaseError
+
     try:
         selection = merge_shards(args.shards, Path(args.out), Path(args.cases_dir))
-    except MergeError as exc:
+    except (MergeError, CaseError) as exc:
         print(f"merge: {exc}", file=sys.stderr)
         return 1
     print(f"merged {len(args.shards)} shard(s) into {args.out} ({selection})")
