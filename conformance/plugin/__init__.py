@@ -91,9 +91,8 @@ def _configured(config) -> dict:
     runs (settings.py; report/staging.py)."""
     from conformance.case.loader import load_budget
     from conformance.report.staging import check_writable
-    from conformance.settings import SettingError, item_timeout
-
     from conformance.run.isolation import env_isolate
+    from conformance.settings import SettingError, item_timeout
 
     try:
         load_budget()
