@@ -106,6 +106,9 @@ def staged(out: Path | str, seed: tuple[str, ...] = ()) -> Iterator[Path]:
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(stage, 0o777 & ~umask)  # mkdtemp's 0700 would stay on a new report folder
         for name in seed:
             source = out / name
             if source.is_file() and not source.is_symlink():
