@@ -78,11 +78,17 @@ def _command(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from conformance.datafile import DataFileError
+    from conformance.settings import SettingError
+
     args = _parser().parse_args(argv)
     try:
         code = _command(args.command)(args)
         sys.stdout.flush()
         return code
+    except (DataFileError, SettingError) as exc:  # a bad file or variable: one clear line
+        print(f"{args.command}: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `... | head`: the reader left; end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

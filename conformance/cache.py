@@ -14,18 +14,29 @@ resolves it.  Writes are atomic
 (the pytest process and a worker) never read a half-written entry.  A cache
 that cannot be written (read-only checkout) is not an error: the artefact is
 made again next time.
+
+Every entry is verified before use: beside `<key><suffix>` lies `<key>.sha256`,
+the SHA-256 of the key and the bytes together, so a truncated entry, a damaged one
+or one swapped for another key's (even with its own digest file) fails the check;
+it is evicted (both files removed), made again, and the eviction is reported on
+stderr naming the file.  `covers` names source files whose code the artefact
+depends on (the ONNX exports embed the weights of oracle/canonical.py's seeded
+generator): their content is hashed into every key, so a change of that code
+never reuses an old entry.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from conformance.paths import CACHE_ENV, cache_root
+from conformance.paths import CACHE_ENV, ROOT, cache_root
 
 __all__ = ["CACHE_ENV", "BytesCache", "cache_root", "key"]
 
@@ -36,39 +47,83 @@ def key(*parts: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+@functools.lru_cache(maxsize=None)
+def code_hash(*files: str) -> str:
+    """A hash of the given source files (paths relative to the repository root)."""
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _digest(k: str, data: bytes) -> str:
+    return hashlib.sha256(k.encode() + b"\0" + data).hexdigest()
+
+
 @dataclass(frozen=True)
 class BytesCache:
-    """key -> bytes in one namespace directory (e.g. "onnx")."""
+    """key -> bytes in one namespace directory (e.g. "onnx"), each entry verified."""
 
     namespace: str  # sub-directory of the cache root
     suffix: str = ""  # file extension, for people browsing the directory (".onnx")
+    covers: tuple[str, ...] = ()  # source files hashed into every key (see module doc)
 
     @property
     def directory(self) -> Path:
         # Resolved at each use, so a benchmark may change the env var mid-process.
         return cache_root() / self.namespace
 
+    def full_key(self, k: str) -> str:
+        return key(k, code_hash(*self.covers)) if self.covers else k
+
     def path(self, k: str) -> Path:
-        return self.directory / f"{k}{self.suffix}"
+        return self.directory / f"{self.full_key(k)}{self.suffix}"
+
+    def _sidecar(self, k: str) -> Path:
+        return self.directory / f"{self.full_key(k)}.sha256"
 
     def get(self, k: str) -> bytes | None:
+        """The entry's bytes when present and verified; a bad entry is evicted (None)."""
+        path = self.path(k)
         try:
-            return self.path(k).read_bytes()
+            data = path.read_bytes()
         except OSError:
             return None
+        try:
+            stored = self._sidecar(k).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            stored = ""
+        if stored == _digest(self.full_key(k), data):
+            return data
+        self.evict(k, "no digest beside it" if not stored else "its content does not match "
+                   "its digest (truncated, damaged or another entry's)")
+        return None
+
+    def evict(self, k: str, why: str) -> None:
+        for p in (self.path(k), self._sidecar(k)):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+        print(f"conformance cache: evicted {self.path(k)}: {why}; it is made again",
+              file=sys.stderr)
+
+    def _write(self, target: Path, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def put(self, k: str, data: bytes) -> None:
         target = self.path(k)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{k}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            self._write(target, data)  # the entry first: a digest never names missing bytes
+            self._write(self._sidecar(k), _digest(self.full_key(k), data).encode())
         except OSError:
             return  # an unwritable cache only costs time
 

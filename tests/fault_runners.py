@@ -68,12 +68,12 @@ class HangsInWorker(_Fault):
 
 
 class ExitsInProcess(_Fault):
-    """Kills the pytest process unless run with --isolate."""
+    """Kills its process (os._exit(3)): the pytest process with --no-isolate."""
 
     name = "fault.exit.process"
 
     def misbehave(self):
-        os._exit(1)
+        os._exit(3)
 
 
 class HangsInProcess(_Fault):

@@ -6,7 +6,7 @@ import pytest
 
 from conformance.run import counting
 from conformance.run import evaluate as matrix
-from conformance.case.loader import LOAD_LIMIT, CaseError, load_file
+from conformance.case.loader import CaseError, load_budget, load_file
 from conformance.paths import CASES_DIR
 from conformance.oracle.reference import formula_parameters
 from conformance.runners import load
@@ -74,7 +74,7 @@ def test_loader_still_refuses_absurd_sizes(tmp_path):
     with pytest.raises(CaseError, match="loader's limit of 1,000,000,000,000 "
                        r"\(raise it with CONFORMANCE_MAX_LOAD_ELEMENTS"):
         load_file(path)
-    assert LOAD_LIMIT.weights == 10**12
+    assert load_budget().weights == 10**12
 
 
 def test_the_loader_limit_is_refused_by_validate_and_collection_and_can_be_raised(tmp_path):

@@ -40,7 +40,41 @@ def test_cache_roundtrip_is_atomic_and_keyed(tmp_path, monkeypatch):
     assert (data, hit) == (b"graph", False)
     data, hit = store.get_or_make(k, lambda: calls.append(1) or b"other")
     assert (data, hit, len(calls)) == (b"graph", True, 1)
-    assert [p.name for p in (tmp_path / "onnx").iterdir()] == [f"{k}.onnx"]  # no tmp left
+    assert sorted(p.name for p in (tmp_path / "onnx").iterdir()) == [f"{k}.onnx",
+                                                                     f"{k}.sha256"]  # no tmp
+
+
+def test_cache_evicts_a_truncated_or_swapped_entry_and_names_it(tmp_path, monkeypatch, capsys):
+    """#17: each entry is verified against a digest of key and bytes; a bad one is evicted,
+    made again, and the eviction names the file."""
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    store = cache.BytesCache("onnx", ".onnx")
+    a, b = cache.key("case-a"), cache.key("case-b")
+    store.put(a, b"graph of a")
+    store.put(b, b"graph of b")
+    store.path(a).write_bytes(b"graph o")  # truncated
+    assert store.get_or_make(a, lambda: b"graph of a") == (b"graph of a", False)
+    assert str(store.path(a)) in capsys.readouterr().err
+    assert store.get(a) == b"graph of a"  # the fresh entry verifies
+    for suffix in (".onnx", ".sha256"):  # b's entry swapped in whole, digest file too
+        (tmp_path / "onnx" / f"{a}{suffix}").write_bytes(
+            (tmp_path / "onnx" / f"{b}{suffix}").read_bytes())
+    assert store.get(a) is None and not store.path(a).exists()
+    assert "another entry's" in capsys.readouterr().err
+
+
+def test_cache_key_covers_the_generator_code(tmp_path, monkeypatch):
+    """An entry keyed with `covers` is not reused once that code changes."""
+    (tmp_path / "gen.py").write_text("SEED = 1\n")
+    monkeypatch.setattr(cache, "ROOT", tmp_path)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "c"))
+    store = cache.BytesCache("onnx", ".onnx", covers=("gen.py",))
+    store.put("k", b"old weights")
+    assert store.get("k") == b"old weights"
+    (tmp_path / "gen.py").write_text("SEED = 2\n")
+    cache.code_hash.cache_clear()
+    assert store.get("k") is None
+    cache.code_hash.cache_clear()
 
 
 def test_inventory_counts_sorted():

@@ -77,7 +77,7 @@ def check(rows, names, reasons):
 def test_exceptions_in_every_stage_and_an_in_process_hang(session):
     targets = _faults("RaisesInTranslate", "SysExitInRun", "BaseExceptionInRun",
                       "BreaksTheJudge", "HangsInProcess")
-    res, rows = session(targets, "--item-timeout", "3")
+    res, rows = session(targets, "--item-timeout", "3", "--no-isolate")  # in process
     check(rows, [_name(t) for t in targets], {
         "fault.translate": "translate raised ValueError: translate breaks, on purpose",
         "fault.sysexit": "run raised SystemExit: 3 (sys.exit was called)",
@@ -103,17 +103,23 @@ def test_a_worker_that_dies_or_hangs_costs_one_row(session):
     res.assert_outcomes(passed=5, failed=3)
 
 
-def test_isolate_contains_a_hard_crash_of_an_in_process_runner(session):
-    res, rows = session(_faults("ExitsInProcess"), "--isolate")
+@pytest.mark.parametrize("flags", [(), ("--isolate",)], ids=["default", "isolate"])
+def test_a_hard_crash_of_an_out_of_tree_runner_costs_one_row(session, flags):
+    """#17 acceptance 5: a runner without its own worker, added by CONFORMANCE_EXTRA_RUNNERS,
+    calls os._exit(3) on one case; in a default run (isolation is the default) that costs
+    its one row, and every other row and every report is written (session checks both)."""
+    res, rows = session(_faults("ExitsInProcess"), *flags)
     check(rows, ["fault.exit.process"], {
-        "fault.exit.process": "worker 'isolated-fault' died (exit 1) while running "
+        "fault.exit.process": "worker 'isolated-fault' died (exit 3) while running "
                               "fault.exit.process on case boom"})
     assert rows["fine", "fault.exit.process"]["notes"] != [f"pid {os.getpid()}"]
     res.assert_outcomes(passed=3, failed=1)
 
 
 def test_an_interrupted_session_still_writes_the_rows_so_far(session):
-    res, rows = session(_faults("InterruptsInTranslate"))
+    # in process: isolated, every worker item's translate runs when collection ends
+    # (evaluate.prefetch), so this runner's KeyboardInterrupt would come before any item
+    res, rows = session(_faults("InterruptsInTranslate"), "--no-isolate")
     assert res.ret == pytest.ExitCode.INTERRUPTED
     assert sorted(rows) == [("boom", "toy.numpy"), ("fine", "fault.interrupt"),
                             ("fine", "toy.numpy")]

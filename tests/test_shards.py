@@ -98,7 +98,37 @@ def test_three_shards_merge_into_the_single_run(tiny):
 
 def test_merge_refuses_incomplete_or_foreign_folders(tmp_path):
     done = cli("merge", str(tmp_path), "--out", str(tmp_path / "out"))
-    assert done.returncode == 1 and "shard.pickle" in done.stderr
+    assert done.returncode == 1 and "shard.json" in done.stderr
+
+
+@needs_torch
+def test_an_empty_shard_writes_a_shard_file_that_merges(tiny):
+    """Acceptance 6 of #17: one runner selected, three shards: two select nothing, still
+    write an (empty) shard file, and the merge equals one run of that selection."""
+    one = ("--runner", "torch.mha")
+    single = tiny.path / "single"
+    res = tiny.runpytest_subprocess(
+        "-p", "conformance.plugin", "-p", "no:cacheprovider", str(tiny.path / "cases"),
+        "--cases-dir", str(tiny.path / "cases"), *one, "--update-conventions",
+        "--conventions-file", str(tiny.path / "conv.yaml"), f"--report-dir={single}")
+    assert res.ret == 0, res.stdout.str()[-3000:]
+    ran = []
+    for i in (1, 2, 3):
+        out = tiny.path / f"shard{i}"
+        res = tiny.runpytest_subprocess(
+            "-p", "conformance.plugin", "-p", "no:cacheprovider", str(tiny.path / "cases"),
+            "--cases-dir", str(tiny.path / "cases"), *one, "--conventions-file",
+            str(tiny.path / "conv.yaml"), f"--shard={i}/3", f"--report-dir={out}")
+        assert res.ret in (0, 5), res.stdout.str()[-3000:]  # 5: this shard ran nothing
+        assert (out / "shard.json").is_file(), f"shard {i} wrote no shard file"
+        ran.append(len(json.loads((out / "shard.json").read_text())["rows"]))
+    assert sorted(ran) == [0, 0, 6]  # two shards empty, one with the 6 torch.mha rows
+    merged = tiny.path / "merged"
+    done = cli("merge", *(str(tiny.path / f"shard{i}") for i in (1, 2, 3)), "--out",
+               str(merged), "--cases-dir", str(tiny.path / "cases"))
+    assert done.returncode == 0, done.stderr
+    check = cli("check-reports", str(merged), "--against", str(single))
+    assert check.returncode == 0, check.stderr[-3000:]
 
 
 SECONDS = {"torch": 0.05, "keras": 0.3, "flax": 0.8, "hf": 0.15}  # as their classes declare

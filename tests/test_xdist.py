@@ -28,4 +28,4 @@ def test_two_xdist_workers_write_the_serial_reports(tiny):  # noqa: F811
     assert all(len(gws) == 1 for gws in where.values()), where  # matrix + conventions
     check = cli("check-reports", str(tiny.path / "xdist"), "--against", str(single))
     assert check.returncode == 0, check.stderr[-3000:]
-    assert not (tiny.path / "xdist" / "shard.pickle").exists()
+    assert not (tiny.path / "xdist" / "shard.json").exists()

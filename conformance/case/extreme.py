@@ -20,6 +20,11 @@ MAX_NONFINITE = 64  # entries of inputs.nonfinite
 TENSORS = ("query", "key", "value")
 VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _FIELDS = {"tensor", "batch", "position", "feature", "value"}
+# (largest finite, smallest positive subnormal) of each case dtype: a scale outside that
+# range would become inf or 0 in the layer, and a later NaN would pass for a mismatch
+RANGE = {"float16": (65504.0, 2.0 ** -24), "bfloat16": (3.3895313892515355e38, 2.0 ** -133),
+         "float32": (3.4028234663852886e38, 2.0 ** -149), "float64": (1.7976931348623157e308,
+                                                                     5e-324)}
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,19 @@ def read(r, sec: Mapping[str, Any], att, inputs):
     """`inputs` with scale and nonfinite read from its section `sec`."""
     from dataclasses import replace
 
+    for dotted, value in (("attention.scale", att.scale), ("inputs.scale", scale(r, sec))):
+        _fits(r, dotted, value, inputs.dtype)
     return replace(inputs, scale=scale(r, sec), nonfinite=nonfinite(
         r, sec, att, inputs.batch, inputs.query_len, inputs.key_len, inputs.self_attention))
+
+
+def _fits(r, dotted: str, value: float | None, dtype: str) -> None:
+    """A scale the case dtype can hold: neither overflowing to inf nor underflowing to 0."""
+    high, low = RANGE[dtype]
+    if value is not None and not low <= value <= high:
+        raise r.fail(dotted, f"{value:g} cannot be held in {dtype} (finite positive values "
+                     f"lie in {low:g}..{high:g}); it would become "
+                     f"{'inf' if value > high else '0'} in the layer")
 
 
 def extreme(case) -> bool:

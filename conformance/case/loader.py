@@ -20,11 +20,14 @@ from conformance.case import numbers as case_numbers, typed_numbers
 from conformance.case.model import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
     LOAD_ENV, LOAD_LIMIT_ELEMENTS, Attention, Budget, Case, CaseError, Expect, Inputs, Mask,
-    Tolerance, Weights, element_counts, load_limit, short, sizes_counts, tolerance_for)
+    Tolerance, Weights, element_counts, load_budget, load_limit, short, sizes_counts,
+    tolerance_for)
 from conformance.case.model import _SECTIONS, _TOP
+from conformance.case.discovery import discover
 from conformance.case.yaml_reader import read_document
 
 _SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")  # used with fullmatch: no trailing newline
+MAX_ID = 100  # characters: an id names a report page, cases/<id>.md (datafile.MAX_ID)
 MAX_INT = 2**63 - 1  # every integer field fits an int64
 _REQUIRED = object()
 
@@ -129,9 +132,6 @@ def _inputs(r: _Reader, att: Attention) -> Inputs:
             raise r.fail("inputs.self_attention", "requires key_len == query_len, got "
                          f"{inputs.key_len} != {inputs.query_len}")
     return inputs
-
-
-LOAD_LIMIT = Budget(load_limit(), load_limit())  # absurd sizes only: LOAD_ENV raises it
 
 
 def _check_budget(r: _Reader, att: Attention, inputs: Inputs, budget: Budget) -> None:
@@ -270,9 +270,9 @@ def _top_fields(r: _Reader, raw: Mapping, index: int) -> tuple[str, tuple, dict]
     case_id = raw.get("id")
     if case_id is None:
         raise r.fail("id", f"is required (case #{index} in the file): a lowercase slug")
-    if not isinstance(case_id, str) or not _SLUG.fullmatch(case_id):
-        raise r.fail("id", "must be a lowercase slug (a-z, 0-9, '.', '_', '-'), "
-                     f"got {short(case_id)}")
+    if not isinstance(case_id, str) or not _SLUG.fullmatch(case_id) or len(case_id) > MAX_ID:
+        raise r.fail("id", "must be a lowercase slug (a-z, 0-9, '.', '_', '-') of at most "
+                     f"{MAX_ID} characters, got {short(case_id, 120)}")
     unknown = sorted(set(raw) - _TOP)
     if unknown:
         raise r.fail(unknown[0], f"unknown field; valid top-level fields are {sorted(_TOP)}")
@@ -290,19 +290,19 @@ def _top_fields(r: _Reader, raw: Mapping, index: int) -> tuple[str, tuple, dict]
 def parse_case(raw: Any, path: Path | str, index: int = 0, *,
                budget: Budget | None = None) -> Case:
     """Validate one case mapping; raises CaseError naming file, case and field.
-    `budget` bounds the elements it may ask for (default: LOAD_LIMIT, 10**12 each)."""
+    `budget` bounds the elements it may ask for (default: load_budget(), 10**12 each)."""
     path = Path(path)
     if not isinstance(raw, Mapping):
         raise CaseError(path, None, f"cases[{index}]",
                         f"each case must be a mapping, got {type(raw).__name__}")
     case_id = raw.get("id")
-    good_id = isinstance(case_id, str) and _SLUG.fullmatch(case_id)
+    good_id = isinstance(case_id, str) and _SLUG.fullmatch(case_id) and len(case_id) <= MAX_ID
     r = _Reader(path, raw, case_id if good_id else None)
     case_id, tags, typed = _top_fields(r, raw, index)
     r.raw = typed_numbers.with_attention(r, raw, typed)  # typed in a system's words
     att = _attention(r)
     inputs = _inputs(r, att)
-    _check_budget(r, att, inputs, budget or LOAD_LIMIT)
+    _check_budget(r, att, inputs, budget or load_budget())
     mask, ws = _mask(r, inputs), r.section("weights")
     att, inputs, mask, decode = case_modern.read(r, att, inputs, mask)  # today's attention
     case = Case(  # expect is read last: whether a row is fully masked is the case's to say
@@ -339,7 +339,7 @@ def file_cases(path: Path, budget: Budget) -> tuple[list[Case], list[CaseError]]
 
 def load_file(path: Path | str, *, budget: Budget | None = None) -> list[Case]:
     """Every case of one file; raises the first CaseError."""
-    cases, errors = file_cases(Path(path), budget or LOAD_LIMIT)
+    cases, errors = file_cases(Path(path), budget or load_budget())
     if errors:
         raise errors[0]
     return cases
@@ -363,16 +363,16 @@ def _check_names(case: Case, runner_names: set[str] | None, seen: dict[str, str]
 def load_cases_report(directory: Path | str, runner_names: set[str] | None = None, *,
                       budget: Budget | None = None) -> tuple[list[Case], list[CaseError]]:
     """Every good case under `directory` (file-name order) and one CaseError per bad
-    case or file: one bad file never hides the others' cases.  Ids must be unique."""
-    budget = budget or LOAD_LIMIT
-    seen: dict[str, str] = {}
-    cases, errors = [], []
-    for path in sorted(Path(directory).glob("*.yaml")):
+    case, file or refused entry (discovery.py): one bad file never hides the others'
+    cases.  Ids must be unique.  Skipped entries: discover(directory).skipped."""
+    budget, seen, found = budget or load_budget(), {}, discover(directory)
+    cases, errors = [], list(found.refused)
+    for path in found.files:
         try:
-            found = file_report(path, runner_names, seen, budget)
+            good, bad = file_report(path, runner_names, seen, budget)
         except Exception as exc:  # a loader bug must not hide the other files
-            found = [], [CaseError(path, None, "(loader)", repr(exc))]
-        cases, errors = cases + found[0], errors + found[1]
+            good, bad = [], [CaseError(path, None, "(loader)", short(exc))]
+        cases, errors = cases + good, errors + bad
     return cases, errors
 
 

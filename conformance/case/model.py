@@ -48,15 +48,19 @@ LOAD_ENV = "CONFORMANCE_MAX_LOAD_ELEMENTS"  # raises (or lowers) that limit
 
 
 def load_limit(environ: Mapping[str, str] | None = None) -> int:
-    """The loader's limit: LOAD_LIMIT_ELEMENTS unless CONFORMANCE_MAX_LOAD_ELEMENTS says."""
-    text = (os.environ if environ is None else environ).get(LOAD_ENV, "").strip()
-    try:
-        value = int(text.replace("_", "")) if text else LOAD_LIMIT_ELEMENTS
-    except ValueError:
-        value = -1
-    if value < 1:
-        raise ValueError(f"{LOAD_ENV}={short(text)}: must be a positive integer (elements)")
-    return value
+    """The loader's limit: LOAD_LIMIT_ELEMENTS unless CONFORMANCE_MAX_LOAD_ELEMENTS says
+    (a whole number of elements; `1e12` and `10^12` read as written)."""
+    from conformance.settings import positive_number
+
+    return int(positive_number(environ, LOAD_ENV, LOAD_LIMIT_ELEMENTS, "elements",
+                               integer=True))
+
+def load_budget() -> "Budget":
+    """The loader's limit (absurd sizes only: LOAD_ENV raises it), read from the
+    environment at each load, so a bad value is a named error there, not at import."""
+    limit = load_limit()
+    return Budget(limit, limit)
+
 
 # The field names of the format (conformance/case/case.schema.json publishes the same).
 _TOP = {"id", "title", "description", "source", "tags", "attention", "inputs", "mask",

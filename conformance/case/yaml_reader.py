@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
     _CParser = None
 
 _TAG = "tag:yaml.org,2002:"
+_TYPED = {_TAG + t for t in ("int", "float", "bool", "null")}  # an explicit tag must fit
 _PLAIN_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "seq", "map", "merge")}
 
 
@@ -78,6 +79,11 @@ class _Bounded:
             raise self._refuse(f"{short(_node_text(node))} has YAML type {short(node.tag, 60)}; "
                                "only strings, numbers, booleans, null, lists and mappings "
                                "are allowed (quote dates and other text)")
+        if (isinstance(node, ScalarNode) and node.tag in _TYPED
+                and self.resolve(ScalarNode, node.value, (True, False)) != node.tag):
+            raise self._refuse(f"{short(node.value, 60)} is tagged {node.tag[len(_TAG):]!r} "
+                               "but is not written as one; drop the explicit tag (!!) and "
+                               "write the value plainly")
         if node.tag == _TAG + "int" and len(node.value) > 30:
             raise self._refuse(f"integer with {len(node.value)} digits is too large")
         children = (node.value if isinstance(node, SequenceNode) else
@@ -155,6 +161,7 @@ def read_document(path: Path | str) -> Any:
         raise CaseError(path, exc.case_id, exc.field_name, exc.problem) from None
     except yaml.YAMLError as exc:
         raise CaseError(path, None, "(yaml)", f"not valid YAML: {cut(str(exc), 400)}") from None
-    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError, KeyError,
+            IndexError, AttributeError) as exc:  # a constructor's own error: still one line
         raise CaseError(path, None, "(yaml)",
                         f"not valid YAML: {type(exc).__name__}: {cut(str(exc), 300)}") from None

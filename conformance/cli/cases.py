@@ -11,11 +11,20 @@ from conformance.cli.new import new  # noqa: F401  (the `new` command)
 from conformance.paths import CASES_DIR
 
 
-def _files(paths: list[str]) -> list[Path]:
-    out = []
+def _files(paths: list[str]) -> tuple[list[Path], list[str], list[CaseError]]:
+    """The files to check, the entries skipped (named) and the entries refused
+    (case/discovery.py: a folder's lock files, FIFOs, directories, links out)."""
+    from conformance.case.discovery import discover
+
+    files, skipped, refused = [], [], []
     for p in [Path(p) for p in (paths or [str(CASES_DIR)])]:
-        out += sorted(p.glob("*.yaml")) if p.is_dir() else [p]
-    return out
+        if p.is_dir():
+            found = discover(p)
+            files, skipped, refused = (files + found.files, skipped + found.skipped,
+                                       refused + found.refused)
+        else:
+            files.append(p)
+    return files, skipped, refused
 
 
 def _error(exc: CaseError) -> dict:
@@ -24,13 +33,14 @@ def _error(exc: CaseError) -> dict:
 
 def _check_file(path: Path, names: set[str], seen: dict[str, str]) -> dict:
     """One file's report: {file, ok, cases, error (the first), errors (every one)}."""
-    from conformance.case.loader import LOAD_LIMIT, file_report
+    from conformance.case.loader import file_report, load_budget
 
     entry = {"file": str(path), "ok": True, "cases": [], "error": None, "errors": []}
     try:
         if not path.is_file():
-            raise CaseError(path, None, "(file)", "no such file")
-        cases, errors = file_report(path, names, seen, LOAD_LIMIT)
+            raise CaseError(path, None, "(file)", "not a regular file" if path.exists()
+                            else "no such file")
+        cases, errors = file_report(path, names, seen, load_budget())
         entry["cases"] = [case.id for case in cases]
         entry["errors"] = [_error(e) for e in errors]
     except CaseError as exc:
@@ -46,7 +56,12 @@ def validate(args) -> int:
     from conformance.runners import runner_names
 
     names, seen = set(runner_names()), {}
-    report = [_check_file(p, names, seen) for p in _files(args.paths)]
+    files, skipped, refused = _files(args.paths)
+    report = [_check_file(p, names, seen) for p in files]
+    report += [{"file": str(e.path), "ok": False, "cases": [], "error": _error(e),
+                "errors": [_error(e)]} for e in refused]
+    for entry in skipped:
+        print(f"skipped {entry}", file=sys.stderr)
     bad = [e for e in report if not e["ok"]]
     if args.json:
         print(json.dumps({"ok": not bad, "files": report}, indent=1))
@@ -82,11 +97,17 @@ def list_cases(args) -> int:
 
 
 def _last_rows(path: str, case_id: str) -> dict[str, dict]:
+    """The last results' rows of one case, read as untrusted data (datafile.py: bounded,
+    a regular file); an unreadable file shows no figures."""
+    from conformance.datafile import DataFileError, read_json
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path, "a results.json")
+    except DataFileError:
         return {}
-    return {r["runner"]: r for r in data.get("rows", []) if r.get("case") == case_id}
+    rows = data.get("rows", []) if isinstance(data, dict) else []
+    return {r["runner"]: r for r in rows if isinstance(r, dict)
+            and isinstance(r.get("runner"), str) and r.get("case") == case_id}
 
 
 def _configuration(case) -> list[str]:

@@ -1,6 +1,8 @@
 """Fuzz the case loader: mutate the shipped cases and feed each document to it.
 
-    python -m conformance.cli.fuzz --count 10000 --seed 0
+    python -m conformance.cli.fuzz --count 10000 --seed 0 [--format case|results|shard|all]
+
+(--format results / shard: the readers of files read back, cli/fuzz_files.py.)
 
 Each mutated document (wrong types, huge and negative sizes, nulls, deep
 nesting, unicode and control characters, anchors and alias bombs, binary junk,
@@ -33,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from conformance.case.loader import LOAD_LIMIT, CaseError, element_counts, load_file
+from conformance.case.loader import CaseError, element_counts, load_budget, load_file
 from conformance.case.model import MAX_MESSAGE
 from conformance.paths import CASES_DIR
 
@@ -60,7 +62,9 @@ RAW_VALUES = [
     "9" * 5000, ".inf", "-.inf", ".nan", "1.0e+400", "1e-15", "0x7fffffff", "0o17", "1_000",
     "2024-01-01", "2024-13-45", "2001-12-14t21:59:43.10-05:00", "!!binary aGVsbG8=",
     "!!set {a, b}", "!!omap [{a: 1}]", "!!python/object/apply:os.system [ls]", "!!str 1",
-    "!!int x", "!!float .nan", "[]", "{}", "[1]", "[[1, 0], [0, 1]]", "{random: .nan}",
+    "!!int x", "!!float .nan", "!!bool 'abc'", "!!int ''", "!!float ''", "!!bool ''",
+    "!!null x", "!!int '0x'", "!!float 'abc'", "[]", "{}", "[1]", "[[1, 0], [0, 1]]",
+    "{random: .nan}",
     "{1: 2}", "{2024-01-01: 3}", "{null: 1}", "{[1]: 2}", "{.inf: 1}", "{true: 1}",
     '""', '"\\0"', '"\\u202e\\u200b"', '"\\x07\\x1b[31m"', '"é ü 漢字 🙂"', "yes", "no", "'x\\n'",
     '"tiny\\n"', _nest(500), _nest(40), _nest(30), _bomb(), _bomb(6, 12), "&a [*a]",
@@ -174,7 +178,7 @@ def _on_alarm(*_):
 
 def _usable(cases) -> str | None:
     """Why an accepted case is harmful, or None."""
-    budget = LOAD_LIMIT  # above the numbers budget a case loads: it is counted, not run
+    budget = load_budget()  # above the numbers budget a case loads: it is counted, not run
     for case in cases:
         counts = element_counts(case)
         if counts["weights"] > budget.weights or counts["activations"] > budget.activations:
@@ -255,30 +259,42 @@ def fuzz(count: int, seed: int, cases_dir: Path = CASES, trace: bool = False) ->
             "operators": dict(ops)}
 
 
+def _print(kind: str, r: dict, seconds: float, traced: bool) -> None:
+    print(f"[{kind}] tried {r['tried']}, accepted {r['accepted']}, clean errors {r['clean']}, "
+          f"unclean {r['unclean']} ({seconds:.1f} s in all)")
+    print(f"slowest document {r['max_seconds']:.3f} s ({r['slowest']}); "
+          f"over {SLOW_S:g} s: {len(r['over_1s'])} {r['over_1s'][:5]}")
+    peak = (f"peak traced memory of one document {r['peak_traced_bytes'] / 2**20:.1f} MiB, "
+            f"over 200 MB: {len(r['over_200mb'])}; " if traced else "")
+    print(f"{peak}process max RSS grew {r['rss_growth_bytes'] / 2**20:.1f} MiB over the run "
+          "(a bound on any one document)")
+    print("operators: " + ", ".join(f"{k} {v}" for k, v in sorted(r["operators"].items())))
+    for n, label, detail, head in r["unclean_examples"]:
+        print(f"UNCLEAN #{n} [{label}]: {detail}\n    document starts {head!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from conformance.cli.fuzz_files import fuzz_files
+
     parser = argparse.ArgumentParser(prog="python -m conformance.cli.fuzz", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cases-dir", type=Path, default=CASES)
+    parser.add_argument("--format", choices=("case", "results", "shard", "all"),
+                        default="case", help="which reader to fuzz (default: the case loader)")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="trace each document's memory peak (slows parsing ~10x)")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
-    r = fuzz(args.count, args.seed, args.cases_dir, args.tracemalloc)
-    print(f"tried {r['tried']}, accepted {r['accepted']}, clean errors {r['clean']}, "
-          f"unclean {r['unclean']} ({time.perf_counter() - start:.1f} s in all)")
-    print(f"slowest document {r['max_seconds']:.3f} s ({r['slowest']}); "
-          f"over {SLOW_S:g} s: {len(r['over_1s'])} {r['over_1s'][:5]}")
-    traced = (f"peak traced memory of one document {r['peak_traced_bytes'] / 2**20:.1f} MiB, "
-              f"over 200 MB: {len(r['over_200mb'])}; " if args.tracemalloc else "")
-    print(f"{traced}process max RSS grew {r['rss_growth_bytes'] / 2**20:.1f} MiB over the run "
-          "(a bound on any one document)")
-    print("operators: " + ", ".join(f"{k} {v}" for k, v in sorted(r["operators"].items())))
-    for n, label, detail, head in r["unclean_examples"]:
-        print(f"UNCLEAN #{n} [{label}]: {detail}\n    document starts {head!r}")
-    over = r["over_200mb"] or r["rss_growth_bytes"] > BIG_BYTES
-    return 1 if r["unclean"] or r["over_1s"] or over else 0
+    bad = False
+    for kind in (("case", "results", "shard") if args.format == "all" else (args.format,)):
+        start = time.perf_counter()
+        r = (fuzz(args.count, args.seed, args.cases_dir, args.tracemalloc) if kind == "case"
+             else fuzz_files(kind, args.count, args.seed))
+        _print(kind, r, time.perf_counter() - start, args.tracemalloc)
+        over = r["over_200mb"] or r["rss_growth_bytes"] > BIG_BYTES
+        bad = bad or bool(r["unclean"] or r["over_1s"] or over)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

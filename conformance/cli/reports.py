@@ -10,12 +10,13 @@ from conformance.paths import ROOT
 
 
 def report(args) -> int:
-    """Every report re-rendered from results.json; nothing runs."""
+    """Every report re-rendered from results.json; nothing runs.  The file is read as
+    untrusted data (report/results.py); a bad one is one error naming it."""
     from conformance.report import write_reports
     from conformance.report.results import rows_from_results
 
     results = Path(args.results)
-    if not results.exists():
+    if not results.exists() and not results.is_symlink():
         print(f"report: no {results}; run the matrix first (python -m pytest)", file=sys.stderr)
         return 1
     rows, cases, runners, selection, meta = rows_from_results(results)
@@ -25,9 +26,8 @@ def report(args) -> int:
     return 0
 
 
-def _committed(current: Path, rev: str) -> Path:
-    """The report files of `current` as committed at `rev`, in a temporary folder."""
-    tmp = Path(tempfile.mkdtemp(prefix="committed-reports-"))
+def _committed(current: Path, rev: str, tmp: Path) -> Path:
+    """The report files of `current` as committed at `rev`, in the folder `tmp`."""
     rel = current.resolve().relative_to(ROOT)
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", rev, "--",
                              f"{rel}/"], capture_output=True, text=True)
@@ -43,13 +43,40 @@ def _committed(current: Path, rev: str) -> Path:
     return tmp
 
 
+def _readable(folder: Path) -> None:
+    """Every report file of `folder` is a regular file within the size bound (a FIFO, a
+    device or a directory in its place is refused before anything reads it)."""
+    from conformance.datafile import DataFileError, max_bytes, regular_file
+    from conformance.report.drift import report_names
+
+    if not folder.is_dir():
+        raise DataFileError(folder, "not a report folder")
+    for name in report_names(folder):
+        path = folder / name
+        if path.exists() or path.is_symlink():
+            regular_file(path, "a report file")
+            if path.stat().st_size > max_bytes():
+                raise DataFileError(path, f"larger than {max_bytes():,} bytes")
+
+
 def check_reports(args) -> int:
     """Compare a report folder with another one, or with its committed version."""
+    from conformance.datafile import DataFileError
     from conformance.report import compare_reports
 
     current = Path(args.reports)
-    baseline = Path(args.against) if args.against else _committed(current, args.rev)
-    changes = compare_reports(baseline, current)
+    with tempfile.TemporaryDirectory(prefix="committed-reports-") as tmp:  # always removed
+        baseline = Path(args.against) if args.against else _committed(current, args.rev,
+                                                                       Path(tmp))
+        try:
+            _readable(baseline)
+            _readable(current)
+            changes = compare_reports(baseline, current)
+        except (ValueError, UnicodeDecodeError) as exc:  # bad JSON or CSV in a report file
+            if isinstance(exc, DataFileError):
+                raise
+            raise DataFileError(current, f"a report file cannot be compared: "
+                                f"{type(exc).__name__}: {str(exc)[:200]}") from None
     for c in changes:
         print(f"changed: {c}", file=sys.stderr)
     what = args.against or args.rev
@@ -69,9 +96,11 @@ def merge(args) -> int:
     from conformance.plugin.shards import MergeError
     from conformance.plugin.shards import merge as merge_shards
 
+    from conformance.case.loader import CaseError
+
     try:
         selection = merge_shards(args.shards, Path(args.out), Path(args.cases_dir))
-    except MergeError as exc:
+    except (MergeError, CaseError) as exc:
         print(f"merge: {exc}", file=sys.stderr)
         return 1
     print(f"merged {len(args.shards)} shard(s) into {args.out} ({selection})")

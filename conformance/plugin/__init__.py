@@ -46,7 +46,10 @@ def pytest_addoption(parser):
                     "killed and restarted; default $CONFORMANCE_ITEM_TIMEOUT or 300; 0: none)")
     group.addoption("--isolate", action="store_true", default=None,
                     help="run every runner in a worker subprocess, so a hard crash costs one "
-                    "row (default: $CONFORMANCE_ISOLATE=1; else only runners declaring one)")
+                    "row (the default, unless $CONFORMANCE_ISOLATE=0)")
+    group.addoption("--no-isolate", dest="isolate", action="store_false",
+                    help="run runners without their own worker in the pytest process (a hard "
+                    "crash there ends the session; CONFORMANCE_ISOLATE=0)")
     group.addoption("--max-elements", type=int, default=None, metavar="N",
                     help="numbers budget: a case with more weight or activation elements "
                     "is counted, not computed (a 'count only' row: parameters by the "
@@ -72,19 +75,41 @@ def pytest_configure(config):
     counting.configure(config.getoption("max_elements"))  # before any item allocates
     config.addinivalue_line("markers", "matrix: a (case x runner) item of the matrix")
     config.addinivalue_line("markers", "conventions: a runner's pinned conventions (ledger)")
-    state = session_state(config)  # an unknown --runner is a usage error before anything runs
+    state = _configured(config)  # bad settings, --runner, --report-dir: usage errors now
     session_expectations(config)  # so is a bad expectations file
     _collect_cases_dir(config)
     generated.configure(config)
     from conformance.run import isolation
+    from conformance.settings import item_timeout
 
-    timeout, isolate = config.getoption("item_timeout"), config.getoption("isolate")
-    isolation.configure(isolation.env_timeout() if timeout is None else timeout,
+    isolate = config.getoption("isolate")
+    isolation.configure(item_timeout(config.getoption("item_timeout")),
                         isolation.env_isolate() if isolate is None else isolate,
                         state["runners"])
     from conformance.plugin import parallel
 
     parallel.configure(config)  # xdist: loadgroup, rows sent to the controller
+
+
+def _configured(config) -> dict:
+    """The session state, once every setting is known good: an environment value, an
+    option or an unwritable --report-dir is one usage error naming it, before any item
+    runs (settings.py; report/staging.py)."""
+    from conformance.case.loader import load_budget
+    from conformance.report.staging import check_writable
+    from conformance.run.isolation import env_isolate
+    from conformance.settings import SettingError, item_timeout
+
+    try:
+        load_budget()
+        env_isolate()
+        item_timeout(config.getoption("item_timeout"))
+        state = session_state(config)
+        if config.getoption("report_dir"):
+            check_writable(Path(config.getoption("report_dir")), "--report-dir")
+    except (SettingError, OSError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return state
 
 
 def pytest_report_header(config):
@@ -96,6 +121,8 @@ def pytest_report_header(config):
 def pytest_collect_file(file_path: Path, parent):
     cases_dir = Path(parent.config.getoption("cases_dir")).resolve()
     if file_path.suffix == ".yaml" and file_path.parent.resolve() == cases_dir:
+        if file_path.name.startswith(".#"):  # an editor lock file: named at the end
+            return None
         return CaseFile.from_parent(parent, path=file_path)
     if file_path.suffix == ".yaml" and \
             file_path.parent.resolve() == expectations_dir(parent.config).resolve():
@@ -174,14 +201,16 @@ def pytest_sessionfinish(session, exitstatus):
     shutdown()
     config = session.config
     state = config.stash.get(STATE_KEY, None)
-    if is_worker(config) or not state or not state["rows"]:
+    if is_worker(config) or not state:
         return  # an xdist worker's rows went to the controller with its reports
-    cases = session_cases(config, state)  # the xdist controller collected nothing
-    if state["error"] is not None:
+    if not state["rows"]:
+        _empty_shard(config, state)
         return
+    cases = session_cases(config, state)  # the xdist controller collected nothing
     full = [(c.id, r.name) for c in cases for r in state["runners"]]
     default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
-    is_full = sorted(state["rows"]) == sorted(full) and default_cases
+    is_full = (sorted(state["rows"]) == sorted(full) and default_cases
+               and not state["case_errors"])  # a broken case file: not the full matrix
     target = config.getoption("report_dir")
     parts = _selection_parts(config)
     shard = config.getoption("shard")
@@ -201,6 +230,24 @@ def pytest_sessionfinish(session, exitstatus):
 
         write_shard(out, parse_shard(shard), state, parts, len(full), default_cases)
     config._conformance_note = f"conformance: reports written to {out} ({selection})"
+
+
+def _empty_shard(config, state) -> None:
+    """A shard that selected nothing still writes its (empty) shard file, so that a CI
+    matrix with a fixed number of shards merges whatever the selection."""
+    shard, target = config.getoption("shard"), config.getoption("report_dir")
+    if not shard or not target or config.option.collectonly:
+        return
+    from conformance.plugin.parallel import parse_shard
+    from conformance.plugin.shards import write_shard
+
+    cases = session_cases(config, state)
+    full = len(cases) * len(state["runners"])
+    default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
+    write_shard(Path(target), parse_shard(shard), state, _selection_parts(config), full,
+                default_cases)
+    config._conformance_note = f"conformance: shard {shard} ran nothing; wrote an empty " \
+        f"shard file to {target}"
 
 
 def _selection_parts(config) -> list[str]:
@@ -230,6 +277,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in matrix_lines(state["rows"].values(), state["cases"] or [],
                                  state["runners"]):
             terminalreporter.write_line(line)
+    for entry in (state or {}).get("skipped_entries", []):
+        terminalreporter.write_line(f"conformance: {entry}")
     note = getattr(config, "_conformance_note", None)
     if note:
         terminalreporter.write_line(note)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conformance.case.expectations import Expectations, declared
-from conformance.case.loader import CaseError, load_cases
+from conformance.case.loader import load_cases_report
 from conformance.run.evaluate import evaluate, failure_message
 from conformance.runners import all_runners
 from conformance.compare.verdict import Outcome
@@ -35,24 +35,28 @@ def session_state(config) -> dict:
             raise pytest.UsageError(f"--runner {unknown[0]}: unknown; known runners: {names}")
         config.stash[STATE_KEY] = {"runners": runners, "chosen_runners": chosen,
                               "chosen_cases": split(config.getoption("case")),
-                              "cases": None, "error": None, "rows": {}, "probes": {}}
+                              "cases": None, "case_errors": [], "skipped_entries": [],
+                              "rows": {}, "probes": {}}
     return config.stash[STATE_KEY]
 
 
 def session_cases(config, state):
-    """All cases of the directory, loaded and checked once per session."""
-    if state["cases"] is None and state["error"] is None:
-        try:
-            state["cases"] = load_cases(config.getoption("cases_dir"),
-                                        {r.name for r in state["runners"]})
-        except CaseError as exc:
-            state["error"] = exc
-        unknown = sorted(set(state["chosen_cases"]) - {c.id for c in state["cases"] or []})
-        if state["cases"] is not None and unknown:  # a --case that matches nothing
+    """All good cases of the directory, loaded and checked once per session; a bad
+    file or entry is kept in state["case_errors"] (an error item of its file), a
+    skipped entry in state["skipped_entries"] (named at the end): none hides the
+    other files' cases (case/discovery.py)."""
+    if state["cases"] is None:
+        from conformance.case.discovery import discover
+
+        directory = config.getoption("cases_dir")
+        state["cases"], state["case_errors"] = load_cases_report(
+            directory, {r.name for r in state["runners"]})
+        state["skipped_entries"] = discover(directory).skipped
+        unknown = sorted(set(state["chosen_cases"]) - {c.id for c in state["cases"]})
+        if unknown:  # a --case that matches nothing
             raise pytest.UsageError(f"--case {unknown[0]}: no such case id in "
-                                    f"{config.getoption('cases_dir')} "
-                                    "(python -m conformance list shows them)")
-    return state["cases"] or []
+                                    f"{directory} (python -m conformance list shows them)")
+    return state["cases"]
 
 
 def expectations_dir(config) -> Path:
@@ -97,15 +101,33 @@ class ItemsFile(pytest.File):
         return super().repr_failure(excinfo)
 
 
+class CaseFileError(pytest.Item):
+    """A case file (or entry) that cannot be used: one failing item naming it, so the
+    other files' items still run and the run says what is wrong."""
+
+    def __init__(self, *, errors, **kwargs):
+        super().__init__(**kwargs)
+        self.errors = errors
+
+    def runtest(self):
+        raise MatrixFailure("\n".join(str(e) for e in self.errors))
+
+    def repr_failure(self, excinfo):
+        return str(excinfo.value) if isinstance(excinfo.value, MatrixFailure) \
+            else super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.path.name}: case file error"
+
+
 class CaseFile(ItemsFile):
     def collect(self):
         session = session_state(self.config)
         cases = session_cases(self.config, session)
-        err = session["error"]
-        if err is not None and Path(err.path).resolve() == self.path.resolve():
-            raise self.CollectError(str(err))
-        if err is not None:
-            return  # reported once, by the file it names
+        errors = [e for e in session["case_errors"]
+                  if Path(e.path).absolute() == self.path.absolute()]
+        if errors:
+            yield CaseFileError.from_parent(self, name="case-file-error", errors=errors)
         chosen = session["chosen_cases"]
         for case in cases:
             if Path(case.path).resolve() != self.path.resolve():

@@ -3,9 +3,11 @@
 A run (serial, xdist controller, or one shard) ends in write_run: rows in
 full-matrix order (cases in file order x runners in registry order), the
 ledger first (index.md and index.html read conventions.json), then every
-report.  A shard (--shard I/N with --report-dir DIR) also writes DIR/SHARD_FILE:
-its Row objects, its runners' probe cells, its seconds per item and its
-selection, pickled (lossless; a merge reads it with the same checkout).
+report.  A shard (--shard I/N with --report-dir DIR) also writes DIR/SHARD_FILE
+(shard.json): its rows, its runners' probe cells, its seconds per item and its
+selection, as versioned JSON data checked field by field when read (shardfile.py:
+a shard file from another machine runs no code).  A shard that selected nothing
+writes one too, with no rows, so that a fixed CI matrix always merges.
 `python -m conformance merge DIR... --out OUT` combines the shards and writes
 OUT exactly as one run of the union would have (the ledger rebuilt from the
 merged rows and probes); the metadata says how many shards ran.
@@ -13,13 +15,11 @@ merged rows and probes); the metadata says how many shards ran.
 from __future__ import annotations
 
 import datetime as _dt
-import pickle
 from pathlib import Path
 
+from conformance.datafile import DataFileError
 from conformance.plugin.parallel import SECONDS_KEY
-
-SHARD_FILE = "shard.pickle"
-FORMAT = 1
+from conformance.plugin.shardfile import SHARD_FILE
 
 
 def selection_text(ran: int, total: int, is_full: bool, parts: list[str]) -> str:
@@ -56,27 +56,28 @@ def write_run(rows: dict, probes: dict, cases, runners, out: Path, selection: st
     from conformance.report import write_reports
     from conformance.report.ledger import write_ledger
 
+    from conformance.report.staging import staged
+
     full = [(c.id, r.name) for c in cases for r in runners]
     order = {key: n for n, key in enumerate(full)}
     ordered = sorted(rows.values(), key=lambda r: order.get((r.case, r.runner), 0))
-    write_ledger(build(ordered, probes, runners, cases), out)
-    write_reports(ordered, cases, runners, out, selection, meta)
+    with staged(out) as stage:  # the ledger and the reports swapped in together
+        write_ledger(build(ordered, probes, runners, cases), stage)
+        write_reports(ordered, cases, runners, stage, selection, meta)
 
 
 def write_shard(out: Path, shard: tuple[int, int], state: dict, parts: list[str],
                 total: int, default_cases: bool) -> Path:
-    """DIR/SHARD_FILE: what merge needs of this shard's run."""
-    from conformance.plugin.parallel import _safe_probe
+    """DIR/SHARD_FILE: what merge needs of this shard's run (shardfile.py)."""
+    from conformance.plugin import shardfile
 
-    record = {"format": FORMAT, "shard": shard, "rows": state["rows"],
-              "probes": {k: _safe_probe(v) for k, v in state["probes"].items()},
+    record = {"shard": shard, "rows": state["rows"], "probes": state["probes"],
               "seconds": state.get("seconds", {}), "parts": parts, "total": total,
               "default_cases": default_cases,
               "runners": [r.name for r in state["runners"]],
               "cases": [c.id for c in state["cases"] or []]}
-    path = Path(out) / SHARD_FILE
-    path.write_bytes(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
-    return path
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return shardfile.write(Path(out), record)
 
 
 class MergeError(Exception):
@@ -84,16 +85,19 @@ class MergeError(Exception):
 
 
 def load_shards(dirs) -> list[dict]:
+    """Every shard folder's checked shard file (one clear error for a bad one)."""
+    from conformance.plugin import shardfile
+
     shards = []
     for d in dirs:
         path = Path(d) / SHARD_FILE
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             raise MergeError(f"{d}: no {SHARD_FILE}; run the shard with --shard I/N "
                              "--report-dir DIR")
-        record = pickle.loads(path.read_bytes())  # noqa: S301 - our own shards' data
-        if record.get("format") != FORMAT:
-            raise MergeError(f"{path}: format {record.get('format')}, expected {FORMAT}")
-        shards.append(record)
+        try:
+            shards.append(shardfile.read(path))
+        except DataFileError as exc:
+            raise MergeError(str(exc)) from None
     counts = {s["shard"][1] for s in shards}
     if len(counts) != 1:
         raise MergeError(f"shards of different counts: {sorted(counts)}")
@@ -139,6 +143,5 @@ def merge(dirs, out: Path, cases_dir: Path) -> str:
     selection = selection_text(len(rows), first["total"], is_full, first["parts"])
     meta = run_metadata(seconds, {"shards": str(len(shards))})
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     write_run(rows, probes, cases, runners, out, selection, meta)
     return selection

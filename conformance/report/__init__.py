@@ -7,7 +7,10 @@
 - pages.py: one page per case (reports/cases/<id>.md);
 - render.py: results.json, results.csv, index.md, index.html (report/html.py's
   write_html when it exists), the machine in the metadata block;
-- results.py: rows_from_results, to re-render from results.json;
+- results.py: rows_from_results, to re-render from results.json (records.py: the
+  schema each record read back is checked against);
+- staging.py: reports written whole (a staging folder beside the target, swapped in
+  by renames), the --report-dir writability check;
 - drift.py: check-reports' comparison (what belongs to the systems exactly);
 - masking.py: what the CPU moves and how a comparison leaves it out (figure kinds,
   masked texts);

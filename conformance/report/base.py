@@ -26,7 +26,10 @@ FAMILIES = ("torch", "keras", "onnx")  # then "others"
 MAX_COLUMNS = 8  # data columns of one table (systems of one conventions table)
 WORD_LIMIT = 28  # characters of a free-text ledger value shown in a table
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# control characters, and the bidi controls that reorder what a reader sees (U+202E...)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                      r"\u2066-\u2069]")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads these as a formula
 
 
 def sig(x: float | None, digits: int = 3) -> float | None:
@@ -57,12 +60,14 @@ def md(text) -> str:
 
 
 def csv_text(text):
-    """A CSV cell: one line without ANSI/control characters; a text a spreadsheet would
-    read as a formula (= + @) gets a leading apostrophe.  Non-strings pass through."""
+    """A CSV cell: one line without ANSI/control/bidi characters; a text a spreadsheet
+    would read as a formula (leading = + - @, tab, CR) gets a leading apostrophe.
+    Non-strings (numbers) pass through."""
     if not isinstance(text, str):
         return text
-    text = plain(text)
-    return "'" + text if text[:1] in ("=", "+", "@") else text
+    shown = plain(text)
+    formula = text[:1] in FORMULA_START or shown.lstrip()[:1] in FORMULA_START
+    return "'" + shown if formula else shown
 
 
 def family(framework: str) -> str:

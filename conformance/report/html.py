@@ -28,6 +28,7 @@ import hashlib
 import html
 import json
 import math
+import re
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -53,15 +54,20 @@ def _markers() -> tuple[str, str]:
 
     return METADATA_START, METADATA_END
 
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
+
 
 def e(value) -> str:
-    """Text or attribute value, escaped (quotes too)."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text or attribute value, escaped (quotes too), bidi controls (U+202E ...) removed."""
+    return html.escape(_BIDI.sub("", "" if value is None else str(value)), quote=True)
 
 
 def script_json(obj) -> str:
     """JSON safe inside <script>: no '<', '>' or '&' (so no '</script>', no '<!--')."""
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    text = _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
@@ -280,6 +286,6 @@ def write_html(frame, cases, runners, sections, meta: dict, out_dir, selection: 
     figures = plots.make_figures(frame, cases, runners)
     plots.write_figures(figures, out)
     path = out / "index.html"
-    path.write_text(page(frame, cases, runners, sections, meta, selection, ledger, figures),
-                    encoding="utf-8")
+    text = page(frame, cases, runners, sections, meta, selection, ledger, figures)
+    path.write_text(_UNSAFE.sub("", text), encoding="utf-8")  # no raw ESC, bidi, C1 anywhere
     return path

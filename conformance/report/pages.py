@@ -71,7 +71,11 @@ def render_page(case, rows, runners) -> str:
 
 
 def write_pages(rows, cases, runners, out: Path) -> list[Path]:
-    """cases/<id>.md for every case with rows; stale pages of other ids are removed."""
+    """cases/<id>.md for every case with rows (into a fresh staging folder: the swap
+    removes the pages of ids no longer there, staging.py), each path checked to lie
+    inside `out` whatever the id holds."""
+    from conformance.datafile import inside
+
     folder = Path(out) / PAGES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     by_case: dict[str, list] = {}
@@ -80,10 +84,7 @@ def write_pages(rows, cases, runners, out: Path) -> list[Path]:
     written = []
     for case in cases:
         if case.id in by_case:
-            path = folder / f"{case.id}.md"
+            path = inside(folder, folder / f"{case.id}.md")
             path.write_text(render_page(case, by_case[case.id], runners), encoding="utf-8")
             written.append(path)
-    for old in folder.glob("*.md"):
-        if old not in written:
-            old.unlink()
     return written

@@ -168,9 +168,17 @@ def write_reports(rows, cases, runners, out: Path, selection: str,
                   meta: dict | None = None) -> list[Path]:
     """`rows`: the run's Rows; `cases` in file order; `runners`: the Runner objects
     of the run, in column order.  `meta`: kept as given (re-rendering), else this run's.
+    Written whole (staging.py: a staging folder swapped in, or nothing changes).
     Returns the paths written."""
+    from conformance.report.staging import staged
+
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with staged(out, seed=(LEDGER_FILE,)) as stage:
+        written = _write_into(rows, cases, runners, stage, selection, meta)
+        return [out / p.relative_to(stage) for p in written]
+
+
+def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | None):
     results = results_frame(rows)
     ledger = read_ledger(out)
     answers, details = build_sections(results, rows, cases, runners, ledger)

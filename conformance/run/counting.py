@@ -3,7 +3,7 @@
 A case whose weights or activations exceed the budget (`--max-elements N`, else
 $CONFORMANCE_MAX_WEIGHT_ELEMENTS / $CONFORMANCE_MAX_ACTIVATION_ELEMENTS, else
 50,000,000 each) still loads (the loader refuses only absurd sizes, far
-above: case_types.LOAD_LIMIT).  The matrix asks such an item's runner for
+above: case.model.load_budget()).  The matrix asks such an item's runner for
 `Runner.count(case)` (a meta device, shape inference, or the labelled formula)
 instead of `run`, before anything is allocated: no canonical arrays, no
 reference.  The row is PASS or MISMATCH on the parameter count alone, its

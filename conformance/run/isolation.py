@@ -11,12 +11,12 @@ error and restarts it).  Two settings decide how far that reaches:
   In process it is a SIGALRM that raises `ItemTimeout` in the runner's
   Python code: a hang inside native code that never returns to Python
   cannot be interrupted in process.
-- isolation (`--isolate`, CONFORMANCE_ISOLATE=1): every runner runs in a
-  worker subprocess; a runner without a WorkerSpec gets a generic one per
-  framework (key "isolated-<framework>").  Then a hard crash (os._exit, a
-  segfault) or a hang in native code costs one row.  Without it, runners
-  without a WorkerSpec share the pytest process, and such a crash ends the
-  session (the limit is declared in the README).
+- isolation (the default; `--no-isolate` or CONFORMANCE_ISOLATE=0 turn it off):
+  every runner runs in a worker subprocess; a runner without a WorkerSpec gets
+  a generic one per framework (key "isolated-<framework>").  So a hard crash
+  (os._exit, a segfault) or a hang in native code costs one row.  Without it,
+  runners without a WorkerSpec share the pytest process, and such a crash ends
+  the session (the limit is declared in the README).
 """
 from __future__ import annotations
 
@@ -41,16 +41,22 @@ class ItemTimeout(BaseException):
 
 
 def env_timeout() -> float:
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected seconds (a number; 0 = none)") \
-            from None
+    """CONFORMANCE_ITEM_TIMEOUT in seconds (0 = none), bounded (settings.item_timeout)."""
+    from conformance.settings import item_timeout as parsed
+
+    return parsed(None)
 
 
 def env_isolate() -> bool:
-    return os.environ.get(ISOLATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """CONFORMANCE_ISOLATE: isolation is on unless it says 0 / false / no / off."""
+    raw = os.environ.get(ISOLATE_ENV, "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    from conformance.settings import SettingError
+
+    raise SettingError(f"{ISOLATE_ENV}={raw[:40]!r}: expected 1 or 0 (on / off)")
 
 
 def item_timeout() -> float:

@@ -11,7 +11,6 @@ typed-number system) is declared on its class (contract/runner.py).
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 from conformance.contract.runner import Runner
@@ -68,8 +67,9 @@ def load(target: str, params: dict[str, Any] | None = None) -> Runner:
 def registry() -> tuple[tuple[str, dict[str, Any]], ...]:
     """REGISTRY plus out-of-tree runners named in CONFORMANCE_EXTRA_RUNNERS, so a
     runner can be tried without editing this package."""
-    extra = os.environ.get(EXTRA_ENV, "")
-    return REGISTRY + tuple((e.strip(), {}) for e in extra.split(",") if e.strip())
+    from conformance.settings import extra_runners
+
+    return REGISTRY + tuple((f"{module}:{cls}", {}) for module, cls in extra_runners())
 
 
 def all_runners() -> list[Runner]:

@@ -14,7 +14,7 @@ import numpy as np
 from conformance.cache import BytesCache
 from conformance.contract.runner import NotExpressibleError, to_numpy
 
-CACHE = BytesCache("onnx", ".onnx")
+CACHE = BytesCache("onnx", ".onnx", covers=("conformance/oracle/canonical.py",))  # weights
 FORMAT = 1  # bump when what we export changes, to invalidate cached graphs
 
 
