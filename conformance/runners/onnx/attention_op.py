@@ -226,8 +226,8 @@ class OnnxAttentionOp(Runner):
         from conformance.oracle.canonical import case_data
         from conformance.runners.onnx.probes import attention_op_cells
 
-        def build(case):
-            return build_model(case, case_data(case), attention_plan(case))
+        def build(case, data=None):
+            return build_model(case, data or case_data(case), attention_plan(case))
 
         return attention_op_cells(self.engine, build, self.execute)
 
