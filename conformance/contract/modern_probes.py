@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from conformance.case.loader import Case
-from conformance.contract.axes import REFUSED
+from conformance.contract.axes import NA, REFUSED
 from conformance.contract.probing import closest, distances, output_with, probe_case
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import CaseData, case_data
@@ -103,7 +103,7 @@ def rope_style(case: Case, runs: dict[str, Callable[[], np.ndarray]], what: str,
             f"{k} {v:.1e}" for k, v in d.items()) + ")")
     words = set(found.values()) - {"neither", "none"}
     value = ("choosable" if {"half_split", "interleaved"} <= words
-             else words.pop() if len(words) == 1 else REFUSED)
+             else words.pop() if len(words) == 1 else NA)  # NA: no setting rotates
     return Convention("rope_style", value, f"{what}: max |output - oracle| under each "
                       f"pairing: {' | '.join(texts)}", **documented)
 
@@ -128,9 +128,10 @@ def rope_partial(case: Case, run: Callable[[], np.ndarray], what: str,
                       f"rotated ({cell.value})", **documented)
 
 
-def qk_norm_case(scope: str, kind: str = "rms") -> Case:
+def qk_norm_case(scope: str, kind: str = "rms", head_dim: int = 8) -> Case:
     return probe_case(f"qk-norm-{scope}", attention={
-        "num_heads": 2, "query_features": 16, "qk_norm": {"kind": kind, "scope": scope}},
+        "num_heads": 2, "query_features": 2 * head_dim,
+        "qk_norm": {"kind": kind, "scope": scope}},
         inputs={"self_attention": True, "query_len": 5})
 
 
@@ -168,7 +169,7 @@ def qk_norm_scope(runs: dict[str, tuple[Case, Callable[[CaseData], np.ndarray]]]
         texts.append(f"{setting} ({case.attention.qk_norm.kind}): {found[setting]} (" +
                      "; ".join(f"{k} {v:.1e}" for k, v in d.items()) + ")")
     words = set(found.values()) - {"neither"}
-    value = "choosable" if len(words) == 2 else words.pop() if words else REFUSED
+    value = "choosable" if len(words) == 2 else words.pop() if words else NA
     return Convention("qk_norm_scope", value, f"{what}, unit scales: max |output - oracle| "
                       f"per scope: {' | '.join(texts)}", **documented)
 

@@ -42,6 +42,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_A, {"engine": "ort"}),
     (_A, {"engine": "reference"}),
     ("conformance.runners.onnx.contrib_mha:OnnxContribMHA", {}),
+    ("conformance.runners.onnx.contrib_gqa:OnnxContribGQA", {}),
     ("conformance.runners.onnx.keras_export:OnnxKerasExport", {}),
     ("conformance.runners.documented.matlab:MatlabSelfAttentionModel", {}),
     ("conformance.runners.hf.bert:HFBert", {"attn_implementation": "eager"}),
