@@ -193,7 +193,8 @@ class OnnxAttentionOp(Runner):
     system = f"onnx Attention-{OPSET}"
     path = "graph"
     description = ("a graph around the ONNX `Attention` operator (opset 23) in onnxruntime "
-                   "and in `onnx.reference`")
+                   "and in `onnx.reference` (`RotaryEmbedding` and `RMSNormalization` / "
+                   "`LayerNormalization` nodes before it where a case asks for RoPE or QK-norm)")
     seconds = 0.4
     no_parameters_label = "ONNX Attention op"
     engine = "ort"

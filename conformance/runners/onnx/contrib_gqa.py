@@ -156,7 +156,7 @@ class OnnxContribGQA(Runner):
     backend = "onnxruntime"
     requires = ("onnx", "onnxruntime")
     description = ("onnxruntime's contrib `com.microsoft.GroupQueryAttention` (self-attention, "
-                   "`do_rotary` / `rotary_interleaved`, per-head `q_norm_weight`)")
+                   "`do_rotary` / `rotary_interleaved`; its CPU kernel refuses `q_norm_weight`)")
     seconds = 0.3
     no_parameters_label = "ORT contrib GroupQueryAttention"
     sets_scale = True  # the `scale` attribute (default 1/sqrt(head_size))
