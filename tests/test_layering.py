@@ -33,7 +33,9 @@ LAYERS = (("paths", "versions", "cache", "datafile", "settings"), ("case",),
           ("conventions",), ("report",), ("plugin",), ("cli",), ("__main__",))
 # runners/<framework>/ -> other framework folders it may import: the ONNX runners export
 # the torch module and convert the Keras layer, so they build those with their helpers
-ALLOWED_ACROSS = {"onnx": {"torch", "keras"}}
+# the deployment runtimes run those same exported or converted modules
+ALLOWED_ACROSS = {"onnx": {"torch", "keras"}, "openvino": {"onnx", "torch"},
+                  "executorch": {"torch"}, "litert": {"keras"}}
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:

@@ -54,6 +54,9 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
+    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
+    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx", "precision": "f16"}),
+    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 
