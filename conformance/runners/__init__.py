@@ -56,7 +56,6 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.documented.marian:MarianCppModel", {}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx", "precision": "f16"}),
-    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 

@@ -5,7 +5,10 @@ exporter, one graph with need_weights=False for the output, one with per-head we
 read by OpenVINO's ONNX frontend; they come from the same export cache, so they cost no
 export when the onnx rows ran.  `openvino.torch` (`source="torch"`): `openvino.convert_model`
 on `torch.export.export(module, args)` (OpenVINO's TorchScript path fails its own trace check
-on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached as bytes.
+on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached as bytes;
+not in the default registry: its conversions (and its probes' conversions) cost about 8
+minutes on a cold 2-core run, past the README run's budget; register it with
+("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}) to run it.
 `openvino.onnx.f16`: the ONNX graphs compiled with INFERENCE_PRECISION_HINT=f16 (on a CPU
 without native float16 arithmetic the plugin picks bf16 or f32; the row's extras quote
 what the compiled model reports).  Masks are graph inputs in torch polarity (True =
