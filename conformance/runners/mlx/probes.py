@@ -123,14 +123,7 @@ def grouped_cell() -> Convention:
                                             "query_features": 12})
     data = case_data(case)
     out = sdpa_fwd(case, data)()
-    w = data.weights
-    tiled_order = np.arange(6) % 3  # query head h reads kv head h % 3
-    # tiled as a canonical grouping: canonical head j is head perm[j], perm[j] % 3 == j // 2
-    perm = np.argsort(tiled_order * 2 + np.arange(6) // 3, kind="stable")
-    tiled = replace(data, weights=replace(w, wq=w.wq[perm], wo=w.wo[perm],
-                                          bq=None if w.bq is None else w.bq[perm]))
-    return closest("kv_head_mapping", out, {"grouped": attention(case, data).output,
-                                            "tiled": attention(case, tiled).output},
+    return closest("kv_head_mapping", out, _ledger.kv_mapping_candidates(case, data),
                    f"{SDPA} on 6 query heads, 3 untiled k/v heads with distinct weights "
                    "(grouped: head h reads kv head h // 2; tiled: h % 3)",
                    documented_source=SDPA_DOC)
