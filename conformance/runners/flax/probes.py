@@ -199,6 +199,9 @@ def features(api: str) -> list[Convention]:
 
 
 def flax_cells(api: str) -> list[Convention]:
+    from conformance.contract.axes import FEATURE_ARGUMENTS
+
+    today = sorted([qk_norm_scope(api), *kv_head_mapping(api), *features(api)],
+                   key=lambda c: list(FEATURE_ARGUMENTS).index(c.axis))  # the axes' order
     return [key_padding(api), weights_dropout(api), causal(api), scale_precision(api),
-            mixed_dtype(api), implicit_mask(api), qk_norm_scope(api), *kv_head_mapping(api),
-            *features(api)]
+            mixed_dtype(api), implicit_mask(api), *today]

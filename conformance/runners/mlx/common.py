@@ -29,6 +29,7 @@ import numpy as np
 from conformance.contract.runner import Runner
 
 DOCS = "https://ml-explore.github.io/mlx/build/html/python/"
+MHA = "mlx.nn.MultiHeadAttention"
 SDPA_DOC = DOCS + "_autosummary/mlx.core.fast.scaled_dot_product_attention.html"
 FILLS = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min), "-1e9": -1e9,
          "-1e4": -1e4}  # mask.fill -> the number an additive mask holds
@@ -199,6 +200,34 @@ def explicit(mx, case, data, plan: CorePlan, mask=_PLAN_MASK):
     heads = attend(mx, plan, case, q, k, v, w, mask)
     out = mx.einsum("bhtd,hde->bte", heads, w["wo"])
     return (out if "bo" not in w else out + w["bo"]), w
+
+
+def mha_kwargs(case) -> dict:
+    a = case.attention
+    return {"dims": a.num_heads * a.qk_head_dim, "num_heads": a.num_heads,
+            "query_input_dims": a.query_features, "key_input_dims": a.key_features,
+            "value_input_dims": a.value_features, "value_dims": a.num_heads * a.v_head_dim,
+            "value_output_dims": a.output_features, "bias": a.bias}
+
+
+def build(case, weights, dtype: str):
+    """The layer with the canonical weights loaded (strict: every name must match)
+    and read back; -> (layer, native shapes)."""
+    mx, nn = import_mlx()
+    from mlx.utils import tree_flatten
+
+    from conformance.convert.frameworks import to_mlx
+
+    layer = nn.MultiHeadAttention(**mha_kwargs(case))
+    layer.set_dtype(mx_dtype(mx, dtype))
+    want = to_mlx(weights)
+    layer.load_weights([(n, to_mx(mx, a, dtype)) for n, a in want.items()], strict=True)
+    held = dict(tree_flatten(layer.parameters()))
+    for n, a in want.items():
+        back = to_f64(mx, held[n])
+        if back.shape != a.shape or not np.array_equal(back, a):
+            raise RuntimeError(f"readback of {n} differs from the canonical weights")
+    return layer, {n: tuple(v.shape) for n, v in held.items()}
 
 
 class MlxRunner(Runner):

@@ -16,37 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import Count, NotExpressible, Observation, Translation
-from conformance.convert.frameworks import to_mlx
 from conformance.runners.mlx.common import (
-    MlxRunner, core_plan, held_dtype, import_mlx, mask_array, mx_dtype, to_f64, to_mx)
-
-CTOR = "mlx.nn.MultiHeadAttention"
-
-
-def mha_kwargs(case) -> dict:
-    a = case.attention
-    return {"dims": a.num_heads * a.qk_head_dim, "num_heads": a.num_heads,
-            "query_input_dims": a.query_features, "key_input_dims": a.key_features,
-            "value_input_dims": a.value_features, "value_dims": a.num_heads * a.v_head_dim,
-            "value_output_dims": a.output_features, "bias": a.bias}
-
-
-def build(case, weights, dtype: str):
-    """The layer with the canonical weights loaded (strict: every name must match)
-    and read back; -> (layer, native shapes)."""
-    mx, nn = import_mlx()
-    from mlx.utils import tree_flatten
-
-    layer = nn.MultiHeadAttention(**mha_kwargs(case))
-    layer.set_dtype(mx_dtype(mx, dtype))
-    want = to_mlx(weights)
-    layer.load_weights([(n, to_mx(mx, a, dtype)) for n, a in want.items()], strict=True)
-    held = dict(tree_flatten(layer.parameters()))
-    for n, a in want.items():
-        back = to_f64(mx, held[n])
-        if back.shape != a.shape or not np.array_equal(back, a):
-            raise RuntimeError(f"readback of {n} differs from the canonical weights")
-    return layer, {n: tuple(v.shape) for n, v in held.items()}
+    MHA as CTOR, MlxRunner, build, core_plan, held_dtype, import_mlx, mask_array, mha_kwargs,
+    to_f64, to_mx)
 
 
 class MlxMHA(MlxRunner):

@@ -24,10 +24,10 @@ from conformance.oracle import positional
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
 from conformance.runners.mlx.common import (
-    SDPA_DOC, core_plan, explicit, held_dtype, import_mlx, to_f64, to_mx)
+    MHA,
+    SDPA_DOC, build, core_plan, explicit, held_dtype, import_mlx, to_f64, to_mx)
 
 SDPA = "mx.fast.scaled_dot_product_attention"
-MHA = "mlx.nn.MultiHeadAttention"
 ALIBI_FIX = "https://github.com/ml-explore/mlx/pull/3071"
 DOCS_ROPE = ("https://ml-explore.github.io/mlx/build/html/python/_autosummary/"
              "mlx.core.fast.rope.html")
@@ -51,8 +51,6 @@ def sdpa_fwd(case, data=None):
 
 def mha_fwd(case, data=None):
     """fwd(mask=None) -> the layer's output, the mask passed raw as (B, 1, T, S)."""
-    from conformance.runners.mlx.mha import build
-
     mx, _ = import_mlx()
     data = data or case_data(case)
     layer, _ = build(case, data.weights, "float32")
@@ -293,8 +291,6 @@ def mha_cells() -> list[Convention]:
 
 
 def _unbatched_mha(mx, case) -> Convention:
-    from conformance.runners.mlx.mha import build
-
     layer, _ = build(case, case_data(case).weights, "float32")
     x = case_data(case).inputs
     what = f"{MHA} on 2-D (T=3, E=8) inputs"
@@ -307,8 +303,6 @@ def _unbatched_mha(mx, case) -> Convention:
 
 
 def _mha_float64(mx) -> Convention:
-    from conformance.runners.mlx.mha import build
-
     case = probe_case("mlx-mha-64", inputs={"dtype": "float64"})
     data = case_data(case)
 
@@ -321,8 +315,6 @@ def _mha_float64(mx) -> Convention:
 
 
 def _mixed_mha(mx, case) -> Convention:
-    from conformance.runners.mlx.mha import build
-
     layer, _ = build(case, case_data(case).weights, "float32")
     x = case_data(case).inputs
     what = f"float64 inputs into a float32 {MHA}"
