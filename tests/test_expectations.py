@@ -112,6 +112,18 @@ def test_scale_exact_in_float32():
     assert not exact(make_case(attention={"num_heads": 2, "query_features": 8, "scale": 0.1}))
 
 
+def test_alibi_key_after_query():
+    after = CONDITIONS["alibi_key_after_query"].read
+    alibi = {"num_heads": 2, "query_features": 8, "alibi": True}
+    assert after(make_case(attention=alibi))  # no mask: later keys are seen
+    assert not after(make_case(attention=alibi, mask={"causal": "upper_left"}))
+    assert not after(make_case(attention=alibi, inputs={"self_attention": True},
+                               mask={"causal": "lower_right"}))
+    assert after(make_case(attention=alibi, inputs={"query_len": 2, "key_len": 4},
+                           mask={"causal": "lower_right"}))  # query 0 sees key 2
+    assert not after(make_case(attention={**alibi, "alibi": False}))
+
+
 def test_case_pins_win_over_the_runner_file_and_say_where_to_remove_them():
     file = Expectations("r", "expectations/r.yaml", "nan", {"c": "contained"},
                         (KnownMismatch({"dtype": ("float64",)}, "f64 shortfall", strict=False),))

@@ -26,5 +26,7 @@ def test_flax_probe_cells_are_vocabulary_words(api, causal):
         assert c.evidence and (c.value in BY_ID[c.axis].vocabulary or (
             c.value == "not_probed" and "a probe is needed" in c.evidence))
     assert cells["causal_flag"].value == causal
+    assert cells["qk_norm_scope"].value == "per_head"  # normalize_qk: LayerNorm over d
+    assert cells["kv_head_mapping"].value == ("grouped" if "nnx" in api else "not_applicable")
     assert cells["weights_dropout"].value == "pre_dropout"
     assert "max |sum - 1|" in cells["weights_dropout"].evidence

@@ -32,6 +32,19 @@ def _head_width_one_length_equals_heads(case: Case) -> bool:
     return query or (kv and 1 in (a.qk_head_dim, a.v_head_dim))
 
 
+def _alibi_key_after_query(case: Case) -> bool:
+    """ALiBi where the causal setting lets a query see a key at a later position:
+    there a symmetric bias -slope * |i - j| (MLX's nn.ALiBi) and the paper's signed
+    slope * (j - i) differ; on keys at or before the query they agree.  Positions are
+    inputs.position_offset + t and key_position_offset + s; other masks are not read."""
+    a, i = case.attention, case.inputs
+    if not a.alibi:
+        return False
+    reach = {"none": i.key_len - 1, "upper_left": 0,  # latest key j - query t a row may see
+             "lower_right": i.key_len - i.query_len}[case.mask.causal]
+    return i.key_position_offset - i.position_offset + reach > 0
+
+
 def _scale_exact_in_float32(case: Case) -> bool:
     """The softmax scale (attention.scale, else 1/sqrt(qk_head_dim)) is a float32 number:
     a system that rounds it through float32 loses nothing (1/sqrt(4) = 0.5 is; 1/sqrt(8)
@@ -63,6 +76,8 @@ CONDITIONS: dict[str, Condition] = {
                                    lambda c: c.has_fully_masked_rows),
     "nonfinite_key": Condition("a NaN or infinity is placed in the key tensor (inputs.nonfinite)",
                                lambda c: any(n.tensor == "key" for n in c.inputs.nonfinite)),
+    "alibi_key_after_query": Condition(_alibi_key_after_query.__doc__.split(":")[0],
+                                       _alibi_key_after_query),
     "scale_exact_in_float32": Condition(_scale_exact_in_float32.__doc__.split(":")[0],
                                         _scale_exact_in_float32),
     "head_width_one_length_equals_heads": Condition(

@@ -60,6 +60,8 @@ class Vocabulary:
 
 
 _MATLAB = "https://www.mathworks.com/help/deeplearning/ref/nnet.cnn.layer.selfattentionlayer.html"
+_MLX = ("https://ml-explore.github.io/mlx/build/html/python/nn/_autosummary/"
+        "mlx.nn.MultiHeadAttention.html")
 VOCABULARIES: tuple[Vocabulary, ...] = (
     Vocabulary("matlab", "selfAttentionLayer", (
         _w("num_heads", "num_heads", req=True), _w("num_key_channels", "qk_total", req=True),
@@ -85,6 +87,12 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
         _w("num_heads", "num_heads", req=True), _w("in_features", "query_features", req=True),
         _w("qkv_features", "qk_total", "v_total"), _w("out_features", "output_features"),
         _w("use_bias", "bias"))),
+    Vocabulary("mlx", "mlx.nn.MultiHeadAttention", (
+        _w("dims", "qk_total", req=True), _w("num_heads", "num_heads", req=True),
+        _w("query_input_dims", "query_features", req=True),
+        _w("key_input_dims", "key_features"), _w("value_input_dims", "value_features"),
+        _w("value_dims", "v_total"), _w("value_output_dims", "output_features"),
+        _w("bias", "bias")), fixed={"bias": False}, source=_MLX),
     Vocabulary("hf.bert", "BertConfig", (
         _w("hidden_size", "query_features", req=True),
         _w("num_attention_heads", "num_heads", req=True)), fixed={"bias": True}),

@@ -74,3 +74,20 @@ def softmax_scale(case, fwd: Forward, what: str, configurable: str = "") -> Conv
 def matches(case, out: np.ndarray) -> float:
     """max |out - oracle| with no mask."""
     return float(np.max(np.abs(np.asarray(out, np.float64) - output_with(case, None))))
+
+
+def kv_mapping_candidates(case, data) -> dict[str, np.ndarray]:
+    """The oracle's output for a grouped-query case under the two head mappings:
+    grouped (query head h reads kv head h // g, the canonical one) and tiled (h % H_kv),
+    the latter as a canonical grouping of the query heads reordered so that canonical
+    head j is head perm[j] with perm[j] % H_kv == j // g (the output sums over heads)."""
+    from dataclasses import replace
+
+    from conformance.oracle.reference import attention
+
+    h, kv = case.attention.num_heads, case.attention.num_kv_heads
+    perm = np.argsort((np.arange(h) % kv) * h + np.arange(h), kind="stable")
+    w = data.weights
+    tiled = replace(w, wq=w.wq[perm], wo=w.wo[perm], bq=None if w.bq is None else w.bq[perm])
+    return {"grouped": attention(case, data).output,
+            "tiled": attention(case, replace(data, weights=tiled)).output}

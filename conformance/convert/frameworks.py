@@ -93,6 +93,18 @@ def from_torch(state: Mapping[str, Any], num_heads: int,
     return from_linear(lin, _TORCH_SEPARATE, num_heads, num_heads, TORCH)
 
 
+MLX = LinearNames(("query_proj.weight", "key_proj.weight", "value_proj.weight",
+                   "out_proj.weight"),
+                  ("query_proj.bias", "key_proj.bias", "value_proj.bias", "out_proj.bias"))
+
+
+def to_mlx(weights: CanonicalWeights) -> dict[str, np.ndarray]:
+    """Canonical -> mlx.nn.MultiHeadAttention parameters (nn.Linear, (out, in));
+    one `bias` flag, so all four biases or none."""
+    all_or_no_biases(weights, ("bq", "bk", "bv", "bo"), "mlx.nn.MultiHeadAttention")
+    return to_linear(weights, MLX, "mlx.nn.MultiHeadAttention")
+
+
 def to_keras(weights: CanonicalWeights, grouped: bool = False) -> dict[str, np.ndarray]:
     """Canonical -> keras.layers.MultiHeadAttention variables keyed by path suffix:
     'query/kernel' (E_q, H, d_k), 'query/bias' (H, d_k), ..., 'attention_output/

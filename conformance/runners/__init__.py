@@ -53,6 +53,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.llama:HFLlama", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
+    ("conformance.runners.mlx.mha:MlxMHA", {}),
+    ("conformance.runners.mlx.sdpa:MlxSDPA", {}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx", "precision": "f16"}),

@@ -26,15 +26,22 @@ def _inputs(case, dtype=None):
 
 def run(api: str, case, *, dtype: str = "float32", x=None, dropout: float = 0.0,
         deterministic: bool = True, **call):
-    """-> (output, sown attention weights or None) of the layer built in `dtype`."""
+    """-> (output, sown attention weights or None) of the layer built in `dtype`; a case
+    with attention.qk_norm builds it with normalize_qk=True, its query_ln / key_ln
+    scales the canonical q_norm / k_norm."""
     import jax
     import jax.numpy as jnp
 
     dt = getattr(jnp, dtype)
-    a = case.attention
+    a, w = case.attention, case_data(case).weights
     kw = {"num_heads": a.num_heads, "qkv_features": a.num_heads * a.qk_head_dim,
           "dtype": dt, "param_dtype": dt, "dropout_rate": dropout}
-    params = _flax.params_for(case_data(case).weights)
+    params = _flax.params_for(w)
+    if case.grouped:
+        kw["num_kv_heads"] = a.num_kv_heads  # nnx only (linen has no such field)
+    if a.qk_norm is not None:
+        kw["normalize_qk"] = True
+        params.update(query_ln={"scale": w.q_norm}, key_ln={"scale": w.k_norm})
     q, k, v = x if x is not None else _inputs(case)
     if api == LINEN:
         import flax.linen as nn
@@ -135,17 +142,66 @@ def implicit_mask(api: str) -> Convention:
                       f"argument: with mask=None, {d:.1e} from the unmasked oracle")
 
 
+def qk_norm_scope(api: str) -> Convention:
+    """normalize_qk=True: flax's LayerNorm(use_bias=False) on each head's d values, or
+    over all heads?  The oracle's LayerNorm with zero bias under each scope."""
+    from dataclasses import replace
+
+    from conformance.oracle.reference import attention
+
+    def case_for(scope):
+        return probe_case("qk-norm", attention={"qk_norm": {"kind": "layer", "scope": scope}})
+
+    per = case_for("per_head")
+    data = case_data(per)
+    w = data.weights
+    zero = replace(w, q_norm_bias=np.zeros_like(w.q_norm), k_norm_bias=np.zeros_like(w.k_norm))
+    h = per.attention.num_heads
+    over = replace(zero, q_norm=np.tile(w.q_norm, (h, 1)), k_norm=np.tile(w.k_norm, (h, 1)),
+                   q_norm_bias=np.zeros((h, w.q_norm.size)),
+                   k_norm_bias=np.zeros((h, w.k_norm.size)))
+    out, _ = run(api, per)
+    return closest("qk_norm_scope", to_numpy(out), {
+        "per_head": attention(per, replace(data, weights=zero)).output,
+        "all_heads": attention(case_for("all_heads"), replace(data, weights=over)).output},
+        f"{api}(normalize_qk=True) on {per.id}: query_ln / key_ln LayerNorm(use_bias=False) "
+        "scales set to one seeded (head dim,) vector each, against the oracle's LayerNorm "
+        "(zero bias) per head and over all heads", documented_source=_doc(api))
+
+
+def kv_head_mapping(api: str) -> list[Convention]:
+    """nnx's num_kv_heads with 6 query heads over 3 kv heads, distinct kv weights
+    (linen has no such field: its cell comes from the signature)."""
+    if api == LINEN:
+        return []
+    from conformance.contract.probe_cells import kv_mapping_candidates
+
+    case = probe_case("flax-gqa", attention={"num_heads": 6, "num_kv_heads": 3,
+                                             "query_features": 12})
+    out, _ = run(api, case)
+    return [closest("kv_head_mapping", to_numpy(out),
+                    kv_mapping_candidates(case, case_data(case)),
+                    f"{api}(num_heads=6, num_kv_heads=3, qkv_features=12) with distinct "
+                    "per-kv-head key/value kernels (E, 3, 2) (grouped: head h reads kv head "
+                    "h // 2; tiled: h % 3)", documented_source=_doc(api))]
+
+
 def features(api: str) -> list[Convention]:
     """softcap and today's attention, read from the installed layer's fields and call
-    signature (probing.feature_cells)."""
+    signature (probing.feature_cells); the axes probed here are skipped."""
     from flax import linen, nnx
 
     from conformance.contract.probing import feature_cells
 
     cls = linen.MultiHeadDotProductAttention if "linen" in api else nnx.MultiHeadAttention
-    return feature_cells(api, cls.__init__, cls.__call__)
+    skip = ("qk_norm_scope",) if "linen" in api else ("qk_norm_scope", "kv_head_mapping")
+    return feature_cells(api, cls.__init__, cls.__call__, skip=skip)
 
 
 def flax_cells(api: str) -> list[Convention]:
+    from conformance.contract.axes import FEATURE_ARGUMENTS
+
+    today = sorted([qk_norm_scope(api), *kv_head_mapping(api), *features(api)],
+                   key=lambda c: list(FEATURE_ARGUMENTS).index(c.axis))  # the axes' order
     return [key_padding(api), weights_dropout(api), causal(api), scale_precision(api),
-            mixed_dtype(api), implicit_mask(api), *features(api)]
+            mixed_dtype(api), implicit_mask(api), *today]

@@ -375,5 +375,6 @@ class KerasLayerRunner(Runner):
         from conformance.contract.probing import feature_cells
 
         cls = getattr(keras.layers, self.layer_cls)
-        return self.probe_cells() + feature_cells(
-            f"keras.layers.{self.layer_cls}", cls.__init__, cls.call)
+        probed = self.probe_cells()
+        return probed + feature_cells(f"keras.layers.{self.layer_cls}", cls.__init__, cls.call,
+                                      skip=tuple(c.axis for c in probed))

@@ -295,9 +295,25 @@ def implicit_mask(p: Probe) -> Convention:
                    "unpadded query rows)")
 
 
+def kv_head_mapping(p: Probe) -> Convention:
+    """GroupQueryAttention with 6 query heads over 3 key/value heads, distinct kv
+    weights: grouped (h // 2) or tiled (h % 3)."""
+    case = probe_case("keras-gqa", attention={"num_heads": 6, "num_kv_heads": 3,
+                                              "query_features": 12})
+    data = case_data(case)
+    return closest("kv_head_mapping", p.fwd(case, data),
+                   _ledger.kv_mapping_candidates(case, data),
+                   f"{p.what}(head_dim=2, num_query_heads=6, num_key_value_heads=3) with "
+                   "distinct per-kv-head weights (grouped: head h reads kv head h // 2; "
+                   "tiled: h % 3)", documented="grouped",
+                   documented_source="https://keras.io/api/layers/attention_layers/"
+                   "group_query_attention/")
+
+
 def layer_cells(runner) -> list[Convention]:
     """Every probe of one Keras layer runner, in its worker."""
     p = Probe(runner)
     case = base_case()
+    grouped = [kv_head_mapping(p)] if runner.layer_cls == "GroupQueryAttention" else []
     return (layout_cells(p, case) + mask_cells(p, case) + dropout_cells(p, case)
-            + [scale_precision(p)] + dtype_cells(p, case) + [implicit_mask(p)])
+            + [scale_precision(p)] + dtype_cells(p, case) + [implicit_mask(p)] + grouped)

@@ -1,0 +1,237 @@
+"""What the MLX runners share (mlx.mha, mlx.sdpa): the import, dtypes, arrays in
+and out, the canonical weights in `mlx.nn.Linear`'s (out, in) layout, and the
+attention core through MLX's own ops (`mx.fast.rope`, `mx.fast.rms_norm` /
+`layer_norm`, `nn.ALiBi.create_alibi_matrix`, `mx.fast.scaled_dot_product_attention`).
+
+MLX runs on Linux CPU (`pip install "mlx[cpu]"`).  Facts the runners rest on,
+from its docstrings (mlx 0.32.4):
+- `scaled_dot_product_attention(q, k, v, *, scale, mask, sinks)` takes q
+  (B, N_q, T, D) and k, v (B, N_kv, S, D) "not pre-tiled" for grouped-query;
+  `scale` is required; `mask` is a boolean or additive array broadcast to
+  (B, N, T, S) or the string "causal", "lower-right alignment where the last
+  query aligns with the last key"; "the softmax operation is performed in
+  float32 regardless of the input precision".
+- `fast.rope(a, dims, *, traditional, base, scale, offset)`: traditional=True
+  rotates consecutive dimensions (interleaved pairs), False the half-split
+  pairs; dimensions past `dims` pass unchanged; positions start at `offset`.
+- `nn.ALiBi.create_alibi_matrix(T + offset, S, H, offset)`: query positions
+  offset .. offset + T - 1, key positions 0 .. S - 1, bias -slope_h * |i - j|.
+Keeping the core here lets later parts (decode with a cache, sinks, windows)
+extend one function.  mlx is imported inside functions only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from conformance.contract.runner import Runner
+
+DOCS = "https://ml-explore.github.io/mlx/build/html/python/"
+MHA = "mlx.nn.MultiHeadAttention"
+SDPA_DOC = DOCS + "_autosummary/mlx.core.fast.scaled_dot_product_attention.html"
+FILLS = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min), "-1e9": -1e9,
+         "-1e4": -1e4}  # mask.fill -> the number an additive mask holds
+
+
+def import_mlx():
+    """(mlx.core, mlx.nn), imported on first use."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    return mx, nn
+
+
+def mx_dtype(mx, dtype: str):
+    return getattr(mx, dtype)
+
+
+def to_mx(mx, arr: np.ndarray, dtype: str):
+    """NumPy -> mx.array in `dtype` (bfloat16 through float32: the canonical values
+    are already rounded to the case dtype, so the cast is exact)."""
+    if dtype == "bfloat16":
+        return mx.array(np.asarray(arr, np.float32)).astype(mx.bfloat16)
+    # the dtype is named: mx.array reads a float64 NumPy array as float32 otherwise
+    return mx.array(np.asarray(arr, dtype=dtype), dtype=mx_dtype(mx, dtype))
+
+
+def to_f64(mx, x) -> np.ndarray:
+    """mx.array -> float64 NumPy (bfloat16 has no NumPy dtype: through float32)."""
+    if x.dtype in (mx.bfloat16, mx.float16):
+        x = x.astype(mx.float32)
+    return np.array(x).astype(np.float64)
+
+
+def held_dtype(x) -> str:
+    return str(x.dtype).rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    """How one case runs through MLX's attention ops (what a user would write)."""
+
+    scale: float  # scale= (required by the fused op)
+    mask: Literal["none", "causal", "bool", "additive"] = "none"
+    fill: float = -np.inf  # masked entries of an additive mask (mask.fill)
+    rope: tuple[int, bool, float] | None = None  # (dims, traditional, base) for fast.rope
+    offsets: tuple[int, int] = (0, 0)  # rope offset= of queries and keys
+    alibi_offset: int | None = None  # create_alibi_matrix offset (query - key start)
+    qk_norm: tuple[str, str, float] | None = None  # (rms | layer, per_head | all_heads, eps)
+
+    def arguments(self) -> str:
+        """The fused call's arguments, e.g. "q, k, v, scale=0.5, mask='causal'"."""
+        words = {"none": "", "causal": ", mask='causal'",
+                 "bool": ", mask=bool (B, 1, T, S), True = attend",
+                 "additive": f", mask=additive (B, H, T, S) (fill {self.fill:g}"
+                 + (", + nn.ALiBi.create_alibi_matrix)" if self.alibi_offset is not None
+                    else ")")}
+        return f"q, k, v, scale={self.scale!r}{words[self.mask]}"
+
+    def before(self) -> str:
+        """The ops applied to q and k before the fused call, as a user writes them."""
+        steps = []
+        if self.qk_norm:
+            kind, scope, eps = self.qk_norm
+            op = "rms_norm(x, w" if kind == "rms" else "layer_norm(x, w, b"
+            where = "each head" if scope == "per_head" else "(B, L, H*d) over all heads"
+            steps.append(f"mx.fast.{op}, eps={eps:g}) on {where}")
+        if self.rope:
+            dims, trad, base = self.rope
+            steps.append(f"mx.fast.rope(x, {dims}, traditional={trad}, base={base:g}, "
+                         f"scale=1.0, offset=...)")
+        return "; ".join(steps)
+
+
+def core_plan(case) -> CorePlan:
+    """The plan read from the case alone (no arrays)."""
+    a, i, m = case.attention, case.inputs, case.mask
+    scale = a.scale if a.scale is not None else 1 / float(np.sqrt(a.qk_head_dim))
+    extra: dict = {}
+    if a.rope is not None:
+        extra["rope"] = (a.rope.rotary_dim, a.rope.style == "interleaved", a.rope.base)
+        extra["offsets"] = (i.position_offset, i.key_position_offset)
+    if a.qk_norm is not None:
+        extra["qk_norm"] = (a.qk_norm.kind, a.qk_norm.scope, a.qk_norm.eps)
+    if m.fill is not None:
+        extra["fill"] = FILLS[m.fill]
+    causal = m.causal != "none"
+    if a.alibi:
+        extra["alibi_offset"] = i.position_offset - i.key_position_offset
+        return CorePlan(scale, "additive", **extra)
+    if causal and not case.has_non_causal_mask and m.window is None and (
+            m.causal == "lower_right" or i.query_len == i.key_len):
+        return CorePlan(scale, "causal", **extra)
+    masked = causal or case.has_non_causal_mask or m.window is not None
+    return CorePlan(scale, "bool" if masked else "none", **extra)
+
+
+def _norm(mx, x, kind: str, scope: str, eps: float, w, b):
+    """QK-norm of (B, H, L, d) with MLX's fused norms: over d, or over H * d."""
+    if scope == "per_head":
+        return (mx.fast.rms_norm(x, w, eps) if kind == "rms"
+                else mx.fast.layer_norm(x, w, b, eps))
+    bsz, h, n, d = x.shape
+    flat = x.transpose(0, 2, 1, 3).reshape(bsz, n, h * d)
+    wf, bf = w.reshape(-1), None if b is None else b.reshape(-1)
+    y = mx.fast.rms_norm(flat, wf, eps) if kind == "rms" else mx.fast.layer_norm(flat, wf, bf,
+                                                                                  eps)
+    return y.reshape(bsz, n, h, d).transpose(0, 2, 1, 3)
+
+
+def mask_array(mx, plan: CorePlan, case, allowed: np.ndarray | None, dtype: str):
+    """The mask argument of the fused call for `plan` (None, "causal" or an array)."""
+    if plan.mask == "causal":
+        return "causal"
+    if plan.mask == "bool":
+        return mx.array(allowed[:, None])
+    if plan.mask == "additive":
+        i, h = case.inputs, case.attention.num_heads
+        add = np.zeros((i.batch, 1, i.query_len, i.key_len))
+        if allowed is not None:
+            add = np.where(allowed[:, None], 0.0, plan.fill)
+        _, nn = import_mlx()
+        out = to_mx(mx, add, dtype)
+        if plan.alibi_offset is not None:
+            off = plan.alibi_offset
+            out = out + nn.ALiBi.create_alibi_matrix(i.query_len + off, i.key_len, h, off,
+                                                     dtype=mx_dtype(mx, dtype))
+        return out
+    return None
+
+
+def attend(mx, plan: CorePlan, case, q, k, v, weights: dict, mask):
+    """QK-norm, RoPE, the fused attention: (B, H, T, d) q, (B, H_kv, S, d) k and v."""
+    if plan.qk_norm is not None:
+        kind, scope, eps = plan.qk_norm
+        q = _norm(mx, q, kind, scope, eps, weights["q_norm"], weights.get("q_norm_bias"))
+        k = _norm(mx, k, kind, scope, eps, weights["k_norm"], weights.get("k_norm_bias"))
+    if plan.rope is not None:
+        dims, trad, base = plan.rope
+        q = mx.fast.rope(q, dims, traditional=trad, base=base, scale=1.0,
+                         offset=plan.offsets[0])
+        k = mx.fast.rope(k, dims, traditional=trad, base=base, scale=1.0,
+                         offset=plan.offsets[1])
+    kw = {} if mask is None else {"mask": mask}
+    return mx.fast.scaled_dot_product_attention(q, k, v, scale=plan.scale, **kw)
+
+
+def project(mx, x, w, b):
+    """(B, L, E) x canonical (H, E, d) (+ (H, d)) -> (B, H, L, d)."""
+    y = mx.einsum("ble,hed->bhld", x, w)
+    return y if b is None else y + b[None, :, None, :]
+
+
+_PLAN_MASK = object()  # explicit(): the mask the plan derives from the case
+
+
+def explicit(mx, case, data, plan: CorePlan, mask=_PLAN_MASK):
+    """The sdpa row of a case: explicit projections, attend, the output projection;
+    a probe passes `mask` raw (None, "causal" or an array) instead of the plan's.
+    -> (output (B, T, E_o) mx.array, the weights passed as mx arrays)."""
+    dtype = case.inputs.dtype
+    w = {n: to_mx(mx, a, dtype) for n, a in data.weights.arrays().items()}
+    x = data.inputs
+    q = project(mx, to_mx(mx, x.query, dtype), w["wq"], w.get("bq"))
+    k = project(mx, to_mx(mx, x.key, dtype), w["wk"], w.get("bk"))
+    v = project(mx, to_mx(mx, x.value, dtype), w["wv"], w.get("bv"))
+    if mask is _PLAN_MASK:
+        mask = mask_array(mx, plan, case, x.allowed, dtype)
+    heads = attend(mx, plan, case, q, k, v, w, mask)
+    out = mx.einsum("bhtd,hde->bte", heads, w["wo"])
+    return (out if "bo" not in w else out + w["bo"]), w
+
+
+def mha_kwargs(case) -> dict:
+    a = case.attention
+    return {"dims": a.num_heads * a.qk_head_dim, "num_heads": a.num_heads,
+            "query_input_dims": a.query_features, "key_input_dims": a.key_features,
+            "value_input_dims": a.value_features, "value_dims": a.num_heads * a.v_head_dim,
+            "value_output_dims": a.output_features, "bias": a.bias}
+
+
+def build(case, weights, dtype: str):
+    """The layer with the canonical weights loaded (strict: every name must match)
+    and read back; -> (layer, native shapes)."""
+    mx, nn = import_mlx()
+    from mlx.utils import tree_flatten
+
+    from conformance.convert.frameworks import to_mlx
+
+    layer = nn.MultiHeadAttention(**mha_kwargs(case))
+    layer.set_dtype(mx_dtype(mx, dtype))
+    want = to_mlx(weights)
+    layer.load_weights([(n, to_mx(mx, a, dtype)) for n, a in want.items()], strict=True)
+    held = dict(tree_flatten(layer.parameters()))
+    for n, a in want.items():
+        back = to_f64(mx, held[n])
+        if back.shape != a.shape or not np.array_equal(back, a):
+            raise RuntimeError(f"readback of {n} differs from the canonical weights")
+    return layer, {n: tuple(v.shape) for n, v in held.items()}
+
+
+class MlxRunner(Runner):
+    framework = "mlx"
+    requires = ("mlx",)
+    extras = "mlx"
+    seconds = 0.05

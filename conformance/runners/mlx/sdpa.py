@@ -1,0 +1,70 @@
+"""`mlx.core.fast.scaled_dot_product_attention` with explicit projections, and the
+parts of today's attention through MLX's own ops: `mx.fast.rope` (half-split, or
+interleaved with `traditional=True`; `dims` partial; `offset`), QK-norm with
+`mx.fast.rms_norm` / `layer_norm`, ALiBi with `nn.ALiBi.create_alibi_matrix` as an
+additive mask, grouped-query heads passed untiled (common.py states the facts).
+
+Why a row of its own: it is what MLX users (mlx-lm's model files) write, the
+fused op holds no parameters and takes any head width, and its grouped-query
+mapping, rotary pairing and ALiBi slopes are MLX's, not a wrapper's.  Its
+"causal" mask is lower-right aligned; an upper-left diagonal with T != S goes in
+as a boolean mask (True = attend).  A float64 case runs: the op computes its
+softmax in float32 (its docstring), and the expectations file says so.
+"""
+from __future__ import annotations
+
+from conformance.contract.runner import Count, NotExpressible, Observation, Translation
+from conformance.runners.mlx.common import (
+    MlxRunner, core_plan, explicit, held_dtype, import_mlx, to_f64)
+
+
+class MlxSDPA(MlxRunner):
+    name = "mlx.sdpa"
+    system = "mlx.core.fast.scaled_dot_product_attention"
+    description = ("`mx.fast.scaled_dot_product_attention` with explicit projections, "
+                   "`mx.fast.rope`, `nn.ALiBi`, `mx.fast.rms_norm` (GQA untiled)")
+    no_parameters_label = "mlx sdpa"
+    sets_scale = True  # scale= is a required argument
+    features = MlxRunner.features | {"rope", "position_offset", "qk_norm", "alibi"}
+
+    def translate(self, case):
+        i = case.inputs
+        if case.attention.alibi and i.key_position_offset > i.position_offset:
+            return NotExpressible(
+                f"ALiBi with key positions starting at {i.key_position_offset} after the "
+                f"queries' {i.position_offset}: nn.ALiBi.create_alibi_matrix(T + offset, S, "
+                "H, offset) places keys at 0 .. S - 1 and queries at offset .. offset + T - 1 "
+                "(offset >= 0)")
+        plan = core_plan(case)
+        before = plan.before()
+        call = f"mx.fast.scaled_dot_product_attention({plan.arguments()})"
+        return Translation(f"{before}; {call}" if before else call, plan)
+
+    def count(self, case):
+        from conformance.case.model import sizes_counts
+
+        return Count(None, method="formula (the fused op holds no parameters; the "
+                     "projections passed in)", projection_parameters=sizes_counts(
+                         case.attention, case.inputs)["weights"])
+
+    def run(self, case, translation, data):
+        mx, _ = import_mlx()
+        out, w = explicit(mx, case, data, translation.plan)
+        mx.eval(out)
+        held = held_dtype(out)
+        notes = ["holds no parameters: the canonical projections are passed as arrays",
+                 "returns no attention weights"]
+        if held != case.inputs.dtype:
+            notes.append(f"output computed in {held}, not the requested {case.inputs.dtype}")
+        if case.grouped:
+            notes.append(f"k, v passed with {case.attention.num_kv_heads} heads, not tiled")
+        return Observation(
+            output=to_f64(mx, out), parameters=None,
+            projection_parameters=sum(a.size for a in data.weights.arrays().values()),
+            weight_shapes={n: tuple(a.shape) for n, a in data.weights.arrays().items()},
+            notes=notes, extras={"mask_polarity": "True = attend", "output_dtype": held})
+
+    def conventions(self):
+        from conformance.runners.mlx.probes import sdpa_cells
+
+        return sdpa_cells()

@@ -1,0 +1,81 @@
+"""MLX runners (conformance/runners/mlx): the sdpa row's ops against the oracle on
+today's attention, planted defects rejected, and the head-mapping candidates."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conformance.contract.probe_cells import kv_mapping_candidates
+from conformance.contract.probing import probe_case
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention, project
+
+
+def test_tiled_candidate_is_h_mod_kv():
+    """kv_mapping_candidates' tiled output equals a hand-built h % H_kv mapping."""
+    case = probe_case("tiled", attention={"num_heads": 6, "num_kv_heads": 3,
+                                          "query_features": 12})
+    data = case_data(case)
+    w, x = data.weights, data.inputs
+    q, k, v = (project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk),
+               project(x.value, w.wv, w.bv))
+    k, v = np.tile(k, (1, 2, 1, 1)), np.tile(v, (1, 2, 1, 1))  # head h reads kv h % 3
+    s = np.einsum("bhtd,bhsd->bhts", q, k) / np.sqrt(case.attention.qk_head_dim)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    heads = (p / p.sum(-1, keepdims=True)) @ v
+    tiled = np.einsum("bhtd,hde->bte", heads, w.wo) + w.bo
+    got = kv_mapping_candidates(case, data)
+    assert np.allclose(got["tiled"], tiled, atol=1e-12)
+    assert np.allclose(got["grouped"], attention(case, data).output)
+    assert not np.allclose(got["tiled"], got["grouped"], atol=1e-3)
+
+
+mlx = pytest.importorskip("mlx.core")
+
+MODERN = [
+    {"attention": {"num_heads": 4, "query_features": 16, "rope": {"style": "interleaved",
+                                                                  "rotary_dim": 4}},
+     "inputs": {"position_offset": 9}},
+    {"attention": {"num_heads": 4, "num_kv_heads": 2, "query_features": 16,
+                   "qk_norm": {"kind": "rms", "scope": "all_heads"},
+                   "rope": {"style": "half_split"}}},
+    {"attention": {"num_heads": 6, "query_features": 12, "alibi": True},
+     "inputs": {"self_attention": True, "key_len": 3}, "mask": {"causal": "lower_right"}},
+]
+
+
+@pytest.mark.parametrize("sections", MODERN, ids=["rope-interleaved", "qknorm-gqa", "alibi"])
+def test_sdpa_row_matches_the_oracle(sections):
+    from conformance.runners.mlx.sdpa import MlxSDPA
+
+    case = probe_case("mlx-row", **sections)
+    runner = MlxSDPA()
+    obs = runner.run(case, runner.translate(case), case_data(case))
+    assert np.max(np.abs(obs.output - attention(case).output)) < 1e-5
+
+
+def test_sdpa_row_rejects_a_planted_rope_style():
+    """The interleaved case run as half-split (traditional=False) is far off."""
+    from conformance.runners.mlx.sdpa import MlxSDPA
+
+    case = probe_case("mlx-wrong", **MODERN[0])
+    runner = MlxSDPA()
+    plan = runner.translate(case).plan
+    wrong = replace(runner.translate(case), plan=replace(plan, rope=(4, False, 10000.0)))
+    obs = runner.run(case, wrong, case_data(case))
+    assert np.max(np.abs(obs.output - attention(case).output)) > 1e-3
+
+
+def test_mha_loads_and_refuses_grouped_heads():
+    from conformance.runners.mlx.mha import MlxMHA
+
+    runner = MlxMHA()
+    case = probe_case("mlx-mha", attention={"qk_head_dim": 3, "v_head_dim": 5,
+                                            "output_features": 7})
+    obs = runner.run(case, runner.translate(case), case_data(case))
+    assert np.max(np.abs(obs.output - attention(case).output)) < 1e-5
+    assert obs.parameters == runner.count(case).parameters == case_data(case).weights.count()
+    grouped = probe_case("mlx-gqa", attention={"num_heads": 4, "num_kv_heads": 2})
+    assert "num_kv_heads" in runner.translate(grouped).reason
