@@ -13,7 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-NOT_CONVENTIONS = ("probe_error",)  # values that say nothing about the convention
+NOT_CONVENTIONS = ("probe_error", "api_absent")  # not a convention: never a change
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Change:
     evidence_old: str = ""
     evidence_new: str = ""
     walked: list[str] = field(default_factory=list)  # releases probed in between
-    skipped: list[str] = field(default_factory=list)  # releases whose env was broken
+    skipped: list[str] = field(default_factory=list)  # releases with no comparable value
 
 
 def release_list(package: str, index_args: list[str] | None = None) -> list[str]:

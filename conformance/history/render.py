@@ -68,12 +68,13 @@ def _library(lib: dict) -> list[str]:
             out.append(f"- {lib['package']} {r['version']}: env broken: {r['error']}")
     for c in lib["changes"]:
         walked = ", ".join(c["walked"]) or "none (adjacent releases)"
+        skipped = (f"; skipped (env broken or no comparable value): {', '.join(c['skipped'])}"
+                   if c["skipped"] else "")
         out.append(f"- `{c['cell']}` changed `{c['old_value']}` -> `{c['new_value']}` in "
                    f"**{c['first_release']}** (last with the old value: "
-                   f"{c['last_old_release']}; releases probed in between: {walked}"
-                   + (f"; skipped as broken: {', '.join(c['skipped'])}" if c["skipped"]
-                      else "") + f"). Evidence {c['last_old_release']}: {c['evidence_old']}"
-                   f"; {c['first_release']}: {c['evidence_new']}")
+                   f"{c['last_old_release']}; releases probed in between: {walked}{skipped})."
+                   f" Evidence {c['last_old_release']}: {c['evidence_old']}; "
+                   f"{c['first_release']}: {c['evidence_new']}")
     companions = {r["version"]: ", ".join(r["requirements"]) for r in lib["releases"]}
     out += ["", "Installed per release: " + "; ".join(
         f"{v}: {reqs}" for v, reqs in companions.items()), ""]

@@ -35,7 +35,7 @@ class Library:
 
 KERAS_JAX_ERAS = (
     ("3.0", ("jax[cpu]==0.4.25", "numpy<2", "packaging")),
-    ("3.3", ("jax[cpu]==0.4.28", "numpy<2")),
+    ("3.3", ("jax[cpu]==0.4.28", "numpy<2", "packaging")),
     ("3.6", ("jax[cpu]==0.4.35",)),
     ("3.9", ("jax[cpu]==0.6.2",)),
     ("3.12", ("jax[cpu]==0.7.2",)),

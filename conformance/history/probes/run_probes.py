@@ -18,7 +18,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import ABSENT, Absent  # noqa: E402
+from outcomes import ABSENT, Absent  # noqa: E402
 
 GROUPS = {"keras": "keras_probes", "flax": "jax_probes", "jax": "jax_probes",
           "onnxruntime": "onnx_probes", "onnx": "onnx_probes",

@@ -5,7 +5,7 @@ without `toyattn.masked_row` is `api_absent`.
 """
 from __future__ import annotations
 
-from common import Absent
+from outcomes import Absent
 
 PACKAGES = ("toyattn",)
 IMPORTS = ("toyattn",)

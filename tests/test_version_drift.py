@@ -1,0 +1,146 @@
+"""The drift command's bisect, outcomes and report (conformance/history/).
+
+The bisect test is offline: it writes four wheels of a toy dependency `toyattn`
+(1.0, 1.1, 1.2, 1.3; 1.2 changes its fully-masked-row convention), installs them with
+uv from a --find-links folder and checks that the bisect names 1.2 with evidence on
+both sides.  Needs uv (the `drift` extra); without it that test is a skip.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conformance.history import bisect as bisecting
+from conformance.history.envs import Probed
+from conformance.history.render import as_json, as_markdown
+from conformance.history.table import DEFAULT_TABLE, Library
+
+TOY = Library("toy", "toyattn", "toy", ("1.0", "1.3"), ())
+
+
+def _wheel(folder: Path, version: str, body: str) -> Path:
+    """A minimal valid pure-Python wheel of toyattn (the wheel format, written by hand)."""
+    dist = f"toyattn-{version}.dist-info"
+    files = {"toyattn/__init__.py": body,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: toyattn\nVersion: {version}\n",
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{name},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{dist}/RECORD"] = "\n".join(record + [f"{dist}/RECORD,,"]) + "\n"
+    path = folder / f"toyattn-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return path
+
+
+def _probed(version, value, status="ok"):
+    cells = {} if status != "ok" else {"fully_masked_row": {"value": value,
+                                                            "evidence": f"{value} in {version}"}}
+    return Probed(version, [f"toyattn=={version}"], status=status, cells=cells,
+                  error="" if status == "ok" else "install failed: no such release")
+
+
+def test_bisect_names_the_planted_release_with_uv(tmp_path, monkeypatch):
+    from conformance.cli.version_drift import survey
+    from conformance.history.envs import find_uv, probe_release
+    try:
+        find_uv()
+    except SystemExit:
+        pytest.skip("uv is not installed (pip install uv, or the drift extra)")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version, value in (("1.0", "uniform"), ("1.1", "uniform"), ("1.2", "zeros"),
+                           ("1.3", "zeros")):
+        _wheel(wheels, version, f"def masked_row():\n    return {value!r}\n")
+    monkeypatch.setenv("CONFORMANCE_CACHE_DIR", str(tmp_path / "cache"))
+    offline = ["--no-index", "--find-links", str(wheels)]
+    releases = bisecting.release_list("toyattn", offline)
+    assert releases == ["1.0", "1.1", "1.2", "1.3"]
+    seen = []
+
+    def probe(version):
+        seen.append(version)
+        return probe_release(TOY, version, offline)
+    entry = survey(TOY, True, probe=probe, releases=releases, say=lambda *_: None)
+    [change] = entry["changes"]
+    assert (change.first_release, change.last_old_release) == ("1.2", "1.1")
+    assert (change.old_value, change.new_value) == ("uniform", "zeros")
+    assert "'uniform'" in change.evidence_old and "'zeros'" in change.evidence_new
+    assert [r.version for r in entry["releases"]] == ["1.0", "1.1", "1.2", "1.3"]
+    assert sorted(seen) == ["1.0", "1.1", "1.2", "1.3"]
+    broken = probe_release(TOY, "9.9", offline)  # not in the folder: env broken, not raised
+    assert broken.status == "broken" and "install failed" in broken.error
+
+
+@pytest.mark.parametrize("planted", ["1.1", "1.2", "1.3", "1.4"])
+def test_bisect_finds_any_planted_boundary(planted):
+    releases = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"]
+
+    def probe(v):
+        return _probed(v, "zeros" if v >= planted else "uniform")
+    memo = {v: probe(v) for v in ("1.0", "1.5")}
+    [change] = bisecting.changes([memo["1.0"], memo["1.5"]])
+    change = bisecting.bisect(change, releases, probe, memo)
+    assert change.first_release == planted
+    assert change.last_old_release == releases[releases.index(planted) - 1]
+    assert change.evidence_new == f"zeros in {planted}"
+
+
+def test_bisect_skips_a_broken_release_and_reports_it():
+    releases = ["1.0", "1.1", "1.2", "1.3", "1.4"]
+
+    def probe(v):
+        if v == "1.2":
+            return _probed(v, None, status="broken")
+        return _probed(v, "zeros" if v >= "1.3" else "uniform")
+    memo = {v: probe(v) for v in ("1.0", "1.4")}
+    [change] = bisecting.changes([memo["1.0"], memo["1.4"]])
+    change = bisecting.bisect(change, releases, probe, memo)
+    assert change.first_release == "1.3" and "1.2" in change.skipped
+
+
+def test_errors_and_absent_apis_are_not_changes():
+    rows = [_probed("1.0", "uniform"), _probed("1.1", "probe_error"),
+            _probed("1.2", "api_absent"), _probed("1.3", "uniform"),
+            _probed("1.4", None, status="broken"), _probed("1.5", "nan")]
+    found = bisecting.changes(rows)
+    # 1.0 -> 1.3 compare nothing (errors and absences in between are adjacent pairs);
+    # only 1.3 -> 1.5 (1.4 broken, so skipped) is a change of convention
+    assert [(c.before, c.after, c.new_value) for c in found] == [("1.3", "1.5", "nan")]
+
+
+def test_report_marks_the_boundary_and_keeps_outcomes_apart():
+    change = bisecting.Change("fully_masked_row", "1.0", "1.3", "uniform", "zeros", "1.2",
+                              "1.1", "uniform in 1.1", "zeros in 1.2", ["1.1", "1.2"])
+    releases = [_probed("1.0", "uniform"), _probed("1.1", "uniform"), _probed("1.2", "zeros"),
+                _probed("1.3", None, status="broken")]
+    doc = as_json([{"library": TOY, "releases": releases, "changes": [change]}])
+    md = as_markdown(doc)
+    assert "| `fully_masked_row` | uniform | uniform | **zeros** ⟵ changed | env broken |" in md
+    assert "`uniform` up to 1.1, `zeros` from **1.2** on" in md
+    assert "1.3: env broken: install failed" in md
+    assert "seconds" not in str(doc)  # wall times are CPU-dependent: never committed
+
+
+def test_default_table_spans_four_releases_per_library_and_pins_torch():
+    for lib in DEFAULT_TABLE:
+        assert len(lib.versions) >= 4, lib.id
+        for version in lib.versions:
+            reqs = " ".join(lib.companions(version))
+            assert "torch" not in reqs or "torch==2.13.0" in reqs, (lib.id, version)
+    keras = next(lib for lib in DEFAULT_TABLE if lib.id == "keras.jax")
+    assert "numpy<2" in keras.companions("3.0.5") and "numpy<2" not in keras.companions("3.15.1")
+
+
+def test_unknown_library_is_a_clear_error():
+    from conformance.cli.version_drift import _selection
+    with pytest.raises(SystemExit, match="unknown library 'kerass'.*keras.jax"):
+        _selection(["kerass==3.0.5"])
