@@ -46,13 +46,14 @@ def _selection(specs: list[str]):
     return chosen
 
 
-def survey(library, bisect: bool, probe=None, releases=None, say=print) -> dict:
+def survey(library, bisect: bool, probe=None, releases=None, say=None) -> dict:
     """Probe the library's releases, find the changes and (optionally) bisect them."""
     from packaging.version import Version
 
     from conformance.history import bisect as bisecting
     from conformance.history.envs import probe_release
     probe = probe or (lambda v: probe_release(library, v))
+    say = say or (lambda line: print(line, flush=True))  # progress, as each env finishes
     memo = {}
     for version in library.versions:
         memo[version] = probe(version)

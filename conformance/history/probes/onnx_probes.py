@@ -143,3 +143,4 @@ def probes(library):
 
 
 IMPORTS = ("onnx", "onnxruntime")
+IMPORTS_BY_LIBRARY = {"onnx": ("onnx",)}  # the reference evaluator needs no onnxruntime

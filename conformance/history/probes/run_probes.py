@@ -53,7 +53,7 @@ def main(library: str) -> dict:
     module = importlib.import_module(GROUPS[library])
     result = {"library": library, "versions": _versions(module.PACKAGES)}
     try:
-        for name in module.IMPORTS:
+        for name in getattr(module, "IMPORTS_BY_LIBRARY", {}).get(library, module.IMPORTS):
             importlib.import_module(name)
     except BaseException as e:  # noqa: BLE001 - an import that fails is the finding
         result["broken"] = f"import {name}: {type(e).__name__}: {str(e)[:400]}"
