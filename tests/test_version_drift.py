@@ -144,3 +144,18 @@ def test_unknown_library_is_a_clear_error():
     from conformance.cli.version_drift import _selection
     with pytest.raises(SystemExit, match="unknown library 'kerass'.*keras.jax"):
         _selection(["kerass==3.0.5"])
+
+
+def test_survey_bisects_until_every_change_is_between_adjacent_releases():
+    """A value that comes back (u, u, nan, u, zeros) is found in full: bisecting the
+    table's one change reveals two more, which are bisected in turn."""
+    from conformance.cli.version_drift import survey
+    values = {"1.0": "uniform", "1.1": "uniform", "1.2": "nan", "1.3": "uniform",
+              "1.4": "zeros"}
+    library = Library("toy", "toyattn", "toy", ("1.0", "1.4"), ())
+    entry = survey(library, True, probe=lambda v: _probed(v, values[v]),
+                   releases=list(values), say=lambda *_: None)
+    assert [(c.last_old_release, c.first_release, c.new_value) for c in entry["changes"]] == \
+        [("1.1", "1.2", "nan"), ("1.2", "1.3", "uniform"), ("1.3", "1.4", "zeros")]
+    entry = survey(library, False, probe=lambda v: _probed(v, values[v]), say=lambda *_: None)
+    assert [(c.before, c.after) for c in entry["changes"]] == [("1.0", "1.4")]

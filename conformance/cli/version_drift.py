@@ -47,7 +47,8 @@ def _selection(specs: list[str]):
 
 
 def survey(library, bisect: bool, probe=None, releases=None, say=None) -> dict:
-    """Probe the library's releases, find the changes and (optionally) bisect them."""
+    """Probe the library's releases, find the changes and (optionally) bisect them until
+    every change lies between two releases with nothing unprobed in between."""
     from packaging.version import Version
 
     from conformance.history import bisect as bisecting
@@ -58,21 +59,45 @@ def survey(library, bisect: bool, probe=None, releases=None, say=None) -> dict:
     for version in library.versions:
         memo[version] = probe(version)
         _say_release(say, library, memo[version])
-    found = bisecting.changes([memo[v] for v in library.versions])
-    if bisect and found:
-        listed = releases if releases is not None else bisecting.release_list(library.package)
 
-        def walk(version):
-            result = probe(version)
-            _say_release(say, library, result, "  bisect ")
-            return result
-        found = [bisecting.bisect(c, listed, walk, memo) for c in found]
-        keep = set(library.versions) | {v for c in found
-                                        for v in (c.first_release, c.last_old_release)}
-    else:
-        keep = set(library.versions)
+    def walk(version):
+        result = probe(version)
+        _say_release(say, library, result, "  bisect ")
+        return result
+
+    def ordered():
+        return [memo[v] for v in sorted(memo, key=Version)]
+    listed = releases if bisect and releases is not None else (
+        bisecting.release_list(library.package) if bisect else [])
+    while True:  # a bisect may reveal a change that comes back between probed releases
+        pending = [c for c in bisecting.changes(ordered()) if _unprobed(c, listed, memo)]
+        if not pending:
+            break
+        for change in pending:
+            bisecting.bisect(change, listed, walk, memo)
+    found = bisecting.changes(ordered())
+    walked = set(memo) - set(library.versions)
+    for c in found:
+        c.walked = sorted((v for v in walked if Version(c.before) <= Version(v) <= Version(
+            c.after)), key=Version)
+        c.skipped = _between(c, listed, memo)
+    keep = set(library.versions) | {v for c in found for v in (c.before, c.after)}
     return {"library": library, "changes": found,
             "releases": [memo[v] for v in sorted(keep, key=Version)]}
+
+
+def _between(change, listed, memo) -> list[str]:
+    """Releases strictly between the change's two sides that were probed (broken or
+    without a comparable value: the boundary cannot be narrower than them)."""
+    from packaging.version import Version
+    lo, hi = Version(change.before), Version(change.after)
+    return [v for v in listed if lo < Version(v) < hi and v in memo]
+
+
+def _unprobed(change, listed, memo) -> bool:
+    from packaging.version import Version
+    lo, hi = Version(change.before), Version(change.after)
+    return any(lo < Version(v) < hi and v not in memo for v in listed)
 
 
 def _say_release(say, library, probed, prefix="") -> None:

@@ -52,18 +52,24 @@ def cell_value(probed, cell: str) -> str | None:
 
 
 def changes(results: list) -> list[Change]:
-    """Every cell that differs between two adjacent working releases of the table."""
+    """Per cell, every pair of successive comparable releases whose values differ (a
+    broken env, an error or an absent API in between is stepped over, not a change)."""
     found = []
-    ok = [r for r in results if r.status == "ok"]
-    for older, newer in zip(ok, ok[1:]):
-        for cell in sorted(set(older.cells) & set(newer.cells)):
-            a, b = cell_value(older, cell), cell_value(newer, cell)
-            if a is not None and b is not None and a != b:
-                found.append(Change(cell, older.version, newer.version, a, b,
+    cells = sorted({cell for r in results if r.status == "ok" for cell in r.cells})
+    for cell in cells:
+        previous = None
+        for newer in results:
+            value = cell_value(newer, cell)
+            if value is None:
+                continue
+            if previous is not None and cell_value(previous, cell) != value:
+                found.append(Change(cell, previous.version, newer.version,
+                                    cell_value(previous, cell), value,
                                     first_release=newer.version,
-                                    last_old_release=older.version,
-                                    evidence_old=older.cells[cell]["evidence"],
+                                    last_old_release=previous.version,
+                                    evidence_old=previous.cells[cell]["evidence"],
                                     evidence_new=newer.cells[cell]["evidence"]))
+            previous = newer
     return found
 
 

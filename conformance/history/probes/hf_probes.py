@@ -6,7 +6,7 @@ the attention classes): a padding mask of zeros masks every key of a batch row.
 from __future__ import annotations
 
 import numpy as np
-from common import Absent, close
+from common import Absent, close, row_kind
 
 PACKAGES = ("transformers", "torch", "numpy")
 IMPORTS = ("torch", "transformers")
@@ -40,22 +40,31 @@ def _call(model, mask, weights=False):
     return out
 
 
+def _context(model, mask):
+    """The self-attention's own output (before its dense layer, residual and LayerNorm),
+    read with a forward hook on encoder.layer[0].attention.self (stable across 4.x-5.x)."""
+    seen = []
+    handle = model.encoder.layer[0].attention.self.register_forward_hook(
+        lambda module, args, out: seen.append(out[0] if isinstance(out, tuple) else out))
+    try:
+        _call(model, mask)
+    finally:
+        handle.remove()
+    return seen[0].detach().numpy()
+
+
 def _fully_masked(implementation):
     def probe():
         model = _model(implementation)
-        out = _call(model, [[0, 0, 0, 0]])
-        hidden = out.last_hidden_state.numpy()
-        if np.isnan(hidden).any():
-            return "nan", "hidden state of a row with every key padded is NaN"
-        eager = _call(_model("eager"), [[0, 0, 0, 0]], weights=True)
-        w = eager.attentions[0].numpy()[0, 0, 0]
-        kind = ("uniform" if close(w, np.full_like(w, 0.25)) else
-                "zeros" if close(w, np.zeros_like(w)) else "finite_other")
-        if implementation == "eager":
-            return kind, f"weights of row 0 = {np.round(w, 2).tolist()}"
-        same = close(hidden, eager.last_hidden_state.numpy())
-        return (kind if same else "finite_other"), \
-            f"hidden state {'equals' if same else 'differs from'} eager's ({kind})"
+        context = _context(model, [[0, 0, 0, 0]])[0, 0]
+        eager = _model("eager")
+        w = _call(eager, [[0, 0, 0, 0]], weights=True).attentions[0].numpy()[0, 0, 0]
+        uniform = _context(eager, [[0, 0, 0, 0]])[0, 0] if close(w, np.full_like(w, 0.25)) \
+            else None
+        kind = row_kind(context, uniform, _context(model, None)[0, 0])
+        return kind, (f"attention.self output of a row with every key padded: {kind}"
+                      + (f"; eager weights {np.round(w, 2).tolist()}"
+                         if implementation == "eager" else ""))
     return probe
 
 
