@@ -159,3 +159,46 @@ def test_survey_bisects_until_every_change_is_between_adjacent_releases():
         [("1.1", "1.2", "nan"), ("1.2", "1.3", "uniform"), ("1.3", "1.4", "zeros")]
     entry = survey(library, False, probe=lambda v: _probed(v, values[v]), say=lambda *_: None)
     assert [(c.before, c.after) for c in entry["changes"]] == [("1.0", "1.4")]
+
+
+def _probe_common():
+    """probes/common.py as the old envs import it (by path: it is a standalone script)."""
+    import importlib.util
+    import sys
+    folder = Path(__file__).resolve().parent.parent / "conformance/history/probes"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location("drift_probe_common", folder / "common.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
+    return module
+
+
+def test_probe_classifiers_name_each_reading_and_reject_the_rest():
+    import numpy as np
+    c = _probe_common()
+    q, kv = c.inputs()
+    attend = np.ones((3, 4), bool)
+    attend[0] = False
+    out = c.attention(q, kv, kv, attend)
+    uniform = kv.mean(axis=1)[0]
+    unmasked = c.attention(q, kv, kv)[0, 0]
+    assert c.row_kind(out[0, 0], uniform, unmasked) == "nan"  # 0 / 0: no key to attend
+    zq = q.copy()
+    zq[0, 0] = 0  # a zero query row: equal scores, the uniform row the layer probes use
+    assert c.row_kind(c.attention(zq, kv, kv)[0, 0], uniform, unmasked) == "uniform"
+    assert c.row_kind(np.zeros(8), uniform, unmasked) == "zeros"
+    assert c.row_kind(np.full(8, np.nan), uniform, unmasked) == "nan"
+    assert c.row_kind(unmasked, uniform, unmasked) == "unmasked"
+    assert c.row_kind(uniform + 0.1, uniform, unmasked) == "finite_other"  # planted: no match
+    m = c.float_mask(3, 4)
+    added, as_bool = c.attention(q, kv, kv, m == 0), c.attention(q, kv, kv, m != 0)
+    assert c.float_kind(c.attention(q, kv, kv, bias=m), added, as_bool) == "added"
+    assert c.float_kind(as_bool, added, as_bool) == "cast_to_bool"
+    assert c.float_kind(c.attention(q, kv, kv), added, as_bool) == "finite_other"
+    upper, lower = c.causal_masks(2, 4)
+    ups, lows = c.attention(q[:, :2], kv, kv, upper), c.attention(q[:, :2], kv, kv, lower)
+    assert c.causal_kind(lows, ups, lows, c.attention(q[:, :2], kv, kv)) == "lower_right"
+    assert not c.close(ups, lows)  # the probe's T != S really tells the two apart
