@@ -202,3 +202,17 @@ def test_probe_classifiers_name_each_reading_and_reject_the_rest():
     ups, lows = c.attention(q[:, :2], kv, kv, upper), c.attention(q[:, :2], kv, kv, lower)
     assert c.causal_kind(lows, ups, lows, c.attention(q[:, :2], kv, kv)) == "lower_right"
     assert not c.close(ups, lows)  # the probe's T != S really tells the two apart
+
+
+def test_prune_removes_the_envs_and_prunes_uvs_cache(tmp_path, monkeypatch):
+    from conformance.history import envs
+    try:
+        envs.find_uv()
+    except SystemExit:
+        pytest.skip("uv is not installed (pip install uv, or the drift extra)")
+    monkeypatch.setenv("CONFORMANCE_CACHE_DIR", str(tmp_path))
+    (envs.drift_root() / "envs" / "toy-1.0").mkdir(parents=True)
+    envs.uv_cache().mkdir(parents=True)
+    envs.prune()
+    assert not (envs.drift_root() / "envs").exists()
+    assert str(envs.uv_cache()).startswith(str(tmp_path))  # under the project's cache
