@@ -7,7 +7,7 @@ a query row of zeros gives equal scores, so the layer's output there is the unif
 from __future__ import annotations
 
 import numpy as np
-from common import (causal_kind, causal_masks, float_kind, float_mask, inputs,
+from common import (causal_kind, causal_masks, float_kind, float_mask, inputs, match,
                     polarity_kind, row_kind)
 
 PACKAGES = ("keras", "jax", "jaxlib", "tensorflow-cpu", "torch", "numpy")
@@ -55,6 +55,12 @@ def _float_mask():
     except Exception as e:
         return "refused", f"{type(e).__name__}: {str(e)[:200]}"
     kind = float_kind(out, _call(layer, q, kv, m == 0), _call(layer, q, kv, m != 0))
+    if kind == "finite_other":  # read as (1 - m) * -1e9: every key's score drowns in float32
+        zero = _call(layer, np.zeros_like(q), kv, m == 0)  # equal scores, same keys
+        if match(out, {"uniform_where_zero": zero}) == "uniform_where_zero":
+            return "uniform_where_zero", ("0/-1e9 mask: uniform weights over the keys where "
+                                          "the mask is 0 (added as (1 - m) * -1e9, the "
+                                          "scores lost in float32)")
     return kind, f"0/-1e9 mask vs boolean masks: {kind}"
 
 
