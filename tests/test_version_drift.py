@@ -107,14 +107,20 @@ def test_bisect_skips_a_broken_release_and_reports_it():
     assert change.first_release == "1.3" and "1.2" in change.skipped
 
 
-def test_errors_and_absent_apis_are_not_changes():
-    rows = [_probed("1.0", "uniform"), _probed("1.1", "probe_error"),
-            _probed("1.2", "api_absent"), _probed("1.3", "uniform"),
+def test_errors_are_stepped_over_and_absent_apis_are_kept_apart():
+    rows = [_probed("1.0", "api_absent"), _probed("1.1", "uniform"),
+            _probed("1.2", "probe_error"), _probed("1.3", "uniform"),
             _probed("1.4", None, status="broken"), _probed("1.5", "nan")]
     found = bisecting.changes(rows)
-    # 1.0 -> 1.3 compare nothing (errors and absences in between are adjacent pairs);
-    # only 1.3 -> 1.5 (1.4 broken, so skipped) is a change of convention
-    assert [(c.before, c.after, c.new_value) for c in found] == [("1.3", "1.5", "nan")]
+    # the error (1.2) and the broken env (1.4) are stepped over: 1.1 -> 1.3 is no change
+    assert [(c.before, c.after, c.kind) for c in found] == [
+        ("1.0", "1.1", "api_added"), ("1.3", "1.5", "convention")]
+    doc = as_json([{"library": TOY, "releases": rows, "changes": found}])
+    md = as_markdown(doc)
+    assert "`nan` from **1.5** on" in md  # the convention change is a headline
+    assert "`uniform` from **1.1**" not in md  # the API's arrival is not
+    assert "fully_masked_row` api added in 1.1" in md
+    assert "**uniform** ⟵ added" in md
 
 
 def test_report_marks_the_boundary_and_keeps_outcomes_apart():

@@ -1,11 +1,13 @@
 """Compare adjacent releases cell by cell and name the first release that changed a cell.
 
-Where two adjacent releases of the table disagree on a cell (both envs working, both
-values conventions, not probe errors), the releases in between (the registry's list)
+Where two adjacent releases of the table disagree on a cell (both envs working, neither
+value a probe error), the releases in between (the registry's list)
 are bisected: each probe of a release answers every cell at once, and results are
 shared between cells.  The first release is the first whose value differs from the
 older side's; bisection assumes the cell changed once in the interval (a release whose
-env is broken is skipped, and the walk says so).
+env is broken is skipped, and the walk says so).  A cell going from `api_absent` to a
+value is an API that appeared (kind `api_added`), bisected the same way but kept apart
+from the convention changes (kind `convention`).
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-NOT_CONVENTIONS = ("probe_error", "api_absent")  # not a convention: never a change
+NOT_COMPARABLE = ("probe_error",)  # the probe failed: says nothing about the release
+ABSENT = "api_absent"
 
 
 @dataclass
@@ -29,6 +32,13 @@ class Change:
     evidence_new: str = ""
     walked: list[str] = field(default_factory=list)  # releases probed in between
     skipped: list[str] = field(default_factory=list)  # releases with no comparable value
+
+    @property
+    def kind(self) -> str:
+        """convention, api_added or api_removed: the outcomes stay apart in the report."""
+        if self.old_value == ABSENT:
+            return "api_added"
+        return "api_removed" if self.new_value == ABSENT else "convention"
 
 
 def release_list(package: str, index_args: list[str] | None = None) -> list[str]:
@@ -48,12 +58,12 @@ def cell_value(probed, cell: str) -> str | None:
     if probed is None or probed.status != "ok" or cell not in probed.cells:
         return None
     value = probed.cells[cell]["value"]
-    return None if value in NOT_CONVENTIONS else value
+    return None if value in NOT_COMPARABLE else value
 
 
 def changes(results: list) -> list[Change]:
     """Per cell, every pair of successive comparable releases whose values differ (a
-    broken env, an error or an absent API in between is stepped over, not a change)."""
+    broken env or a probe error in between is stepped over, not a change)."""
     found = []
     cells = sorted({cell for r in results if r.status == "ok" for cell in r.cells})
     for cell in cells:

@@ -12,8 +12,9 @@ from pathlib import Path
 OUTCOMES = ("env broken: the release could not be installed or imported (the error is "
             "quoted); api_absent: the release has no such argument or operator; any other "
             "word: the convention measured (words of conformance/contract/axes.py; "
-            "finite_other: a finite value matching no named convention; probe_error: the "
-            "probe itself failed, quoted)")
+            "finite_other: a finite value matching no named convention; uniform_where_zero: "
+            "a float mask read as (1 - m) * -1e9, so the weights are uniform over the keys "
+            "where it is 0; probe_error: the probe itself failed, quoted)")
 
 
 def as_json(table: list[dict]) -> dict:
@@ -25,24 +26,33 @@ def as_json(table: list[dict]) -> dict:
             "id": lib.id, "package": lib.package, "scope": lib.note,
             "releases": [{k: v for k, v in asdict(p).items() if k != "seconds"}
                          for p in entry["releases"]],
-            "changes": [asdict(c) for c in entry["changes"]]})
+            "changes": [{**asdict(c), "kind": c.kind} for c in entry["changes"]]})
     return {"command": "python -m conformance drift", "outcomes": OUTCOMES,
             "libraries": libraries}
 
 
 def _headline(doc: dict) -> list[str]:
-    lines = []
+    lines, added = [], []
     for lib in doc["libraries"]:
         for c in lib["changes"]:
+            if c["kind"] != "convention":
+                added.append(f"`{lib['id']}` `{c['cell']}` {c['kind'].replace('_', ' ')} "
+                             f"in {c['first_release']}")
+                continue
             lines.append(f"- **{lib['id']}** `{c['cell']}`: `{c['old_value']}` up to "
                          f"{c['last_old_release']}, `{c['new_value']}` from "
                          f"**{c['first_release']}** on.")
-    return lines or ["- No convention changed between the releases probed."]
+    lines = lines or ["- No convention changed between the releases probed."]
+    if added:
+        lines += ["", "APIs that appeared or went (not convention changes): "
+                  + "; ".join(added) + "."]
+    return lines
 
 
 def _table(lib: dict) -> list[str]:
     releases = lib["releases"]
-    boundary = {(c["cell"], c["first_release"]) for c in lib["changes"]}
+    boundary = {(c["cell"], c["first_release"]): "changed" if c["kind"] == "convention"
+                else c["kind"].replace("api_", "") for c in lib["changes"]}
     cells = sorted({cell for r in releases for cell in r["cells"]})
     lines = ["| cell | " + " | ".join(r["version"] for r in releases) + " |",
              "|---|" + "---|" * len(releases)]
@@ -52,7 +62,8 @@ def _table(lib: dict) -> list[str]:
             value = r["cells"].get(cell, {}).get("value", "—")
             if r["status"] != "ok":
                 value = "env broken"
-            shown = f"**{value}** ⟵ changed" if (cell, r["version"]) in boundary else (
+            mark = boundary.get((cell, r["version"]))
+            shown = f"**{value}** ⟵ {mark}" if mark else (
                 f"**{value}**" if prev not in (None, value) and r["status"] == "ok" else value)
             row.append(shown)
             prev = value if r["status"] == "ok" else prev
@@ -70,7 +81,8 @@ def _library(lib: dict) -> list[str]:
         walked = ", ".join(c["walked"]) or "none (adjacent releases)"
         skipped = (f"; skipped (env broken or no comparable value): {', '.join(c['skipped'])}"
                    if c["skipped"] else "")
-        out.append(f"- `{c['cell']}` changed `{c['old_value']}` -> `{c['new_value']}` in "
+        what = "changed" if c["kind"] == "convention" else c["kind"].replace("_", " ") + ":"
+        out.append(f"- `{c['cell']}` {what} `{c['old_value']}` -> `{c['new_value']}` in "
                    f"**{c['first_release']}** (last with the old value: "
                    f"{c['last_old_release']}; releases probed in between: {walked}{skipped})."
                    f" Evidence {c['last_old_release']}: {c['evidence_old']}; "
@@ -86,8 +98,9 @@ def as_markdown(doc: dict) -> str:
              "Written by `python -m conformance drift` (needs the registry; not by the "
              "README run). Each release runs in its own uv env, all its probes in one "
              "process. A **bold** value differs from the release before it; "
-             "`⟵ changed` marks the first release with the new value (bisected with "
-             "`--bisect`).", "", f"Outcomes: {OUTCOMES}.", "", "## Answers first", ""]
+             "`⟵ changed` marks the first release with the new value, `⟵ added` the first "
+             "release with the API (bisected with `--bisect`).", "",
+             f"Outcomes: {OUTCOMES}.", "", "## Answers first", ""]
     lines += _headline(doc) + [""]
     for lib in doc["libraries"]:
         lines += _library(lib)
