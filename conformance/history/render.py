@@ -78,13 +78,13 @@ def _library(lib: dict) -> list[str]:
         if r["status"] != "ok":
             out.append(f"- {lib['package']} {r['version']}: env broken: {r['error']}")
     for c in lib["changes"]:
-        walked = ", ".join(c["walked"]) or "none (adjacent releases)"
+        walked = ", ".join(c["walked"]) or "none (the table's releases are adjacent)"
         skipped = (f"; skipped (env broken or no comparable value): {', '.join(c['skipped'])}"
                    if c["skipped"] else "")
         what = "changed" if c["kind"] == "convention" else c["kind"].replace("_", " ") + ":"
         out.append(f"- `{c['cell']}` {what} `{c['old_value']}` -> `{c['new_value']}` in "
                    f"**{c['first_release']}** (last with the old value: "
-                   f"{c['last_old_release']}; releases probed in between: {walked}{skipped})."
+                   f"{c['last_old_release']}; releases the bisect probed here: {walked}{skipped})."
                    f" Evidence {c['last_old_release']}: {c['evidence_old']}; "
                    f"{c['first_release']}: {c['evidence_new']}")
     companions = {r["version"]: ", ".join(r["requirements"]) for r in lib["releases"]}
