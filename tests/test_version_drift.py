@@ -150,6 +150,10 @@ def test_unknown_library_is_a_clear_error():
     from conformance.cli.version_drift import _selection
     with pytest.raises(SystemExit, match="unknown library 'kerass'.*keras.jax"):
         _selection(["kerass==3.0.5"])
+    with pytest.raises(SystemExit, match="keras.jax==3.0.5,three.*LIB==1.2.3"):
+        _selection(["keras.jax==3.0.5,three"])
+    [lib] = _selection(["keras.jax==3.8.0,3.0.5"])
+    assert lib.versions == ("3.0.5", "3.8.0")  # oldest first, whatever the order typed
 
 
 def test_survey_bisects_until_every_change_is_between_adjacent_releases():

@@ -41,9 +41,19 @@ def _selection(specs: list[str]):
                              f"table has {', '.join(by_id)}")
         lib = by_id[name]
         if versions:
-            lib = replace(lib, versions=tuple(v.strip() for v in versions.split(",") if v))
+            lib = replace(lib, versions=_versions(spec, versions))
         chosen.append(lib)
     return chosen
+
+
+def _versions(spec: str, text: str) -> tuple[str, ...]:
+    """The releases of one --package option, oldest first; a bad one is a clear error."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        return tuple(sorted((v.strip() for v in text.split(",") if v.strip()), key=Version))
+    except InvalidVersion as e:
+        raise SystemExit(f"drift: --package {spec}: {e}; write releases as LIB==1.2.3,1.4.0"
+                         ) from e
 
 
 def survey(library, bisect: bool, probe=None, releases=None, say=None) -> dict:
@@ -115,7 +125,11 @@ def drift(args) -> int:
     envs.find_uv()  # a missing uv is one clear message, before anything is built
     start, table = time.monotonic(), []
     for library in libraries:
-        table.append(survey(library, args.bisect))
+        try:
+            table.append(survey(library, args.bisect))
+        except RuntimeError as e:  # the registry's release list could not be read
+            print(f"drift: {library.id}: {e}", file=sys.stderr)
+            return 1
     doc = render.as_json(table)
     paths = render.write(doc, Path(args.out))
     n = sum(len(entry["changes"]) for entry in table)
