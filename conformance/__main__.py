@@ -12,6 +12,8 @@ the tools around it:
   check-reports               compare reports with the committed ones (figures by
                               their rule, everything else exactly)
   merge DIR... --out DIR      merge the shards of a --shard I/N run into one run's reports
+  drift [--bisect]            probe past releases in uv envs: which release changed
+                              which convention (reports/drift.md, drift.json)
 Nothing here imports a framework until a command needs one (--help never does).
 """
 from __future__ import annotations
@@ -52,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the merged report folder")
     p.add_argument("--cases-dir", default=str(CASES_DIR),
                    help="the shards' --cases-dir (default: cases/)")
+    from conformance.cli.version_drift import add_parser
+    add_parser(sub, REPORTS_DIR)
     return parser
 
 
@@ -70,7 +74,9 @@ def _new_parser(sub) -> None:
 
 
 def _command(name: str):
-    if name in ("report", "check-reports", "merge"):
+    if name == "drift":
+        from conformance.cli import version_drift as module
+    elif name in ("report", "check-reports", "merge"):
         from conformance.cli import reports as module
     else:
         from conformance.cli import cases as module
