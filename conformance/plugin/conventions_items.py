@@ -64,7 +64,7 @@ def probe_cells(state, runner):
 
                 probes[runner.name] = list(conventions_in_worker(runner))
             else:
-                probes[runner.name] = list(runner.conventions())
+                probes[runner.name] = list(runner.ledger_conventions())
         except Exception as exc:  # a failure of this item, never of the session
             probes[runner.name] = exc
     return probes[runner.name]

@@ -346,7 +346,7 @@ def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
     try:
         if op == "count":  # allocation-free: never generates the case's arrays
             return ("ok", runner.count(case))
-        return ("ok", runner.conventions() if op == "conventions"
+        return ("ok", runner.ledger_conventions() if op == "conventions"
                 else runner.run(case, translation, case_data(case)))
     except NotExpressibleError as exc:
         return ("not_expressible", str(exc))
