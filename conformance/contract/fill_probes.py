@@ -74,9 +74,9 @@ def _observe(runner, name: str, padding: list[int], *variants: dict):
     masks = ({"attn_mask": _MASK}, {"key_padding": padding},
              {"key_padding": padding, "causal": "upper_left"})
     for inputs in variants:
-        for attention in ({}, {"bias": False}, {"bias": False, "scale": 1.0}):
+        for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0}):
             for mask in masks:
-                case = _case(name, mask, attention, **inputs)
+                case = _case(name, mask, attn, **inputs)
                 out, why = _output(runner, case)
                 if why is None:
                     return case, out
