@@ -208,3 +208,14 @@ def masked_kv_cell(runner, what: str = "", **documented) -> Convention:
 def mask_encoding_cells(runner, what: str = "") -> list[Convention]:
     """Both cells, for a runner's `conventions`."""
     return [mask_fill_cell(runner, what), masked_kv_cell(runner, what)]
+
+
+def ledger_conventions(runner) -> list:
+    """`runner.conventions()` plus the mask-encoding cells it does not give itself, probed
+    through its own translate and run, so every executed runner has them without
+    framework code of its own.  The ledger's probe items and the workers call this."""
+    cells = list(runner.conventions())
+    have = {c.axis for c in cells}
+    if {"mask_fill", "masked_kv_nonfinite"} <= have:
+        return cells
+    return cells + [c for c in mask_encoding_cells(runner) if c.axis not in have]

@@ -176,18 +176,6 @@ class Runner:
         (fully masked rows, returned weights, float64) need no probe here."""
         return []
 
-    def ledger_conventions(self) -> list[Convention]:
-        """`conventions` plus the mask-encoding cells (mask_fill, masked_kv_nonfinite) it
-        does not give itself, probed through this runner's own translate and run
-        (contract/fill_probes.py), so every executed runner has them without framework
-        code of its own.  The ledger and the workers call this."""
-        from conformance.contract.fill_probes import mask_encoding_cells
-
-        cells = list(self.conventions())
-        have = {c.axis for c in cells}
-        return cells + [c for c in mask_encoding_cells(self) if c.axis not in have] \
-            if not {"mask_fill", "masked_kv_nonfinite"} <= have else cells
-
 
 def to_numpy(x) -> np.ndarray:
     """Any framework tensor -> float64 NumPy (bfloat16 has no NumPy dtype)."""
