@@ -25,6 +25,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.torch.mha:TorchMHAFastPath", {}),
     (_T, {"need_weights": False}),
     ("conformance.runners.torch.sdpa:TorchSDPA", {}),
+    ("conformance.runners.torch.sdpa_cache:TorchSDPACache", {}),
     (_K, {"backend": "tensorflow"}),
     (_K, {"backend": "jax"}),
     (_K, {"backend": "torch"}),
