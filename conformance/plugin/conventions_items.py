@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from _pytest.runner import collect_one_node
 
+from conformance.contract.fill_probes import ledger_conventions
 from conformance.conventions import pinning
 from conformance.conventions.ledger import AGGREGATE_AXES, PROBE, cell_problem, derive, merge
 from conformance.plugin.items import (
@@ -64,7 +65,7 @@ def probe_cells(state, runner):
 
                 probes[runner.name] = list(conventions_in_worker(runner))
             else:
-                probes[runner.name] = list(runner.conventions())
+                probes[runner.name] = list(ledger_conventions(runner))
         except Exception as exc:  # a failure of this item, never of the session
             probes[runner.name] = exc
     return probes[runner.name]

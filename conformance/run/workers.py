@@ -341,12 +341,13 @@ def _serve() -> None:
 
 def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
     """One request's reply; only KeyboardInterrupt escapes."""
+    from conformance.contract.fill_probes import ledger_conventions
     from conformance.oracle.canonical import case_data
 
     try:
         if op == "count":  # allocation-free: never generates the case's arrays
             return ("ok", runner.count(case))
-        return ("ok", runner.conventions() if op == "conventions"
+        return ("ok", ledger_conventions(runner) if op == "conventions"
                 else runner.run(case, translation, case_data(case)))
     except NotExpressibleError as exc:
         return ("not_expressible", str(exc))

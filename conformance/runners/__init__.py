@@ -26,6 +26,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_T, {"need_weights": False}),
     ("conformance.runners.torch.sdpa:TorchSDPA", {}),
     ("conformance.runners.torch.sdpa:TorchSDPA", {"gqa": True}),
+    ("conformance.runners.torch.sdpa_cache:TorchSDPACache", {}),
     (_K, {"backend": "tensorflow"}),
     (_K, {"backend": "jax"}),
     (_K, {"backend": "torch"}),

@@ -123,15 +123,21 @@ def linear_state(weights, names: tuple[str, ...], bias: bool) -> dict[str, np.nd
     return state
 
 
-def hf_mask(torch, allowed: np.ndarray | None, dtype, impl: str):
+def hf_mask(torch, allowed: np.ndarray | None, dtype, impl: str, fill: str | None = None):
     """Canonical (B, T, S) True = attend -> what transformers' mask builders give
-    the attention module: (B, 1, T, S) additive float (eager) or boolean (sdpa)."""
+    the attention module: (B, 1, T, S) additive float (eager) or boolean (sdpa).  The
+    eager mask's fill is the case's mask.fill in the layer's dtype (-1e9 is -inf in
+    float16), else transformers' own finfo(dtype).min."""
     if allowed is None:
         return None
     m = torch.from_numpy(np.ascontiguousarray(allowed[:, None]))
     if impl == "sdpa":
         return m
-    return torch.where(m, 0.0, torch.finfo(dtype).min).to(dtype)
+    if fill is None:  # as the rows always had it (float32 arithmetic, then the dtype)
+        return torch.where(m, 0.0, torch.finfo(dtype).min).to(dtype)
+    value = {"finfo_min": torch.finfo(dtype).min, "-inf": float("-inf"), "-1e9": -1e9,
+             "-1e4": -1e4}[fill]
+    return torch.where(m, torch.tensor(0.0, dtype=dtype), torch.tensor(value, dtype=dtype))
 
 
 class HFRunner(Runner):
@@ -235,7 +241,8 @@ class HFRunner(Runner):
         dt = getattr(torch, case.inputs.dtype)
         module = self.module_for(torch, case, translation.plan, data.weights)
         x = torch.tensor(data.inputs.query, dtype=dt)
-        mask = hf_mask(torch, data.inputs.allowed, dt, self.attn_implementation)
+        mask = hf_mask(torch, data.inputs.allowed, dt, self.attn_implementation,
+                       case.mask.fill)
         with torch.no_grad():
             out, weights = self.forward(module, x, mask)
         counted = self.counted(module)

@@ -127,6 +127,13 @@ class OnnxContribMHA(Runner):
                            f"num_heads={a.num_heads}{masks}) -> MatMul+Add; run in onnxruntime "
                            "CPUExecutionProvider", None)
 
+    def probe_output(self, case, translation, data):
+        """The graph's raw output, for the mask-encoding probes (fill_probes.py): a
+        non-finite float32 output is the observation there, not a refusal."""
+        model, feed = build_model(case, data)
+        session = ort_session(model.SerializeToString(), "MultiHeadAttention probe graph")
+        return session.run(["output"], feed)[0]
+
     def run(self, case, translation, data):
         model, feed = build_model(case, data)
         session = ort_session(model.SerializeToString(), f"MultiHeadAttention graph in "

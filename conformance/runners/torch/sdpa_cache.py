@@ -1,0 +1,146 @@
+"""KV-cache decoding through `F.scaled_dot_product_attention` with a hand-kept cache (#20).
+
+What a user of SDPA writes to decode: a prefill of P positions with `is_causal=True`,
+then N single-position steps, each projecting its one new position, appending its key
+and value to the cache (two growing (B, H_kv, S, d) tensors, torch.cat on dim 2) and
+calling SDPA on the whole cache with NO causal flag: `is_causal=True` is aligned to
+the upper left, so a one-query step would see key 0 only (the cache_causal_alignment
+cell shows it).  The outputs of the prefill and the steps, concatenated, are judged
+against the full causal forward.  SDPA has no rotary embedding, window or sinks of its
+own, so a decode case asking for one is not expressible here.  torch is imported
+inside `run` only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.runner import (
+    Convention, NotExpressible, Observation, Runner, Translation, to_numpy)
+from conformance.runners.torch.common import import_torch, tensors, torch_dtype
+
+LAYOUT = "two tensors, key and value (B, H_kv, S, d) (BNSH), growing by torch.cat on dim 2"
+
+
+class TorchSDPACache(Runner):
+    name = "torch.sdpa.cache"
+    framework = "torch"
+    system = "torch.nn.functional.scaled_dot_product_attention"
+    path = "hand-kept KV cache"
+    requires = ("torch",)
+    description = ("`F.scaled_dot_product_attention` decoding through a hand-kept KV cache "
+                   "(prefill, then one position per step)")
+    seconds = 0.05
+    no_parameters_label = "torch SDPA"
+    features = Runner.features | {"decode"}
+
+    def translate(self, case):
+        if case.decode is None:
+            return NotExpressible("this runner decodes: the case has no decode section (the "
+                                  "plain call is torch.sdpa)")
+        if case.has_non_causal_mask or case.mask.causal == "none":
+            return NotExpressible("a decode is causal self-attention with no other mask")
+        d = case.decode
+        return Translation(f"prefill: F.scaled_dot_product_attention(q[:, :, :{d.prefill}], "
+                           f"k, v, is_causal=True{', enable_gqa=True' if case.grouped else ''})"
+                           f"; {d.steps} steps: k = torch.cat([k, k_new], 2) (likewise v), "
+                           "F.scaled_dot_product_attention(q_new, k, v)", d)
+
+    def run(self, case, translation, data):
+        torch = import_torch()
+        F = torch.nn.functional
+        dt = torch_dtype(torch, case.inputs.dtype)
+        w = {n: torch.tensor(a, dtype=dt) for n, a in data.weights.arrays().items()}
+        x, _, _ = tensors(torch, case, data.inputs)
+
+        def project(xs, wn, bn):  # (B, L, E) x (H, E, d) -> (B, H, L, d)
+            y = torch.einsum("ble,hed->bhld", xs, w[wn])
+            return y + w[bn][None, :, None, :] if bn in w else y
+
+        gqa = {"enable_gqa": True} if case.grouped else {}
+        p, outs = case.decode.prefill, []
+        with torch.no_grad():
+            k, v = project(x[:, :p], "wk", "bk"), project(x[:, :p], "wv", "bv")
+            outs.append(F.scaled_dot_product_attention(project(x[:, :p], "wq", "bq"), k, v,
+                                                       is_causal=True, **gqa))
+            for t in range(p, case.inputs.query_len):
+                xt = x[:, t:t + 1]
+                k = torch.cat([k, project(xt, "wk", "bk")], 2)
+                v = torch.cat([v, project(xt, "wv", "bv")], 2)
+                outs.append(F.scaled_dot_product_attention(project(xt, "wq", "bq"), k, v,
+                                                           **gqa))
+            heads = torch.cat(outs, 2)
+            out = torch.einsum("bhtd,hde->bte", heads, w["wo"])
+            out = out + w["bo"] if "bo" in w else out
+        return Observation(
+            output=to_numpy(out), parameters=None,
+            projection_parameters=sum(a.size for a in data.weights.arrays().values()),
+            weight_shapes={n: tuple(a.shape) for n, a in data.weights.arrays().items()},
+            notes=[f"prefill {p}, then {case.inputs.query_len - p} steps through the cache: "
+                   f"{LAYOUT}"], extras={"cache_layout": LAYOUT})
+
+    def conventions(self):
+        from conformance.contract.axes import FEATURE_ARGUMENTS
+        from conformance.contract.probing import no_such_argument
+
+        torch = import_torch()
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        cells = [_step_alignment(torch), self._kv_heads(), Convention(
+            "cache_layout", LAYOUT, "the cache is the caller's: SDPA takes whole key and "
+            "value tensors (B, H_kv, S, d); this runner keeps two and grows them per step")]
+        return cells + [no_such_argument(a, FEATURE_ARGUMENTS[a], "scaled_dot_product_attention",
+                                         sdpa) for a in FEATURE_ARGUMENTS
+                        if a not in ("cache_causal_alignment", "cache_layout",
+                                     "kv_head_mapping")]
+
+    def _kv_heads(self) -> Convention:
+        """A grouped decode (4 heads on 2 kv heads, enable_gqa=True) against the oracle's
+        grouped mapping (query head h reads kv head h // 2) and the tiled one (h % 2)."""
+        from dataclasses import replace
+
+        from conformance.case.loader import parse_case
+        from conformance.contract.probing import PROBE_SOURCE, closest
+        from conformance.oracle.canonical import case_data
+        from conformance.oracle.reference import attention
+
+        case = parse_case({"id": "probe-cache-gqa", "attention": {
+            "num_heads": 4, "num_kv_heads": 2, "query_features": 8},
+            "inputs": {"batch": 1, "query_len": 4, "self_attention": True, "seed": 7},
+            "mask": {"causal": "upper_left"}, "decode": {"prefill": 2, "steps": 2}},
+            PROBE_SOURCE)
+        data = case_data(case)
+        out = self.run(case, self.translate(case), data).output
+        order = [0, 2, 1, 3]  # tiled h % 2 read as grouped: query heads reordered
+        w = data.weights
+        tiled = replace(data, weights=replace(w, wq=w.wq[order], wo=w.wo[order],
+                                              bq=None if w.bq is None else w.bq[order]))
+        return closest("kv_head_mapping", out, {"grouped": attention(case).output,
+                                                "tiled": attention(case, tiled).output},
+                       f"probe_case {case.id}: decode with enable_gqa=True, 4 heads on 2 kv "
+                       "heads")
+
+
+def _step_alignment(torch) -> Convention:
+    """A one-query step over a 5-key cache with is_causal=True: which keys does it see?"""
+    from conformance.contract.probing import closest, output_with, probe_case
+    from conformance.oracle.canonical import case_data
+
+    case = probe_case("cache-step", inputs={"query_len": 1, "key_len": 5})
+    data = case_data(case)
+    w = {n: torch.tensor(a) for n, a in data.weights.arrays().items()}
+    i = data.inputs
+
+    def project(x, wn, bn):
+        y = torch.einsum("ble,hed->bhld", torch.tensor(x), w[wn])
+        return y + w[bn][None, :, None, :]
+
+    with torch.no_grad():
+        heads = torch.nn.functional.scaled_dot_product_attention(
+            project(i.query, "wq", "bq"), project(i.key, "wk", "bk"),
+            project(i.value, "wv", "bv"), is_causal=True)
+        out = to_numpy(torch.einsum("bhtd,hde->bte", heads, w["wo"]) + w["bo"])
+    first = np.zeros((1, 5), bool)
+    first[0, 0] = True
+    return closest("cache_causal_alignment", out, {
+        "upper_left": output_with(case, first), "lower_right": output_with(case, None)},
+        f"probe_case {case.id}: one query over a 5-key cache with is_causal=True (so the "
+        "runner's steps pass no causal flag)")

@@ -1,0 +1,56 @@
+"""torch.sdpa.cache: a prefill and single steps through a hand-kept cache equal the full
+causal forward; a step that passes is_causal=True (upper-left: key 0 only) does not."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.case.loader import parse_case
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention
+
+pytest.importorskip("torch")
+
+from conformance.runners.torch.sdpa_cache import TorchSDPACache  # noqa: E402
+
+CASE = {"id": "t-decode", "attention": {"num_heads": 4, "num_kv_heads": 2,
+                                        "query_features": 16},
+        "inputs": {"batch": 2, "query_len": 7, "self_attention": True},
+        "mask": {"causal": "upper_left"}, "decode": {"prefill": 4, "steps": 3}}
+
+
+def _run(runner, case):
+    return runner.run(case, runner.translate(case), case_data(case)).output
+
+
+def test_decode_equals_the_full_causal_forward():
+    case = parse_case(CASE, "<test>")
+    d = np.max(np.abs(_run(TorchSDPACache(), case) - attention(case).output))
+    assert d < 1e-5
+
+
+def test_a_step_with_is_causal_is_caught(monkeypatch):
+    """The planted defect: every step passes is_causal=True, as a user might."""
+    import torch
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def always_causal(q, k, v, **kw):
+        return sdpa(q, k, v, **{**kw, "is_causal": True})
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", always_causal)
+    case = parse_case(CASE, "<test>")
+    d = np.max(np.abs(_run(TorchSDPACache(), case) - attention(case).output))
+    assert d > 1e-2
+
+
+def test_cells():
+    cells = {c.axis: c for c in TorchSDPACache().conventions()}
+    assert cells["cache_causal_alignment"].value == "upper_left"
+    assert cells["kv_head_mapping"].value == "grouped"
+    assert cells["window_width"].value == "not_applicable"
+
+
+def test_plain_cases_are_not_expressible():
+    case = parse_case({k: v for k, v in CASE.items() if k != "decode"}, "<test>")
+    assert "decode" in TorchSDPACache().translate(case).reason
