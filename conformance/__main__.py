@@ -12,6 +12,9 @@ the tools around it:
   check-reports               compare reports with the committed ones (figures by
                               their rule, everything else exactly)
   merge DIR... --out DIR      merge the shards of a --shard I/N run into one run's reports
+  diff A B                    what differs between two systems or runners and what to do
+                              (--typed "MultiHeadAttention(num_heads=4, key_dim=784)"
+                              --features 3136: the numbers on both sides; --json)
 Nothing here imports a framework until a command needs one (--help never does).
 """
 from __future__ import annotations
@@ -52,7 +55,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the merged report folder")
     p.add_argument("--cases-dir", default=str(CASES_DIR),
                    help="the shards' --cases-dir (default: cases/)")
+    _diff_parser(sub)
     return parser
+
+
+def _diff_parser(sub) -> None:
+    p = sub.add_parser("diff", help="what differs between two systems, and what to do")
+    p.add_argument("a", metavar="A", help="a runner (torch.mha) or a system "
+                   "(torch.nn.MultiheadAttention)")
+    p.add_argument("b", metavar="B")
+    p.add_argument("--typed", help='a call in one system\'s words, e.g. '
+                   '"MultiHeadAttention(num_heads=4, key_dim=784)"')
+    p.add_argument("--features", type=int, help="the input width, for systems that infer it")
+    p.add_argument("--ledger", default=str(REPORTS_DIR / "conventions.json"),
+                   help="the conventions ledger to read (default: reports/)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def _new_parser(sub) -> None:
@@ -72,6 +89,8 @@ def _new_parser(sub) -> None:
 def _command(name: str):
     if name in ("report", "check-reports", "merge"):
         from conformance.cli import reports as module
+    elif name == "diff":
+        from conformance.cli import diff as module
     else:
         from conformance.cli import cases as module
     return getattr(module, {"list": "list_cases"}.get(name, name.replace("-", "_")))

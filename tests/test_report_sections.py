@@ -58,7 +58,7 @@ def rows_for(runners):
 
 def report(tmp_path, rows, cases, runners) -> str:
     write_reports(rows, cases, runners, tmp_path, "test")
-    return (tmp_path / "index.md").read_text()
+    return (tmp_path / "index.md").read_text() + (tmp_path / "details.md").read_text()
 
 
 def section(md: str, title: str) -> str:

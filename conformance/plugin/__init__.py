@@ -272,10 +272,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The case x runner symbol matrix of this run, the note, and the paths written."""
     state = config.stash.get(STATE_KEY, None)
     if state and state["rows"]:
-        from conformance.report.terminal import matrix_lines
+        from conformance.report.terminal import headline_sentences, matrix_lines
 
         for line in matrix_lines(state["rows"].values(), state["cases"] or [],
                                  state["runners"]):
+            terminalreporter.write_line(line)
+        out = Path(config.getoption("report_dir") or REPORTS_DIR)
+        for line in headline_sentences(state["rows"].values(), state["cases"] or [],
+                                       state["runners"], out):
             terminalreporter.write_line(line)
     for entry in (state or {}).get("skipped_entries", []):
         terminalreporter.write_line(f"conformance: {entry}")

@@ -52,13 +52,22 @@ def _runners(data: dict, rows: list[Row], path):
     return [r for r in all_runners() if r.name in named]
 
 
+def _attention(heads):
+    """The head sizes findings.py reads, from results.json's [num_heads, query_features,
+    qk_head_dim] (None: not recorded)."""
+    if heads is None:
+        return None
+    return SimpleNamespace(num_heads=heads[0], query_features=heads[1], qk_head_dim=heads[2])
+
+
 def _cases(data: dict, rows: list[Row], path):
     if "cases" in data:
         cases = [check_case(path, c, f"cases[{n}]")
                  for n, c in enumerate(_list(data, "cases", path))]
         return [SimpleNamespace(id=c["id"], title=c["title"],
                                 has_fully_masked_rows=c["has_fully_masked_rows"],
-                                mask=SimpleNamespace(key_padding=c["key_padding"]))
+                                mask=SimpleNamespace(key_padding=c["key_padding"]),
+                                tags=tuple(c["tags"]), attention=_attention(c["heads"]))
                 for c in cases]
     from conformance.case.loader import load_cases
     from conformance.paths import CASES_DIR
