@@ -200,12 +200,14 @@ def ledger_data(ledger, names) -> list[dict]:
     return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
 
 
-CELL_FIELDS = ("runner", "label", "native_call", "weight_shapes", "figures", "reason", "notes")
+CELL_FIELDS = ("runner", "native_call", "weight_shapes", "label", "figures", "reason", "notes")
 
 
 class Strings:
-    """One table of the texts the case view shows: a cell holds indices into it, so a
-    text repeated over cases (a call, a note, a layout) is written once."""
+    """One table of the stable texts the case view shows (runner, native call, weight
+    shapes): a cell holds indices into it, so a text repeated over cases is
+    written once.  Texts that may quote CPU-dependent figures (figures, reason, notes)
+    stay in the cell: interning them would make the table's length depend on the CPU."""
 
     def __init__(self):
         self.index: dict[str, int] = {}
@@ -223,16 +225,20 @@ def shapes_text(shapes) -> str:
                       (plain(shapes or {}) or {}).items())
 
 
+INTERNED = 3  # the first CELL_FIELDS are indices into the string table
+
+
 def _row_data(r, s: Strings) -> list:
-    """One case-view cell, as CELL_FIELDS: indices into the string table (notes: a list)."""
-    return [s(r["runner"]), s(label(r)), s(r["native_call"]), s(shapes_text(r["weight_shapes"])),
-            s(figures_text(r)), s(r["reason"] or ""), [s(n) for n in r["notes"] or ()]]
+    """One case-view cell, as CELL_FIELDS: the first INTERNED as indices into the string
+    table, then figures, reason and notes (a list) as texts."""
+    return [s(r["runner"]), s(r["native_call"]), s(shapes_text(r["weight_shapes"])), label(r),
+            figures_text(r), str(r["reason"] or ""), [str(n) for n in r["notes"] or ()]]
 
 
 def expand_cell(cell: list, strings: list[str]) -> dict:
     """A compact cell as a mapping (what report.js rebuilds; for tests and tools)."""
-    out = {f: strings[i] for f, i in zip(CELL_FIELDS[:-1], cell[:-1])}
-    return {**out, "notes": [strings[i] for i in cell[-1]]}
+    return {f: strings[v] if n < INTERNED else v
+            for n, (f, v) in enumerate(zip(CELL_FIELDS, cell))}
 
 
 def case_data(case, cid: str, rows: list, strings: Strings | None = None) -> dict:
@@ -304,7 +310,7 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
     data = {"cases": [case_data(case_of.get(cid), cid, [by_cell[(cid, n)] for n in names
                                                          if (cid, n) in by_cell], strings)
                       for cid in case_ids],
-            "cell_fields": list(CELL_FIELDS),
+            "cell_fields": list(CELL_FIELDS), "interned": INTERNED,
             "ledger": ledger_data(ledger, names), "axes": diff_axes(ledger)}
     data["strings"] = strings.table
     systems = [d["system"] for d in data["ledger"]]

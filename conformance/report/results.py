@@ -52,12 +52,15 @@ def _runners(data: dict, rows: list[Row], path):
     return [r for r in all_runners() if r.name in named]
 
 
-def _attention(heads):
-    """The head sizes findings.py reads, from results.json's [num_heads, query_features,
-    qk_head_dim] (None: not recorded)."""
-    if heads is None:
-        return None
-    return SimpleNamespace(num_heads=heads[0], query_features=heads[1], qk_head_dim=heads[2])
+def _read_back(c: dict) -> dict:
+    """The tags and head sizes findings.py reads, where results.json recorded them
+    (heads: [num_heads, query_features, qk_head_dim])."""
+    out = {"tags": tuple(c["tags"])} if c["tags"] else {}
+    if c["heads"] is not None:
+        h = c["heads"]
+        out["attention"] = SimpleNamespace(num_heads=h[0], query_features=h[1],
+                                           qk_head_dim=h[2])
+    return out
 
 
 def _cases(data: dict, rows: list[Row], path):
@@ -67,8 +70,7 @@ def _cases(data: dict, rows: list[Row], path):
         return [SimpleNamespace(id=c["id"], title=c["title"],
                                 has_fully_masked_rows=c["has_fully_masked_rows"],
                                 mask=SimpleNamespace(key_padding=c["key_padding"]),
-                                tags=tuple(c["tags"]), attention=_attention(c["heads"]))
-                for c in cases]
+                                **_read_back(c)) for c in cases]
     from conformance.case.loader import load_cases
     from conformance.paths import CASES_DIR
 

@@ -4,13 +4,12 @@
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
-  /* cells come as indices into one table of texts (html.py: Strings) */
+  /* a cell's first fields are indices into one table of texts (html.py: Strings) */
   data.cases.forEach(function (c) {
     c.cells = c.cells.map(function (a) {
       var o = {};
       data.cell_fields.forEach(function (f, i) {
-        o[f] = f === "notes" ? a[i].map(function (n) { return data.strings[n]; })
-          : data.strings[a[i]];
+        o[f] = i < data.interned ? data.strings[a[i]] : a[i];
       });
       return o;
     });
