@@ -187,16 +187,26 @@ def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
             '<p id="matrix-count"></p><section id="case-view" hidden></section>')
 
 
+SILENT_CELLS = ("not_applicable", "not_probed")  # left out of the page (conventions.md has them)
+EVIDENCE_LIMIT = 600  # characters of a cell's evidence in the page (conventions.md: all)
+
+
 def ledger_data(ledger, names) -> list[dict]:
     """[{system, cells: [{axis, value, source, evidence}]}] of the ledger (a Ledger or
-    its as_dict()), for the runners shown; [] when no ledger is passed."""
+    its as_dict()), for the runners shown; [] when no ledger is passed.  Cells that say
+    nothing (SILENT_CELLS) are left out and evidence is cut at EVIDENCE_LIMIT, so the
+    page stays small as axes are added."""
     if ledger is None:
         return []
     cells = ledger["cells"] if isinstance(ledger, Mapping) else [c.as_dict() for c in ledger.cells]
     by_system: dict[str, list] = {}
     for c in cells:
-        by_system.setdefault(str(c.get("system")), []).append(
-            {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")})
+        if str(c.get("value", "")) in SILENT_CELLS:
+            continue
+        cell = {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")}
+        if len(cell["evidence"]) > EVIDENCE_LIMIT:
+            cell["evidence"] = cell["evidence"][:EVIDENCE_LIMIT - 1] + "…"
+        by_system.setdefault(str(c.get("system")), []).append(cell)
     return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
 
 
