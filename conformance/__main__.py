@@ -14,6 +14,9 @@ the tools around it:
   merge DIR... --out DIR      merge the shards of a --shard I/N run into one run's reports
   drift [--bisect]            probe past releases in uv envs: which release changed
                               which convention (reports/drift.md, drift.json)
+  diff A B                    what differs between two systems or runners and what to do
+                              (--typed "MultiHeadAttention(num_heads=4, key_dim=784)"
+                              --features 3136: the numbers on both sides; --json)
 Nothing here imports a framework until a command needs one (--help never does).
 """
 from __future__ import annotations
@@ -56,7 +59,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="the shards' --cases-dir (default: cases/)")
     from conformance.cli.version_drift import add_parser
     add_parser(sub, REPORTS_DIR)
+    _diff_parser(sub)
     return parser
+
+
+def _diff_parser(sub) -> None:
+    p = sub.add_parser("diff", help="what differs between two systems, and what to do")
+    p.add_argument("a", metavar="A", help="a runner (torch.mha) or a system "
+                   "(torch.nn.MultiheadAttention)")
+    p.add_argument("b", metavar="B")
+    p.add_argument("--typed", help='a call in one system\'s words, e.g. '
+                   '"MultiHeadAttention(num_heads=4, key_dim=784)"')
+    p.add_argument("--features", type=int, help="the input width, for systems that infer it")
+    p.add_argument("--ledger", default=str(REPORTS_DIR / "conventions.json"),
+                   help="the conventions ledger to read (default: reports/)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def _new_parser(sub) -> None:
@@ -78,6 +95,8 @@ def _command(name: str):
         from conformance.cli import version_drift as module
     elif name in ("report", "check-reports", "merge"):
         from conformance.cli import reports as module
+    elif name == "diff":
+        from conformance.cli import diff as module
     else:
         from conformance.cli import cases as module
     return getattr(module, {"list": "list_cases"}.get(name, name.replace("-", "_")))

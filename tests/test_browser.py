@@ -104,3 +104,32 @@ def test_screenshot_of_the_matrix(tmp_path):
     rgb = (image[..., :3] * 255).round()
     green = ((abs(rgb - PASS_RGB)).max(axis=-1) <= 2).sum()
     assert green > 5000, "the screenshot shows no pass-coloured matrix cells"
+
+
+def test_the_headline_and_the_two_system_view(tmp_path):
+    """index.html as `report` writes it from the committed results and ledger: the headline
+    findings are there, and the comparison of two systems lists their differences (and
+    nothing for a system against itself)."""
+    from conformance.__main__ import main
+
+    for name in ("results.json", "conventions.json"):
+        (tmp_path / name).write_bytes((ROOT / "reports" / name).read_bytes())
+    assert main(["report", "--results", str(tmp_path / "results.json")]) == 0
+    page = tmp_path / "index.html"
+    dom = run_browser(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
+    found = re.search(r'<pre id="selftest-result">([^<]*)</pre>', dom)
+    assert found, "the page's self-test did not run: " + dom[-1000:]
+    result = json.loads(html.unescape(found[1]))
+    assert result["headline"] >= 4
+    assert "39,350,528" in dom and "Mask polarity" in dom
+    ledger = json.loads((tmp_path / "conventions.json").read_text())
+    first, second = result["diff"]["pair"]
+    assert [first, second] == [s["id"] for s in ledger["systems"][:2]]
+    cells = {(c["system"], c["axis"]): c["value"] for c in ledger["cells"]}
+    silent = ("", "not_applicable", "not_probed")
+    differ = [a["id"] for a in ledger["axes"] if cells.get((first, a["id"]), "") !=
+              cells.get((second, a["id"]), "") and not (cells.get((first, a["id"]), "") in
+                                                        silent and cells.get((second, a["id"]),
+                                                                             "") in silent)]
+    assert result["diff"]["rows"] == len(differ) > 0
+    assert result["diff"]["same"] == 0 and "nothing differs" in result["diff"]["same_text"]

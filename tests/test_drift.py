@@ -73,7 +73,7 @@ def test_every_figure_25_times_off_still_holds_in_every_file(tmp_path):
     base = write(tmp_path, "here", rows())
     for scale in (25.0, 1 / 25):
         other = write(tmp_path, f"there{scale}", rows(scale), ledger(distance="1.7e-08"))
-        for name in ("results.json", "results.csv", "index.md", "index.html",
+        for name in ("results.json", "results.csv", "details.md", "index.html",
                      "conventions.json", "conventions.md"):
             assert (other / name).read_text() != (base / name).read_text(), name
         assert differences(base, other) == []

@@ -85,7 +85,7 @@ def test_model_rows_are_marked_in_the_report(tmp_path):
 
     row = evaluate(CASES["matlab-8x392"], MODEL)
     write_reports([row], [CASES["matlab-8x392"]], [MODEL], tmp_path, "test")
-    text = (tmp_path / "index.md").read_text()
+    text = (tmp_path / "details.md").read_text()
     assert "| 4921560 (model) |" in text and "(model) |" in text.split("## Numerical")[1]
 
 

@@ -34,7 +34,7 @@ def test_two_runs_identical_outside_metadata(tmp_path):
     data = json.loads((tmp_path / "one" / "results.json").read_text())
     assert "time" in data["metadata"] and len(data["rows"]) == 2
     assert data["rows"][0]["max_abs_error"] == 1.23e-07  # rounded to 3 significant digits
-    md = (tmp_path / "one" / "index.md").read_text()
+    md = (tmp_path / "one" / "details.md").read_text()
     assert "## Parameter counts" in md and "n/e" in md and "cannot" in md
 
 
@@ -100,7 +100,7 @@ def test_changed_result_is_detected(tmp_path):
     changed[0] = replace(changed[0], max_abs_error=None)
     write_reports(changed, CASES, [FAKE], tmp_path / "three", "full")
     diffs = differences(tmp_path / "one", tmp_path / "three")
-    assert {d.split(":")[0] for d in diffs} >= {"results.json", "results.csv", "index.md"}
+    assert {d.split(":")[0] for d in diffs} >= {"results.json", "results.csv", "details.md"}
     assert "results.json: a[fake.one] max_abs_error: 1.23e-07 -> None" in diffs
 
 
@@ -134,7 +134,7 @@ def test_outcomes_tell_known_mismatches_from_new_ones(tmp_path):
     rows = [make_row("c", r1, Outcome.MISMATCH, known_mismatch="understood"),
             make_row("c", r2, Outcome.MISMATCH)]
     write_reports(rows, [], [r1, r2], tmp_path, "test")
-    text = (tmp_path / "index.md").read_text()
+    text = (tmp_path / "details.md").read_text()
     table = text.split("## Outcomes")[1].split("##")[0]
     assert "| runner | known mismatch | mismatch |" in table
     assert "| r1 | 1 | 0 |" in table and "| r2 | 0 | 1 |" in table

@@ -58,7 +58,7 @@ def rows_for(runners):
 
 def report(tmp_path, rows, cases, runners) -> str:
     write_reports(rows, cases, runners, tmp_path, "test")
-    return (tmp_path / "index.md").read_text()
+    return (tmp_path / "index.md").read_text() + (tmp_path / "details.md").read_text()
 
 
 def section(md: str, title: str) -> str:
@@ -70,10 +70,10 @@ def section(md: str, title: str) -> str:
 def test_every_section_shows_for_the_default_runner_families(tmp_path):
     md = report(tmp_path, rows_for(RUNNERS), CASES, RUNNERS)
     titles = [line[3:] for line in md.splitlines() if line.startswith("## ")]
-    # every section but the typed numbers and the ledger summary (no typed data, no
-    # conventions.json here), then the per-case links and the run metadata
-    assert len(titles) == len(SECTIONS) - 2 + 2
-    assert titles[-2:] == ["Per-case pages", "Run metadata"]
+    # index.md: every answer but the typed numbers (no typed data), the per-case links and
+    # the run metadata; details.md: every detail and the run metadata again
+    assert len(titles) == len(SECTIONS) - 1 + 3
+    assert titles.count("Run metadata") == 2 and "Per-case pages" in titles
     keras = section(md, "Keras: differences between backends")
     assert "| case | " + " | ".join(KERAS_COLUMNS) + " |" in keras
     masking = section(md, "ONNX graphs against eager torch: masking edge cases")
@@ -202,7 +202,7 @@ def test_answers_come_first_and_no_table_is_wider_than_eight_data_columns(tmp_pa
     titles = [line[3:] for line in md.splitlines() if line.startswith("## ")]
     assert titles[:4] == ["Typed numbers", "Edge case: fully masked query rows",
                           "Known mismatches", "Failures and skips"]
-    assert md.index("# Details") > md.index("## Failures and skips")
+    assert md.index(": details\n") > md.index("## Failures and skips")  # details.md after
     for header in _tables(md):
         assert header.count(" | ") <= 8, header  # first column + at most 8 data columns
     numbers = section(md, "Numerical agreement")
@@ -235,9 +235,9 @@ def test_the_ledger_summary_reads_conventions_json(tmp_path):
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "conventions.json").write_text(json.dumps(ledger))
     md = report(tmp_path, [make_row("c", r) for r in runners], [FakeCase("c")], runners)
-    summary = section(md, "Conventions (summary)")
-    assert "| mask_polarity | true_blocks(bool) |" in summary  # as conventions.md shows it
-    assert "| mask_polarity | true_attends† |" in summary
+    summary = section(md, "Conventions: where systems differ")
+    # the differences-only view: systems grouped by the word a table shows
+    assert "(`mask_polarity`): `true_blocks(bool)`: t.one; `true_attends`: k.one" in summary
 
 
 HOSTILE = "<script>alert(1)</script> | a\rb\nc \x1b[31mred\x1b[0m <img src=x onerror=alert(2)>"

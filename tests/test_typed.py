@@ -171,9 +171,14 @@ def test_the_report_opens_with_the_typed_numbers_table(tmp_path):
     write_reports(rows, [FakeCase("m4"), FakeCase("free")], runners, tmp_path, "test")
     md = (tmp_path / "index.md").read_text()
     titles = [line[3:] for line in md.splitlines() if line.startswith("## ")]
-    assert titles[0] == "Typed numbers"
+    assert titles[:2] == ["Headline findings", "Typed numbers"]  # no ledger: no differences
+    assert "9,839,984 parameters" in section_text(md, "Headline findings")
     assert ("| matlab | selfAttentionLayer(4,784) on 3136 input features | 196 | 784 | "
             "9,839,984 |") in md
     assert "| torch | torch.nn.MultiheadAttention(embed_dim=3136, num_heads=4) | 784 |" in md
     assert "**m4: the whole digit network**" in md and "| 9,890,362 |" in md
     assert "| free | num_heads=4 |" in md
+
+
+def section_text(md: str, title: str) -> str:
+    return md.split(f"## {title}\n")[1].split("\n## ")[0]

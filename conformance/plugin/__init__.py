@@ -23,7 +23,7 @@ import pytest
 from conformance.plugin import generated
 from conformance.plugin.items import (
     STATE_KEY, CaseFile, MatrixItem, expectations_dir, session_expectations, session_state)
-from conformance.paths import CASES_DIR
+from conformance.paths import CASES_DIR, REPORTS_DIR
 from conformance.runners import all_runners
 
 
@@ -205,15 +205,20 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The case x runner symbol matrix of this run, odd case-folder entries, and what
-    the session's end wrote."""
+    """The case x runner symbol matrix of this run and its headline sentences, odd
+    case-folder entries, and what the session's end wrote."""
     state = config.stash.get(STATE_KEY, None)
     if state is None:
         return
     if state.rows:
-        from conformance.report.terminal import matrix_lines
+        from conformance.report.terminal import headline_sentences, matrix_lines
 
         for line in matrix_lines(state.rows.values(), state.cases or [], state.runners):
+            terminalreporter.write_line(line)
+        out = (state.end.written_to if state.end and state.end.written_to
+               else Path(config.getoption("report_dir") or REPORTS_DIR))
+        for line in headline_sentences(state.rows.values(), state.cases or [], state.runners,
+                                       out):
             terminalreporter.write_line(line)
     for entry in state.skipped_entries:
         terminalreporter.write_line(f"conformance: {entry}")

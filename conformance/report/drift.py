@@ -135,7 +135,17 @@ def data_changes(a, b, file: str, where: str = "report-data") -> list[Change]:
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return [c for i, (x, y) in enumerate(zip(a, b))
                 for c in data_changes(x, y, file, f"{where}[{i}]")]
-    return [] if texts_agree(a, b) else [Change(file, where, "", "data", a, b)]
+    if texts_agree(a, b):
+        return []
+    return [Change(file, where, "", "data", _shown(a), _shown(b))]
+
+
+def _shown(value):
+    """A changed data value as a Change holds it (a list or mapping: its JSON, cut)."""
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 2 * EXCERPT else text[:2 * EXCERPT - 1] + "…"
+    return value
 
 
 def compare_html(old_text: str, new_text: str, file: str) -> list[Change]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from conformance.report import plots
+from conformance.report.answers_html import diff_axes, diff_block, headline_block
 from conformance.report.base import fmt
 
 FIGURES_START = "<!-- figures: start (PNG bytes differ across machines) -->"
@@ -154,16 +155,21 @@ def controls(frameworks, names, tags, outcomes) -> str:
             + f'<span class="legend">{legend}</span></div>')
 
 
+TITLE_LIMIT = 80  # characters of a cell's hover text (the case view has the whole reason)
+
+
 def _td(r, name: str, framework: str) -> str:
-    """One matrix cell: coloured by outcome, both views' figures, the reason on hover."""
-    where = f'data-runner="{e(name)}" data-framework="{e(framework)}"'
+    """One matrix cell: coloured by outcome, both views' figures, the reason (cut) on
+    hover; its runner and framework are its column's (the header cell's attributes)."""
     if r is None:
-        return f'<td {where} data-outcome=""></td>'
+        return '<td data-outcome=""></td>'
     word = label(r)
     err, params = cell_texts(r)
-    return (f'<td class="o-{e(word.replace(" ", "-"))}" {where} data-outcome="{e(word)}" '
-            f'title="{e(r["reason"])}"><span class="v-err">{e(err)}</span>'
-            f'<span class="v-par">{e(params)}</span></td>')
+    reason = str(r["reason"] or "")
+    reason = reason if len(reason) <= TITLE_LIMIT else reason[:TITLE_LIMIT - 1] + "…"
+    title = f' title="{e(reason)}"' if reason else ""
+    return (f'<td class="o-{e(word.replace(" ", "-"))}" data-outcome="{e(word)}"{title}>'
+            f'<span class="v-err">{e(err)}</span><span class="v-par">{e(params)}</span></td>')
 
 
 def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
@@ -181,26 +187,72 @@ def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
             '<p id="matrix-count"></p><section id="case-view" hidden></section>')
 
 
+SILENT_CELLS = ("not_applicable", "not_probed")  # left out of the page (conventions.md has them)
+EVIDENCE_LIMIT = 600  # characters of a cell's evidence in the page (conventions.md: all)
+
+
 def ledger_data(ledger, names) -> list[dict]:
     """[{system, cells: [{axis, value, source, evidence}]}] of the ledger (a Ledger or
-    its as_dict()), for the runners shown; [] when no ledger is passed."""
+    its as_dict()), for the runners shown; [] when no ledger is passed.  Cells that say
+    nothing (SILENT_CELLS) are left out and evidence is cut at EVIDENCE_LIMIT, so the
+    page stays small as axes are added."""
     if ledger is None:
         return []
     cells = ledger["cells"] if isinstance(ledger, Mapping) else [c.as_dict() for c in ledger.cells]
     by_system: dict[str, list] = {}
     for c in cells:
-        by_system.setdefault(str(c.get("system")), []).append(
-            {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")})
+        if str(c.get("value", "")) in SILENT_CELLS:
+            continue
+        cell = {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")}
+        if len(cell["evidence"]) > EVIDENCE_LIMIT:
+            cell["evidence"] = cell["evidence"][:EVIDENCE_LIMIT - 1] + "…"
+        by_system.setdefault(str(c.get("system")), []).append(cell)
     return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
 
 
-def _row_data(r) -> dict:
-    return {"runner": str(r["runner"]), "label": label(r), "native_call": str(r["native_call"]),
-            "weight_shapes": plain(r["weight_shapes"] or {}), "figures": figures_text(r),
-            "reason": str(r["reason"] or ""), "notes": [str(n) for n in r["notes"] or ()]}
+CELL_FIELDS = ("runner", "native_call", "weight_shapes", "label", "figures", "reason", "notes")
 
 
-def case_data(case, cid: str, rows: list) -> dict:
+class Strings:
+    """One table of the stable texts the case view shows (runner, native call, weight
+    shapes): a cell holds indices into it, so a text repeated over cases is
+    written once.  Texts that may quote CPU-dependent figures (figures, reason, notes)
+    stay in the cell: interning them would make the table's length depend on the CPU."""
+
+    def __init__(self):
+        self.index: dict[str, int] = {}
+
+    def __call__(self, text) -> int:
+        return self.index.setdefault(str(text), len(self.index))
+
+    @property
+    def table(self) -> list[str]:
+        return list(self.index)
+
+
+def shapes_text(shapes) -> str:
+    return "\n".join(f"{k} ({', '.join(str(n) for n in v)})" for k, v in
+                      (plain(shapes or {}) or {}).items())
+
+
+INTERNED = 3  # the first CELL_FIELDS are indices into the string table
+
+
+def _row_data(r, s: Strings) -> list:
+    """One case-view cell, as CELL_FIELDS: the first INTERNED as indices into the string
+    table, then figures, reason and notes (a list) as texts."""
+    return [s(r["runner"]), s(r["native_call"]), s(shapes_text(r["weight_shapes"])), label(r),
+            figures_text(r), str(r["reason"] or ""), [str(n) for n in r["notes"] or ()]]
+
+
+def expand_cell(cell: list, strings: list[str]) -> dict:
+    """A compact cell as a mapping (what report.js rebuilds; for tests and tools)."""
+    return {f: strings[v] if n < INTERNED else v
+            for n, (f, v) in enumerate(zip(CELL_FIELDS, cell))}
+
+
+def case_data(case, cid: str, rows: list, strings: Strings | None = None) -> dict:
+    strings = strings if strings is not None else Strings()
     path = getattr(case, "path", "") or ""
     return {"id": cid, "title": str(getattr(case, "title", "") or cid),
             "description": str(getattr(case, "description", "") or ""),
@@ -208,24 +260,29 @@ def case_data(case, cid: str, rows: list) -> dict:
             "tags": [str(t) for t in getattr(case, "tags", ()) or ()],
             "file": Path(path).name if path else "",
             "config": {f: plain(getattr(case, f)) for f in _CASE_FIELDS if hasattr(case, f)},
-            "cells": [_row_data(r) for r in rows]}
+            "cells": [_row_data(r, strings) for r in rows]}
 
 
 def figures_block(figures: dict[str, bytes]) -> str:
+    """The figures as links to their PNG files beside index.html (kept out of the page:
+    they would be most of its bytes)."""
     if not figures:
         return ""
-    items = "".join(
-        f'<figure><img alt="{e(name)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{e(plots.CAPTIONS[name])} '
-        f"({e(name)})</figcaption></figure>" for name, png in figures.items())
-    return f"{FIGURES_START}<h2>Figures</h2>{items}{FIGURES_END}"
+    items = "".join(f'<li><a href="{e(quote(name))}">{e(plots.CAPTIONS[name])}</a> '
+                    f"({e(name)})</li>" for name in figures)
+    return f"{FIGURES_START}<h2>Figures</h2><ul>{items}</ul>{FIGURES_END}"
+
+
+def _slug(title: str) -> str:
+    """The id of a section heading, as GitHub's Markdown writes it ('#known-mismatches')."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).strip().replace(" ", "-")
 
 
 def sections_block(sections) -> str:
     """Every section: title, intro, its table(s) (a split section: one per part)."""
     out = []
     for s in sections:
-        out.append(f"<h2>{e(s.title)}</h2><p>{e(s.intro)}</p>")
+        out.append(f'<h2 id="{e(_slug(s.title))}">{e(s.title)}</h2><p>{e(s.intro)}</p>')
         for part, table in getattr(s, "tables", None) or [("", s.table)]:
             out.append((f"<h3>{e(part)}</h3>" if part else "")
                        + table.to_html(border=0, escape=True))
@@ -248,7 +305,7 @@ def _head(script: str) -> str:
 
 
 def page(frame, cases, runners, sections, meta: dict, selection: str = "",
-         ledger=None, figures: dict[str, bytes] | None = None) -> str:
+         ledger=None, figures: dict[str, bytes] | None = None, found=()) -> str:
     """The whole index.html as text."""
     case_ids, names = order(frame, cases, runners)
     records = frame.to_dict(orient="records")
@@ -259,13 +316,20 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
     labels = {label(r) for r in records}
     outcomes = [o for o in ("pass", "behaviour", KNOWN, "mismatch", "not_expressible",
                             "skipped", "error") if o in labels]
+    strings = Strings()
     data = {"cases": [case_data(case_of.get(cid), cid, [by_cell[(cid, n)] for n in names
-                                                         if (cid, n) in by_cell])
+                                                         if (cid, n) in by_cell], strings)
                       for cid in case_ids],
-            "ledger": ledger_data(ledger, names)}
+            "cell_fields": list(CELL_FIELDS), "interned": INTERNED,
+            "ledger": ledger_data(ledger, names), "axes": diff_axes(ledger)}
+    data["strings"] = strings.table
+    systems = [d["system"] for d in data["ledger"]]
     script = _asset("report.js")
     body = [f"<h1>{_TITLE}</h1><p>Selection: {e(selection)}. Click a case for its "
-            "configuration and each runner's call; hover a cell for its reason.</p>",
+            "configuration and each runner's call; hover a cell for its reason. The details "
+            'are in <a href="details.md">details.md</a>, every ledger cell in <a href='
+            '"conventions.md">conventions.md</a>.</p>', headline_block(found),
+            diff_block(systems),
             controls(list(dict.fromkeys(framework_of[n] for n in names)), names,
                      sorted({tag for tags in tags_of.values() for tag in tags}), outcomes),
             matrix(by_cell, case_ids, names, framework_of, tags_of),
@@ -276,7 +340,7 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
 
 
 def write_html(frame, cases, runners, sections, meta: dict, out_dir, selection: str = "",
-               ledger=None) -> Path:
+               ledger=None, found=()) -> Path:
     """Write the figures (plots.FIGURES, when matplotlib is installed) and index.html
     into out_dir.  `frame`: the results frame (base.results_frame), `cases` in file
     order, `runners` in column order, `sections` as build_sections gives them, `ledger`:
@@ -286,6 +350,6 @@ def write_html(frame, cases, runners, sections, meta: dict, out_dir, selection: 
     figures = plots.make_figures(frame, cases, runners)
     plots.write_figures(figures, out)
     path = out / "index.html"
-    text = page(frame, cases, runners, sections, meta, selection, ledger, figures)
+    text = page(frame, cases, runners, sections, meta, selection, ledger, figures, found)
     path.write_text(_UNSAFE.sub("", text), encoding="utf-8")  # no raw ESC, bidi, C1 anywhere
     return path

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conformance.conventions.ledger import NOT_PROBED, Ledger, LedgerCell
 from conformance.report.base import FAMILIES, MAX_COLUMNS, chunks, family, ledger_word, plain
+from conformance.report.ledger_groups import anchor
 
 LEDGER_FILES = ("conventions.json", "conventions.md")
 
@@ -54,7 +55,8 @@ def _evidence(ledger: Ledger) -> list[str]:
     labels = {s.id: s.label for s in ledger.systems}
     for axis in ledger.axes:
         words = ", ".join(axis.vocabulary) if axis.vocabulary else "short free text"
-        lines += [f"### {escape(axis.title)} (`{axis.id}`)", "",
+        lines += [f'<a id="{anchor(axis.id)}"></a>', "",
+                  f"### {escape(axis.title)} (`{axis.id}`)", "",
                   f"{escape(axis.meaning)}. Words: {escape(words)}.", ""]
         for s in ledger.systems:
             c = ledger.cell(s.id, axis.id)

@@ -130,4 +130,12 @@ def check_case(path, d: Any, where: str) -> dict:
     if padding is not None and not (isinstance(padding, list)
                                     and all(_is(n, _INT) for n in padding)):
         raise DataFileError(path, f"{where}.key_padding: expected null or a list of integers")
-    return {"id": cid, "title": title, "has_fully_masked_rows": masked, "key_padding": padding}
+    tags, heads = d.get("tags", []), d.get("heads")
+    if not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        raise DataFileError(path, f"{where}.tags: expected a list of strings")
+    if heads is not None and not (isinstance(heads, list) and len(heads) == 3
+                                  and all(_is(n, _INT) for n in heads)):
+        raise DataFileError(path, f"{where}.heads: expected null or [num_heads, "
+                            "query_features, qk_head_dim] (integers)")
+    return {"id": cid, "title": title, "has_fully_masked_rows": masked, "key_padding": padding,
+            "tags": tags, "heads": heads}

@@ -52,14 +52,25 @@ def _runners(data: dict, rows: list[Row], path):
     return [r for r in all_runners() if r.name in named]
 
 
+def _read_back(c: dict) -> dict:
+    """The tags and head sizes findings.py reads, where results.json recorded them
+    (heads: [num_heads, query_features, qk_head_dim])."""
+    out = {"tags": tuple(c["tags"])} if c["tags"] else {}
+    if c["heads"] is not None:
+        h = c["heads"]
+        out["attention"] = SimpleNamespace(num_heads=h[0], query_features=h[1],
+                                           qk_head_dim=h[2])
+    return out
+
+
 def _cases(data: dict, rows: list[Row], path):
     if "cases" in data:
         cases = [check_case(path, c, f"cases[{n}]")
                  for n, c in enumerate(_list(data, "cases", path))]
         return [SimpleNamespace(id=c["id"], title=c["title"],
                                 has_fully_masked_rows=c["has_fully_masked_rows"],
-                                mask=SimpleNamespace(key_padding=c["key_padding"]))
-                for c in cases]
+                                mask=SimpleNamespace(key_padding=c["key_padding"]),
+                                **_read_back(c)) for c in cases]
     from conformance.case.loader import load_cases
     from conformance.paths import CASES_DIR
 

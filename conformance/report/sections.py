@@ -6,7 +6,7 @@ reports/conventions.json when one was there at render time), `cases` the run's
 cases in file order, `runners` the run's Runner objects in column order.  A
 section selects rows by framework and typed fields, never by runner name; None
 = it has nothing to show for this run.  Wide case x runner tables are split by
-framework family (base.split_section).  ANSWERS open index.md, DETAILS follow;
+framework family (base.split_section).  ANSWERS fill index.md, DETAILS details.md;
 a new section is one function added to one of them.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Callable
 
 from conformance.compare.verdict import FailureKind, Outcome
 from conformance.report.base import (
-    Section, family_groups, fmt, ledger_word, pivot, split_section)
+    Section, fmt, pivot, split_section)
 from conformance.report.keras import section_keras_backends
 from conformance.report.onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
 from conformance.report.typed import section_typed_numbers  # first of ANSWERS (report/typed.py)
@@ -53,31 +53,6 @@ def _known(frame):
 
 
 KNOWN_MISMATCH = "known mismatch"  # the Outcomes column of declared failures
-
-
-def section_ledger_summary(frame, cases, runners):
-    """One word per (axis, system) from reports/conventions.json, by family."""
-    import types
-
-    import pandas as pd
-
-    data = frame.attrs.get("ledger")
-    if not data or not data.get("cells"):
-        return None
-    systems = [types.SimpleNamespace(name=s["id"], framework=s.get("framework", ""))
-               for s in data.get("systems", [])]
-    axes = [a["id"] for a in data.get("axes", [])]
-    cells = {(c["system"], c["axis"]): ledger_word(str(c["value"]))
-             + ("†" if c.get("contradicts_documentation") else "") for c in data["cells"]}
-    parts = tuple((label, pd.DataFrame({n: [cells.get((n, a), "") for a in axes]
-                                        for n in names}, index=pd.Index(axes, name="axis")))
-                  for label, names in family_groups(systems))
-    if not parts:
-        return None
-    return Section("Conventions (summary)",
-                   "One word per system and axis from reports/conventions.json (evidence in "
-                   "conventions.md); † = contradicts the system's documentation.",
-                   parts[0][1], parts if len(parts) > 1 else ())
 
 
 def section_outcomes(frame, cases, runners):
@@ -184,11 +159,12 @@ def section_known_mismatches(frame, cases, runners):
                     ("known", "observed"))
 
 
-# The answers open index.md, in this order; the details follow.  Each section
+# The answers follow index.md's headline findings and the ledger's differences
+# (findings.py, ledger_groups.py), in this order; the details go to details.md.  Each section
 # decides from the typed columns whether it applies (None = nothing to show).
 # The native calls and weight shapes live on the per-case pages (pages.py).
 ANSWERS: list[Callable] = [
-    section_typed_numbers, section_ledger_summary, section_edge_cases,
+    section_typed_numbers, section_edge_cases,
     section_known_mismatches, section_failures,
 ]
 DETAILS: list[Callable] = [

@@ -37,3 +37,19 @@ def matrix_lines(rows, cases, runners) -> list[str]:
 
 def _group(cells: str, size: int = 5) -> str:
     return " ".join(cells[i:i + size] for i in range(0, len(cells), size))
+
+
+def headline_sentences(rows, cases, runners, report_dir, limit: int = 5) -> list[str]:
+    """The run's 3-5 headline sentences (findings.py) for after the matrix, with the
+    ledger the run wrote into `report_dir` (none there: the ledger sentences are left
+    out)."""
+    from conformance.report.base import results_frame, section_frame
+    from conformance.report.findings import findings, terminal_lines
+    from conformance.report.render import read_ledger
+
+    rows = list(rows)
+    if not rows:
+        return []
+    frame = section_frame(results_frame(rows), rows, runners)
+    found = terminal_lines(findings(frame, list(cases), read_ledger(report_dir)), limit)
+    return ["conformance answers:"] + [f"- {s}" for s in found] if found else []

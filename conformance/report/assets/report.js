@@ -4,6 +4,16 @@
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
+  /* a cell's first fields are indices into one table of texts (html.py: Strings) */
+  data.cases.forEach(function (c) {
+    c.cells = c.cells.map(function (a) {
+      var o = {};
+      data.cell_fields.forEach(function (f, i) {
+        o[f] = i < data.interned ? data.strings[a[i]] : a[i];
+      });
+      return o;
+    });
+  });
   var table = document.getElementById("matrix");
   var rows = Array.prototype.slice.call(table.tBodies[0].rows);
   var filters = { framework: "", runner: "", tag: "", outcome: "" };
@@ -30,7 +40,7 @@
       var tags = JSON.parse(tr.getAttribute("data-tags") || "[]");
       var any = false;
       for (var i = 1; i < tr.cells.length; i++) {
-        var td = tr.cells[i], visible = columnShown(td);
+        var td = tr.cells[i], visible = columnShown(heads[i]);
         var match = !filters.outcome || td.getAttribute("data-outcome") === filters.outcome;
         td.hidden = !visible;
         td.classList.toggle("dim", !match);
@@ -59,10 +69,6 @@
     });
     parent.appendChild(t);
   }
-  function shapes(w) {
-    return Object.keys(w).map(function (k) { return k + " (" + w[k].join(", ") + ")"; })
-      .join("\n");
-  }
   function ledgerCells(runner) {
     var sys = find(data.ledger, "system", runner);
     if (!sys) { return null; }
@@ -84,7 +90,7 @@
       tr.appendChild(el("td", x.runner));
       tr.appendChild(el("td", x.label));
       tr.appendChild(el("td", x.native_call, "wrap"));
-      tr.appendChild(el("td", shapes(x.weight_shapes), "wrap"));
+      tr.appendChild(el("td", x.weight_shapes, "wrap"));
       tr.appendChild(el("td", x.figures, "wrap"));
       var why = el("td", [x.reason].concat(x.notes).filter(Boolean).join("\n"), "wrap");
       var ledger = ledgerCells(x.runner);
@@ -107,6 +113,45 @@
     view.appendChild(el("h3", "Each runner"));
     view.appendChild(runnerTable(c));
   }
+  /* the two-system comparison: every axis where the two systems' ledger values differ */
+  var SILENT = ["", "not_applicable", "not_probed"];
+  function valueOf(system, axis) {
+    var sys = find(data.ledger, "system", system), c = sys && find(sys.cells, "axis", axis);
+    return c || { value: "", evidence: "" };
+  }
+  function showDiff() {
+    var table = document.getElementById("diff-table");
+    if (!table) { return -1; }
+    var a = document.getElementById("diff-a").value, b = document.getElementById("diff-b").value;
+    var shown = 0, agree = 0;
+    clear(table);
+    var head = el("tr");
+    ["axis", a, b, "what to do", "evidence"].forEach(function (h) { head.appendChild(el("th", h)); });
+    table.appendChild(head);
+    (data.axes || []).forEach(function (ax) {
+      var ca = valueOf(a, ax[0]), cb = valueOf(b, ax[0]);
+      if (SILENT.indexOf(ca.value) >= 0 && SILENT.indexOf(cb.value) >= 0) { return; }
+      if (ca.value === cb.value) { agree++; return; }
+      var tr = el("tr");
+      tr.appendChild(el("td", ax[1] + " (" + ax[0] + ")"));
+      tr.appendChild(el("td", ca.value || "(no cell)", "wrap"));
+      tr.appendChild(el("td", cb.value || "(no cell)", "wrap"));
+      tr.appendChild(el("td", ax[2], "wrap"));
+      var ev = el("details");
+      ev.appendChild(el("summary", "evidence"));
+      ev.appendChild(el("p", a + ": " + ca.evidence, "wrap"));
+      ev.appendChild(el("p", b + ": " + cb.evidence, "wrap"));
+      var td = el("td");
+      td.appendChild(ev);
+      tr.appendChild(td);
+      table.appendChild(tr);
+      shown++;
+    });
+    document.getElementById("diff-count").textContent = shown === 0 ?
+      a + " and " + b + ": nothing differs (" + agree + " axes agree)" :
+      shown + " axes differ, " + agree + " agree";
+    return shown;
+  }
   function route() {
     var h = window.location.hash;
     if (h.indexOf("#case=") === 0) {
@@ -128,6 +173,14 @@
     });
     data.cases.forEach(function (c) { showCase(c.id); });
     out.case_view_text = document.getElementById("case-view").textContent.length;
+    out.headline = document.querySelectorAll("#headline li").length;
+    if (document.getElementById("diff-a")) {
+      var sa = document.getElementById("diff-a"), sb = document.getElementById("diff-b");
+      out.diff = { pair: [sa.value, sb.value], rows: showDiff() };
+      sb.value = sa.value;
+      out.diff.same = showDiff();
+      out.diff.same_text = document.getElementById("diff-count").textContent;
+    }
     out.scripts = document.scripts.length;
     var pre = el("pre", JSON.stringify(out));
     pre.id = "selftest-result";
@@ -142,6 +195,11 @@
   document.getElementById("view-params").addEventListener("change", function (e) {
     table.classList.toggle("view-params", e.target.checked);
   });
+  ["diff-a", "diff-b"].forEach(function (id) {
+    var sel = document.getElementById(id);
+    if (sel) { sel.addEventListener("change", showDiff); }
+  });
+  showDiff();
   window.addEventListener("hashchange", route);
   apply();
   route();
