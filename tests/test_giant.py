@@ -78,8 +78,8 @@ def test_loader_still_refuses_absurd_sizes(tmp_path):
 
 
 def test_the_loader_limit_is_refused_by_validate_and_collection_and_can_be_raised(tmp_path):
-    """#13: refused by `validate` and by pytest collection, naming the limit and the
-    variable that raises it; raised, the case loads (and is counted only)."""
+    """#13: refused by `validate` and by the matrix (the file's error item), naming the
+    limit and the variable that raises it; raised, the case loads (and is counted only)."""
     import os
     import subprocess
     import sys
@@ -88,9 +88,9 @@ def test_the_loader_limit_is_refused_by_validate_and_collection_and_can_be_raise
         "id: absurd\nattention: {num_heads: 2, query_features: 1000000}\n")
     env = {k: v for k, v in os.environ.items() if k != "CONFORMANCE_MAX_LOAD_ELEMENTS"}
     cli = [sys.executable, "-m", "conformance", "validate", str(tmp_path)]
-    collect = [sys.executable, "-m", "pytest", "-p", "conformance.plugin", "-p",
-               "no:cacheprovider", "--collect-only", "-q", str(tmp_path), "--cases-dir",
-               str(tmp_path)]
+    collect = [sys.executable, "-m", "pytest", "-p", "conformance.plugin", "-p",  # the file's
+               "no:cacheprovider", "-q", str(tmp_path), "--cases-dir",  # one error item
+               str(tmp_path), "-k", "case-file-error"]
     for command in (cli, collect):
         res = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
         assert res.returncode != 0

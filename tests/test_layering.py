@@ -30,7 +30,7 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "cache", "datafile", "settings"), ("case",),
           ("oracle", "contract", "convert"), ("runners",), ("compare",), ("run",),
-          ("conventions",), ("report",), ("plugin",), ("cli",), ("__main__",))
+          ("conventions",), ("report", "history"), ("plugin",), ("cli",), ("__main__",))
 # runners/<framework>/ -> other framework folders it may import: the ONNX runners export
 # the torch module and convert the Keras layer, so they build those with their helpers
 # the deployment runtimes run those same exported or converted modules

@@ -58,11 +58,11 @@ def test_collection_error_names_file_case_and_field(project):
 
 @needs_torch
 def test_subset_run_writes_only_with_report_dir(project):
-    res = run(project, "-k", "torch and sdpa", "-q")
+    res = run(project, "--runner", "torch.sdpa", "-q")
     res.assert_outcomes(passed=1)
     assert "subset run" in res.stdout.str() and "reports/ left unchanged" in res.stdout.str()
     out = project.path / "subset-report"
-    res = run(project, "-k", "torch and sdpa", "-q", "--report-dir", str(out))
+    res = run(project, "--runner", "torch.sdpa", "-q", "--report-dir", str(out))
     assert (out / "index.md").exists()
     assert "Selection: subset: 1 of" in (out / "index.md").read_text()
 

@@ -95,13 +95,15 @@ def test_a_toy_runner_in_three_places_reaches_every_report_and_ledger_column(toy
     assert "conventions:" in pinned and "  softmax_scale: inv_sqrt_head_dim\n" in pinned
     _run(p, "-q").assert_outcomes(passed=3)  # now checked against its own file
 
-    md = (p.path / "reports" / "index.md").read_text()
+    index = (p.path / "reports" / "index.md").read_text()
+    md = (p.path / "reports" / "details.md").read_text()  # every table past the answers
+    assert "toy.numpy" in index
     assert "| toy.numpy | 2 |" in _section(md, "Outcomes")
     assert "toy.numpy" in _section(md, "Parameter counts")
     assert "| toy-plain | ✓ 0 / 0 |" in _section(md, "Numerical agreement")
     assert "| case | toy.numpy |" in _section(md, "Per-head attention weights")
     for title in ("Keras: differences", "ONNX graphs"):  # they do not apply to it
-        assert f"## {title}" not in md
+        assert f"## {title}" not in md and f"## {title}" not in index
     page = (p.path / "reports" / "cases" / "toy-plain.md").read_text()
     assert "- call: toy.Attention(heads=2, features=8)" in page
     ledger = json.loads((p.path / "reports" / "conventions.json").read_text())

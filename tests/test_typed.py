@@ -151,7 +151,8 @@ def test_the_schema_names_every_typed_system():
 def test_no_parameter_rows_come_from_the_registry():
     from conformance.report.typed import no_parameters_labels
 
-    labels = ("torch SDPA", "ONNX Attention op", "ORT contrib MultiHeadAttention", "mlx sdpa")
+    labels = ("torch SDPA", "ONNX Attention op", "ORT contrib MultiHeadAttention",
+              "ORT contrib GroupQueryAttention", "mlx sdpa")
     assert no_parameters_labels() == labels
     rows = [m.system for m in meaning(MATLAB_4, no_parameters_labels())]
     assert rows == [*BY_KEY, *labels]

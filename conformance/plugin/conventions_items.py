@@ -111,8 +111,9 @@ class ConventionsItem(pytest.Item):
                       state.probes)
         problems = []
         if isinstance(probe, BaseException):
-            problems.append(f"{runner.name}: conventions() raised {type(probe).__name__}: "
-                            f"{probe}")
+            from conformance.run.workers import described
+
+            problems.append(f"{runner.name}: conventions() raised {described(probe)}")
         else:
             problems += [f"{runner.name}: probe cell {p}" for p in
                          (cell_problem(c) for c in probe) if p]

@@ -21,7 +21,7 @@ from conformance.oracle.reference import Expected, attention, formula_parameters
 from conformance.compare.verdict import (
     Failure, FailureKind, Outcome, Verdict, judge, nonfinite_applies)
 from conformance.oracle.canonical import case_data
-from conformance.run.workers import WorkerFault, run_in_worker
+from conformance.run.workers import WorkerFault, described, run_in_worker
 from conformance.run.workers import prefetch as queue_in_worker
 
 
@@ -259,11 +259,11 @@ def _run_fault(case: Case, runner: Runner, exc: BaseException, call: str,
              if word == "error" and (e != "fully_masked_row" or case.has_fully_masked_rows)}
     if edges:  # a runner raising is a result, as declared
         return _row(case, runner, Outcome.BEHAVIOUR,
-                    f"raised as declared: {type(exc).__name__}: {exc}", call, **edges)
+                    f"raised as declared: {described(exc)}", call, **edges)
     pin = (f"; if raising is its answer, add to {d.file or 'its expectations file'} under "
            f"'behaviours:' 'nonfinite_input:' the line '{case.id}: error'"
            if nonfinite_applies(case, d) else "")
-    return _row(case, runner, Outcome.ERROR, f"{type(exc).__name__}: {exc}{pin}", call,
+    return _row(case, runner, Outcome.ERROR, f"{described(exc)}{pin}", call,
                 notes=(_trace(exc),))
 
 
@@ -273,7 +273,7 @@ def _fault_row(case: Case, runner: Runner, stage: str, exc: BaseException, call:
     if isinstance(exc, ItemTimeout):
         reason = str(exc)
     else:
-        reason = f"{stage} raised {type(exc).__name__}: {exc}"
+        reason = f"{stage} raised {described(exc)}"
         if isinstance(exc, SystemExit):
             reason += " (sys.exit was called)"
     try:

@@ -49,6 +49,16 @@ from conformance.paths import ROOT
 HIDE_ENV = "CONFORMANCE_WORKER_HIDE"  # "mod,mod": WorkerSpec.hide, passed to the worker
 
 
+class RaisedInWorker(RuntimeError):
+    """An exception the runner raised inside its worker: its text is the worker's
+    "Type: message" of the original, so reports name the original exception."""
+
+
+def described(exc: BaseException) -> str:
+    """'Type: message' of an exception, the original's for one raised in a worker."""
+    return str(exc) if isinstance(exc, RaisedInWorker) else f"{type(exc).__name__}: {exc}"
+
+
 class WorkerFault(RuntimeError):
     """The worker, not the runner, failed a request; `log` is the tail of its log."""
 
@@ -258,7 +268,7 @@ def run_in_worker(runner, case, translation):
         return payload
     if status == "not_expressible":
         raise NotExpressibleError(payload)
-    raise RuntimeError(payload)
+    raise RaisedInWorker(payload)
 
 
 def count_in_worker(runner, case):
@@ -266,7 +276,7 @@ def count_in_worker(runner, case):
     status, payload = _worker(runner).submit(runner, case, None, "count").result()
     if status == "ok":
         return payload
-    raise RuntimeError(payload)
+    raise RaisedInWorker(payload)
 
 
 def conventions_in_worker(runner) -> list:
@@ -274,7 +284,7 @@ def conventions_in_worker(runner) -> list:
     status, payload = _worker(runner).submit(runner, None, None, "conventions").result()
     if status == "ok":
         return payload
-    raise RuntimeError(payload)
+    raise RaisedInWorker(payload)
 
 
 def close(key: str) -> None:
