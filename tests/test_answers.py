@@ -212,3 +212,26 @@ def test_budgets_hold_on_the_committed_results(rendered):
                 shown = [c.replace("\\|", "|").replace("&amp;", "&").replace("&lt;", "<")
                          .replace("&gt;", ">").replace("\\\\", "\\") for c in cells]
                 assert max(len(c) for c in shown) <= 80, (name, line)
+
+
+def test_the_drift_report_adds_one_headline_per_library_that_changed(tmp_path):
+    """#23 part 4: each library whose probed conventions changed between releases gets
+    one sentence naming the first release; an API that appeared is not a change."""
+    import json
+
+    from conformance.report.findings import drift_findings, read_drift
+
+    drift = {"libraries": [
+        {"id": "keras.jax", "changes": [
+            {"kind": "convention", "cell": "float_mask", "old_value": "uniform_where_zero",
+             "new_value": "cast_to_bool", "first_release": "3.7.0"}]},
+        {"id": "onnx.reference", "changes": [
+            {"kind": "api_added", "cell": "attention_op", "old_value": "api_absent",
+             "new_value": "added", "first_release": "1.18.0"}]}]}
+    (tmp_path / "drift.json").write_text(json.dumps(drift))
+    found = drift_findings(read_drift(tmp_path))
+    assert len(found) == 1 and "3.7.0" in found[0].text and "cast_to_bool" in found[0].text
+    drift["libraries"][0]["changes"][0]["first_release"] = "3.8.0"  # the data moves it
+    assert "3.8.0" in drift_findings(drift)[0].text
+    (tmp_path / "drift.json").write_text("[not json")
+    assert read_drift(tmp_path) is None and drift_findings(None) == []

@@ -9,7 +9,10 @@ Every sentence is generated from the run's data, never typed:
 - ledger sentences (conventions.json grouped by value, ledger_groups.py), one per
   axis of LEDGER_SENTENCES that the ledger holds with at least one word: an axis
   family that is absent, or not_applicable / not_probed everywhere, says nothing;
-- the known mismatches declared with an upstream link (framework bugs).
+- the known mismatches declared with an upstream link (framework bugs);
+- the version drift (reports/drift.json, written by `python -m conformance drift`):
+  one sentence per library whose probed conventions changed between releases, each
+  change with the first release that has the new value.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     ("window_width", "Sliding windows (what the window number w means)"),
     ("cache_causal_alignment", "Cache alignment of a decode step"),
 )
+DRIFT_FILE = "drift.json"  # python -m conformance drift writes it beside the reports
 TERMINAL = ("matlab", "seed", "attn_mask_polarity", "fully_masked_row", "bugs")
 _URL = re.compile(r"https?://[^\s)'\"]+")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
@@ -152,11 +156,44 @@ def bugs_finding(frame) -> Finding | None:
                            f"{'; '.join(parts)}.")
 
 
-def findings(frame, cases, ledger: dict | None) -> list[Finding]:
+def drift_findings(drift: dict | None) -> list[Finding]:
+    """One sentence per library of the drift report with convention changes (an API that
+    appeared is not a convention change), linked to reports/drift.md."""
+    out = []
+    for lib in (drift or {}).get("libraries", []):
+        changes = [c for c in lib.get("changes", []) if c.get("kind") == "convention"]
+        if not changes:
+            continue
+        told = "; ".join(f"`{md(str(c['cell']))}` {md(str(c['old_value']))} -> "
+                         f"{md(str(c['new_value']))} from {md(str(c['first_release']))}"
+                         for c in changes)
+        out.append(Finding(f"drift:{lib.get('id')}", f"**Which release changed it** "
+                           f"({md(str(lib.get('id')))}): {told} "
+                           f"([drift report](drift.md))."))
+    return out
+
+
+def read_drift(folder) -> dict | None:
+    """drift.json beside the reports, read as bounded data (None when absent or bad)."""
+    from pathlib import Path
+
+    from conformance.datafile import DataFileError, read_json
+
+    path = Path(folder) / DRIFT_FILE
+    if not path.is_file():
+        return None
+    try:
+        value = read_json(path, "drift report")
+    except DataFileError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def findings(frame, cases, ledger: dict | None, drift: dict | None = None) -> list[Finding]:
     """Every headline finding of the run, in reading order."""
     made = [matlab_finding(frame), seed_finding(frame, cases)] + ledger_findings(ledger)
     made.append(bugs_finding(frame))
-    return [f for f in made if f is not None]
+    return [f for f in made if f is not None] + drift_findings(drift)
 
 
 def terminal_lines(found: list[Finding], limit: int = 5) -> list[str]:

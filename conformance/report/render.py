@@ -22,7 +22,7 @@ from conformance.versions import versions
 from conformance.report.base import (
     METADATA_END, METADATA_START, csv_text, md, plain, results_frame, section_frame)
 from conformance.report.ledger_groups import difference_lines
-from conformance.report.findings import findings, headline_lines
+from conformance.report.findings import DRIFT_FILE, findings, headline_lines, read_drift
 from conformance.report.html import write_html as write_html_page
 from conformance.report.pages import write_pages
 from conformance.report.sections import ANSWERS, DETAILS
@@ -209,7 +209,7 @@ def write_reports(rows, cases, runners, out: Path, selection: str,
     from conformance.report.staging import staged
 
     out = Path(out)
-    with staged(out, seed=(LEDGER_FILE,)) as stage:
+    with staged(out, seed=(LEDGER_FILE, DRIFT_FILE)) as stage:
         written = _write_into(rows, cases, runners, stage, selection, meta)
         return [out / p.relative_to(stage) for p in written]
 
@@ -224,7 +224,7 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     write_results(results, meta, selection, out, describe(cases, runners))
     pages = write_pages(rows, cases, runners, out)
     written = [p.stem for p in pages]
-    found = findings(section_frame(results, rows, runners), cases, ledger)
+    found = findings(section_frame(results, rows, runners), cases, ledger, read_drift(out))
     opening = headline_lines(found) + difference_lines(ledger)
     write_markdown(answers, details, meta, selection, out, _case_links(cases, written),
                    opening)
