@@ -1,0 +1,66 @@
+"""Two witnesses per ledger cell (issue #18 part 4): where a probe and this run's rows both
+read an axis, both readings are kept; different words make a `conflict` cell that names
+both pieces of evidence, and the committed ledger may hold none."""
+from __future__ import annotations
+
+import json
+
+from conformance.contract.runner import Convention
+from conformance.conventions.ledger import CONFLICT, build, conflicts
+from conformance.paths import REPORTS_DIR
+from conformance.report.ledger import render_json, render_markdown
+from conformance.compare.verdict import Outcome
+
+from .test_ledger import CASES, fake, row
+
+RUNNER = fake("fake.w")
+ROWS = [row("masked", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="zeros",
+            weights_returned="per_head"),
+        row("f64", "fake.w", dtype="float64", max_abs_error=2e-16, atol=1e-12,
+            weight_shapes={"in_proj_weight": [96, 32]})]
+
+
+def ledger_with(*probes: Convention):
+    return build(ROWS, {"fake.w": list(probes)}, [RUNNER], CASES)
+
+
+def test_a_planted_conflict_names_both_witnesses_and_is_found():
+    planted = Convention("fully_masked_row", "nan", "probe-masked: row (0, 1) holds NaN")
+    ledger = ledger_with(planted)
+    cell = ledger.cell("fake.w", "fully_masked_row")
+    assert cell.value == CONFLICT and cell.witnesses == 2
+    assert "'nan' (probe[fake.w]: probe-masked: row (0, 1) holds NaN)" in cell.evidence
+    assert "the rows read 'zeros' (masked[fake.w]: output zeros" in cell.evidence
+    assert conflicts(ledger) == [cell]
+    assert "`conflict`: 1 cell(s)" in render_markdown(ledger)
+    data = json.loads(render_json(ledger))
+    assert [c["value"] for c in data["cells"] if c["witnesses"] == 2] == [CONFLICT]
+
+
+def test_agreeing_witnesses_keep_the_probe_and_quote_the_rows():
+    ledger = ledger_with(Convention("fully_masked_row", "zeros", "probe-masked: zeros 0.0"),
+                         Convention("float64_compute", "float64", "probe-f64: 1e-16"),
+                         Convention("softmax_scale", "inv_sqrt_head_dim", "probe-scale: 0.0"))
+    assert not conflicts(ledger)
+    cell = ledger.cell("fake.w", "fully_masked_row")
+    assert (cell.value, cell.witnesses, cell.source) == ("zeros", 2, "probe")
+    assert cell.second.startswith("zeros: masked[fake.w]: output zeros")
+    f64 = ledger.cell("fake.w", "float64_compute")
+    assert f64.witnesses == 2 and f64.second.startswith("float64: f64[fake.w]")
+    assert ledger.cell("fake.w", "softmax_scale").witnesses == 1  # no row reads the scale
+    assert ledger.cell("fake.w", "dropout").witnesses == 0  # nothing does
+    assert "and the rows agree: zeros: masked[fake.w]" in render_markdown(ledger)
+
+
+def test_free_text_axes_keep_both_texts_without_judging_them():
+    probe = Convention("weight_layout", "in_proj_weight (3E, E) out x in", "probe-layout")
+    cell = ledger_with(probe).cell("fake.w", "weight_layout")
+    assert cell.value == probe.value and cell.witnesses == 2 and "in_proj_weight" in cell.second
+
+
+def test_the_committed_ledger_holds_no_conflict():
+    path = REPORTS_DIR / "conventions.json"
+    data = json.loads(path.read_text())
+    split = [(c["system"], c["axis"], c["evidence"][:300]) for c in data["cells"]
+             if c["value"] == CONFLICT]
+    assert not split, f"probe and rows disagree: {split}"
