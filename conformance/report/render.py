@@ -21,6 +21,7 @@ from pathlib import Path
 from conformance.versions import versions
 from conformance.report.base import (
     METADATA_END, METADATA_START, csv_text, md, results_frame, section_frame)
+from conformance.report.clusters import clusters, section_clusters, write_clusters
 from conformance.report.html import write_html as write_html_page
 from conformance.report.pages import write_pages
 from conformance.report.sections import ANSWERS, DETAILS
@@ -182,6 +183,9 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     results = results_frame(rows)
     ledger = read_ledger(out)
     answers, details = build_sections(results, rows, cases, runners, ledger)
+    found = clusters(rows, cases)
+    agreement = section_clusters(found)
+    details = details + ([agreement] if agreement is not None else [])
     if meta is None:
         meta = {**versions(), **machine(),
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -191,7 +195,7 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     write_markdown(answers, details, meta, selection, out, _case_links(cases, written))
     write_html_page(results, cases, runners, answers + details, meta, out, selection,
                     read_ledger(out))
-    return [out / name for name in REPORT_FILES] + pages
+    return [out / name for name in REPORT_FILES] + [write_clusters(found, out)] + pages
 
 
 def strip_metadata(text: str, name: str) -> str:
