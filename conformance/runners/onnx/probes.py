@@ -25,7 +25,7 @@ from conformance.contract.runner import Convention
 from conformance.contract.probing import (
     causal_candidates, closest, distances, feature_cells_from_names, nearest, output_with,
     probe_case, probe_mask)
-from conformance.oracle.canonical import case_data
+from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.onnx.common import short
 
@@ -186,8 +186,21 @@ def _modes(p: OpProbe) -> list[Convention]:
                      documented="applied", **OP_DOC)
     weights = Convention("returned_weights", "per_head", f"{p.what}: 4th output "
                          "qk_matmul_output (B, H, T, S) per head; softmax weights at mode 3 "
-                         "(the runner's); " + "; ".join(texts))
+                         "(the runner's); " + "; ".join(texts) + "; " + _causal_mode2(p))
     return [cap, weights]
+
+
+def _causal_mode2(p: OpProbe) -> str:
+    """qk_matmul_output at mode 2 (scores after the mask) with is_causal=1: what the
+    causally masked positions hold (the spec's backend test data: -inf)."""
+    case = probe_case("op-causal-mode2", mask={"causal": "upper_left"})
+    _, w = p.run(case, qk_matmul_output_mode=2)
+    i = case.inputs
+    hidden = ~causal_mask(i.query_len, i.key_len, "upper_left")
+    held = w[:, :, hidden]
+    kinds = sorted({"-inf" if v == -np.inf else f"{v:.8g}" for v in held.ravel()})
+    return (f"mode 2 with is_causal=1 (T=3, S=5): the {held.size} causally masked positions "
+            f"hold {', '.join(kinds)} (the spec's test data: -inf)")
 
 
 def _scale_precision(p: OpProbe) -> Convention:
