@@ -51,6 +51,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.llama:HFLlama", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
+    ("conformance.runners.flax.linen:FlaxLinen", {"x64": True}),
+    ("conformance.runners.flax.nnx:FlaxNnx", {"x64": True}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
