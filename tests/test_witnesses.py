@@ -64,3 +64,18 @@ def test_the_committed_ledger_holds_no_conflict():
     split = [(c["system"], c["axis"], c["evidence"][:300]) for c in data["cells"]
              if c["value"] == CONFLICT]
     assert not split, f"probe and rows disagree: {split}"
+
+
+def test_a_harness_limit_is_not_counted_as_the_system_s_refusal():
+    from conformance.contract.runner import harness_limit
+    from conformance.conventions.ledger import derive
+
+    rows = [row("a", "fake.w", Outcome.NOT_EXPRESSIBLE, reason="the system rejects float64"),
+            row("b", "fake.w", Outcome.NOT_EXPRESSIBLE,
+                reason=harness_limit("this graph always adds the biases")),
+            row("c", "fake.w")]
+    (cell,) = [c for c in derive(rows, [RUNNER]) if c.axis == "refusals"]
+    assert cell.value == "1 kind"
+    assert "2 of 3" not in cell.evidence and "1 of 3 case(s) not expressible" in cell.evidence
+    assert "1 harness limit(s), not the system's: b[fake.w]: this graph always adds" \
+        in cell.evidence

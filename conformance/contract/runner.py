@@ -50,6 +50,16 @@ class NotExpressible:
     reason: str
 
 
+HARNESS_LIMIT = "harness limit: "  # a reason that starts so is the suite's, not the system's
+
+
+def harness_limit(reason: str) -> str:
+    """A NotExpressible reason for what the suite's own harness (its graph, its model, its
+    runner) does not do: the ledger's refusals cell reports it apart from what the system
+    itself rejects."""
+    return HARNESS_LIMIT + reason
+
+
 class NotExpressibleError(Exception):
     """Raised from `run` when the limit shows only on trying (the framework's
     constructor rejected the configuration, a fast path did not engage...).

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from conformance.contract.axes import AXES, BY_ID, NA, REFUSED
-from conformance.contract.runner import Convention
+from conformance.contract.runner import HARNESS_LIMIT, Convention
 from conformance.run.evaluate import Row
 from conformance.compare.verdict import FailureKind, Outcome
 from conformance.conventions.layout import weight_layout
@@ -258,6 +258,8 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     if not counted:
         return None
     refused = [r for r in counted if r.outcome is Outcome.NOT_EXPRESSIBLE]
+    harness = [r for r in refused if r.reason.startswith(HARNESS_LIMIT)]
+    refused = [r for r in refused if r not in harness]
     groups: dict[str, list[Row]] = {}
     for r in refused:
         groups.setdefault(_normal(r.reason), []).append(r)
@@ -268,6 +270,10 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
                  for g in sorted(groups.values(), key=lambda g: -len(g))[:5]]
         text = (f"{len(refused)} of {len(counted)} case(s) not expressible, {len(groups)} "
                 "reason(s): " + " | ".join(parts))
+    if harness:  # the suite's own limits: reported, never counted as the system's
+        text += (f"; apart, {len(harness)} harness limit(s), not the system's: "
+                 + " | ".join(f"{_at(r)}: {r.reason[len(HARNESS_LIMIT):][:120]}"
+                              for r in harness[:3]))
     # the number of kinds of refusal, not of cases: a new case refused for a known
     # reason changes the evidence, not the pinned value
     value = f"{len(groups)} kind{'s' if len(groups) > 1 else ''}" if groups else "none"

@@ -23,7 +23,7 @@ from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.probing import feature_cells_from_names
-from conformance.contract.runner import to_numpy
+from conformance.contract.runner import harness_limit, to_numpy
 from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session
 
 FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
@@ -143,7 +143,8 @@ class OnnxContribMHA(Runner):
                  "key padding adds mask_filter_value -10000: a fully padded item attends as "
                  "if unmasked"]
         if not np.isfinite(out).all() and case.inputs.dtype == "float32":
-            raise NotExpressibleError("non-finite output")
+            raise NotExpressibleError(harness_limit(
+                "non-finite output: this runner reports no output with NaN or inf in float32"))
         return Observation(
             output=to_numpy(out), parameters=built_parameters(model),
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer},
