@@ -79,3 +79,31 @@ def test_a_harness_limit_is_not_counted_as_the_system_s_refusal():
     assert "2 of 3" not in cell.evidence and "1 of 3 case(s) not expressible" in cell.evidence
     assert "1 harness limit(s), not the system's: b[fake.w]: this graph always adds" \
         in cell.evidence
+
+
+def test_a_row_reading_another_question_is_quoted_not_judged():
+    """The rows' own call (need_weights=False) is not the default call the probe reads, and
+    a declared known mismatch explains a float64 error: neither makes a conflict."""
+    from conformance.compare.verdict import Failure, FailureKind
+
+    rows = [row("f64", "fake.w", Outcome.MISMATCH, dtype="float64", max_abs_error=7e-8,
+                atol=1e-12, known_mismatch="the scale is rounded through float32",
+                failures=(Failure(FailureKind.VALUES, "output: 7e-8"),))]
+    ledger = build(rows, {"fake.w": [
+        Convention("returned_weights", "head_averaged", "probe-weights: default call"),
+        Convention("float64_compute", "float64", "probe-f64: 1e-16 at the split scale")]},
+        [RUNNER], CASES)
+    assert not conflicts(ledger)
+    for axis in ("returned_weights", "float64_compute"):
+        cell = ledger.cell("fake.w", axis)
+        assert cell.witnesses == 1 and cell.second.startswith("(reads another question) ")
+    unexplained = [replace_known(rows[0])]
+    split = build(unexplained, {"fake.w": [
+        Convention("float64_compute", "float64", "probe-f64: 1e-16")]}, [RUNNER], CASES)
+    assert [c.axis for c in conflicts(split)] == ["float64_compute"]
+
+
+def replace_known(r):
+    from dataclasses import replace
+
+    return replace(r, known_mismatch="")

@@ -66,8 +66,9 @@ def float_mask(case, fwd: Forward, what: str, **doc) -> Convention:
 def softmax_scale(case, fwd: Forward, what: str, configurable: str = "") -> Convention:
     """Which default scale the output matches; `configurable` names the native
     setting when there is one (then the cell says 'configurable')."""
+    default = 1 / np.sqrt(case.attention.qk_head_dim)  # explicit: the case may set a scale
     cell = closest("softmax_scale", fwd(None),
-                   {"inv_sqrt_head_dim": output_with(case, None),
+                   {"inv_sqrt_head_dim": output_with(case, None, scale=default),
                     "none": output_with(case, None, scale=1.0)}, what)
     if configurable:
         return Convention(cell.axis, "configurable", f"{configurable}; default: {cell.value} "

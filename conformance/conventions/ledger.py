@@ -43,6 +43,9 @@ class LedgerCell:
     source: str = ROW  # probe / row / none
     witnesses: int = 1  # how many independent readings settle it (0: not_probed)
     second: str = ""  # the other witness's reading, "<word>: <evidence>", when there are two
+    # False: a row's reading of another question than the probe's (the runner's own call
+    # where the probe reads the default call; an error a declared known mismatch explains)
+    comparable: bool = True
 
     @property
     def contradicts_documentation(self) -> bool:
@@ -179,9 +182,11 @@ def _returned_weights(name: str, rows: list[Row], cases) -> LedgerCell | None:
                      f"({word}); this row's call returns {row.weights_returned}")
     row = ran[0]
     word = WEIGHT_WORDS[row.weights_returned]
-    return _cell(row, "returned_weights", word,
-                 f"{_at(row)}: the call returns {row.weights_returned} weights"
-                 + (f" (native call: {row.native_call})" if row.native_call else ""))
+    # the runner's own call, which may ask for other weights than the default call does
+    return replace(_cell(row, "returned_weights", word,
+                         f"{_at(row)}: this runner's call returns {row.weights_returned} weights"
+                         + (f" (native call: {row.native_call})" if row.native_call else "")),
+                   comparable=False)
 
 
 def _float64(name: str, rows: list[Row], cases) -> LedgerCell | None:
@@ -197,10 +202,13 @@ def _float64(name: str, rows: list[Row], cases) -> LedgerCell | None:
     if below:
         worst = max(below, key=lambda r: max(r.max_abs_error or 0, r.weights_max_abs_error or 0))
         err = max(worst.max_abs_error or 0, worst.weights_max_abs_error or 0)
-        return _cell(worst, "float64_compute", "below_float64",
-                     f"{_at(worst)}: max abs error {err:.2e} against the float64 oracle "
-                     f"(atol {worst.atol:g}, rtol {worst.rtol:g})"
-                     + (f"; known: {worst.known_mismatch}" if worst.known_mismatch else ""))
+        # a declared known mismatch explains the error (a rounded scale...): the probe of
+        # the arithmetic itself is the witness of this axis, the row is quoted beside it
+        return replace(_cell(worst, "float64_compute", "below_float64",
+                             f"{_at(worst)}: max abs error {err:.2e} against the float64 "
+                             f"oracle (atol {worst.atol:g}, rtol {worst.rtol:g})"
+                             + (f"; known: {worst.known_mismatch}" if worst.known_mismatch
+                                else "")), comparable=not worst.known_mismatch)
     if exact:
         row = exact[0]
         more = f"; {len(exact) - 1} more float64 case(s) agree" if len(exact) > 1 else ""
@@ -332,6 +340,8 @@ def witnessed(probe: LedgerCell, row: LedgerCell) -> LedgerCell:
     second = f"{row.value}: {row.evidence}"
     if BY_ID[probe.axis].vocabulary is None or probe.value == row.value:
         return replace(probe, witnesses=2, second=second)
+    if not row.comparable:  # another question: quoted beside, one witness of this one
+        return replace(probe, second=f"(reads another question) {second}")
     return replace(probe, value=CONFLICT, witnesses=2, second=second, evidence=_bounded(
         f"the probe reads {probe.value!r} ({probe.evidence}) but the rows read "
         f"{row.value!r} ({row.evidence})"))

@@ -62,7 +62,8 @@ def _evidence(ledger: Ledger) -> list[str]:
             line = f"- **{escape(labels[s.id])}**: `{escape(c.value)}` ({c.source}, {seen}): " \
                    f"{escape(c.evidence)}"
             if c.second and c.value != CONFLICT:
-                line += f" — and the rows agree: {escape(c.second)}"
+                line += (f" — and the rows agree: {escape(c.second)}" if c.witnesses == 2
+                         else f" — the rows, quoted beside: {escape(c.second)}")
             if c.documented is not None:
                 mark = "contradicts" if c.contradicts_documentation else "agrees with"
                 line += (f" — {mark} the documentation: `{escape(c.documented)}`"
