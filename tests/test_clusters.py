@@ -119,3 +119,14 @@ def test_the_committed_report_has_no_undeclared_reference_suspect():
     data = json.loads(path.read_text())
     flagged = [c for c in data["reference_suspect"] if c not in DECLARED]
     assert not flagged, f"reference suspect: {flagged}"
+
+
+def test_the_case_page_lists_its_clusters():
+    from conformance.report.pages import render_page
+
+    (found,) = clusters(ROWS, [CASE], reference=lambda c: agreement_sample(
+        truth(c, flip=True), "float32"))
+    page = render_page(CASE, ROWS, [], found)
+    assert "## Agreement clusters" in page and "**reference suspect**" in page
+    assert "3 implementation(s), flax, keras, torch" in page
+    assert "(the reference agrees)" not in page

@@ -190,7 +190,7 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
         meta = {**versions(), **machine(),
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     write_results(results, meta, selection, out, describe(cases, runners))
-    pages = write_pages(rows, cases, runners, out)
+    pages = write_pages(rows, cases, runners, out, found)
     written = [p.stem for p in pages]
     write_markdown(answers, details, meta, selection, out, _case_links(cases, written))
     write_html_page(results, cases, runners, answers + details, meta, out, selection,
