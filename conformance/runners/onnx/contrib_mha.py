@@ -139,7 +139,8 @@ class OnnxContribMHA(Runner):
                               f"{case.inputs.dtype}")
         acc = onnx_accounting.account(model, data.weights.arrays())
         (out,) = session.run(["output"], feed)
-        notes = ["no output projection in the op: MatMul+Add after it",
+        notes = ["no output projection in the op: MatMul+Add after it" if case.attention.bias
+                 else "no output projection in the op: MatMul after it (no biases: no Add)",
                  "key padding adds mask_filter_value -10000: a fully padded item attends as "
                  "if unmasked"]
         if not np.isfinite(out).all() and case.inputs.dtype == "float32":
