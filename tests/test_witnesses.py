@@ -107,3 +107,20 @@ def replace_known(r):
     from dataclasses import replace
 
     return replace(r, known_mismatch="")
+
+
+def test_float64_reads_the_arithmetic_under_every_reading_of_the_scale():
+    """onnxruntime scales Q and K each by float32(sqrt(float32(1/sqrt(d)))): an output exact
+    at that split scale is float64 arithmetic; one that is float32 anywhere is not."""
+    import numpy as np
+
+    from conformance.contract.probing import output_with
+    from conformance.runners.onnx.probes import float64_cell, split_scale
+
+    assert split_scale(16) == 0.25 and split_scale(3) != 1 / np.sqrt(3)
+    split = float64_cell(lambda c: output_with(c, None, scale=split_scale(
+        c.attention.qk_head_dim)), "planted")
+    assert split.value == "float64" and "d=3: split float32 scale" in split.evidence
+    low = float64_cell(lambda c: output_with(c, None).astype(np.float32).astype(np.float64),
+                       "planted")
+    assert low.value == "below_float64"
