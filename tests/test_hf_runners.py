@@ -85,7 +85,8 @@ def test_llama_odd_head_dim_quotes_the_config():
 def test_bert_boolean_mask_eager_vs_sdpa():
     cells = {r: {c.axis: c for c in HFBert(attn_implementation=r).conventions()}
              for r in ("eager", "sdpa")}
-    assert cells["eager"]["attn_mask_polarity"].value == "not_applicable"
+    eager = cells["eager"]["attn_mask_polarity"]  # added to the scores as 0/1: no mask
+    assert eager.value == "added_as_number" and "added to the scores as 0/1" in eager.evidence
     assert cells["sdpa"]["attn_mask_polarity"].value == "true_attends"
     for per in cells.values():
         for c in per.values():
@@ -94,7 +95,7 @@ def test_bert_boolean_mask_eager_vs_sdpa():
 
 
 HF_AXES = ("key_padding_polarity", "fully_masked_row", "weights_dropout", "causal_flag",
-           "scale_precision", "mixed_dtype", "implicit_mask")
+           "scale_precision", "float64_compute", "mixed_dtype", "implicit_mask")
 
 
 @needs_hf

@@ -108,9 +108,10 @@ def test_build_probe_wins_and_every_axis_is_a_cell():
     assert len(ledger.cells) == len(AXES) * 3
     assert [(c.axis, c.system) for c in ledger.cells[:3]] == [
         (AXES[0].id, "fake.a"), (AXES[0].id, "fake.b"), (AXES[0].id, "fake.never")]
-    won = ledger.cell("fake.a", "fully_masked_row")
-    assert won.value == "uniform" and won.source == "probe"
-    assert won.evidence.startswith("probe[fake.a]: ") and won.contradicts_documentation
+    won = ledger.cell("fake.a", "fully_masked_row")  # the rows read nan: two witnesses differ
+    assert won.value == "conflict" and won.source == "probe" and won.witnesses == 2
+    assert "'uniform' (probe[fake.a]: probe-masked" in won.evidence and "'nan'" in won.evidence
+    assert won.contradicts_documentation
     assert ledger.cell("fake.b", "fully_masked_row").value == "zeros"
     gap = ledger.cell("fake.b", "softmax_scale")
     assert gap.value == NOT_PROBED
@@ -146,7 +147,8 @@ def test_json_shape_and_determinism():
     assert set(data["systems"][0]) == {"id", "runner", "executed", "framework", "system",
                                        "path", "backend"}
     assert set(data["cells"][0]) == {"system", "axis", "value", "evidence", "documented",
-                                     "documented_source", "contradicts_documentation"}
+                                     "documented_source", "contradicts_documentation",
+                                     "witnesses", "second_witness"}
     flagged = [c for c in data["cells"] if c["contradicts_documentation"]]
     assert [(c["system"], c["axis"]) for c in flagged] == [("fake.a", "float_mask")]
     again = build(ROWS, {"fake.a": [probe]}, [A, B], CASES)

@@ -103,4 +103,6 @@ def test_every_convention_cites_a_mathworks_page():
                if c.value == NA and c.axis != "causal_flag")
     assert cells["size_arguments"].documented == "total_over_heads"
     assert cells["softmax_scale"].documented_source.endswith("attentionlayer.html")
-    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES)
+    # returned_weights is documented too (HasScoresOutput, false by default): none
+    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES) - {"returned_weights"}
+    assert cells["returned_weights"].value == "none"

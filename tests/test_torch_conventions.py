@@ -47,5 +47,10 @@ def test_no_weights_causal_hint_replaces_the_mask():
 
 @pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="no onnxruntime")
 def test_contrib_key_padding_adds_a_finite_fill():
+    # -10000 added to every key of a fully padded item: near the unmasked output, but
+    # 2e-4 off (float32 rounding of score - 10000), as the matrix rows read it;
+    # unidirectional=1 masks top-left; the scale attribute is honoured
     _check(OnnxContribMHA().conventions(), {"key_padding_polarity": "true_attends",
-                                            "fully_masked_row": "unmasked"})
+                                            "fully_masked_row": "finite_other",
+                                            "causal_flag": "upper_left",
+                                            "softmax_scale": "configurable"})

@@ -42,7 +42,9 @@ AXES: tuple[Axis, ...] = (
     Axis("unbatched_input", "Unbatched (T, E) input", ("accepted", REFUSED, NA),
          "whether a 2-D input without a batch axis is accepted"),
     Axis("attn_mask_polarity", "Boolean attention mask: what True means",
-         ("true_blocks", "true_attends", NA), "for the attention-mask argument"),
+         ("true_blocks", "true_attends", "added_as_number", NA),
+         "for the attention-mask argument (added_as_number: accepted, but added to the "
+         "scores as 0/1, so it masks nothing)"),
     Axis("key_padding_polarity", "Boolean key-padding mask: what True means",
          ("true_blocks", "true_attends", "lengths", NA),
          "for a separate key-padding argument (lengths: valid lengths, not a mask)"),

@@ -14,7 +14,7 @@ import numpy as np
 from conformance.contract.axes import NA
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
-    closest, distances, nearest, output_with, probe_mask, refusal)
+    closest, distances, nearest, output_added, output_with, probe_mask, refusal)
 
 Forward = Callable[[np.ndarray | None], np.ndarray]
 NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)
@@ -34,19 +34,23 @@ def mask_polarity(case, fwd: Forward, what: str, **doc) -> Convention:
     if refused:
         return refused
     d = distances(out, {"true_attends": output_with(case, m), "true_blocks": output_with(case, ~m)})
-    return _neither(nearest("attn_mask_polarity", d, what, **doc), min(d.values()), out, case)
+    return _neither(nearest("attn_mask_polarity", d, what, **doc), min(d.values()), out, case,
+                    m)
 
 
-def _neither(cell: Convention, best: float, out: np.ndarray, case) -> Convention:
+def _neither(cell: Convention, best: float, out: np.ndarray, case, m) -> Convention:
     """Neither reading within NEAR of the output (`best`: the least distance): the mask
-    was not read as a mask (the eager HF path adds a boolean mask to the scores as
-    0/1); say how far an unmasked run is."""
+    was not read as a mask.  The eager HF path adds a boolean mask to the scores as 0/1
+    (added_as_number, when the output matches that reading); else not_applicable, with
+    how far an unmasked run is."""
     if best < NEAR:
         return cell
     free = np.max(np.abs(out - output_with(case, None)))
-    return Convention(cell.axis, NA, f"{cell.evidence}; neither reading matches: the boolean "
-                      f"is not used as a mask (no mask at all: {free:.1e})",
-                      cell.documented, cell.documented_source)
+    added = np.max(np.abs(out - output_added(case, m.astype(np.float64))))
+    word = "added_as_number" if added < NEAR else NA
+    return Convention(cell.axis, word, f"{cell.evidence}; neither reading matches: the "
+                      f"boolean is not used as a mask: added to the scores as 0/1 {added:.1e}, "
+                      f"no mask at all {free:.1e}", cell.documented, cell.documented_source)
 
 
 def float_mask(case, fwd: Forward, what: str, **doc) -> Convention:
@@ -62,8 +66,9 @@ def float_mask(case, fwd: Forward, what: str, **doc) -> Convention:
 def softmax_scale(case, fwd: Forward, what: str, configurable: str = "") -> Convention:
     """Which default scale the output matches; `configurable` names the native
     setting when there is one (then the cell says 'configurable')."""
+    default = 1 / np.sqrt(case.attention.qk_head_dim)  # explicit: the case may set a scale
     cell = closest("softmax_scale", fwd(None),
-                   {"inv_sqrt_head_dim": output_with(case, None),
+                   {"inv_sqrt_head_dim": output_with(case, None, scale=default),
                     "none": output_with(case, None, scale=1.0)}, what)
     if configurable:
         return Convention(cell.axis, "configurable", f"{configurable}; default: {cell.value} "

@@ -54,6 +54,23 @@ def output_with(case: Case, allowed: np.ndarray | None, data: CaseData | None = 
     return attention(case, replace(data, inputs=inputs), scale).output
 
 
+def output_added(case: Case, add: np.ndarray, scale: float | None = None) -> np.ndarray:
+    """The oracle's output when `add` ((B, T, S) floats) is added to the scaled scores and
+    nothing is masked: how a system reads a mask it adds instead of applying."""
+    from conformance.oracle.reference import project
+
+    d, a = case_data(case), case.attention
+    w, x = d.weights, d.inputs
+    q, k, v = (project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk),
+               project(x.value, w.wv, w.bv))
+    scale = a.scale if scale is None else scale
+    s = q @ k.transpose(0, 1, 3, 2) * (1 / np.sqrt(a.qk_head_dim) if scale is None else scale)
+    s = s + np.asarray(add, np.float64)[:, None]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    out = np.einsum("bhtd,hde->bte", (p / p.sum(-1, keepdims=True)) @ v, w.wo)
+    return out if w.bo is None else out + w.bo
+
+
 def causal_candidates(case: Case) -> dict[str, np.ndarray]:
     """Outputs of the two causal alignments (T != S), and of no mask (ignored)."""
     i = case.inputs

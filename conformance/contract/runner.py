@@ -50,6 +50,16 @@ class NotExpressible:
     reason: str
 
 
+HARNESS_LIMIT = "harness limit: "  # a reason that starts so is the suite's, not the system's
+
+
+def harness_limit(reason: str) -> str:
+    """A NotExpressible reason for what the suite's own harness (its graph, its model, its
+    runner) does not do: the ledger's refusals cell reports it apart from what the system
+    itself rejects."""
+    return HARNESS_LIMIT + reason
+
+
 class NotExpressibleError(Exception):
     """Raised from `run` when the limit shows only on trying (the framework's
     constructor rejected the configuration, a fast path did not engage...).
@@ -184,3 +194,19 @@ def to_numpy(x) -> np.ndarray:
         return x.double().numpy() if x.is_floating_point() else x.numpy()
     return np.asarray(x).astype(np.float64)
 
+
+
+AGREEMENT_SAMPLE = 64  # output elements every row of a case keeps for the agreement clusters
+
+
+def agreement_sample(out, dtype: str) -> list[float | None]:
+    """AGREEMENT_SAMPLE evenly spaced elements of a (B, T, E_o) output, the same indices for
+    every runner of a case (they depend on the size alone), float32-rounded unless the
+    case is float64; None where not finite.  report/clusters.py compares them."""
+    flat = np.asarray(out, dtype=np.float64).ravel()
+    if flat.size > AGREEMENT_SAMPLE:
+        flat = flat[np.linspace(0, flat.size - 1, AGREEMENT_SAMPLE).round().astype(int)]
+    if dtype != "float64":
+        flat = flat.astype(np.float32).astype(np.float64)
+    digits = 17 if dtype == "float64" else 9
+    return [float(f"{v:.{digits}g}") if np.isfinite(v) else None for v in flat]

@@ -12,15 +12,17 @@ exists the cell says `not_probed`, and why.  Layer 4, beside matrix.py.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from conformance.contract.axes import AXES, BY_ID, NA, REFUSED
-from conformance.contract.runner import Convention
+from conformance.contract.runner import HARNESS_LIMIT, Convention
 from conformance.run.evaluate import FEATURE_REFUSAL, Row
 from conformance.compare.verdict import FailureKind, Outcome
+from conformance.conventions.layout import weight_layout
 
 NOT_PROBED = "not_probed"  # no probe and no row of this run settles the cell
+CONFLICT = "conflict"  # two witnesses (a probe and the rows) read different words
 PROBE, ROW, NONE = "probe", "row", "none"  # LedgerCell.source
 # Aggregates over every case a runner ran: a subset run does not settle them.
 AGGREGATE_AXES = ("parameter_formula", "weight_layout", "refusals")
@@ -39,6 +41,11 @@ class LedgerCell:
     documented: str | None = None
     documented_source: str = ""
     source: str = ROW  # probe / row / none
+    witnesses: int = 1  # how many independent readings settle it (0: not_probed)
+    second: str = ""  # the other witness's reading, "<word>: <evidence>", when there are two
+    # False: a row's reading of another question than the probe's (the runner's own call
+    # where the probe reads the default call; an error a declared known mismatch explains)
+    comparable: bool = True
 
     @property
     def contradicts_documentation(self) -> bool:
@@ -52,7 +59,8 @@ class LedgerCell:
         return {"system": self.system, "axis": self.axis, "value": self.value,
                 "evidence": self.evidence, "documented": self.documented,
                 "documented_source": self.documented_source,
-                "contradicts_documentation": self.contradicts_documentation}
+                "contradicts_documentation": self.contradicts_documentation,
+                "witnesses": self.witnesses, "second_witness": self.second}
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,7 @@ def cell_problem(cell: Convention | LedgerCell) -> str | None:
     axis = BY_ID.get(cell.axis)
     if axis is None:
         return f"unknown axis {cell.axis!r} (axes.py lists {', '.join(BY_ID)})"
-    if axis.vocabulary and cell.value not in axis.vocabulary and cell.value != NOT_PROBED:
+    if axis.vocabulary and cell.value not in axis.vocabulary + (NOT_PROBED, CONFLICT):
         return (f"axis {cell.axis}: {cell.value!r} is not a word of its vocabulary "
                 f"({', '.join(axis.vocabulary)})")
     if not isinstance(cell.value, str) or not cell.value.strip():
@@ -157,6 +165,13 @@ def _returned_weights(name: str, rows: list[Row], cases) -> LedgerCell | None:
     ran = [r for r in rows if r.outcome.ran and r.weights_returned in WEIGHT_WORDS]
     if not ran:
         return None
+    default = [r for r in ran if r.extras.get("default_weights") in WEIGHT_WORDS.values()]
+    if default:  # the default call returns other weights than this row's call (MATLAB)
+        row = default[0]
+        return _cell(row, "returned_weights", row.extras["default_weights"],
+                     f"{_at(row)}: the default call returns {row.extras['default_weights']}; "
+                     f"this row's call returns {row.weights_returned} weights"
+                     + (f" (native call: {row.native_call})" if row.native_call else ""))
     typed = [r for r in ran if isinstance(r.extras.get("default_weights_shape"), list)]
     if typed:  # the default call's weights, recorded beside the per-head ones the row asked for
         row = typed[0]
@@ -167,9 +182,11 @@ def _returned_weights(name: str, rows: list[Row], cases) -> LedgerCell | None:
                      f"({word}); this row's call returns {row.weights_returned}")
     row = ran[0]
     word = WEIGHT_WORDS[row.weights_returned]
-    return _cell(row, "returned_weights", word,
-                 f"{_at(row)}: the call returns {row.weights_returned} weights"
-                 + (f" (native call: {row.native_call})" if row.native_call else ""))
+    # the runner's own call, which may ask for other weights than the default call does
+    return replace(_cell(row, "returned_weights", word,
+                         f"{_at(row)}: this runner's call returns {row.weights_returned} weights"
+                         + (f" (native call: {row.native_call})" if row.native_call else "")),
+                   comparable=False)
 
 
 def _float64(name: str, rows: list[Row], cases) -> LedgerCell | None:
@@ -178,14 +195,20 @@ def _float64(name: str, rows: list[Row], cases) -> LedgerCell | None:
     below = [r for r in rows if r.outcome.ran and
              (r.failed(FailureKind.VALUES) or r.failed(FailureKind.WEIGHTS))]
     exact = [r for r in rows if r.outcome.ran and r not in below]
-    refused = [r for r in rows if r.outcome is Outcome.NOT_EXPRESSIBLE]
+    # a refusal settles the axis only when it is about the dtype: a float64 case refused
+    # for its bias or its mask (a case limit) says nothing of float64 arithmetic
+    refused = [r for r in rows if r.outcome is Outcome.NOT_EXPRESSIBLE
+               and re.search(r"float64|double", r.reason, re.I)]
     if below:
         worst = max(below, key=lambda r: max(r.max_abs_error or 0, r.weights_max_abs_error or 0))
         err = max(worst.max_abs_error or 0, worst.weights_max_abs_error or 0)
-        return _cell(worst, "float64_compute", "below_float64",
-                     f"{_at(worst)}: max abs error {err:.2e} against the float64 oracle "
-                     f"(atol {worst.atol:g}, rtol {worst.rtol:g})"
-                     + (f"; known: {worst.known_mismatch}" if worst.known_mismatch else ""))
+        # a declared known mismatch explains the error (a rounded scale...): the probe of
+        # the arithmetic itself is the witness of this axis, the row is quoted beside it
+        return replace(_cell(worst, "float64_compute", "below_float64",
+                             f"{_at(worst)}: max abs error {err:.2e} against the float64 "
+                             f"oracle (atol {worst.atol:g}, rtol {worst.rtol:g})"
+                             + (f"; known: {worst.known_mismatch}" if worst.known_mismatch
+                                else "")), comparable=not worst.known_mismatch)
     if exact:
         row = exact[0]
         more = f"; {len(exact) - 1} more float64 case(s) agree" if len(exact) > 1 else ""
@@ -226,58 +249,12 @@ def _counts(rows: list[Row], projection: bool = False, limit: int = 3) -> str:
     return ", ".join(shown) + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
-_QUERY = (re.compile(r"in_proj_weight$"), re.compile(r"q_proj"),
-          re.compile(r"query(?!.*bias)", re.I), re.compile(r"(^|[/._])w_?q($|[/._])", re.I))
-
-
-def _query_weight(shapes: Mapping[str, list[int]]) -> str | None:
-    for pattern in _QUERY:
-        for name in shapes:
-            if pattern.search(name) and "bias" not in name.lower():
-                return name
-    return None
-
-
-def _symbols(case) -> list[tuple[str, int]]:
-    """The sizes a dimension may be, in the order a name is chosen when several fit."""
-    a = case.attention
-    return [("E", a.query_features), ("H", a.num_heads), ("d_k", a.qk_head_dim),
-            ("H*d_k", a.num_heads * a.qk_head_dim), ("3E", 3 * a.query_features),
-            ("E_k", a.key_features), ("E_v", a.value_features), ("H_kv", a.num_kv_heads),
-            ("d_v", a.v_head_dim), ("3*H*d_k", 3 * a.num_heads * a.qk_head_dim)]
-
-
-ROLE = {"E": "in", "E_k": "in", "E_v": "in", "H": "heads", "H_kv": "heads", "d_k": "dim",
-        "d_v": "dim", "H*d_k": "out", "3E": "out", "3*H*d_k": "out"}
-
-
-def _clear(shape: list[int], case) -> int:
-    """How many dimensions of `shape` have one role (in, out, heads, dim) in this case."""
-    if case is None:
-        return -1
-    syms = _symbols(case)
-    return sum(len({ROLE[s] for s, v in syms if v == n}) == 1 for n in shape)
-
-
-def _layout(name: str, shape: list[int], case) -> str:
-    if case is None:
-        return f"{name} {tuple(shape)}"
-    syms = [next((s for s, v in _symbols(case) if v == n), str(n)) for n in shape]
-    roles = [ROLE.get(s, "?") for s in syms]
-    return f"{name} ({', '.join(syms)}) {' x '.join(roles)}"
-
-
 def _weight_layout(name: str, rows: list[Row], cases) -> LedgerCell | None:
-    found = [(r, _query_weight(r.weight_shapes)) for r in rows if r.weight_shapes]
-    found = [(r, q) for r, q in found if q]
-    if not found:
+    found = weight_layout(name, rows, cases)
+    if found is None:
         return None
-    # the row whose query weight's dimensions each have one reading (E != H*d_k ...)
-    row, q = max(found, key=lambda rq: _clear(rq[0].weight_shapes[rq[1]], cases.get(rq[0].case)))
-    value = _layout(q, row.weight_shapes[q], cases.get(row.case))
-    others = ", ".join(f"{n} {tuple(s)}" for n, s in row.weight_shapes.items() if n != q)
-    return _cell(row, "weight_layout", value,
-                 f"{_at(row)}: {q} {tuple(row.weight_shapes[q])}; also {others or 'nothing'}")
+    row, value, text = found
+    return _cell(row, "weight_layout", value, f"{_at(row)}: {text}")
 
 
 def _normal(reason: str) -> str:
@@ -296,6 +273,8 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     if not counted:
         return None
     refused = [r for r in counted if r.outcome is Outcome.NOT_EXPRESSIBLE]
+    harness = [r for r in refused if r.reason.startswith(HARNESS_LIMIT)]
+    refused = [r for r in refused if r not in harness]
     groups: dict[str, list[Row]] = {}
     for r in refused:
         groups.setdefault(_normal(r.reason), []).append(r)
@@ -306,6 +285,10 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
                  for g in sorted(groups.values(), key=lambda g: -len(g))[:5]]
         text = (f"{len(refused)} of {len(counted)} case(s) not expressible, {len(groups)} "
                 "reason(s): " + " | ".join(parts))
+    if harness:  # the suite's own limits: reported, never counted as the system's
+        text += (f"; apart, {len(harness)} harness limit(s), not the system's: "
+                 + " | ".join(f"{_at(r)}: {r.reason[len(HARNESS_LIMIT):][:120]}"
+                              for r in harness[:3]))
     # the number of kinds of refusal, not of cases: a new case refused for a known
     # reason changes the evidence, not the pinned value
     value = f"{len(groups)} kind{'s' if len(groups) > 1 else ''}" if groups else "none"
@@ -359,17 +342,41 @@ def _absent(runner: str, probes: Mapping[str, Any]) -> str:
     return f"no probe or row settles this axis for {runner}"
 
 
+def witnessed(probe: LedgerCell, row: LedgerCell) -> LedgerCell:
+    """One cell from two witnesses of one axis, a probe and this run's rows.  Agreeing (or
+    a free-text axis, whose texts are not words to compare): the probe's cell, with two
+    witnesses and the rows' reading beside it.  Different words: a `conflict` cell naming
+    both pieces of evidence (tests/test_witnesses.py fails on any)."""
+    second = f"{row.value}: {row.evidence}"
+    if BY_ID[probe.axis].vocabulary is None or probe.value == row.value:
+        return replace(probe, witnesses=2, second=second)
+    if not row.comparable:  # another question: quoted beside, one witness of this one
+        return replace(probe, second=f"(reads another question) {second}")
+    return replace(probe, value=CONFLICT, witnesses=2, second=second, evidence=_bounded(
+        f"the probe reads {probe.value!r} ({probe.evidence}) but the rows read "
+        f"{row.value!r} ({row.evidence})"))
+
+
 def merge(runner: str, probe: Iterable[Convention] | BaseException | None,
           derived: Iterable[LedgerCell], probes_state: Mapping[str, Any]) -> list[LedgerCell]:
-    """One runner's cells, one per axis in AXES order: probe > derived > not_probed."""
+    """One runner's cells, one per axis in AXES order: a probe and the rows both
+    (witnessed), else either, else not_probed."""
     by_axis = {c.axis: c for c in derived if c.system == runner}
     if probe is not None and not isinstance(probe, BaseException):
         for conv in probe:
             if conv.axis in BY_ID:
-                by_axis[conv.axis] = from_probe(runner, conv)
+                row = by_axis.get(conv.axis)
+                cell = from_probe(runner, conv)
+                by_axis[conv.axis] = cell if row is None else witnessed(cell, row)
     return [by_axis.get(a.id) or LedgerCell(runner, a.id, NOT_PROBED,
-                                            _absent(runner, probes_state), source=NONE)
+                                            _absent(runner, probes_state), source=NONE,
+                                            witnesses=0)
             for a in AXES]
+
+
+def conflicts(ledger: "Ledger") -> list[LedgerCell]:
+    """Every cell whose two witnesses disagree."""
+    return [c for c in ledger.cells if c.value == CONFLICT]
 
 
 def build(rows: Iterable[Row], probe_cells: Mapping[str, Any], runners,
@@ -386,5 +393,6 @@ def build(rows: Iterable[Row], probe_cells: Mapping[str, Any], runners,
     return Ledger([_system(r, rows) for r in runners], cells)
 
 
-__all__ = ["NOT_PROBED", "NA", "AGGREGATE_AXES", "LedgerCell", "Ledger", "System", "derive",
-           "build", "merge", "cell_problem", "from_probe"]
+__all__ = ["NOT_PROBED", "CONFLICT", "conflicts", "witnessed", "NA", "AGGREGATE_AXES",
+           "LedgerCell", "Ledger", "System", "derive", "build", "merge", "cell_problem",
+           "from_probe"]

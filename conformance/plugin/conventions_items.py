@@ -18,7 +18,8 @@ from _pytest.runner import collect_one_node
 
 from conformance.contract.fill_probes import ledger_conventions
 from conformance.conventions import pinning
-from conformance.conventions.ledger import AGGREGATE_AXES, PROBE, cell_problem, derive, merge
+from conformance.conventions.ledger import (
+    AGGREGATE_AXES, CONFLICT, PROBE, cell_problem, derive, merge)
 from conformance.plugin.items import (
     ItemsFile, marked, selected_runners, session_expectations, session_state)
 
@@ -122,6 +123,10 @@ class ConventionsItem(pytest.Item):
             problems += _stale_answers(runner, expected, state.cases)
         compared = {c.axis for c in cells if complete or c.source == PROBE
                     or (c.observed and c.axis not in AGGREGATE_AXES)}
+        split = [c for c in cells if c.value == CONFLICT]  # never pinned: a failure
+        problems += [f"{runner.name}: {c.axis}: two witnesses disagree: {c.evidence}"
+                     for c in split]
+        compared -= {c.axis for c in split}
         if self.config.getoption("update_expectations"):
             pinning.update(path, runner.name, cells, compared)
         else:

@@ -250,7 +250,7 @@ def report_names(folder) -> list[str]:
 
     folder = Path(folder)
     pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))
-    ledger = [n for n in LEDGER_FILES if (folder / n).exists()]
+    ledger = [n for n in LEDGER_FILES + ("agreement.json",) if (folder / n).exists()]
     return list(REPORT_FILES) + ledger + pages
 
 

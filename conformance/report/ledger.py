@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conformance.conventions.ledger import NOT_PROBED, Ledger, LedgerCell
+from conformance.conventions.ledger import CONFLICT, NOT_PROBED, Ledger, LedgerCell
 from conformance.report.base import FAMILIES, MAX_COLUMNS, chunks, family, ledger_word, plain
 from conformance.report.ledger_groups import anchor
 
@@ -60,8 +60,12 @@ def _evidence(ledger: Ledger) -> list[str]:
                   f"{escape(axis.meaning)}. Words: {escape(words)}.", ""]
         for s in ledger.systems:
             c = ledger.cell(s.id, axis.id)
-            line = f"- **{escape(labels[s.id])}**: `{escape(c.value)}` ({c.source}): " \
+            seen = f"{c.witnesses} witness{'' if c.witnesses == 1 else 'es'}"
+            line = f"- **{escape(labels[s.id])}**: `{escape(c.value)}` ({c.source}, {seen}): " \
                    f"{escape(c.evidence)}"
+            if c.second and c.value != CONFLICT:
+                line += (f" — and the rows agree: {escape(c.second)}" if c.witnesses == 2
+                         else f" — the rows, quoted beside: {escape(c.second)}")
             if c.documented is not None:
                 mark = "contradicts" if c.contradicts_documentation else "agrees with"
                 line += (f" — {mark} the documentation: `{escape(c.documented)}`"
@@ -73,12 +77,17 @@ def _evidence(ledger: Ledger) -> list[str]:
 
 def render_markdown(ledger: Ledger) -> str:
     missing = ledger.missing()
+    two = sum(c.witnesses == 2 for c in ledger.cells)
+    split = sum(c.value == CONFLICT for c in ledger.cells)
     lines = ["# Conventions ledger", "",
              "Every cell is observed by running the system (a documented model, marked "
              "(model): read from its cited documentation), by a probe of its runner or from "
              "this run's matrix rows; the evidence below says which. † = contradicts the "
              f"system's documentation; {NOT_PROBED} = nothing in this run settles it "
-             f"({len(missing)} cell(s)). Words: conformance/axes.py.", ""]
+             f"({len(missing)} cell(s)). Words: conformance/axes.py.", "",
+             f"Witnesses: {two} cell(s) are read twice, by a probe and by this run's rows "
+             f"(agreeing, or `{CONFLICT}`: {split} cell(s)); every other cell has one witness "
+             "or none (each evidence line says how many).", ""]
     for heading, systems in tables(ledger):
         lines += [f"## {escape(heading)}", ""] + _table(ledger, systems) + [""]
     return "\n".join(lines + _evidence(ledger)).rstrip() + "\n"

@@ -52,7 +52,24 @@ def _runner_lines(r) -> list[str]:
     return lines + [""]
 
 
-def render_page(case, rows, runners) -> str:
+def _cluster_lines(found) -> list[str]:
+    """The case's agreement clusters (report/clusters.py), when computed."""
+    if found is None:
+        return []
+    lines = ["## Agreement clusters", "",
+             "Runners whose outputs agree with one another within 2 x the tolerance, the "
+             "reference left out (README: Agreement clusters)"
+             + (": **reference suspect**" + (f" (declared: {md(found.declared)})"
+                                             if found.declared else "")
+                if found.reference_suspect else "") + ".", ""]
+    for i, (group, kinds) in enumerate(zip(found.clusters, found.implementations)):
+        ref = " (the reference agrees)" if i == found.reference_cluster else ""
+        lines.append(f"- {md(', '.join(group))}: {len(kinds)} implementation(s), "
+                     f"{md(', '.join(kinds))}{ref}")
+    return lines + [""]
+
+
+def render_page(case, rows, runners, found=None) -> str:
     order = {r.name: n for n, r in enumerate(runners)}
     rows = sorted(rows, key=lambda r: order.get(r.runner, len(order)))
     first = rows[0]
@@ -64,16 +81,17 @@ def render_page(case, rows, runners) -> str:
              f"{first.parameters_formula}"]
     if typed:
         lines.append(f"- typed by the user: {typed}")
-    lines += ["", "## Runners", ""]
+    lines += [""] + _cluster_lines(found) + ["## Runners", ""]
     for r in rows:
         lines += _runner_lines(r)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_pages(rows, cases, runners, out: Path) -> list[Path]:
+def write_pages(rows, cases, runners, out: Path, clusters=()) -> list[Path]:
     """cases/<id>.md for every case with rows (into a fresh staging folder: the swap
     removes the pages of ids no longer there, staging.py), each path checked to lie
-    inside `out` whatever the id holds."""
+    inside `out` whatever the id holds; `clusters`: the cases' CaseClusters."""
+    found = {c.case: c for c in clusters}
     from conformance.datafile import inside
 
     folder = Path(out) / PAGES_DIR
@@ -85,6 +103,7 @@ def write_pages(rows, cases, runners, out: Path) -> list[Path]:
     for case in cases:
         if case.id in by_case:
             path = inside(folder, folder / f"{case.id}.md")
-            path.write_text(render_page(case, by_case[case.id], runners), encoding="utf-8")
+            path.write_text(render_page(case, by_case[case.id], runners, found.get(case.id)),
+                            encoding="utf-8")
             written.append(path)
     return written

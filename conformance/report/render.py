@@ -23,6 +23,7 @@ from conformance.report.base import (
     METADATA_END, METADATA_START, csv_text, md, plain, results_frame, section_frame)
 from conformance.report.ledger_groups import difference_lines
 from conformance.report.findings import DRIFT_FILE, findings, headline_lines, read_drift
+from conformance.report.clusters import clusters, section_clusters, write_clusters
 from conformance.report.html import write_html as write_html_page
 from conformance.report.pages import write_pages
 from conformance.report.sections import ANSWERS, DETAILS
@@ -218,18 +219,21 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     results = results_frame(rows)
     ledger = read_ledger(out)
     answers, details = build_sections(results, rows, cases, runners, ledger)
+    groups = clusters(rows, cases)
+    agreement = section_clusters(groups)
+    details = details + ([agreement] if agreement is not None else [])
     if meta is None:
         meta = {**versions(), **machine(),
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     write_results(results, meta, selection, out, describe(cases, runners))
-    pages = write_pages(rows, cases, runners, out)
+    pages = write_pages(rows, cases, runners, out, groups)
     written = [p.stem for p in pages]
     found = findings(section_frame(results, rows, runners), cases, ledger, read_drift(out))
     opening = headline_lines(found) + difference_lines(ledger)
     write_markdown(answers, details, meta, selection, out, _case_links(cases, written),
                    opening)
     write_html_page(results, cases, runners, answers, meta, out, selection, ledger, found)
-    return [out / name for name in REPORT_FILES] + pages
+    return [out / name for name in REPORT_FILES] + [write_clusters(groups, out)] + pages
 
 
 def strip_metadata(text: str, name: str) -> str:

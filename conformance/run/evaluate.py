@@ -13,8 +13,10 @@ from typing import Any
 
 from conformance.case.expectations import Declared, Expectations, declared as declare
 from conformance.case.loader import Case, tolerance_for
+import numpy as np
+
 from conformance.contract.runner import (
-    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation, agreement_sample)
 from conformance.run.counting import counted, over_budget
 from conformance.run.isolation import ItemTimeout, deadline, item_timeout
 from conformance.oracle.reference import Expected, attention, formula_parameters
@@ -137,9 +139,20 @@ def _row(case: Case, runner: Runner, outcome: Outcome, reason: str, native_call:
         notes=tuple(obs.notes) if obs else notes, extras=dict(obs.extras) if obs else {},
         typed=dict(case.typed), failures=v.failures if v else (),
         known_mismatch="",
-        graphs=dict(obs.graphs) if obs else {}, output_digest=obs.output_digest if obs else None,
+        graphs=dict(obs.graphs) if obs else {}, output_digest=_digest(obs, case, outcome),
         nonfinite_input=v.nonfinite_input if v else nonfinite_input,
         nonfinite_input_declared=None)
+
+
+def _digest(obs: Observation | None, case: Case, outcome: Outcome) -> dict | None:
+    """The runner's own digest (Keras: the cross-backend table), with the agreement sample
+    of every row that ran (report/clusters.py)."""
+    if obs is None:
+        return None
+    out = getattr(obs, "output", None)
+    if not outcome.ran or not isinstance(out, np.ndarray) or out.size == 0:
+        return obs.output_digest
+    return {**(obs.output_digest or {}), "agreement": agreement_sample(out, case.inputs.dtype)}
 
 
 def evaluate(case: Case, runner: Runner, expectations: Expectations | None = None) -> Row:

@@ -56,6 +56,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.mlx.mha:MlxMHA", {}),
     ("conformance.runners.mlx.sdpa:MlxSDPA", {}),
+    ("conformance.runners.flax.linen:FlaxLinen", {"x64": True}),
+    ("conformance.runners.flax.nnx:FlaxNnx", {"x64": True}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx", "precision": "f16"}),

@@ -235,6 +235,9 @@ def documented_conventions() -> list:
     return [
         _cell("size_arguments", "derived_from_width", 94, "no head-size option: W_q is square "
               "and the head size is dim-emb / --transformer-heads", 249, 316),
+        _cell("weight_layout", "encoder_l1_self_Wq (E, H*d_k) in x out", 251, "affine(q, Wq, "
+              "bq) = q Wq + bq: W_q's rows are the input features, its columns the heads' "
+              "(in x out; square because dim-emb = heads x head size)", 249),
         _cell("argument_order", "query_key_value", 319, "MultiHead(prefix, dimOut, dimHeads, "
               "q, keys, values, mask, ...)"),
         _cell("input_layout", "batch_first", 304, "the layer input is (beam, batch, length, "

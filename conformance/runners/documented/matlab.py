@@ -192,6 +192,11 @@ def documented_conventions() -> list:
                    "not stated by the documentation pages read; a MATLAB Answers reproduction "
                    "(not documentation) feeds X as channels x time and applies the weights as "
                    "W*X, matching MATLAB to 4 decimals", None, HOW_IT_WORKS),
+        Convention("returned_weights", "none",
+                   "HasScoresOutput: 'Flag indicating whether the layer has a scores output "
+                   "... false (default)': the default layer returns the output alone; with "
+                   "HasScoresOutput=true (the model's rows) the scores are per head, "
+                   "numKeys x numQueries x numHeads x batch", "none", SELF_ATTENTION),
         Convention("implicit_mask", "none",
                    "no page documents a mask carried by the input array; padding masks are "
                    "a layer input of their own, switched on by HasPaddingMaskInput",
@@ -224,6 +229,7 @@ class MatlabSelfAttentionModel(DocumentedModel, limitation=limitation, call=matl
             attention_weights=score_array.transpose(3, 2, 1, 0),  # -> (B, H, T, S)
             weights_returned="per_head",
             extras={"mask_polarity": "padding mask: 1 = data, 0 = padding",
+                    "default_weights": "none",  # HasScoresOutput defaults to false
                     "sources": [SELF_ATTENTION, MATLAB_ANSWERS, HOW_IT_WORKS, ATTENTION_LAYER,
                                 ATTENTION_FUNCTION, EXTRACTDATA]})
 

@@ -3,7 +3,9 @@ DenseGeneral layout (kernel (E_in, H, d), out kernel (H, d, E_o), in x out),
 masks (True = attend, (B, 1, T, S)) and the convention probes.
 
 JAX runs at its default (x64 off): a float64 case is computed in float32
-(declared as a known mismatch in cases/dtypes.yaml).  jax and flax are
+(declared as a known mismatch in expectations/flax.*.yaml).  The `.x64` variants
+(x64=True) run the same layers in a worker process with JAX_ENABLE_X64=1: JAX's
+switch is process-wide, so it is a condition of its own runner, not noise.  jax and flax are
 imported inside functions only.
 
 Speed: each runner jits one function per configuration (`jitted`), built
@@ -197,6 +199,7 @@ class FlaxRunner(Runner):
     requires = ("jax", "flax")
     sets_scale = True  # through attention_fn (module docstring)
 
+    x64: bool = False  # run in a worker with JAX_ENABLE_X64=1 (a process-wide switch)
     api = ""  # the layer's name as typed, e.g. "flax.linen.MultiHeadDotProductAttention"
     short = ""  # its name in the limits' reasons
     gqa = False
@@ -204,6 +207,18 @@ class FlaxRunner(Runner):
     base_fn = ""  # the default attention_fn as typed
     call_suffix = ""  # the call's arguments after the constructor keywords
     sizes: SizeFacts
+
+    def __init__(self, **params):
+        """x64=True: the same layer in its own worker process started with JAX_ENABLE_X64=1,
+        so the ledger shows the cells that JAX's process-wide x64 switch changes (float64
+        computation, float64 input into a float32 layer) beside the default ones."""
+        super().__init__(**params)
+        if self.x64:
+            from conformance.contract.runner import WorkerSpec
+
+            self.name = self.name if "name" in params else f"{type(self).name}.x64"
+            self.path = "JAX x64 on (JAX_ENABLE_X64=1)"
+            self.worker = WorkerSpec(key="jax-x64", env={"JAX_ENABLE_X64": "1"})
 
     def kwargs(self, case) -> dict:
         return kwargs_for(case)

@@ -112,6 +112,21 @@ def scale_precision(api: str) -> Convention:
     except Exception as exc:
         return refusal("scale_precision", exc, f"{api} with dtype=float64", value=NA)
     d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
+    if str(out.dtype) == "float64":  # x64 on: a float64 layer, whose scale can be read
+        from conformance.contract.probing import closest
+
+        s32 = float(np.float32(1 / np.sqrt(case.attention.qk_head_dim)))
+        cands = {"float64": output_with(case, None),
+                 "float32_rounded": output_with(case, None, scale=s32)}
+        cell = closest("scale_precision", to_numpy(out), cands, f"{api} on {case.id}, "
+                       "dtype=param_dtype=jnp.float64, jax_enable_x64=True")
+        gap = float(np.max(np.abs(cands["float64"] - cands["float32_rounded"])))
+        if d < gap / 2 or cell.value == "float32_rounded" and \
+                float(np.max(np.abs(to_numpy(out) - cands["float32_rounded"]))) < gap / 2:
+            return cell
+        return Convention("scale_precision", NA, f"{cell.evidence}: both readings farther "
+                          f"than their gap {gap:.1e}: the layer is below float64 elsewhere, "
+                          "so the scale's rounding cannot show")
     return Convention("scale_precision", NA, f"{api} on {case.id} with dtype=param_dtype="
                       f"jnp.float64 and float64 inputs, jax_enable_x64="
                       f"{jax.config.jax_enable_x64} (the suite's default): output "
@@ -119,7 +134,28 @@ def scale_precision(api: str) -> Convention:
                       "to round a scale in")
 
 
+def float64_compute(api: str) -> Convention:
+    """A float64 layer (dtype=param_dtype=jnp.float64, float64 inputs) against the float64
+    oracle: float64 within 1e-12.  With JAX's x64 switch off JAX truncates it to float32."""
+    import jax
+
+    case = probe_case("float64", attention={"num_heads": 2, "query_features": 12},
+                      inputs={"self_attention": True, "key_len": 3, "dtype": "float64"})
+    what = (f"{api} on {case.id}, dtype=param_dtype=jnp.float64, float64 inputs, "
+            f"jax_enable_x64={jax.config.jax_enable_x64}")
+    try:
+        out, _ = run(api, case, dtype="float64")
+    except Exception as exc:
+        return refusal("float64_compute", exc, what)
+    d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
+    return Convention("float64_compute", "float64" if d < 1e-12 else "below_float64",
+                      f"{what}: output {out.dtype}, {d:.1e} from the float64 oracle "
+                      "(float64 needs <= 1e-12)")
+
+
 def mixed_dtype(api: str) -> Convention:
+    import jax
+
     case = _flax.probe("mixed-dtype")
     what = f"{api} on {case.id}: float64 NumPy inputs into a float32 layer"
     try:
@@ -129,8 +165,9 @@ def mixed_dtype(api: str) -> Convention:
     d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
     word = "promoted" if str(out.dtype) == "float64" else "cast_to_layer"
     return Convention("mixed_dtype", word, f"{what}: output {out.dtype}, {d:.1e} from the "
-                      "oracle (the layer's dtype= is the computation dtype; with x64 off "
-                      "JAX also stores float64 input as float32)")
+                      f"oracle (the layer's dtype= is the computation dtype; "
+                      f"jax_enable_x64={jax.config.jax_enable_x64}: with x64 off JAX also "
+                      "stores float64 input as float32)")
 
 
 def implicit_mask(api: str) -> Convention:
@@ -204,4 +241,4 @@ def flax_cells(api: str) -> list[Convention]:
     today = sorted([qk_norm_scope(api), *kv_head_mapping(api), *features(api)],
                    key=lambda c: list(FEATURE_ARGUMENTS).index(c.axis))  # the axes' order
     return [key_padding(api), weights_dropout(api), causal(api), scale_precision(api),
-            mixed_dtype(api), implicit_mask(api), *today]
+            float64_compute(api), mixed_dtype(api), implicit_mask(api), *today]

@@ -155,6 +155,31 @@ def scale_precision(runner) -> Convention:
                       "cannot show")
 
 
+def float64_compute(runner) -> Convention:
+    """The module built in float64 (its own config call, float64 weights and input) against
+    the float64 oracle: the arithmetic itself, whatever the matrix's cases ask (a case
+    the runner refuses for another reason, a bias or a mask, settles nothing here)."""
+    case = probe_case("float64", attention={"num_heads": 2, "query_features": 12,
+                                            **runner.probe_attention},
+                      inputs={"self_attention": True, "query_len": 4, "key_len": 4,
+                              "dtype": "float64"})
+    what = f"{where(runner, case)}: float64 module and input, no attention_mask"
+    try:
+        torch, mod, x = module(runner, case)
+        with torch.no_grad():
+            out = to_numpy(runner.forward(mod, x, None)[0])
+    except Exception as exc:
+        return refusal("float64_compute", exc, what, value=REFUSED)
+    # GPT-2's module applies its causal mask itself: both readings, the nearer one wins
+    d = distances(out, {"no mask": output_with(case, None),
+                        "causal": output_with(case, causal_mask(4, 4, "upper_left"))})
+    reading = min(d, key=d.get)
+    word = "float64" if d[reading] < 1e-12 else "below_float64"
+    return Convention("float64_compute", word, f"{what}: max |output - float64 oracle| "
+                      f"{d[reading]:.1e} ({reading}; the other reading {max(d.values()):.1e}); "
+                      "float64 needs <= 1e-12")
+
+
 def mixed_dtype(runner) -> Convention:
     case = runner.probe("mixed-dtype")
     torch, mod, x = module(runner, case)
@@ -181,7 +206,8 @@ def implicit_mask(runner) -> Convention:
 
 def hf_cells(runner) -> list[Convention]:
     return [key_padding(runner), fully_masked(runner), weights_dropout(runner), causal(runner),
-            scale_precision(runner), mixed_dtype(runner), implicit_mask(runner)]
+            scale_precision(runner), float64_compute(runner), mixed_dtype(runner),
+            implicit_mask(runner)]
 
 
 class ProbedHFRunner(HFRunner):

@@ -24,7 +24,7 @@ class HFT5(ProbedHFRunner):
     backend = "eager"
     typed_system = "hf.t5"
     description = "`T5Attention` (`d_kv` per head, no scale)"
-    probe_attention = {"bias": False}
+    probe_attention = {"bias": False, "scale": 1.0}  # the probes' oracle: T5's own scale
     probe_scale = 1.0
     sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
 

@@ -23,7 +23,7 @@ from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.probing import feature_cells_from_names
-from conformance.contract.runner import to_numpy
+from conformance.contract.runner import harness_limit, to_numpy
 from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session
 
 FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
@@ -46,7 +46,9 @@ def split_masks(allowed: np.ndarray | None):
     return kpm, bias
 
 
-def build_model(case, data):
+def build_model(case, data, unidirectional: int = 0):
+    """The graph and its feed; `unidirectional=1` sets the op's causal attribute (the
+    convention probe), `attention.scale` its `scale` attribute; no bias, no Add node."""
     from onnx import helper, numpy_helper
 
     a, i, w = case.attention, case.inputs, data.weights
@@ -58,11 +60,13 @@ def build_model(case, data):
         inits.append(numpy_helper.from_array(np.ascontiguousarray(arr).astype(npdt), name))
         return name
 
-    def project(x, tag, weight, bias):
-        nodes.append(helper.make_node("MatMul", [x, init(f"W_{tag}", weight)], [f"{tag}_mm"]))
-        nodes.append(helper.make_node("Add", [f"{tag}_mm", init(f"b_{tag}", bias.ravel())],
-                                      [f"{tag}_proj"]))
-        return f"{tag}_proj"
+    def project(x, tag, weight, bias, out=None):
+        mm = f"{tag}_mm" if bias is not None else (out or f"{tag}_proj")
+        nodes.append(helper.make_node("MatMul", [x, init(f"W_{tag}", weight)], [mm]))
+        if bias is not None:
+            nodes.append(helper.make_node("Add", [mm, init(f"b_{tag}", bias.ravel())],
+                                          [out or f"{tag}_proj"]))
+        return out or f"{tag}_proj"
 
     def in_out(w3):
         return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
@@ -87,11 +91,12 @@ def build_model(case, data):
         inputs.append(helper.make_tensor_value_info("attention_bias", elem, [b, 1, t, s]))
     while args[-1] == "":
         args.pop()
+    attrs = {"unidirectional": unidirectional} if unidirectional else {}
+    if a.scale is not None:
+        attrs["scale"] = float(a.scale)
     nodes.append(helper.make_node("MultiHeadAttention", args, ["heads"], domain="com.microsoft",
-                                  num_heads=a.num_heads))
-    nodes.append(helper.make_node("MatMul", ["heads", init("W_o", w.wo.reshape(
-        -1, a.output_features))], ["o_mm"]))
-    nodes.append(helper.make_node("Add", ["o_mm", init("b_o", w.bo)], ["output"]))
+                                  num_heads=a.num_heads, **attrs))
+    project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo, "output")
     graph = helper.make_graph(nodes, "contrib_mha", inputs, [helper.make_tensor_value_info(
         "output", elem, [b, t, a.output_features])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
@@ -110,6 +115,7 @@ class OnnxContribMHA(Runner):
                    "around it; key padding adds -10000)")
     seconds = 0.4
     no_parameters_label = "ORT contrib MultiHeadAttention"
+    sets_scale = True  # the op's `scale` attribute (default 0: 1/sqrt(head_size))
 
     def translate(self, case):
         a = case.attention
@@ -119,13 +125,13 @@ class OnnxContribMHA(Runner):
                                   "another op)")
         if a.qk_head_dim != a.v_head_dim and case.inputs.dtype != "float32":
             return NotExpressible("d_k != d_v outside float32")
-        if not a.bias:
-            return NotExpressible("bias=False: this graph adds the canonical biases")
         masks = ", key_padding_mask (B, S) int32 1 = valid, attention_bias (B, 1, T, S) " \
             "0 / -10000" if case.has_non_causal_mask or case.mask.causal != "none" else ""
-        return Translation(f"MatMul+Add -> com.microsoft.MultiHeadAttention(Q, K, V, "
-                           f"num_heads={a.num_heads}{masks}) -> MatMul+Add; run in onnxruntime "
-                           "CPUExecutionProvider", None)
+        add = "+Add" if a.bias else ""
+        scale = f", scale={a.scale:g}" if a.scale is not None else ""
+        return Translation(f"MatMul{add} -> com.microsoft.MultiHeadAttention(Q, K, V, "
+                           f"num_heads={a.num_heads}{scale}{masks}) -> MatMul{add}; run in "
+                           "onnxruntime CPUExecutionProvider", None)
 
     def probe_output(self, case, translation, data):
         """The graph's raw output, for the mask-encoding probes (fill_probes.py): a
@@ -140,16 +146,53 @@ class OnnxContribMHA(Runner):
                               f"{case.inputs.dtype}")
         acc = onnx_accounting.account(model, data.weights.arrays())
         (out,) = session.run(["output"], feed)
-        notes = ["no output projection in the op: MatMul+Add after it",
+        notes = ["no output projection in the op: MatMul+Add after it" if case.attention.bias
+                 else "no output projection in the op: MatMul after it (no biases: no Add)",
                  "key padding adds mask_filter_value -10000: a fully padded item attends as "
                  "if unmasked"]
         if not np.isfinite(out).all() and case.inputs.dtype == "float32":
-            raise NotExpressibleError("non-finite output")
+            raise NotExpressibleError(harness_limit(
+                "non-finite output: this runner reports no output with NaN or inf in float32"))
         return Observation(
             output=to_numpy(out), parameters=built_parameters(model),
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer},
             notes=notes, extras={"mask_polarity": "key_padding_mask 1 = valid"},
             graphs={"com.microsoft.MultiHeadAttention": acc})
+
+    def _graph_output(self, case, unidirectional: int = 0) -> np.ndarray:
+        from conformance.oracle.canonical import case_data
+
+        model, feed = build_model(case, case_data(case), unidirectional)
+        session = ort_session(model.SerializeToString(), "MultiHeadAttention probe graph")
+        return np.asarray(session.run(["output"], feed)[0], np.float64)
+
+    def attribute_cells(self):
+        """causal_flag from `unidirectional=1` with T != S, softmax_scale from `scale=1.0`:
+        each run in onnxruntime, every reading's distance quoted."""
+        from conformance.contract.runner import Convention
+        from conformance.contract.probing import (
+            causal_candidates, closest, distances, output_with, probe_case)
+        from conformance.oracle.canonical import causal_mask
+
+        case = probe_case("contrib-causal", inputs={"query_len": 5, "key_len": 7})
+        out = self._graph_output(case, unidirectional=1)
+        cell = closest("causal_flag", out, causal_candidates(case), "onnxruntime "
+                       "com.microsoft.MultiHeadAttention, unidirectional=1, T=5 != S=7")
+        ul = output_with(case, causal_mask(5, 7, "upper_left"))
+        rows = ", ".join(f"{np.max(np.abs(out[:, t] - ul[:, t])):.1e}" for t in range(5))
+        causal = Convention("causal_flag", cell.value, f"{cell.evidence}; per query row from "
+                            f"upper_left: {rows} (the op's schema lists unidirectional)")
+        one = probe_case("contrib-scale", attention={"scale": 1.0})
+        d = distances(self._graph_output(one), {"none": output_with(one, None, scale=1.0),
+                                                "inv_sqrt_head_dim": output_with(
+            one, None, scale=1 / np.sqrt(one.attention.qk_head_dim))})
+        dflt = distances(self._graph_output(probe_case("contrib-scale")), {
+            "d": output_with(probe_case("contrib-scale"), None)})["d"]
+        scale = Convention("softmax_scale", "configurable", "onnxruntime "
+                           "com.microsoft.MultiHeadAttention, attribute scale: default (0) "
+                           f"inv_sqrt_head_dim {dflt:.1e} from the oracle; scale=1.0: none "
+                           f"{d['none']:.1e}, inv_sqrt_head_dim {d['inv_sqrt_head_dim']:.1e}")
+        return [causal, scale]
 
     def conventions(self):
         from dataclasses import replace
@@ -174,13 +217,14 @@ class OnnxContribMHA(Runner):
         out = self.run(case, self.translate(case), replace(data, inputs=replace(
             data.inputs, allowed=full))).output
         dist = float(np.max(np.abs(out[1] - output_with(case, None)[1])))
-        cells.append(Convention("fully_masked_row", "unmasked", f"probe_case probe-contrib, "
+        word = "unmasked" if dist < 1e-5 else "finite_other"  # as the matrix's verdict reads
+        cells.append(Convention("fully_masked_row", word, f"probe_case probe-contrib, "
                                 f"item 1 fully padded via key_padding_mask: max |output - "
-                                f"unmasked oracle| {dist:.1e} (-10000 added to every key; "
-                                "float32 rounding of score - 10000)"))
+                                f"unmasked oracle| {dist:.1e} (-10000 added to every key: "
+                                "close to the unmasked output, but float32 rounding of score - "
+                                "10000 moves it beyond float32 noise, 1e-5)"))
         na = {"attn_mask_polarity": "no boolean attention mask: attention_bias is additive float",
-              "weights_dropout": "returns no weights", "causal_flag": "MultiHeadAttention has "
-              "no causal attribute (unidirectional is the older Attention contrib op's)",
+              "weights_dropout": "returns no weights",
               "unbatched_input": "inputs are 3-D (B, L, H*d) by the op's schema",
               "mixed_dtype": "a graph has one element type per tensor; ORT checks types at load",
               "scale_precision": "no float64 kernel (the dtype-float64 row quotes ORT)",
@@ -193,7 +237,6 @@ class OnnxContribMHA(Runner):
                   Convention("argument_order", "query_key_value", "inputs query, key, value"),
                   Convention("input_layout", "batch_first", "query (B, T, H*d_k)"),
                   Convention("float_mask", "added", "attention_bias is added to the scores"),
-                  Convention("softmax_scale", "configurable", "scale attribute (default 0: "
-                             "1/sqrt(head_size))"),
+                  *self.attribute_cells(),
                   Convention("implicit_mask", "none", "an ONNX tensor carries no mask")]
         return cells

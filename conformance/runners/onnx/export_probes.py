@@ -189,15 +189,16 @@ def _best(cell: Convention) -> float:
     return min(float(x.split()[-1]) for x in cell.evidence.split(": ")[-1].split("; "))
 
 
-def _float64_cell(e: ExportProbe) -> Convention:
+def _float64_cell(e: ExportProbe) -> list[Convention]:
     """A float64 module exported twice: need_weights=False (the rows' output) and the
     default call (need_weights=True, the kind of graph the rows' weights come from)."""
     from conformance.runners.torch.common import scale_precision_cell, scale_probe_case
 
-    c64, cells = scale_probe_case(), []
+    c64, cells, outs = scale_probe_case(), [], []
     for label, kwargs, what in (("float64", {"need_weights": False}, "need_weights=False"),
                                 ("float64-weights", {}, "default call, need_weights=True")):
         out = e.run(label, e.graph(label, c64, {}, kwargs), _qkv_feed(c64, np.float64))
+        outs.append(out)
         cells.append(e.note(scale_precision_cell(c64, out, f"{e.what}: float64 module, d_k=3, "
                                                  f"{what}"), label))
     rounded = [c for c in cells if c.value != "float64"]
@@ -205,8 +206,21 @@ def _float64_cell(e: ExportProbe) -> Convention:
     noisy = ("; the float32_rounded reading is not within 1e-12 either: that graph computes "
              "the float64 scores below float64, so the scale's own rounding is not separable"
              if worst.value != "float64" and _best(worst) > 1e-12 else "")
-    return Convention("scale_precision", worst.value,
-                      " | ".join(c.evidence for c in cells) + noisy)
+    return [Convention("scale_precision", worst.value,
+                       " | ".join(c.evidence for c in cells) + noisy),
+            _float64_compute(c64, outs[0], f"{e.what}: float64 module, d_k=3, need_weights=False")]
+
+
+def _float64_compute(case, out, what: str) -> Convention:
+    """float64_compute of the export's float64 graph: float64 when one reading of the scale
+    (exact, float32, split float32: probes.float64_readings) is within 1e-12."""
+    from conformance.runners.onnx.probes import float64_readings
+
+    r = float64_readings(case, out)
+    best = min(r, key=r.get)
+    return Convention("float64_compute", "float64" if r[best] < 1e-12 else "below_float64",
+                      f"{what}: against the float64 oracle under three readings of the "
+                      "scale: " + ", ".join(f"{k} {v:.1e}" for k, v in r.items()))
 
 
 def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convention]:
@@ -216,7 +230,7 @@ def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convent
     from conformance.runners.torch.common import MHA_DOC
 
     e = probe or ExportProbe(runner, wrap)
-    cells = _default_call_cells(e) + _mask_graph_cells(e) + [_float64_cell(e)]
+    cells = _default_call_cells(e) + _mask_graph_cells(e) + _float64_cell(e)
     return cells + [
         Convention("size_arguments", "derived_from_width", f"{e.what}: the exported module is "
                    "nn.MultiheadAttention(8, 2): head_dim = 8 // 2 = 4 (no head-size argument)",

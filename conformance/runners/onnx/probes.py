@@ -23,9 +23,9 @@ import numpy as np
 from conformance.contract.axes import NA, REFUSED
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
-    causal_candidates, closest, distances, feature_cells_from_names, output_with, probe_case,
-    probe_mask)
-from conformance.oracle.canonical import case_data
+    causal_candidates, closest, distances, feature_cells_from_names, nearest, output_with,
+    probe_case, probe_mask)
+from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.onnx.common import short
 
@@ -186,8 +186,21 @@ def _modes(p: OpProbe) -> list[Convention]:
                      documented="applied", **OP_DOC)
     weights = Convention("returned_weights", "per_head", f"{p.what}: 4th output "
                          "qk_matmul_output (B, H, T, S) per head; softmax weights at mode 3 "
-                         "(the runner's); " + "; ".join(texts))
+                         "(the runner's); " + "; ".join(texts) + "; " + _causal_mode2(p))
     return [cap, weights]
+
+
+def _causal_mode2(p: OpProbe) -> str:
+    """qk_matmul_output at mode 2 (scores after the mask) with is_causal=1: what the
+    causally masked positions hold (the spec's backend test data: -inf)."""
+    case = probe_case("op-causal-mode2", mask={"causal": "upper_left"})
+    _, w = p.run(case, qk_matmul_output_mode=2)
+    i = case.inputs
+    hidden = ~causal_mask(i.query_len, i.key_len, "upper_left")
+    held = w[:, :, hidden]
+    kinds = sorted({"-inf" if v == -np.inf else f"{v:.8g}" for v in held.ravel()})
+    return (f"mode 2 with is_causal=1 (T=3, S=5): the {held.size} causally masked positions "
+            f"hold {', '.join(kinds)} (the spec's test data: -inf)")
 
 
 def _scale_precision(p: OpProbe) -> Convention:
@@ -198,16 +211,52 @@ def _scale_precision(p: OpProbe) -> Convention:
     out, scores = p.run(c64, qk_matmul_output_mode=0)
     exact = 1 / np.sqrt(3.0)
     s = _projected(c64)[0]
-    cell = closest("scale_precision", scores,
-                   {"float64": s, "float32_rounded": s * (float(np.float32(exact)) / exact)},
-                   f"{p.what}: float64 graph, d_k = 3, default scale, scores "
-                   "(qk_matmul_output_mode=0)")
-    best = min(distances(scores, {"s": s})["s"], distances(
-        scores, {"r": s * (float(np.float32(exact)) / exact)})["r"])
+    d = distances(scores, {"float64": s, "float32_rounded": s * (float(np.float32(exact)) / exact),
+                           "float32_rounded (split)": s * (split_scale(3) / exact)})
+    cell = nearest("scale_precision", d, f"{p.what}: float64 graph, d_k = 3, default scale, "
+                   "scores (qk_matmul_output_mode=0)")
+    cell = Convention(cell.axis, cell.value.split(" ")[0], cell.evidence)
+    best = min(d.values())
     noisy = ("; neither reading within 1e-12: the kernel computes float64 scores below "
              "float64, so the scale's own rounding is not separable" if best > 1e-12 else "")
     return Convention(cell.axis, cell.value, f"{cell.evidence}; output "
                       f"{_ledger.matches(c64, out):.1e} from the float64 oracle{noisy}")
+
+
+def split_scale(d: int) -> float:
+    """The effective scale when sqrt(scale) is rounded to float32 and applied to Q and to K
+    (onnxruntime's CPU Attention): float32(sqrt(float32(1/sqrt(d))))^2, not separable from
+    float64 arithmetic by one head size (exact at d = 1, 16)."""
+    root = float(np.float32(np.sqrt(np.float32(1 / np.sqrt(d)))))
+    return root * root
+
+
+def float64_readings(case, out) -> dict[str, float]:
+    """Distances of a float64 output from the oracle at the exact scale, the float32-rounded
+    scale and the split scale (split_scale)."""
+    d = case.attention.qk_head_dim
+    return distances(out, {"exact scale": output_with(case, None),
+                           "float32 scale": output_with(case, None,
+                                                        scale=float(np.float32(1 / np.sqrt(d)))),
+                           "split float32 scale": output_with(case, None, scale=split_scale(d))})
+
+
+def float64_cell(run, what: str) -> Convention:
+    """float64_compute from float64 probe graphs at head sizes 2, 3, 5 (`run(case) ->
+    output`): float64 when, at every size, one scale reading is within 1e-12 (the
+    arithmetic is float64 whichever way the scale was rounded)."""
+    worst, texts = 0.0, []
+    for d in (2, 3, 5):
+        case = probe_case(f"float64-d{d}", attention={"num_heads": 2, "query_features": 2 * d},
+                          inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
+        r = float64_readings(case, run(case))
+        best = min(r, key=r.get)
+        worst = max(worst, r[best])
+        texts.append(f"d={d}: {best} {r[best]:.1e} (" + ", ".join(
+            f"{k} {v:.1e}" for k, v in r.items() if k != best) + ")")
+    word = "float64" if worst < 1e-12 else "below_float64"
+    return Convention("float64_compute", word, f"{what}: float64 graph against the float64 "
+                      f"oracle under three readings of the scale; " + "; ".join(texts))
 
 
 def attention_op_cells(engine: str, build, execute) -> list[Convention]:
@@ -220,6 +269,7 @@ def attention_op_cells(engine: str, build, execute) -> list[Convention]:
                          f"{p.what}: is_causal=1, T=3 != S=5, no past_key",
                          documented="upper_left", **OP_DOC))
     cells.append(_scale_precision(p))
+    cells.append(float64_cell(lambda c: p.run(c)[0], p.what))
     cells += [
         Convention("size_arguments", "given_tensors", f"{p.what}: the node takes projected Q, "
                    "K, V (the projections are MatMul nodes of the graph); q_num_heads / "

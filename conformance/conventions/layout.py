@@ -1,0 +1,65 @@
+"""The weight_layout cell from this run's rows: the query projection's native name and
+shape, each dimension named by the size it has in the case (E, H, d_k, ...) and its role
+(in, out, heads, dim).  Split from ledger.py (which stays under 400 lines)."""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from conformance.run.evaluate import Row
+
+
+_QUERY = (re.compile(r"in_proj_weight$"), re.compile(r"q_proj"),
+          re.compile(r"query(?!.*bias)", re.I), re.compile(r"(^|[/._])w_?q($|[/._])", re.I))
+
+
+def _query_weight(shapes: Mapping[str, list[int]]) -> str | None:
+    for pattern in _QUERY:
+        for name in shapes:
+            if pattern.search(name) and "bias" not in name.lower():
+                return name
+    return None
+
+
+def _symbols(case) -> list[tuple[str, int]]:
+    """The sizes a dimension may be, in the order a name is chosen when several fit."""
+    a = case.attention
+    return [("E", a.query_features), ("H", a.num_heads), ("d_k", a.qk_head_dim),
+            ("H*d_k", a.num_heads * a.qk_head_dim), ("3E", 3 * a.query_features),
+            ("E_k", a.key_features), ("E_v", a.value_features), ("H_kv", a.num_kv_heads),
+            ("d_v", a.v_head_dim), ("3*H*d_k", 3 * a.num_heads * a.qk_head_dim)]
+
+
+ROLE = {"E": "in", "E_k": "in", "E_v": "in", "H": "heads", "H_kv": "heads", "d_k": "dim",
+        "d_v": "dim", "H*d_k": "out", "3E": "out", "3*H*d_k": "out"}
+
+
+def _clear(shape: list[int], case) -> int:
+    """How many dimensions of `shape` have one role (in, out, heads, dim) in this case."""
+    if case is None:
+        return -1
+    syms = _symbols(case)
+    return sum(len({ROLE[s] for s, v in syms if v == n}) == 1 for n in shape)
+
+
+def _layout(name: str, shape: list[int], case) -> str:
+    if case is None:
+        return f"{name} {tuple(shape)}"
+    syms = [next((s for s, v in _symbols(case) if v == n), str(n)) for n in shape]
+    roles = [ROLE.get(s, "?") for s in syms]
+    if roles == ["in", "in"]:  # square (E = H*d_k in every case): shapes cannot orient it
+        return f"{name} ({', '.join(syms)}) square: orientation not visible in the shapes"
+    return f"{name} ({', '.join(syms)}) {' x '.join(roles)}"
+
+
+def weight_layout(name: str, rows: list[Row], cases) -> tuple[Row, str, str] | None:
+    """(the row it is read from, the cell's value, its evidence after the row's id)."""
+    found = [(r, _query_weight(r.weight_shapes)) for r in rows if r.weight_shapes]
+    found = [(r, q) for r, q in found if q]
+    if not found:
+        return None
+    # the row whose query weight's dimensions each have one reading (E != H*d_k ...)
+    row, q = max(found, key=lambda rq: _clear(rq[0].weight_shapes[rq[1]], cases.get(rq[0].case)))
+    value = _layout(q, row.weight_shapes[q], cases.get(row.case))
+    others = ", ".join(f"{n} {tuple(s)}" for n, s in row.weight_shapes.items() if n != q)
+    return row, value, f"{q} {tuple(row.weight_shapes[q])}; also {others or 'nothing'}"

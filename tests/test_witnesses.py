@@ -1,0 +1,126 @@
+"""Two witnesses per ledger cell (issue #18 part 4): where a probe and this run's rows both
+read an axis, both readings are kept; different words make a `conflict` cell that names
+both pieces of evidence, and the committed ledger may hold none."""
+from __future__ import annotations
+
+import json
+
+from conformance.contract.runner import Convention
+from conformance.conventions.ledger import CONFLICT, build, conflicts
+from conformance.paths import REPORTS_DIR
+from conformance.report.ledger import render_json, render_markdown
+from conformance.compare.verdict import Outcome
+
+from .test_ledger import CASES, fake, row
+
+RUNNER = fake("fake.w")
+ROWS = [row("masked", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="zeros",
+            weights_returned="per_head"),
+        row("f64", "fake.w", dtype="float64", max_abs_error=2e-16, atol=1e-12,
+            weight_shapes={"in_proj_weight": [96, 32]})]
+
+
+def ledger_with(*probes: Convention):
+    return build(ROWS, {"fake.w": list(probes)}, [RUNNER], CASES)
+
+
+def test_a_planted_conflict_names_both_witnesses_and_is_found():
+    planted = Convention("fully_masked_row", "nan", "probe-masked: row (0, 1) holds NaN")
+    ledger = ledger_with(planted)
+    cell = ledger.cell("fake.w", "fully_masked_row")
+    assert cell.value == CONFLICT and cell.witnesses == 2
+    assert "'nan' (probe[fake.w]: probe-masked: row (0, 1) holds NaN)" in cell.evidence
+    assert "the rows read 'zeros' (masked[fake.w]: output zeros" in cell.evidence
+    assert conflicts(ledger) == [cell]
+    assert "`conflict`: 1 cell(s)" in render_markdown(ledger)
+    data = json.loads(render_json(ledger))
+    assert [c["value"] for c in data["cells"] if c["witnesses"] == 2] == [CONFLICT]
+
+
+def test_agreeing_witnesses_keep_the_probe_and_quote_the_rows():
+    ledger = ledger_with(Convention("fully_masked_row", "zeros", "probe-masked: zeros 0.0"),
+                         Convention("float64_compute", "float64", "probe-f64: 1e-16"),
+                         Convention("softmax_scale", "inv_sqrt_head_dim", "probe-scale: 0.0"))
+    assert not conflicts(ledger)
+    cell = ledger.cell("fake.w", "fully_masked_row")
+    assert (cell.value, cell.witnesses, cell.source) == ("zeros", 2, "probe")
+    assert cell.second.startswith("zeros: masked[fake.w]: output zeros")
+    f64 = ledger.cell("fake.w", "float64_compute")
+    assert f64.witnesses == 2 and f64.second.startswith("float64: f64[fake.w]")
+    assert ledger.cell("fake.w", "softmax_scale").witnesses == 1  # no row reads the scale
+    assert ledger.cell("fake.w", "dropout").witnesses == 0  # nothing does
+    assert "and the rows agree: zeros: masked[fake.w]" in render_markdown(ledger)
+
+
+def test_free_text_axes_keep_both_texts_without_judging_them():
+    probe = Convention("weight_layout", "in_proj_weight (3E, E) out x in", "probe-layout")
+    cell = ledger_with(probe).cell("fake.w", "weight_layout")
+    assert cell.value == probe.value and cell.witnesses == 2 and "in_proj_weight" in cell.second
+
+
+def test_the_committed_ledger_holds_no_conflict():
+    path = REPORTS_DIR / "conventions.json"
+    data = json.loads(path.read_text())
+    split = [(c["system"], c["axis"], c["evidence"][:300]) for c in data["cells"]
+             if c["value"] == CONFLICT]
+    assert not split, f"probe and rows disagree: {split}"
+
+
+def test_a_harness_limit_is_not_counted_as_the_system_s_refusal():
+    from conformance.contract.runner import harness_limit
+    from conformance.conventions.ledger import derive
+
+    rows = [row("a", "fake.w", Outcome.NOT_EXPRESSIBLE, reason="the system rejects float64"),
+            row("b", "fake.w", Outcome.NOT_EXPRESSIBLE,
+                reason=harness_limit("this graph always adds the biases")),
+            row("c", "fake.w")]
+    (cell,) = [c for c in derive(rows, [RUNNER]) if c.axis == "refusals"]
+    assert cell.value == "1 kind"
+    assert "2 of 3" not in cell.evidence and "1 of 3 case(s) not expressible" in cell.evidence
+    assert "1 harness limit(s), not the system's: b[fake.w]: this graph always adds" \
+        in cell.evidence
+
+
+def test_a_row_reading_another_question_is_quoted_not_judged():
+    """The rows' own call (need_weights=False) is not the default call the probe reads, and
+    a declared known mismatch explains a float64 error: neither makes a conflict."""
+    from conformance.compare.verdict import Failure, FailureKind
+
+    rows = [row("f64", "fake.w", Outcome.MISMATCH, dtype="float64", max_abs_error=7e-8,
+                atol=1e-12, known_mismatch="the scale is rounded through float32",
+                failures=(Failure(FailureKind.VALUES, "output: 7e-8"),))]
+    ledger = build(rows, {"fake.w": [
+        Convention("returned_weights", "head_averaged", "probe-weights: default call"),
+        Convention("float64_compute", "float64", "probe-f64: 1e-16 at the split scale")]},
+        [RUNNER], CASES)
+    assert not conflicts(ledger)
+    for axis in ("returned_weights", "float64_compute"):
+        cell = ledger.cell("fake.w", axis)
+        assert cell.witnesses == 1 and cell.second.startswith("(reads another question) ")
+    unexplained = [replace_known(rows[0])]
+    split = build(unexplained, {"fake.w": [
+        Convention("float64_compute", "float64", "probe-f64: 1e-16")]}, [RUNNER], CASES)
+    assert [c.axis for c in conflicts(split)] == ["float64_compute"]
+
+
+def replace_known(r):
+    from dataclasses import replace
+
+    return replace(r, known_mismatch="")
+
+
+def test_float64_reads_the_arithmetic_under_every_reading_of_the_scale():
+    """onnxruntime scales Q and K each by float32(sqrt(float32(1/sqrt(d)))): an output exact
+    at that split scale is float64 arithmetic; one that is float32 anywhere is not."""
+    import numpy as np
+
+    from conformance.contract.probing import output_with
+    from conformance.runners.onnx.probes import float64_cell, split_scale
+
+    assert split_scale(16) == 0.25 and split_scale(3) != 1 / np.sqrt(3)
+    split = float64_cell(lambda c: output_with(c, None, scale=split_scale(
+        c.attention.qk_head_dim)), "planted")
+    assert split.value == "float64" and "d=3: split float32 scale" in split.evidence
+    low = float64_cell(lambda c: output_with(c, None).astype(np.float32).astype(np.float64),
+                       "planted")
+    assert low.value == "below_float64"
