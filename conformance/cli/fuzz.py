@@ -123,32 +123,42 @@ def _structural(rng: random.Random, doc, raws: list[str]) -> str:
     return op
 
 
+def byte_op(rng: random.Random, data: bytes, op: str, i: int) -> bytes | None:
+    """The byte-level mutations every fuzzed format shares (None: `op` is not one):
+    flipped bytes, junk inserted at `i`, truncation at `i`, random binary, and the text
+    re-encoded as UTF-16 or Latin-1 with a non-ASCII letter in it."""
+    if op == "flip":
+        buf = bytearray(data)
+        for _ in range(rng.randint(1, 8) if buf else 0):
+            buf[rng.randrange(len(buf))] = rng.randrange(256)
+        return bytes(buf)
+    if op == "junk":
+        return data[:i] + rng.randbytes(rng.randint(1, 64)) + data[i:]
+    if op == "truncate":
+        return data[:i]
+    if op == "binary":
+        return rng.randbytes(rng.randint(0, 2048))
+    if op in ("utf16", "latin1"):
+        return data.decode("utf-8", "replace").replace("a", "ä").encode(
+            "utf-16" if op == "utf16" else "latin-1", "replace")
+    return None
+
+
 def _text(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     op = rng.choice(TEXT_OPS)
     i = rng.randrange(len(data) + 1)
     lines = data.split(b"\n")
     j = rng.randrange(len(lines))
-    if op == "flip" and data:
-        data = bytearray(data)
-        for _ in range(rng.randint(1, 8)):
-            data[rng.randrange(len(data))] = rng.randrange(256)
-        data = bytes(data)
-    elif op == "junk":
-        data = data[:i] + rng.randbytes(rng.randint(1, 64)) + data[i:]
-    elif op == "truncate":
-        data = data[:i]
+    shared = byte_op(rng, data, op, i)
+    if shared is not None:
+        data = shared
     elif op == "bom":
         data = b"\xef\xbb\xbf" + data
-    elif op in ("utf16", "latin1"):
-        data = data.decode("utf-8", "replace").replace("a", "ä").encode(
-            "utf-16" if op == "utf16" else "latin-1", "replace")
     elif op == "control":
         data = data[:i] + bytes([rng.choice([0, 7, 8, 11, 12, 27, 127])]) + data[i:]
     elif op in ("drop_line", "dup_line", "tab"):
         new = {"drop_line": [], "dup_line": [lines[j]] * 2, "tab": [b"\t" + lines[j]]}[op]
         data = b"\n".join(lines[:j] + new + lines[j + 1:])
-    elif op == "binary":
-        data = rng.randbytes(rng.randint(0, 2048))
     return data, op
 
 

@@ -111,20 +111,12 @@ def _structural(rng: random.Random, doc) -> str:
 
 
 def _text(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    from conformance.cli.fuzz import byte_op
+
     op, i = rng.choice(TEXT_OPS), rng.randrange(len(data) + 1)
-    if op == "truncate":
-        data = data[:i]
-    elif op == "flip" and data:
-        buf = bytearray(data)
-        for _ in range(rng.randint(1, 8)):
-            buf[rng.randrange(len(buf))] = rng.randrange(256)
-        data = bytes(buf)
-    elif op == "junk":
-        data = data[:i] + rng.randbytes(rng.randint(1, 64)) + data[i:]
-    elif op == "binary":
-        data = rng.randbytes(rng.randint(0, 2048))
-    elif op == "latin1":
-        data = data.decode("utf-8", "replace").replace("a", "ä").encode("latin-1", "replace")
+    shared = byte_op(rng, data, op, i)
+    if shared is not None:
+        data = shared
     elif op == "nest":
         n = rng.choice([40, 1000, 100_000])
         data = b'{"rows": ' + b"[" * n + b"]" * n + b"}"

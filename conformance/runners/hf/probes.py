@@ -124,19 +124,28 @@ def causal(runner) -> Convention:
                       "show")
 
 
-def scale_precision(runner) -> Convention:
-    """A float64 module with head size 6: 1/sqrt(6) is not a float32 number."""
-    case = probe_case("scale-precision", attention={"num_heads": 2, "query_features": 12,
-                                                    **runner.probe_attention},
-                      inputs={"self_attention": True, "query_len": 3, "key_len": 3,
-                              "dtype": "float64"})
-    what = f"{where(runner, case)}: float64 module, head size 6"
+def _float64_output(runner, name: str, length: int, detail: str):
+    """(case, output or the exception its module raised, what ran): the runner's module
+    built in float64 (head size 6: 1/sqrt(6) is not a float32 number) on a float64
+    self-attention input of `length` positions, no mask."""
+    case = probe_case(name, attention={"num_heads": 2, "query_features": 12,
+                                       **runner.probe_attention},
+                      inputs={"self_attention": True, "query_len": length,
+                              "key_len": length, "dtype": "float64"})
+    what = f"{where(runner, case)}: float64 module, {detail}"
     try:
         torch, mod, x = module(runner, case)
         with torch.no_grad():
-            out = to_numpy(runner.forward(mod, x, None)[0])
+            return case, to_numpy(runner.forward(mod, x, None)[0]), what
     except Exception as exc:
-        return refusal("scale_precision", exc, what, value=NA)
+        return case, exc, what
+
+
+def scale_precision(runner) -> Convention:
+    """A float64 module with head size 6: 1/sqrt(6) is not a float32 number."""
+    case, out, what = _float64_output(runner, "scale-precision", 3, "head size 6")
+    if isinstance(out, Exception):
+        return refusal("scale_precision", out, what, value=NA)
     if runner.probe_scale is not None:
         d = float(np.max(np.abs(out - output_with(case, None, scale=runner.probe_scale))))
         return Convention("scale_precision", NA, f"{what}: the scores are not scaled "
@@ -159,17 +168,9 @@ def float64_compute(runner) -> Convention:
     """The module built in float64 (its own config call, float64 weights and input) against
     the float64 oracle: the arithmetic itself, whatever the matrix's cases ask (a case
     the runner refuses for another reason, a bias or a mask, settles nothing here)."""
-    case = probe_case("float64", attention={"num_heads": 2, "query_features": 12,
-                                            **runner.probe_attention},
-                      inputs={"self_attention": True, "query_len": 4, "key_len": 4,
-                              "dtype": "float64"})
-    what = f"{where(runner, case)}: float64 module and input, no attention_mask"
-    try:
-        torch, mod, x = module(runner, case)
-        with torch.no_grad():
-            out = to_numpy(runner.forward(mod, x, None)[0])
-    except Exception as exc:
-        return refusal("float64_compute", exc, what, value=REFUSED)
+    case, out, what = _float64_output(runner, "float64", 4, "input, no attention_mask")
+    if isinstance(out, Exception):
+        return refusal("float64_compute", out, what, value=REFUSED)
     # GPT-2's module applies its causal mask itself: both readings, the nearer one wins
     d = distances(out, {"no mask": output_with(case, None),
                         "causal": output_with(case, causal_mask(4, 4, "upper_left"))})

@@ -184,3 +184,17 @@ def scale_precision_cell(case64, out, what: str):
     cands = {"float64": output_with(case64, None),
              "float32_rounded": output_with(case64, None, scale=s32)}
     return closest("scale_precision", out, cands, what)
+
+
+def canonical_projector(torch, case, data):
+    """(weights as tensors, project): the canonical weights in the case's dtype, and
+    project(x, "wq", "bq") = (B, L, E) x (H, E, d) -> (B, H, L, d) plus the bias: the
+    projections a caller of F.scaled_dot_product_attention makes by hand."""
+    dt = torch_dtype(torch, case.inputs.dtype)
+    w = {n: torch.tensor(a, dtype=dt) for n, a in data.weights.arrays().items()}
+
+    def project(x, wn, bn):
+        y = torch.einsum("ble,hed->bhld", x, w[wn])
+        return y + w[bn][None, :, None, :] if bn in w else y
+
+    return w, project

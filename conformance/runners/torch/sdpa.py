@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from conformance.contract.runner import Count, Observation, Runner, Translation, to_numpy
-from conformance.runners.torch.common import import_torch, tensors, torch_dtype
+from conformance.runners.torch.common import canonical_projector, import_torch, tensors
 from conformance.contract.probing import feature_cells
 from conformance.runners.torch.sdpa_probes import gqa_cell, sdpa_conventions
 
@@ -108,13 +108,8 @@ class TorchSDPA(Runner):
         torch = import_torch()
         F = torch.nn.functional
 
-        dt = torch_dtype(torch, case.inputs.dtype)
-        w = {n: torch.tensor(a, dtype=dt) for n, a in data.weights.arrays().items()}
+        w, project = canonical_projector(torch, case, data)
         xq, xk, xv = tensors(torch, case, data.inputs)
-
-        def project(x, wn, bn):  # (B, L, E) x (H, E, d) -> (B, H, L, d)
-            y = torch.einsum("ble,hed->bhld", x, w[wn])
-            return y + w[bn][None, :, None, :] if bn in w else y
 
         plan: SdpaPlan = translation.plan
         kw = {"is_causal": True} if plan.is_causal else {}

@@ -16,7 +16,7 @@ import numpy as np
 
 from conformance.contract.runner import (
     Convention, NotExpressible, Observation, Runner, Translation, to_numpy)
-from conformance.runners.torch.common import import_torch, tensors, torch_dtype
+from conformance.runners.torch.common import canonical_projector, import_torch, tensors
 
 LAYOUT = "two tensors, key and value (B, H_kv, S, d) (BNSH), growing by torch.cat on dim 2"
 
@@ -48,13 +48,8 @@ class TorchSDPACache(Runner):
     def run(self, case, translation, data):
         torch = import_torch()
         F = torch.nn.functional
-        dt = torch_dtype(torch, case.inputs.dtype)
-        w = {n: torch.tensor(a, dtype=dt) for n, a in data.weights.arrays().items()}
+        w, project = canonical_projector(torch, case, data)
         x, _, _ = tensors(torch, case, data.inputs)
-
-        def project(xs, wn, bn):  # (B, L, E) x (H, E, d) -> (B, H, L, d)
-            y = torch.einsum("ble,hed->bhld", xs, w[wn])
-            return y + w[bn][None, :, None, :] if bn in w else y
 
         gqa = {"enable_gqa": True} if case.grouped else {}
         p, outs = case.decode.prefill, []
