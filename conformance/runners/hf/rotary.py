@@ -40,6 +40,19 @@ def rope_limits(case, *, style: str, why_style: str, partial: bool, why_partial:
     return None
 
 
+def qk_norm_limits(case, scope: str, module: str, why_scope: str) -> str | None:
+    """A module with RMSNorm q_norm / k_norm of one scope, always applied."""
+    n = case.attention.qk_norm
+    if n is None:
+        return (f"no attention.qk_norm: {module} applies its RMSNorm q_norm and k_norm on every "
+                "call (no switch); the case asks for none")
+    if n.kind != "rms":
+        return f"qk_norm.kind={n.kind}: {module}'s q_norm and k_norm are RMSNorm (no bias)"
+    if n.scope != scope:
+        return f"qk_norm.scope={n.scope}: {why_scope}"
+    return None
+
+
 def position_ids(torch, case, batch: int):
     """(B, T) absolute positions, as the model builds them (cache_position + offset)."""
     p0 = case.inputs.position_offset
@@ -105,5 +118,5 @@ ROTATE_HALF = ("rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2]) pairs dimensio
                "i + d/2 (half-split); no argument selects the interleaved pairs")
 ROTATE_EVERY_TWO = ("rotate_every_two(x) stacks (-x[..., 1::2], x[..., ::2]): pairs (2i, 2i+1) "
                     "(interleaved); no argument selects half-split pairs")
-__all__ = ["SOURCE", "MAX_TABLE", "ROTATE_HALF", "ROTATE_EVERY_TWO", "RotaryHFRunner",
+__all__ = ["SOURCE", "MAX_TABLE", "qk_norm_limits", "ROTATE_HALF", "ROTATE_EVERY_TWO", "RotaryHFRunner",
            "position_ids", "rope_limits", "rope_theta"]
