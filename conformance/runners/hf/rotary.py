@@ -109,14 +109,15 @@ class RotaryHFRunner(ProbedHFRunner):
         if r is None:
             return ["rotary embedding neutralised: position_embeddings = the identity rotation "
                     "(cos=1, sin=0); the model would rotate q and k by position"]
+        p0 = case.inputs.position_offset
         return [f"rotary {r.style}, rotary_dim {r.rotary_dim}, base {r.base:g}: "
                 f"position_embeddings from the model's own rotary module at position_ids "
-                f"{case.inputs.position_offset}..{case.inputs.position_offset + case.inputs.query_len - 1}"]
+                f"{p0}..{p0 + case.inputs.query_len - 1}"]
 
 
 ROTATE_HALF = ("rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2]) pairs dimension i with "
                "i + d/2 (half-split); no argument selects the interleaved pairs")
 ROTATE_EVERY_TWO = ("rotate_every_two(x) stacks (-x[..., 1::2], x[..., ::2]): pairs (2i, 2i+1) "
                     "(interleaved); no argument selects half-split pairs")
-__all__ = ["SOURCE", "MAX_TABLE", "qk_norm_limits", "ROTATE_HALF", "ROTATE_EVERY_TWO", "RotaryHFRunner",
-           "position_ids", "rope_limits", "rope_theta"]
+__all__ = ["SOURCE", "MAX_TABLE", "ROTATE_HALF", "ROTATE_EVERY_TWO", "RotaryHFRunner",
+           "position_ids", "qk_norm_limits", "rope_limits", "rope_theta"]
