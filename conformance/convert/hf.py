@@ -236,7 +236,7 @@ def from_qk_norm(state: Mapping[str, Any], num_heads: int,
     norm's length (head size: per head; heads * head size: the whole projection)."""
     rest = {k: v for k, v in state.items() if k not in ("q_norm.weight", "k_norm.weight")}
     w = from_llama(rest, num_heads, num_kv_heads)
-    arrs = take(state, ("q_norm.weight", "k_norm.weight"), what=QK_NORM)
+    arrs = take(state, ("q_norm.weight", "k_norm.weight"), ignored=tuple(rest), what=QK_NORM)
     d, kv = w.wq.shape[2], w.wk.shape[0]
     qn, kn = arrs["q_norm.weight"], arrs["k_norm.weight"]
     if qn.shape == (d,):
