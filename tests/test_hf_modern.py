@@ -196,3 +196,34 @@ def test_rope_style_observed_and_not_fooled_by_a_claim():
 def test_qk_norm_scope_observed():
     assert qk_norm_scope(HFQwen3()).value == "per_head"
     assert qk_norm_scope(HFOlmo2()).value == "all_heads"
+
+
+# -- typed numbers: GPT-J's rotary_dim per head, GPT-NeoX's rotary_pct of the head -----
+
+@pytest.mark.parametrize("typed, style, dim", [
+    ({"system": "hf.gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8}, "interleaved", 8),
+    ({"system": "hf.gpt_neox", "hidden_size": 64, "num_attention_heads": 2, "rotary_pct": 0.25},
+     "half_split", 8),
+])
+def test_typed_rotary_width(typed, style, dim):
+    case = make_case(typed=typed, attention={"num_heads": typed.get("n_head", 2),
+                                             "query_features": 64, "rope": {"style": style}})
+    assert case.attention.rope.rotary_dim == dim
+
+
+@pytest.mark.parametrize("typed, rope, words", [
+    ({"system": "hf.gpt_neox", "hidden_size": 64, "num_attention_heads": 2, "rotary_pct": 1.5},
+     {"style": "half_split"}, "must be a number in (0, 1]"),
+    ({"system": "hf.gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8},
+     {"style": "interleaved", "rotary_dim": 16}, "typed (GPTJConfig(n_embd=64, n_head=4, "
+     "rotary_dim=8)) means 8"),
+    ({"system": "hf.gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8}, None,
+     "give attention.rope with its style"),
+])
+def test_typed_rotary_errors_name_the_field(typed, rope, words):
+    from conformance.case.loader import CaseError
+
+    att = {"num_heads": typed.get("n_head", 2), "query_features": 64}
+    with pytest.raises(CaseError) as err:
+        make_case(typed=typed, attention={**att, **({"rope": rope} if rope else {})})
+    assert words in str(err.value)
