@@ -204,3 +204,17 @@ def test_update_refuses_what_it_cannot_write_line_by_line(tmp_path):
     update(tmp_path / "torch.sdpa.yaml", "torch.sdpa", {("conventions", "dropout"): "never"})
     assert load_file(tmp_path / "torch.sdpa.yaml", "torch.sdpa").conventions == {
         "dropout": "never"}
+
+
+def test_nonfinite_key_condition_reads_the_key_tensor_only():
+    from conformance.case.expectations import CONDITIONS
+    from conformance.case.loader import parse_case
+
+    def case(tensor):
+        return parse_case({"id": "x", "attention": {"num_heads": 2, "query_features": 4},
+                           "inputs": {"nonfinite": [{"tensor": tensor, "batch": 0,
+                                                     "position": 0, "feature": 0,
+                                                     "value": "nan"}]}}, "<test>")
+
+    read = CONDITIONS["nonfinite_key"].read
+    assert read(case("key")) is True and read(case("value")) is False

@@ -10,8 +10,8 @@ and a package's __init__ importing its submodules is an import of them.
     matrix, verdict, ledger or workers;
 (d) no module over 400 lines, no function over 60 lines;
 (e) the packages keep the pipeline's order (LAYERS): a module imports only from its own
-    layer or below (paths/versions/cache < case < oracle, contract, convert < runners <
-    compare < run < conventions < report < plugin < cli < __main__);
+    layer or below (paths/versions/cache/datafile/settings < case < oracle, contract,
+    convert < runners < compare < run < conventions < report < plugin < cli < __main__);
 (f) a module of runners/<framework>/ imports no module of another framework's folder,
     except where a runner runs another framework's model (ALLOWED_ACROSS: the ONNX
     exports of the torch and Keras layers).
@@ -28,12 +28,14 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
                         "conformance.compare.verdict", "conformance.conventions.ledger",
                         "conformance.run.workers")
 MAX_LINES, MAX_FUNCTION = 400, 60
-LAYERS = (("paths", "versions", "cache"), ("case",), ("oracle", "contract", "convert"),
-          ("runners",), ("compare",), ("run",), ("conventions",), ("report",), ("plugin",),
-          ("cli",), ("__main__",))
+LAYERS = (("paths", "versions", "cache", "datafile", "settings"), ("case",),
+          ("oracle", "contract", "convert"), ("runners",), ("compare",), ("run",),
+          ("conventions",), ("report",), ("plugin",), ("cli",), ("__main__",))
 # runners/<framework>/ -> other framework folders it may import: the ONNX runners export
 # the torch module and convert the Keras layer, so they build those with their helpers
-ALLOWED_ACROSS = {"onnx": {"torch", "keras"}}
+# the deployment runtimes run those same exported or converted modules
+ALLOWED_ACROSS = {"onnx": {"torch", "keras"}, "openvino": {"onnx", "torch"},
+                  "executorch": {"torch"}, "litert": {"keras"}}
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:

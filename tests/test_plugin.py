@@ -51,7 +51,7 @@ def test_runner_selection_and_unknown_runner(project):
 
 def test_collection_error_names_file_case_and_field(project):
     (project.path / "cases" / "bad.yaml").write_text(CASE.replace("small", "bad") + "dropout: 0\n")
-    res = run(project, "--collect-only")
+    res = run(project, "-k", "case-file-error")  # one failing item names it; others still run
     assert res.ret != 0
     res.stdout.fnmatch_lines(["*bad.yaml: case 'bad': field 'dropout': unknown field*"])
 

@@ -109,16 +109,16 @@ def test_an_empty_shard_writes_a_shard_file_that_merges(tiny):
     single = tiny.path / "single"
     res = tiny.runpytest_subprocess(
         "-p", "conformance.plugin", "-p", "no:cacheprovider", str(tiny.path / "cases"),
-        "--cases-dir", str(tiny.path / "cases"), *one, "--update-conventions",
-        "--conventions-file", str(tiny.path / "conv.yaml"), f"--report-dir={single}")
+        "--cases-dir", str(tiny.path / "cases"), *one, "--update-expectations",
+        f"--expectations-dir={tiny.path / 'exp'}", f"--report-dir={single}")
     assert res.ret == 0, res.stdout.str()[-3000:]
     ran = []
     for i in (1, 2, 3):
         out = tiny.path / f"shard{i}"
         res = tiny.runpytest_subprocess(
             "-p", "conformance.plugin", "-p", "no:cacheprovider", str(tiny.path / "cases"),
-            "--cases-dir", str(tiny.path / "cases"), *one, "--conventions-file",
-            str(tiny.path / "conv.yaml"), f"--shard={i}/3", f"--report-dir={out}")
+            "--cases-dir", str(tiny.path / "cases"), *one,
+            f"--expectations-dir={tiny.path / 'exp'}", f"--shard={i}/3", f"--report-dir={out}")
         assert res.ret in (0, 5), res.stdout.str()[-3000:]  # 5: this shard ran nothing
         assert (out / "shard.json").is_file(), f"shard {i} wrote no shard file"
         ran.append(len(json.loads((out / "shard.json").read_text())["rows"]))

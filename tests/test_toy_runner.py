@@ -76,7 +76,7 @@ def _run(project, *args):
     return project.runpytest_subprocess(
         "-p", "conformance.plugin", "-p", "no:cacheprovider",
         "--cases-dir", str(project.path / "cases"), "--runner", "toy.numpy",
-        "--conventions-file", str(project.path / "expectations" / "toy.numpy.yaml"),
+        f"--expectations-dir={project.path / 'expectations'}",
         f"--report-dir={project.path / 'reports'}", *args)
 
 
@@ -90,9 +90,9 @@ def test_a_toy_runner_in_three_places_reaches_every_report_and_ledger_column(toy
     first = _run(p, "-q")  # no cell pinned yet: the conventions item fails, naming the fix
     first.assert_outcomes(passed=2, failed=1)
     first.stdout.fnmatch_lines(["*toy.numpy: not pinned in*", "*softmax_scale: inv_sqrt_head_dim*"])
-    _run(p, "-q", "--update-conventions").assert_outcomes(passed=3)
+    _run(p, "-q", "--update-expectations").assert_outcomes(passed=3)
     pinned = (p.path / "expectations" / "toy.numpy.yaml").read_text()
-    assert "toy.numpy:\n" in pinned and "  softmax_scale: inv_sqrt_head_dim\n" in pinned
+    assert "conventions:" in pinned and "  softmax_scale: inv_sqrt_head_dim\n" in pinned
     _run(p, "-q").assert_outcomes(passed=3)  # now checked against its own file
 
     md = (p.path / "reports" / "index.md").read_text()

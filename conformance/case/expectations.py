@@ -61,6 +61,8 @@ CONDITIONS: dict[str, Condition] = {
     "causal": Condition("the causal alignment", lambda c: c.mask.causal, CAUSAL),
     "fully_masked_rows": Condition("a query row may attend to no key (derived from the mask)",
                                    lambda c: c.has_fully_masked_rows),
+    "nonfinite_key": Condition("a NaN or infinity is placed in the key tensor (inputs.nonfinite)",
+                               lambda c: any(n.tensor == "key" for n in c.inputs.nonfinite)),
     "scale_exact_in_float32": Condition(_scale_exact_in_float32.__doc__.split(":")[0],
                                         _scale_exact_in_float32),
     "head_width_one_length_equals_heads": Condition(

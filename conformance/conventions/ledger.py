@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from conformance.contract.axes import AXES, BY_ID, NA, REFUSED
 from conformance.contract.runner import Convention
-from conformance.run.evaluate import Row
+from conformance.run.evaluate import FEATURE_REFUSAL, Row
 from conformance.compare.verdict import FailureKind, Outcome
 
 NOT_PROBED = "not_probed"  # no probe and no row of this run settles the cell
@@ -288,6 +288,13 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     counted = [r for r in rows if r.outcome is not Outcome.SKIPPED]
     if not counted:
         return None
+    # a case asking for a part of today's attention the runner lacks is not the system's
+    # refusal (the feature axes say what it lacks): counted apart, named in the evidence
+    lacking = [r for r in counted if r.outcome is Outcome.NOT_EXPRESSIBLE
+               and FEATURE_REFUSAL in r.reason]
+    counted = [r for r in counted if r not in lacking]
+    if not counted:
+        return None
     refused = [r for r in counted if r.outcome is Outcome.NOT_EXPRESSIBLE]
     groups: dict[str, list[Row]] = {}
     for r in refused:
@@ -302,6 +309,9 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     # the number of kinds of refusal, not of cases: a new case refused for a known
     # reason changes the evidence, not the pinned value
     value = f"{len(groups)} kind{'s' if len(groups) > 1 else ''}" if groups else "none"
+    if lacking:
+        text += (f"; besides, {len(lacking)} case(s) ask for parts of today's attention it "
+                 f"lacks (e.g. {_at(lacking[0])}: {lacking[0].reason[:120]})")
     return _cell(name, "refusals", value, text)
 
 

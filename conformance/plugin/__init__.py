@@ -22,9 +22,8 @@ import pytest
 
 from conformance.plugin import generated
 from conformance.plugin.items import (
-    STATE_KEY, CaseFile, MatrixItem, expectations_dir, session_cases, session_expectations,
-    session_state, split)
-from conformance.paths import CASES_DIR, REPORTS_DIR
+    STATE_KEY, CaseFile, MatrixItem, expectations_dir, session_expectations, session_state)
+from conformance.paths import CASES_DIR
 from conformance.runners import all_runners
 
 
@@ -85,7 +84,7 @@ def pytest_configure(config):
     isolate = config.getoption("isolate")
     isolation.configure(item_timeout(config.getoption("item_timeout")),
                         isolation.env_isolate() if isolate is None else isolate,
-                        state["runners"])
+                        state.runners)
     from conformance.plugin import parallel
 
     parallel.configure(config)  # xdist: loadgroup, rows sent to the controller
@@ -163,10 +162,10 @@ def pytest_collection_modifyitems(session, config, items):
     from conformance.plugin import parallel
 
     state = session_state(config)
-    runners = [r for r in state["runners"]
-               if not state["chosen_runners"] or r.name in state["chosen_runners"]]
-    cases = [c for c in state["cases"] or []
-             if not state["chosen_cases"] or c.id in state["chosen_cases"]]
+    runners = [r for r in state.runners
+               if not state.chosen_runners or r.name in state.chosen_runners]
+    cases = [c for c in state.cases or []
+             if not state.chosen_cases or c.id in state.chosen_cases]
     parallel.mark_groups(config, items)
     parallel.select_shard(config, items, runners, len(cases))
 
@@ -196,98 +195,31 @@ def pytest_collection_finish(session):
 
 def pytest_sessionfinish(session, exitstatus):
     from conformance.plugin.parallel import is_worker
+    from conformance.plugin.run_end import finish
     from conformance.run.workers import shutdown
 
     shutdown()
-    config = session.config
-    state = config.stash.get(STATE_KEY, None)
-    if is_worker(config) or not state:
-        return  # an xdist worker's rows went to the controller with its reports
-    if not state["rows"]:
-        _empty_shard(config, state)
-        return
-    cases = session_cases(config, state)  # the xdist controller collected nothing
-    full = [(c.id, r.name) for c in cases for r in state["runners"]]
-    default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
-    is_full = (sorted(state["rows"]) == sorted(full) and default_cases
-               and not state["case_errors"])  # a broken case file: not the full matrix
-    target = config.getoption("report_dir")
-    parts = _selection_parts(config)
-    shard = config.getoption("shard")
-    selection = _selection_text(len(state["rows"]), len(full), is_full,
-                                parts + ([f"--shard {shard}"] if shard else []))
-    if target is None and not is_full:
-        config._conformance_note = (f"conformance: subset run ({selection}); reports/ left "
-                                    "unchanged. Add --report-dir=DIR to write this run's reports.")
-        return
-    from conformance.plugin.shards import run_metadata, write_run, write_shard
-
-    out = Path(target) if target else REPORTS_DIR
-    meta = run_metadata(state.get("seconds", {}))
-    write_run(state["rows"], state["probes"], cases, state["runners"], out, selection, meta)
-    if shard:
-        from conformance.plugin.parallel import parse_shard
-
-        write_shard(out, parse_shard(shard), state, parts, len(full), default_cases)
-    config._conformance_note = f"conformance: reports written to {out} ({selection})"
-
-
-def _empty_shard(config, state) -> None:
-    """A shard that selected nothing still writes its (empty) shard file, so that a CI
-    matrix with a fixed number of shards merges whatever the selection."""
-    shard, target = config.getoption("shard"), config.getoption("report_dir")
-    if not shard or not target or config.option.collectonly:
-        return
-    from conformance.plugin.parallel import parse_shard
-    from conformance.plugin.shards import write_shard
-
-    cases = session_cases(config, state)
-    full = len(cases) * len(state["runners"])
-    default_cases = Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
-    write_shard(Path(target), parse_shard(shard), state, _selection_parts(config), full,
-                default_cases)
-    config._conformance_note = f"conformance: shard {shard} ran nothing; wrote an empty " \
-        f"shard file to {target}"
-
-
-def _selection_parts(config) -> list[str]:
-    parts = []
-    for opt, flag in (("keyword", "-k"), ("markexpr", "-m")):
-        value = config.getoption(opt)
-        if value:
-            parts.append(f"{flag} {value!r}")
-    for opt in ("runner", "case"):
-        if config.getoption(opt):
-            parts.append(f"--{opt} {','.join(split(config.getoption(opt)))}")
-    return parts
-
-
-def _selection_text(ran: int, total: int, is_full: bool, parts: list[str]) -> str:
-    from conformance.plugin.shards import selection_text
-
-    return selection_text(ran, total, is_full, parts)
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is not None and not is_worker(session.config):  # a worker's rows went with
+        state.end = finish(session.config, state)            # its reports to the controller
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The case x runner symbol matrix of this run, the note, and the paths written."""
+    """The case x runner symbol matrix of this run, odd case-folder entries, and what
+    the session's end wrote."""
     state = config.stash.get(STATE_KEY, None)
-    if state and state["rows"]:
+    if state is None:
+        return
+    if state.rows:
         from conformance.report.terminal import matrix_lines
 
-        for line in matrix_lines(state["rows"].values(), state["cases"] or [],
-                                 state["runners"]):
+        for line in matrix_lines(state.rows.values(), state.cases or [], state.runners):
             terminalreporter.write_line(line)
-    for entry in (state or {}).get("skipped_entries", []):
+    for entry in state.skipped_entries:
         terminalreporter.write_line(f"conformance: {entry}")
-    note = getattr(config, "_conformance_note", None)
-    if note:
-        terminalreporter.write_line(note)
-    if note and "reports written to" in note:
-        from conformance.report.drift import report_names
+    if state.end is not None:
+        terminalreporter.write_line(state.end.note)
+    if state.end is not None and state.end.written_to is not None:
+        from conformance.plugin.run_end import written_files
 
-        out = Path(config.getoption("report_dir") or REPORTS_DIR)
-        names = [n for n in report_names(out) if (out / n).exists()]
-        pages = [n for n in names if "/" in n]
-        terminalreporter.write_line("conformance: wrote " + ", ".join(
-            str(out / n) for n in names if "/" not in n)
-            + (f" and {len(pages)} case pages in {out / 'cases'}" if pages else ""))
+        terminalreporter.write_line(written_files(state.end.written_to))

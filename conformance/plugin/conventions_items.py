@@ -56,7 +56,7 @@ class ConventionsFailure(Exception):
 
 def probe_cells(state, runner):
     """The runner's probe Conventions, run once per session (an exception is kept)."""
-    probes = state["probes"]
+    probes = state.probes
     if runner.name not in probes:
         try:
             if runner.worker:
@@ -72,8 +72,8 @@ def probe_cells(state, runner):
 
 def _complete(state, runner) -> bool:
     """Every case of the cases directory has a row of this runner in this run."""
-    cases = state["cases"] or []
-    return bool(cases) and all((c.id, runner.name) in state["rows"] for c in cases)
+    cases = state.cases or []
+    return bool(cases) and all((c.id, runner.name) in state.rows for c in cases)
 
 
 def _paired(config) -> bool:
@@ -105,9 +105,9 @@ class ConventionsItem(pytest.Item):
         if missing:
             pytest.skip(f"{runner.name}: skipped: {missing}")
         probe = probe_cells(state, runner)
-        rows = [r for r in state["rows"].values() if r.runner == runner.name]
-        cells = merge(runner.name, probe, derive(rows, [runner], state["cases"]),
-                      state["probes"])
+        rows = [r for r in state.rows.values() if r.runner == runner.name]
+        cells = merge(runner.name, probe, derive(rows, [runner], state.cases),
+                      state.probes)
         problems = []
         if isinstance(probe, BaseException):
             problems.append(f"{runner.name}: conventions() raised {type(probe).__name__}: "
@@ -117,7 +117,7 @@ class ConventionsItem(pytest.Item):
                          (cell_problem(c) for c in probe) if p]
         complete = _complete(state, runner)
         if complete and expected is not None and _paired(self.config):
-            problems += _stale_answers(runner, expected, state["cases"])
+            problems += _stale_answers(runner, expected, state.cases)
         compared = {c.axis for c in cells if complete or c.source == PROBE
                     or (c.observed and c.axis not in AGGREGATE_AXES)}
         if self.config.getoption("update_expectations"):

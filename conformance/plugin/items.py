@@ -2,11 +2,12 @@
 so that the plugin's helper modules (conventions items, parallel runs, generated
 cases) import them without importing the plugin.
 
-`session_state(config)` is one dict per session: the runners, the selection, the cases
-and the rows and probe cells recorded so far.
+`session_state(config)` is one SessionState per session, in the pytest stash: the
+runners, the selection, the cases and what the run recorded so far.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,35 @@ from conformance.run.evaluate import evaluate, failure_message
 from conformance.runners import all_runners
 from conformance.compare.verdict import Outcome
 
-STATE_KEY = pytest.StashKey[dict]()
+
+
+@dataclass
+class RunEnd:
+    """What the end of the session did with the reports, for the terminal summary."""
+
+    note: str  # one line for people: where the reports went, or why none were written
+    written_to: Path | None = None  # the folder the reports were written to, if any
+
+
+@dataclass
+class SessionState:
+    """The matrix's state in one pytest session: set up at configure, filled by the
+    items (and, under xdist, by the workers' reports), read at the session's end."""
+
+    runners: list  # every registered runner, in registry order
+    chosen_runners: list[str]  # --runner (empty: all)
+    chosen_cases: list[str]  # --case (empty: all)
+    cases: list | None = None  # the cases directory's good cases, once loaded
+    case_errors: list = field(default_factory=list)  # bad case files: one error item each
+    skipped_entries: list = field(default_factory=list)  # odd entries, named at the end
+    rows: dict = field(default_factory=dict)  # (case id, runner name) -> Row
+    probes: dict = field(default_factory=dict)  # runner name -> its probe cells
+    seconds: dict = field(default_factory=dict)  # (case id, runner name) -> seconds
+    prefetched: set = field(default_factory=set)  # cases queued in worker runners
+    end: RunEnd | None = None  # set by the session's end (plugin/run_end.py)
+
+
+STATE_KEY = pytest.StashKey[SessionState]()
 EXPECTATIONS_KEY = pytest.StashKey[dict]()  # runner -> Expectations, loaded once
 
 
@@ -25,7 +54,7 @@ def split(values: list[str]) -> list[str]:
     return [v for item in values for v in item.split(",") if v]
 
 
-def session_state(config) -> dict:
+def session_state(config) -> SessionState:
     if STATE_KEY not in config.stash:
         runners = all_runners()
         names = [r.name for r in runners]
@@ -33,30 +62,28 @@ def session_state(config) -> dict:
         unknown = sorted(set(chosen) - set(names))
         if unknown:
             raise pytest.UsageError(f"--runner {unknown[0]}: unknown; known runners: {names}")
-        config.stash[STATE_KEY] = {"runners": runners, "chosen_runners": chosen,
-                              "chosen_cases": split(config.getoption("case")),
-                              "cases": None, "case_errors": [], "skipped_entries": [],
-                              "rows": {}, "probes": {}}
+        config.stash[STATE_KEY] = SessionState(runners, chosen,
+                                               split(config.getoption("case")))
     return config.stash[STATE_KEY]
 
 
 def session_cases(config, state):
     """All good cases of the directory, loaded and checked once per session; a bad
-    file or entry is kept in state["case_errors"] (an error item of its file), a
-    skipped entry in state["skipped_entries"] (named at the end): none hides the
+    file or entry is kept in state.case_errors (an error item of its file), a
+    skipped entry in state.skipped_entries (named at the end): none hides the
     other files' cases (case/discovery.py)."""
-    if state["cases"] is None:
+    if state.cases is None:
         from conformance.case.discovery import discover
 
         directory = config.getoption("cases_dir")
-        state["cases"], state["case_errors"] = load_cases_report(
-            directory, {r.name for r in state["runners"]})
-        state["skipped_entries"] = discover(directory).skipped
-        unknown = sorted(set(state["chosen_cases"]) - {c.id for c in state["cases"]})
+        state.cases, state.case_errors = load_cases_report(
+            directory, {r.name for r in state.runners})
+        state.skipped_entries = discover(directory).skipped
+        unknown = sorted(set(state.chosen_cases) - {c.id for c in state.cases})
         if unknown:  # a --case that matches nothing
             raise pytest.UsageError(f"--case {unknown[0]}: no such case id in "
                                     f"{directory} (python -m conformance list shows them)")
-    return state["cases"]
+    return state.cases
 
 
 def expectations_dir(config) -> Path:
@@ -71,7 +98,7 @@ def session_expectations(config) -> dict[str, Expectations]:
     if EXPECTATIONS_KEY not in config.stash:
         from conformance.conventions.expectations import ExpectationError, load_dir
 
-        names = [r.name for r in session_state(config)["runners"]]
+        names = [r.name for r in session_state(config).runners]
         try:
             config.stash[EXPECTATIONS_KEY] = load_dir(expectations_dir(config), names)
         except ExpectationError as exc:
@@ -81,8 +108,8 @@ def session_expectations(config) -> dict[str, Expectations]:
 
 def selected_runners(state) -> list:
     """The session's runners that --runner chose (all of them when it chose none)."""
-    chosen = state["chosen_runners"]
-    return [r for r in state["runners"] if not chosen or r.name in chosen]
+    chosen = state.chosen_runners
+    return [r for r in state.runners if not chosen or r.name in chosen]
 
 
 def marked(item, runner, kind: str):
@@ -124,11 +151,11 @@ class CaseFile(ItemsFile):
     def collect(self):
         session = session_state(self.config)
         cases = session_cases(self.config, session)
-        errors = [e for e in session["case_errors"]
+        errors = [e for e in session.case_errors
                   if Path(e.path).absolute() == self.path.absolute()]
         if errors:
             yield CaseFileError.from_parent(self, name="case-file-error", errors=errors)
-        chosen = session["chosen_cases"]
+        chosen = session.chosen_cases
         for case in cases:
             if Path(case.path).resolve() != self.path.resolve():
                 continue
@@ -162,8 +189,8 @@ class MatrixItem(pytest.Item):
             if fresh is not None:
                 self.config.stash[EXPECTATIONS_KEY][self.runner.name] = expected = fresh
         recorded, key = session_state(self.config), (self.case.id, self.runner.name)
-        recorded["rows"][key] = row
-        recorded.setdefault("seconds", {})[key] = perf_counter() - start
+        recorded.rows[key] = row
+        recorded.seconds[key] = perf_counter() - start
         if row.outcome.skips:
             label = ("not expressible" if row.outcome is Outcome.NOT_EXPRESSIBLE
                      else "skipped")

@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from conformance.paths import REPORTS_DIR
+from conformance.report.run_reports import SECONDS_KEY  # results.json metadata
 
-SECONDS_KEY = "seconds per item by runner"  # results.json metadata (a CPU figure)
 WORKER_START = 6.0  # a worker subprocess: start-up and framework imports
 _SWITCHED = ("load", "loadscope", "loadfile", "worksteal")
 
@@ -84,7 +84,7 @@ def group_scheduling(config, log):
 
     from conformance.plugin.items import session_state
 
-    groups = {r.name: group_of(r) for r in session_state(config)["runners"]}
+    groups = {r.name: group_of(r) for r in session_state(config).runners}
 
     class GroupScheduling(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -179,7 +179,7 @@ def prefetch_group(item) -> None:
     from conformance.plugin.items import MatrixItem, session_state
 
     state = session_state(item.config)
-    done = state.setdefault("prefetched", set())
+    done = state.prefetched
     key = group_of(item.runner)
     if key in done or not item.runner.worker:
         return
@@ -222,13 +222,13 @@ class _Hooks:
             state = session_state(item.config)
             runner = getattr(item, "runner", None)
             case = getattr(item, "case", None)
-            if case is not None and (case.id, runner.name) in state["rows"]:
+            if case is not None and (case.id, runner.name) in state.rows:
                 key = (case.id, runner.name)
-                report.conformance = pack(("row", state["rows"][key],
-                                           state.get("seconds", {}).get(key)))
-            elif runner is not None and runner.name in state["probes"]:
+                report.conformance = pack(("row", state.rows[key],
+                                           state.seconds.get(key)))
+            elif runner is not None and runner.name in state.probes:
                 report.conformance = pack(("probe", runner.name,
-                                           _safe_probe(state["probes"][runner.name])))
+                                           _safe_probe(state.probes[runner.name])))
         return report
 
     def pytest_runtest_logreport(self, report):
@@ -242,8 +242,8 @@ class _Hooks:
         kind, *rest = unpack(blob)
         if kind == "row":
             row, seconds = rest
-            state["rows"][(row.case, row.runner)] = row
+            state.rows[(row.case, row.runner)] = row
             if seconds is not None:
-                state.setdefault("seconds", {})[(row.case, row.runner)] = seconds
+                state.seconds[(row.case, row.runner)] = seconds
         else:
-            state["probes"][rest[0]] = rest[1]
+            state.probes[rest[0]] = rest[1]

@@ -1,81 +1,34 @@
-"""Writing one run's reports, a shard's record of its run, and merging shards.
+"""A shard's record of its run, and merging shards.
 
-A run (serial, xdist controller, or one shard) ends in write_run: rows in
-full-matrix order (cases in file order x runners in registry order), the
-ledger first (index.md and index.html read conventions.json), then every
-report.  A shard (--shard I/N with --report-dir DIR) also writes DIR/SHARD_FILE
-(shard.json): its rows, its runners' probe cells, its seconds per item and its
-selection, as versioned JSON data checked field by field when read (shardfile.py:
-a shard file from another machine runs no code).  A shard that selected nothing
-writes one too, with no rows, so that a fixed CI matrix always merges.
-`python -m conformance merge DIR... --out OUT` combines the shards and writes
-OUT exactly as one run of the union would have (the ledger rebuilt from the
+Every run's reports are written by report/run_reports.py.  A shard (--shard I/N with
+--report-dir DIR) also writes DIR/SHARD_FILE (shard.json): its rows, its runners' probe
+cells, its seconds per item and its selection, as versioned JSON data checked field by
+field when read (shardfile.py: a shard file from another machine runs no code).  A
+shard that selected nothing writes one too, with no rows, so that a fixed CI matrix
+always merges.  `python -m conformance merge DIR... --out OUT` combines the shards and
+writes OUT exactly as one run of the union would have (the ledger rebuilt from the
 merged rows and probes); the metadata says how many shards ran.
 """
 from __future__ import annotations
 
-import datetime as _dt
 from pathlib import Path
 
 from conformance.datafile import DataFileError
-from conformance.plugin.parallel import SECONDS_KEY
 from conformance.plugin.shardfile import SHARD_FILE
+from conformance.report.run_reports import run_metadata, selection_text, write_run_reports
 
 
-def selection_text(ran: int, total: int, is_full: bool, parts: list[str]) -> str:
-    if is_full:
-        return f"full default matrix: {ran} items"
-    return "subset: " + ", ".join([f"{ran} of {total} items", *parts])
-
-
-def seconds_by_runner(seconds: dict) -> dict[str, float]:
-    """Mean seconds per item of each runner, from {(case, runner): seconds}."""
-    sums: dict[str, list[float]] = {}
-    for (_case, runner), s in seconds.items():
-        sums.setdefault(runner, []).append(s)
-    return {r: round(sum(v) / len(v), 4) for r, v in sorted(sums.items())}
-
-
-def run_metadata(seconds: dict, extra: dict | None = None) -> dict:
-    """The metadata block: versions, machine, time, seconds per item (CPU figures)."""
-    from conformance.report.render import machine
-    from conformance.versions import versions
-
-    meta = {**versions(), **machine(),
-            "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    meta.update(extra or {})
-    if seconds:
-        meta[SECONDS_KEY] = seconds_by_runner(seconds)
-    return meta
-
-
-def write_run(rows: dict, probes: dict, cases, runners, out: Path, selection: str,
-              meta: dict) -> None:
-    """Ledger and reports of `rows` ({(case, runner): Row}) into `out`."""
-    from conformance.conventions.ledger import build
-    from conformance.report import write_reports
-    from conformance.report.ledger import write_ledger
-
-    from conformance.report.staging import staged
-
-    full = [(c.id, r.name) for c in cases for r in runners]
-    order = {key: n for n, key in enumerate(full)}
-    ordered = sorted(rows.values(), key=lambda r: order.get((r.case, r.runner), 0))
-    with staged(out) as stage:  # the ledger and the reports swapped in together
-        write_ledger(build(ordered, probes, runners, cases), stage)
-        write_reports(ordered, cases, runners, stage, selection, meta)
-
-
-def write_shard(out: Path, shard: tuple[int, int], state: dict, parts: list[str],
+def write_shard(out: Path, shard: tuple[int, int], state, parts: list[str],
                 total: int, default_cases: bool) -> Path:
-    """DIR/SHARD_FILE: what merge needs of this shard's run (shardfile.py)."""
+    """DIR/SHARD_FILE: what merge needs of this shard's run (shardfile.py); `state` is
+    the session's items.SessionState."""
     from conformance.plugin import shardfile
 
-    record = {"shard": shard, "rows": state["rows"], "probes": state["probes"],
-              "seconds": state.get("seconds", {}), "parts": parts, "total": total,
+    record = {"shard": shard, "rows": state.rows, "probes": state.probes,
+              "seconds": state.seconds, "parts": parts, "total": total,
               "default_cases": default_cases,
-              "runners": [r.name for r in state["runners"]],
-              "cases": [c.id for c in state["cases"] or []]}
+              "runners": [r.name for r in state.runners],
+              "cases": [c.id for c in state.cases or []]}
     Path(out).mkdir(parents=True, exist_ok=True)
     return shardfile.write(Path(out), record)
 
@@ -143,5 +96,5 @@ def merge(dirs, out: Path, cases_dir: Path) -> str:
     selection = selection_text(len(rows), first["total"], is_full, first["parts"])
     meta = run_metadata(seconds, {"shards": str(len(shards))})
     out = Path(out)
-    write_run(rows, probes, cases, runners, out, selection, meta)
+    write_run_reports(rows, probes, cases, runners, out, selection, meta)
     return selection

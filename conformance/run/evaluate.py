@@ -237,10 +237,13 @@ FEATURE_WORDS = {  # Case.features -> what a system without it lacks
     "window": "sliding window (mask.window)", "decode": "KV-cache decoding (decode)"}
 
 
+FEATURE_REFUSAL = " (as this runner calls it) has no "  # in every no_feature_reason
+
+
 def no_feature_reason(case: Case, runner: Runner) -> str:
     """Why a runner cannot run a case asking for parts of today's attention it lacks."""
     missing = sorted(case.features - runner.features)
-    return (f"{runner.system or runner.name} (as this runner calls it) has no "
+    return (f"{runner.system or runner.name}{FEATURE_REFUSAL}"
             + ", no ".join(FEATURE_WORDS.get(f, f) for f in missing))
 
 

@@ -25,6 +25,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.torch.mha:TorchMHAFastPath", {}),
     (_T, {"need_weights": False}),
     ("conformance.runners.torch.sdpa:TorchSDPA", {}),
+    ("conformance.runners.torch.sdpa:TorchSDPA", {"gqa": True}),
     (_K, {"backend": "tensorflow"}),
     (_K, {"backend": "jax"}),
     (_K, {"backend": "torch"}),
@@ -41,6 +42,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_A, {"engine": "ort"}),
     (_A, {"engine": "reference"}),
     ("conformance.runners.onnx.contrib_mha:OnnxContribMHA", {}),
+    ("conformance.runners.onnx.contrib_gqa:OnnxContribGQA", {}),
     ("conformance.runners.onnx.keras_export:OnnxKerasExport", {}),
     ("conformance.runners.documented.matlab:MatlabSelfAttentionModel", {}),
     ("conformance.runners.hf.bert:HFBert", {"attn_implementation": "eager"}),
@@ -58,6 +60,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
+    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
+    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx", "precision": "f16"}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 

@@ -25,6 +25,12 @@ operator's own offset: the first S - T projected keys/values go in as
 past_key/past_value (4-D, (B, H_kv, S - T, d)), the last T as K/V.  With
 S < T no past length can be negative: not expressible.
 
+Today's attention (#19): where the case asks, the projected Q and K pass through
+standard opset-23 nodes before `Attention` (graph_parts.py): `RMSNormalization` /
+`LayerNormalization` (QK-norm, per head through a reshape or over the projection) and
+`RotaryEmbedding` (`interleaved`, `rotary_embedding_dim`, `position_ids` at the case's
+absolute positions), as a user writing the graph of a Llama-style layer would.
+
 Two rows, one graph, one class parametrised by `engine`:
 `onnx.attention-op.ort` (engine="ort": onnxruntime CPU; its kernel has no
 bfloat16 path, and the row quotes ORT's own error) and
@@ -34,15 +40,15 @@ onnx / onnxruntime are imported inside `run` only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass
 
 from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.runner import to_numpy
 from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
+from conformance.runners.onnx.graph_parts import (
+    ROPE_BUFFERS, Graph, in_out, positional_qk, rope_words)
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
@@ -94,55 +100,16 @@ def attention_plan(case) -> AttentionPlan:
                          scale=a.scale)
 
 
-@dataclass
-class _Graph:
-    """Nodes and initializers of the graph being built, in the case dtype."""
-
-    dtype: str
-    inits: list = field(default_factory=list)
-    nodes: list = field(default_factory=list)
-
-    def node(self, op: str, inputs, outputs, **attrs) -> None:
-        from onnx import helper
-
-        self.nodes.append(helper.make_node(op, inputs, outputs, **attrs))
-
-    def init(self, name: str, array) -> str:
-        from onnx import numpy_helper
-
-        self.inits.append(numpy_helper.from_array(
-            np.ascontiguousarray(array).astype(numpy_dtype(self.dtype)), name))
-        return name
-
-    def const(self, name: str, values) -> str:
-        from onnx import numpy_helper
-
-        self.inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
-        return name
-
-    def project(self, x: str, tag: str, weight, bias) -> str:
-        """x (B, L, E) @ (E, heads*d) [+ bias]"""
-        y = f"{tag}_matmul" if bias is not None else f"{tag}_proj"
-        self.node("MatMul", [x, self.init(f"W_{tag}", weight)], [y])
-        if bias is None:
-            return y
-        self.node("Add", [y, self.init(f"b_{tag}", bias.ravel())], [f"{tag}_proj"])
-        return f"{tag}_proj"
-
-    def split_past(self, case, k: str, v: str, past: int) -> None:
-        """Lower-right causal: the first `past` keys/values become past_k/past_v
-        (B, H_kv, past, d); the rest k_now/v_now."""
-        a, b, s = case.attention, case.inputs.batch, case.inputs.key_len
-        splits = self.const("split", [past, s - past])
-        for x, d, tag in ((k, a.qk_head_dim, "k"), (v, a.v_head_dim, "v")):
-            self.node("Split", [x, splits], [f"{tag}_past3", f"{tag}_now"], axis=1)
-            self.node("Reshape", [f"{tag}_past3", self.const(
-                f"{tag}_past_shape", [b, past, a.num_kv_heads, d])], [f"{tag}_past4"])
-            self.node("Transpose", [f"{tag}_past4"], [f"past_{tag}"], perm=[0, 2, 1, 3])
-
-
-def _in_out(w3):  # canonical (heads, E, d) -> (E, heads*d), head-major columns
-    return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
+def _split_past(g: Graph, case, k: str, v: str, past: int) -> None:
+    """Lower-right causal: the first `past` keys/values become past_k/past_v
+    (B, H_kv, past, d); the rest k_now/v_now."""
+    a, b, s = case.attention, case.inputs.batch, case.inputs.key_len
+    splits = g.const("split", [past, s - past])
+    for x, d, tag in ((k, a.qk_head_dim, "k"), (v, a.v_head_dim, "v")):
+        g.node("Split", [x, splits], [f"{tag}_past3", f"{tag}_now"], axis=1)
+        g.node("Reshape", [f"{tag}_past3", g.const(
+            f"{tag}_past_shape", [b, past, a.num_kv_heads, d])], [f"{tag}_past4"])
+        g.node("Transpose", [f"{tag}_past4"], [f"past_{tag}"], perm=[0, 2, 1, 3])
 
 
 def _graph_inputs(case, data, elem):
@@ -168,12 +135,13 @@ def build_model(case, data, plan: AttentionPlan):
     elem = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
             "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[i.dtype]
     b, t, s = i.batch, i.query_len, i.key_len
-    g = _Graph(i.dtype)
+    g = Graph(i.dtype)
     inputs, feed = _graph_inputs(case, data, elem)
     xk, xv = ("query", "query") if i.self_attention else ("key", "value")
-    q = g.project("query", "q", _in_out(w.wq), w.bq)
-    k = g.project(xk, "k", _in_out(w.wk), w.bk)
-    v = g.project(xv, "v", _in_out(w.wv), w.bv)
+    q = g.project("query", "q", in_out(w.wq), w.bq)
+    k = g.project(xk, "k", in_out(w.wk), w.bk)
+    v = g.project(xv, "v", in_out(w.wv), w.bv)
+    q, k = positional_qk(g, case, w, q, k)  # QK-norm, RotaryEmbedding: when the case asks
     mask = ""
     if plan.attn_mask:
         feed["attn_mask"] = data.inputs.non_causal[:, None]
@@ -181,7 +149,7 @@ def build_model(case, data, plan: AttentionPlan):
         mask = "attn_mask"
     args, outs = [q, k, v, mask], ["heads", "", "", "weights"]
     if plan.past_length:  # lower-right causal: the first S - T keys/values become the "past"
-        g.split_past(case, k, v, plan.past_length)
+        _split_past(g, case, k, v, plan.past_length)
         args = [q, "k_now", "v_now", mask, "past_k", "past_v"]
         outs = ["heads", "present_key", "present_value", "weights"]
     g.node("Attention", args, outs, qk_matmul_output_mode=3, **plan.attributes())
@@ -225,11 +193,14 @@ class OnnxAttentionOp(Runner):
     system = f"onnx Attention-{OPSET}"
     path = "graph"
     description = ("a graph around the ONNX `Attention` operator (opset 23) in onnxruntime "
-                   "and in `onnx.reference`")
+                   "and in `onnx.reference` (`RotaryEmbedding` and `RMSNormalization` / "
+                   "`LayerNormalization` nodes before it where a case asks for RoPE or QK-norm)")
     seconds = 0.4
     no_parameters_label = "ONNX Attention op"
     engine = "ort"
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
+    # RotaryEmbedding-23 and RMSNormalization/LayerNormalization-23 nodes before the node
+    features = Runner.features | {"rope", "position_offset", "qk_norm"}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -244,7 +215,9 @@ class OnnxAttentionOp(Runner):
                 f"lower-right causal with key_len {i.key_len} < query_len {i.query_len}: "
                 f"Attention-23 {SPEC_CAUSAL}, and past_sequence_length cannot be negative")
         plan = attention_plan(case)
-        call = (f"MatMul+Add -> Attention(Q, K, V, {plan.arguments()}) "
+        before = rope_words(case)
+        call = (f"MatMul+Add -> {before + ' -> ' if before else ''}"
+                f"Attention(Q, K, V, {plan.arguments()}) "
                 f"[opset {OPSET}] -> MatMul+Add; run in {self.runs_in}")
         return Translation(call, plan)
 
@@ -254,8 +227,8 @@ class OnnxAttentionOp(Runner):
         from conformance.oracle.canonical import case_data
         from conformance.runners.onnx.probes import attention_op_cells
 
-        def build(case):
-            return build_model(case, case_data(case), attention_plan(case))
+        def build(case, data=None):
+            return build_model(case, data or case_data(case), attention_plan(case))
 
         return attention_op_cells(self.engine, build, self.execute)
 
@@ -294,8 +267,9 @@ class OnnxAttentionOp(Runner):
                          "past_sequence_length (upper-left without a past)")
         return Observation(
             output=to_numpy(out), attention_weights=to_numpy(weights), weights_returned="per_head",
-            parameters=built_parameters(model),
+            parameters=built_parameters(model, ROPE_BUFFERS),
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer
-                           if t.data_type != onnx.TensorProto.INT64},
+                           if t.data_type != onnx.TensorProto.INT64
+                           and not t.name.endswith(ROPE_BUFFERS)},
             notes=notes, extras={"mask_polarity": "True = attend"},
             graphs={f"Attention-{OPSET}": acc})

@@ -61,15 +61,17 @@ def check(model_bytes: bytes):
     return model
 
 
-def built_parameters(model) -> int:
+def built_parameters(model, buffers: tuple[str, ...] = ()) -> int:
     """The parameter count of a graph this project built from the canonical
     weights: the elements of its float initializers (the integer ones are
-    shapes and splits), by construction, whatever the accounting matches."""
+    shapes and splits), by construction, whatever the accounting matches.
+    Initializers whose names end with one of `buffers` are computed constants, not
+    parameters (RoPE's cos/sin caches, graph_parts.ROPE_BUFFERS)."""
     from onnx import TensorProto
 
     floats = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16}
     return int(sum(int(np.prod(t.dims)) for t in model.graph.initializer
-                   if t.data_type in floats))
+                   if t.data_type in floats and not (buffers and t.name.endswith(buffers))))
 
 
 def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str,

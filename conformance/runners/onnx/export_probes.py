@@ -209,12 +209,13 @@ def _float64_cell(e: ExportProbe) -> Convention:
                       " | ".join(c.evidence for c in cells) + noisy)
 
 
-def export_cells(runner, wrap) -> list[Convention]:
+def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convention]:
     """Every probe of an onnx.torch-export runner; `wrap` is the runner's module wrapper
-    (torch, mha, self_attention, mask_names, kwargs) -> nn.Module."""
+    (torch, mha, self_attention, mask_names, kwargs) -> nn.Module.  `probe` replaces the
+    onnxruntime probe (runners/deployed.py runs the same probes in another runtime)."""
     from conformance.runners.torch.common import MHA_DOC
 
-    e = ExportProbe(runner, wrap)
+    e = probe or ExportProbe(runner, wrap)
     cells = _default_call_cells(e) + _mask_graph_cells(e) + [_float64_cell(e)]
     return cells + [
         Convention("size_arguments", "derived_from_width", f"{e.what}: the exported module is "

@@ -8,6 +8,10 @@ and `is_causal=True` is aligned to the upper left; a lower-right diagonal
 needs `torch.nn.attention.bias.causal_lower_right`.  It returns no attention
 weights.  `scale=` is passed only when the case sets attention.scale.  torch is
 imported inside `run` only.
+
+torch.sdpa passes enable_gqa=True on grouped cases; torch.sdpa.gqa (gqa=True) passes it on
+every case, so its row is SDPA's own head mapping throughout (with H_kv == H it must be the
+identity).  torch has no rotary-embedding op, so neither row takes attention.rope.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from typing import Literal
 from conformance.contract.runner import Count, Observation, Runner, Translation, to_numpy
 from conformance.runners.torch.common import import_torch, tensors, torch_dtype
 from conformance.contract.probing import feature_cells
-from conformance.runners.torch.sdpa_probes import sdpa_conventions
+from conformance.runners.torch.sdpa_probes import gqa_cell, sdpa_conventions
 
 MASK_WORDS = {"causal_lower_right": "causal_lower_right(T, S)",
               "bool": "bool (B, 1, T, S), True = attend"}  # as the call shows them
@@ -46,12 +50,13 @@ class SdpaPlan:
         return ", ".join(args)
 
 
-def sdpa_plan(case) -> SdpaPlan:
+def sdpa_plan(case, gqa: bool = False) -> SdpaPlan:
     """Read from the case alone (no arrays): a causal mask with nothing else goes
     to is_causal (or causal_lower_right where the alignment needs it), any other
-    mask to a boolean attn_mask holding every part."""
+    mask to a boolean attn_mask holding every part.  enable_gqa=True on grouped cases,
+    and on every case with `gqa` (torch.sdpa.gqa)."""
     causal = case.mask.causal != "none"
-    common = {"enable_gqa": case.grouped, "scale": case.attention.scale}
+    common = {"enable_gqa": gqa or case.grouped, "scale": case.attention.scale}
     if causal and not case.has_non_causal_mask:
         if case.mask.causal == "upper_left" or case.inputs.query_len == case.inputs.key_len:
             return SdpaPlan(is_causal=True, **common)
@@ -69,17 +74,27 @@ class TorchSDPA(Runner):
     seconds = 0.05
     no_parameters_label = "torch SDPA"
     sets_scale = True  # scale= (default 1/sqrt(E), E = the last dim of q)
+    gqa = False  # torch.sdpa.gqa: enable_gqa=True on every case
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.gqa:
+            self.name, self.path = "torch.sdpa.gqa", "enable_gqa=True"
+            self.description = (
+                "`F.scaled_dot_product_attention(..., enable_gqa=True)` on every case: k and "
+                "v keep their H_kv heads, SDPA maps query heads to them (torch has no rotary "
+                "op: RoPE cases are not expressible)")
 
     def translate(self, case):
-        plan = sdpa_plan(case)
+        plan = sdpa_plan(case, self.gqa)
         return Translation(f"torch.nn.functional.scaled_dot_product_attention("
                            f"{plan.arguments()})", plan)
 
     def conventions(self):
         torch = import_torch()
-        return sdpa_conventions(torch) + feature_cells(
+        return sdpa_conventions(torch) + [gqa_cell(torch)] + feature_cells(
             "scaled_dot_product_attention",
-            torch.nn.functional.scaled_dot_product_attention)
+            torch.nn.functional.scaled_dot_product_attention, skip=("kv_head_mapping",))
 
     def count(self, case):
         """SDPA holds no parameters: the projections passed in, by the formula."""

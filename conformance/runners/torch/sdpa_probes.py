@@ -149,3 +149,35 @@ def _has_signature(torch) -> bool:
         return True
     except (TypeError, ValueError):
         return False
+
+
+def gqa_cell(torch) -> Convention:
+    """enable_gqa=True with 4 query heads and 2 kv heads of distinct weights; the call
+    without it is quoted beside (SDPA then needs equal head counts)."""
+    from conformance.contract.modern_probes import gqa_case, kv_head_mapping
+
+    case = gqa_case()
+    d = case_data(case)
+    w = {n: torch.tensor(a) for n, a in d.weights.arrays().items()}
+    x = torch.tensor(d.inputs.query)
+
+    def project(wn, bn):
+        return torch.einsum("ble,hed->bhld", x, w[wn]) + w[bn][None, :, None, :]
+
+    def fwd(**kw):
+        q, k, v = project("wq", "bq"), project("wk", "bk"), project("wv", "bv")
+        with torch.no_grad():
+            h = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(),
+                                                                 v.float(), **kw)
+        return to_numpy(torch.einsum("bhtd,hde->bte", h.double(), w["wo"]) + w["bo"])
+
+    try:
+        fwd()
+        without = "without enable_gqa it runs"
+    except Exception as exc:
+        without = f"without enable_gqa: {' '.join(f'{type(exc).__name__}: {exc}'.split())[:160]}"
+    cell = kv_head_mapping(case, lambda: fwd(enable_gqa=True), f"probe_case {case.id}: "
+                           "q (B, 4, T, d), k and v (B, 2, S, d), enable_gqa=True",
+                           documented="grouped", **DOC)
+    return Convention(cell.axis, cell.value, f"{cell.evidence}; {without}", cell.documented,
+                      cell.documented_source)

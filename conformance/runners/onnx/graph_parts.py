@@ -1,0 +1,140 @@
+"""Pieces of hand-built ONNX graphs that the graph runners share (the `Attention` op graph,
+onnxruntime's contrib GroupQueryAttention graph): the node/initializer builder, and the
+standard operators a user puts between the projections and attention for today's models.
+
+- Rotary embeddings: `RotaryEmbedding` (opset 23; https://onnx.ai/onnx/operators/
+  onnx__RotaryEmbedding.html) on the 3-D projection (B, L, heads*d) with `num_heads`,
+  `interleaved` (0: "splitting the embedding vector into two halves", 1: "interleaving
+  every alternate token") and `rotary_embedding_dim` (partial rotary), cos/sin caches of
+  shape (max position + 1, rotary_dim / 2) gathered by `position_ids` (B, L): the absolute
+  positions of the case (inputs.position_offset + t; keys from key_position_offset).
+- QK-norm: `RMSNormalization` / `LayerNormalization` (opset 23) over the last axis, on the
+  projection reshaped to (B, L, heads, d) for `per_head`, or on (B, L, heads*d) as it is for
+  `all_heads` (the canonical scales, (d,) or (heads, d) flattened head-major).
+
+numpy at import; onnx inside the functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from conformance.runners.onnx.common import numpy_dtype
+
+ROPE_DOC = "https://onnx.ai/onnx/operators/onnx__RotaryEmbedding.html"
+ROPE_BUFFERS = ("_cos", "_sin")  # initializer names of the caches: constants, not parameters
+
+
+@dataclass
+class Graph:
+    """Nodes and initializers of the graph being built, in the case dtype."""
+
+    dtype: str
+    inits: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+
+    def node(self, op: str, inputs, outputs, **attrs) -> None:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, outputs, **attrs))
+
+    def init(self, name: str, array) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(
+            np.ascontiguousarray(array).astype(numpy_dtype(self.dtype)), name))
+        return name
+
+    def const(self, name: str, values) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+        return name
+
+    def project(self, x: str, tag: str, weight, bias) -> str:
+        """x (B, L, E) @ (E, heads*d) [+ bias]"""
+        y = f"{tag}_matmul" if bias is not None else f"{tag}_proj"
+        self.node("MatMul", [x, self.init(f"W_{tag}", weight)], [y])
+        if bias is None:
+            return y
+        self.node("Add", [y, self.init(f"b_{tag}", bias.ravel())], [f"{tag}_proj"])
+        return f"{tag}_proj"
+
+
+def in_out(w3) -> np.ndarray:
+    """canonical (heads, E, d) -> (E, heads*d), head-major columns."""
+    return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
+
+
+def rope_caches(positions: np.ndarray, rotary_dim: int, base: float):
+    """cos, sin (max position + 1, rotary_dim / 2), in float64 (the graph rounds them)."""
+    from conformance.oracle.positional import rope_angles
+
+    theta = rope_angles(np.arange(int(np.max(positions)) + 1), rotary_dim, base)
+    return np.cos(theta), np.sin(theta)
+
+
+def rope_node(g: Graph, case, x: str, tag: str, heads: int, positions: np.ndarray) -> str:
+    """RotaryEmbedding on the 3-D projection `x` of `heads` heads at `positions` (L,)."""
+    r, b = case.attention.rope, case.inputs.batch
+    cos, sin = rope_caches(positions, r.rotary_dim, r.base)
+    pos = np.broadcast_to(np.asarray(positions, np.int64), (b, len(positions)))
+    g.inits.append(_int64(pos, f"{tag}_position_ids"))
+    g.node("RotaryEmbedding", [x, g.init(f"{tag}_cos", cos), g.init(f"{tag}_sin", sin),
+                               f"{tag}_position_ids"], [f"{tag}_rope"], num_heads=heads,
+           interleaved=int(r.style == "interleaved"), rotary_embedding_dim=r.rotary_dim)
+    return f"{tag}_rope"
+
+
+def _int64(array, name: str):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.int64), name)
+
+
+def norm_node(g: Graph, case, x: str, tag: str, heads: int, scale, bias) -> str:
+    """QK-norm of the 3-D projection `x` (B, L, heads*d): per head through a (B, L, heads, d)
+    reshape, over all heads as it is."""
+    n, d = case.attention.qk_norm, case.attention.qk_head_dim
+    op = "RMSNormalization" if n.kind == "rms" else "LayerNormalization"
+    args = [g.init(f"{tag}_norm_scale", np.ravel(scale))]
+    if bias is not None:
+        args.append(g.init(f"{tag}_norm_bias", np.ravel(bias)))
+    if n.scope == "all_heads":
+        g.node(op, [x, *args], [f"{tag}_normed"], axis=-1, epsilon=n.eps)
+        return f"{tag}_normed"
+    g.node("Reshape", [x, g.const(f"{tag}_heads_shape", [0, 0, heads, d])], [f"{tag}_4d"])
+    g.node(op, [f"{tag}_4d", *args], [f"{tag}_normed4"], axis=-1, epsilon=n.eps)
+    g.node("Reshape", [f"{tag}_normed4", g.const(f"{tag}_flat_shape", [0, 0, heads * d])],
+           [f"{tag}_normed"])
+    return f"{tag}_normed"
+
+
+def positional_qk(g: Graph, case, weights, q: str, k: str) -> tuple[str, str]:
+    """QK-norm then RoPE (the oracle's order) on the 3-D projections q and k."""
+    from conformance.oracle.canonical import positions
+
+    a = case.attention
+    if a.qk_norm is not None:
+        q = norm_node(g, case, q, "q", a.num_heads, weights.q_norm, weights.q_norm_bias)
+        k = norm_node(g, case, k, "k", a.num_kv_heads, weights.k_norm, weights.k_norm_bias)
+    if a.rope is not None:
+        qpos, kpos = positions(case)
+        q = rope_node(g, case, q, "q", a.num_heads, qpos)
+        k = rope_node(g, case, k, "k", a.num_kv_heads, kpos)
+    return q, k
+
+
+def rope_words(case) -> str:
+    """The RotaryEmbedding/normalisation nodes as a call shows them ('' without them)."""
+    a, parts = case.attention, []
+    if a.qk_norm is not None:
+        op = "RMSNormalization" if a.qk_norm.kind == "rms" else "LayerNormalization"
+        where = "per head" if a.qk_norm.scope == "per_head" else "over heads*d"
+        parts.append(f"{op}(axis=-1, {where})")
+    if a.rope is not None:
+        r = a.rope
+        parts.append(f"RotaryEmbedding(interleaved={int(r.style == 'interleaved')}, "
+                     f"rotary_embedding_dim={r.rotary_dim}, position_ids)")
+    return " -> ".join(parts)

@@ -1,0 +1,145 @@
+"""nn.MultiheadAttention deployed to OpenVINO's CPU plugin, two ways a user converts it.
+
+`openvino.onnx` (`source="onnx"`): the very graphs `onnx.torch-export` exports (dynamo
+exporter, one graph with need_weights=False for the output, one with per-head weights),
+read by OpenVINO's ONNX frontend; they come from the same export cache, so they cost no
+export when the onnx rows ran.  `openvino.torch` (`source="torch"`): `openvino.convert_model`
+on `torch.export.export(module, args)` (OpenVINO's TorchScript path fails its own trace check
+on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached as bytes;
+not in the default registry: its conversions (and its probes' conversions) cost about 8
+minutes on a cold 2-core run, past the README run's budget; register it with
+("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}) to run it.
+`openvino.onnx.f16`: the ONNX graphs compiled with INFERENCE_PRECISION_HINT=f16 (on a CPU
+without native float16 arithmetic the plugin picks bf16 or f32; the row's extras quote
+what the compiled model reports).  Masks are graph inputs in torch polarity (True =
+blocked), as for the ONNX rows.  Each row reports the converted model's operations, the CPU
+kernels they compiled into and its float constants (the parameters the artifact holds).
+"""
+from __future__ import annotations
+
+from conformance.cache import BytesCache, key
+from conformance.contract.runner import NotExpressible, NotExpressibleError, Observation, Runner
+from conformance.contract.runner import Translation
+from conformance.runners.deployed import module_call, runtime_cells
+from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners.onnx.common import check, combine_graphs
+from conformance.runners.onnx.torch_export import VARIANTS, OnnxTorchExport, _Wrapped
+from conformance.runners.openvino import common as ovc
+from conformance.runners.torch.common import import_torch, mha_translation
+
+IR_CACHE = BytesCache("openvino", ".ir", covers=("conformance/oracle/canonical.py",))
+FORMAT = 1  # bump when what is converted changes
+
+
+class _TorchConverter:
+    """The artifact maker of openvino.torch: torch.export, then openvino.convert_model."""
+
+    name = "openvino.torch"
+
+    @staticmethod
+    def _export(torch, module, args, names) -> bytes:
+        import openvino as ov
+
+        try:
+            program = torch.export.export(module, tuple(args))
+            return ovc.ir_bytes(ov.convert_model(program))
+        except Exception as exc:  # the converter rejected this configuration
+            raise NotExpressibleError(f"openvino.convert_model(torch.export.export(...)) "
+                                      f"failed: {ovc.short(exc)}") from exc
+
+
+class OpenVINOMHA(Runner):
+    framework = "openvino"
+    system = "torch.nn.MultiheadAttention"
+    path = "converted model"
+    backend = "OpenVINO CPU"
+    requires = ("torch", "onnx", "onnxscript", "openvino")
+    extras = "openvino"
+    seconds = 0.5
+    typed_system = "torch"
+    source = "onnx"  # "onnx": the dynamo ONNX export; "torch": convert_model on the module
+    precision = "f32"  # INFERENCE_PRECISION_HINT
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.name = f"openvino.{self.source}" + ("" if self.precision == "f32"
+                                                 else f".{self.precision}")
+        self.description = {
+            ("onnx", "f32"): "the `onnx.torch-export` graphs compiled by OpenVINO for CPU",
+            ("onnx", "f16"): "the same graphs compiled with `INFERENCE_PRECISION_HINT=f16`",
+            ("torch", "f32"): "`openvino.convert_model` on `torch.export` of the `torch.mha` "
+                              "module, CPU"}[(self.source, self.precision)]
+        self.exporter = OnnxTorchExport(dynamo=True)  # its name keys the shared ONNX cache
+
+    def translate(self, case):
+        t = mha_translation(case)
+        if isinstance(t, NotExpressible):
+            return t
+        made = ("torch.onnx.export(module, args, dynamo=True); core.read_model('model.onnx')"
+                if self.source == "onnx" else
+                "openvino.convert_model(torch.export.export(module, args))")
+        return Translation(f"{t.call}; {made}; core.compile_model(model, 'CPU', "
+                           f"{{'INFERENCE_PRECISION_HINT': '{self.precision}'}})", t.plan)
+
+    def _artifact(self, torch, case, module, call, variant) -> bytes:
+        if self.source == "onnx":
+            return self.exporter._graph(torch, case, module, call.args, call.names, variant)[0]
+        import openvino as ov
+
+        k = key(self.name, variant, case.fingerprint(), torch.__version__, ov.__version__,
+                FORMAT)
+        return IR_CACHE.get_or_make(k, lambda: _TorchConverter._export(
+            torch, module, call.args, call.names))[0]
+
+    def execute(self, blob: bytes, feed: dict) -> list:
+        model = ovc.read(blob, onnx=self.source == "onnx")
+        return ovc.execute(ovc.compile_model(model, self.precision), feed)
+
+    def conventions(self):
+        exporter = self.exporter if self.source == "onnx" else _TorchConverter()
+        return runtime_cells(exporter, self.execute, _Wrapped.make,
+                             f"{self.name} probe model (OpenVINO CPU, {self.precision})")
+
+    def run(self, case, translation, data):
+        import warnings
+
+        torch = import_torch()
+        call = module_call(torch, case, translation, data)
+        params = {n: p.detach().double().numpy() for n, p in call.mha.named_parameters()}
+        graphs, results, accounts = {}, {}, {}
+        for variant, kwargs in VARIANTS.items():
+            module = _Wrapped.make(torch, call.mha, case.inputs.self_attention,
+                                   call.names[1 if case.inputs.self_attention else 3:], kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                blob = self._artifact(torch, case, module, call, variant)
+            if self.source == "onnx":
+                graphs[variant] = onnx_accounting.account(check(blob), params)
+            model = ovc.read(blob, onnx=self.source == "onnx")
+            compiled = ovc.compile_model(model, self.precision)
+            accounts[variant] = ovc.accounting(model, compiled)
+            results[variant] = ovc.execute(compiled, call.feed)
+        notes: list[str] = []
+        if self.source == "onnx":
+            out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
+        else:
+            import numpy as np
+
+            from conformance.contract.runner import to_numpy
+
+            out, weights = to_numpy(results[list(VARIANTS)[0]][0]), to_numpy(
+                results[list(VARIANTS)[1]][1])
+            delta = float(np.nanmax(np.abs(to_numpy(results[list(VARIANTS)[1]][0]) - out),
+                                    initial=0.0))
+        plain = accounts[list(VARIANTS)[0]]
+        framework = sum(p.numel() for p in call.mha.parameters())
+        if plain["constant_elements"] != framework:
+            notes.append(f"the converted model holds {plain['constant_elements']} float "
+                         f"constant elements; torch counts {framework} parameters")
+        return Observation(
+            output=out, attention_weights=weights, weights_returned="per_head",
+            parameters=framework, weight_shapes=call.shapes, notes=notes,
+            extras={"mask_polarity": "True = blocked (torch polarity, as model inputs)",
+                    "model_inputs": list(call.names), "openvino": plain,
+                    "need_weights_output_delta": float(f"{delta:.2e}")},
+            graphs=graphs)

@@ -1,0 +1,135 @@
+"""The W_q / W_k row permutation between interleaved (Meta) and half-split (HF) RoPE, proved
+on every runner that has RoPE (`"rope" in runner.features`, found in the registry, so the
+runners of later branches are covered when they arrive).
+
+For each runner: a grouped-query case (4 query heads, 2 kv heads of 16) in the pairing the
+runner takes; its weights permuted with conformance.convert.rope (W_q rows with the query
+head count, W_k rows with the kv head count) must give, in the runner, what the oracle gives
+for the OTHER pairing with the original weights.  Permuting W_k with the query head count
+(the converter bug of ggml-org/llama.cpp#2376, karpathy/llama2.c#286) must not: the test
+fails unless that output is far from it.  A runner with a worker (a Keras backend) runs
+the check in a subprocess with its worker's environment.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conformance.case.loader import parse_case
+from conformance.contract.runner import NotExpressible
+from conformance.convert.rope import half_split_to_interleaved, interleaved_to_half_split
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention
+from conformance.runners import load, registry
+
+ROOT = Path(__file__).resolve().parent.parent
+AGREE, DIFFER = 1e-4, 1e-2  # float32 runners land ~1e-6 off; the wrong permutation O(0.1)
+OTHER = {"half_split": "interleaved", "interleaved": "half_split"}
+CONVERT = {"half_split": interleaved_to_half_split, "interleaved": half_split_to_interleaved}
+
+
+def rope_case(style: str):
+    return parse_case({"id": f"rope-permutation-{style}", "attention": {
+        "num_heads": 4, "num_kv_heads": 2, "query_features": 64,
+        "rope": {"style": style}}, "inputs": {"batch": 1, "query_len": 5,
+                                             "self_attention": True, "seed": 3}}, "<test>")
+
+
+def _rows(w3):  # canonical (heads, E, d) -> (heads*d, E): the (out, in) rows a converter sees
+    return w3.transpose(0, 2, 1).reshape(-1, w3.shape[1])
+
+
+def _heads(rows, heads):  # back to (heads, E, d)
+    return rows.reshape(heads, -1, rows.shape[1]).transpose(0, 2, 1)
+
+
+def permuted(case, style: str, key_heads: int):
+    """The canonical data of `case` with W_q, b_q, W_k, b_k rows converted into `style`;
+    W_k permuted as if it had `key_heads` heads."""
+    data, a = case_data(case), case.attention
+    w, conv = data.weights, CONVERT[style]
+    wq = _heads(conv(_rows(w.wq), a.num_heads), a.num_heads)
+    wk = _heads(conv(_rows(w.wk), key_heads), a.num_kv_heads)
+    bq = None if w.bq is None else conv(w.bq.ravel(), a.num_heads).reshape(w.bq.shape)
+    bk = None if w.bk is None else conv(w.bk.ravel(), key_heads).reshape(w.bk.shape)
+    return replace(data, weights=replace(w, wq=wq, wk=wk, bq=bq, bk=bk))
+
+
+def permutation_distances(target: str, params: dict) -> dict:
+    """max |runner output - oracle of the other pairing| with the right permutation and with
+    the key rows permuted by the query head count; {"refused": reason} when the runner
+    takes neither pairing."""
+    runner = load(target, params)
+    for style in ("half_split", "interleaved"):
+        case = rope_case(style)
+        translation = runner.translate(case)
+        if not isinstance(translation, NotExpressible):
+            break
+    else:
+        return {"refused": translation.reason}
+    want = attention(rope_case(OTHER[style])).output
+    a = case.attention
+    out = {}
+    for label, key_heads in (("right", a.num_kv_heads), ("wrong", a.num_heads)):
+        got = runner.run(case, translation, permuted(case, style, key_heads)).output
+        out[label] = float(np.max(np.abs(np.asarray(got, np.float64) - want)))
+    return {"style": style, **out}
+
+
+def rope_runners() -> list:
+    found = []
+    for target, params in registry():
+        runner = load(target, params)
+        if "rope" in runner.features:
+            found.append(pytest.param(target, params, id=runner.name))
+    return found
+
+
+def _in_worker(runner, target: str, params: dict) -> dict:
+    env = {**os.environ, **runner.worker.env, "PYTHONPATH": str(ROOT)}
+    script = ("import json, sys; from tests.test_rope_permutation import "
+              "permutation_distances as p; print(json.dumps(p(sys.argv[1], "
+              "json.loads(sys.argv[2]))))")
+    done = subprocess.run([sys.executable, "-c", script, target, json.dumps(params)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("target,params", rope_runners())
+def test_permuted_weights_swap_the_pairing(target, params):
+    runner = load(target, params)
+    if runner.available():
+        pytest.skip(runner.available())
+    found = (_in_worker(runner, target, params) if runner.worker
+             else permutation_distances(target, params))
+    assert "refused" not in found, f"{runner.name} has 'rope' but refused both: {found}"
+    assert found["right"] < AGREE, (
+        f"{runner.name}: {found['style']} attention with permuted W_q/W_k is "
+        f"{found['right']:.1e} from {OTHER[found['style']]} attention with W")
+    assert found["wrong"] > DIFFER, (
+        f"{runner.name}: W_k permuted with the query head count went unnoticed "
+        f"({found['wrong']:.1e})")
+
+
+def test_some_runner_has_rope():
+    """The parametrisation is not empty (an empty one would pass vacuously)."""
+    assert rope_runners()
+
+
+def test_the_wrong_head_count_changes_the_oracle_too():
+    """The check is sound without any runner: in the oracle, the right permutation swaps
+    the pairing exactly and the wrong one does not."""
+    case = rope_case("half_split")
+    want = attention(rope_case("interleaved")).output
+    right = attention(case, permuted(case, "half_split", 2)).output
+    wrong = attention(case, permuted(case, "half_split", 4)).output
+    assert np.max(np.abs(right - want)) < 1e-12
+    assert np.max(np.abs(wrong - want)) > DIFFER
