@@ -31,10 +31,12 @@ SHAPES = {  # attention sections; "general" uses every freedom of the canonical 
 }
 LAYOUTS = {"torch": ["square", "kdim_vdim"], "keras": ["general"], "flax": ["general"],
            "matlab": ["general"], "bert": ["general"], "gpt2": ["square"], "t5": ["general"],
-           "llama": ["general", "grouped"], "marian": ["general"]}
+           "llama": ["general", "grouped"], "marian": ["general"], "gptj": ["general"],
+           "gpt_neox": ["square"], "bloom": ["square"], "mpt": ["square"]}
+NO_BIAS = ("t5", "gptj", "mpt")  # modules built without biases
 ROUND_TRIPS = [(f, s, dt, bias) for f, shapes in LAYOUTS.items() for s in shapes
                for dt in ("float64", "float32") for bias in (True, False)
-               if not (f == "t5" and bias)]
+               if not (f in NO_BIAS and bias)]
 
 
 def cast(w: CanonicalWeights, dtype: str) -> CanonicalWeights:

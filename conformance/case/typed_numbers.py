@@ -110,6 +110,29 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
         _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
         _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias")),
         fixed={"bias": False}),
+    Vocabulary("hf.gptj", "GPTJConfig", (
+        _w("n_embd", "query_features", req=True), _w("n_head", "num_heads", req=True),
+        _w("rotary_dim", "rotary_dim")), fixed={"bias": False}),
+    Vocabulary("hf.gpt_neox", "GPTNeoXConfig", (
+        _w("hidden_size", "query_features", req=True),
+        _w("num_attention_heads", "num_heads", req=True), _w("rotary_pct", "rotary_pct"),
+        _w("attention_bias", "bias"))),
+    Vocabulary("hf.qwen3", "Qwen3Config", (
+        _w("hidden_size", "query_features", req=True),
+        _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
+        _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias")),
+        fixed={"bias": False}),
+    Vocabulary("hf.olmo2", "Olmo2Config", (
+        _w("hidden_size", "query_features", req=True),
+        _w("num_attention_heads", "num_heads", req=True),
+        _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias")),
+        fixed={"bias": False}),
+    Vocabulary("hf.bloom", "BloomConfig", (
+        _w("hidden_size", "query_features", req=True), _w("n_head", "num_heads", req=True)),
+        fixed={"bias": True}),
+    Vocabulary("hf.mpt", "MptConfig", (
+        _w("d_model", "query_features", req=True), _w("n_heads", "num_heads", req=True)),
+        fixed={"bias": False}),
     Vocabulary("marian", "marian --type transformer", (
         _w("dim_emb", "query_features", req=True), _w("transformer_heads", "num_heads", req=True)),
         fixed={"bias": True}, cli=True),
@@ -120,6 +143,10 @@ BY_KEY = {v.key: v for v in VOCABULARIES}
 
 
 def _value(word: Word, value: Any) -> Any:
+    if "rotary_pct" in word.sets:  # GPT-NeoX: the fraction of each head that rotates
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise TypedError(f"typed.{word.name}", f"must be a number in (0, 1], got {value!r}")
+        return float(value)
     if "bias" in word.sets:
         if not isinstance(value, bool):
             raise TypedError(f"typed.{word.name}", f"must be true or false, got {value!r}")
@@ -315,7 +342,10 @@ def with_attention(r, raw: Mapping[str, Any], typed: Mapping[str, Any]) -> Mappi
         derived = derive(typed)
     except TypedError as exc:
         raise r.fail(exc.field_name, exc.problem) from None
-    stated = r.section("attention")
+    stated = dict(r.section("attention"))
+    rope = _typed_rotary(typed, derived)
+    if rope is not None:
+        stated["rope"] = _rope_with(r, stated.get("rope"), rope, typed)
     for key, value in stated.items():
         if key in derived and (value != derived[key] or type(value) is not type(derived[key])):
             raise r.fail(f"attention.{key}", f"states {value!r}, but typed "
@@ -323,3 +353,35 @@ def with_attention(r, raw: Mapping[str, Any], typed: Mapping[str, Any]) -> Mappi
                          f"({_why(typed, key, derived)}); fix: remove attention.{key} (the "
                          "loader derives it from typed) or correct the typed numbers")
     return {**raw, "attention": {**derived, **stated}}
+
+
+ROTARY = {"rotary_dim": "rotary_dim", "rotary_pct": "rotary_pct"}  # words setting rope.rotary_dim
+
+
+def _typed_rotary(typed: Mapping[str, Any], derived: Mapping[str, Any]) -> int | None:
+    """attention.rope.rotary_dim from GPT-J's rotary_dim (dimensions per head) or
+    GPT-NeoX's rotary_pct (int(head_size * rotary_pct), as GPTNeoXAttention computes it)."""
+    vocab = BY_KEY[typed["system"]]
+    word = next((w for w in vocab.words if set(w.sets) & set(ROTARY) and w.name in typed), None)
+    if word is None:
+        return None
+    d = derived["qk_head_dim"]
+    value = _value(word, typed[word.name])
+    dim = value if "rotary_dim" in word.sets else int(d * value)
+    if dim % 2 or not 0 < dim <= d:
+        raise TypedError(f"typed.{word.name}", f"{word.name} = {typed[word.name]} gives "
+                         f"{dim} rotating dimensions of a head of {d}: must be even and at "
+                         "most the head size (pairs rotate)")
+    return dim
+
+
+def _rope_with(r, stated: Any, dim: int, typed: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not isinstance(stated, Mapping):
+        raise r.fail("attention.rope", f"typed ({call_text(typed)}) sets the rotary width "
+                     f"({dim} per head); give attention.rope with its style, e.g. "
+                     "{style: interleaved}")
+    if stated.get("rotary_dim", dim) != dim:
+        raise r.fail("attention.rope.rotary_dim", f"states {stated['rotary_dim']!r}, but "
+                     f"typed ({call_text(typed)}) means {dim}; fix: remove it (the loader "
+                     "derives it from typed) or correct the typed numbers")
+    return {**stated, "rotary_dim": dim}

@@ -25,8 +25,9 @@ from conformance.convert.frameworks import (
     from_flax, from_keras, from_matlab, from_torch, keras_weights, set_keras_weights, to_flax,
     to_keras, to_matlab, to_torch)
 from conformance.convert.hf import (
-    from_bert, from_gpt2, from_llama, from_marian, from_t5, to_bert, to_gpt2, to_llama, to_marian,
-    to_t5)
+    from_bert, from_gpt2, from_gpt_neox, from_gptj, from_llama, from_marian, from_mpt,
+    from_qk_norm, from_t5, to_bert, to_gpt2, to_gpt_neox, to_gptj, to_llama, to_marian, to_mpt,
+    to_qk_norm, to_t5)
 
 FORMATS: dict[str, tuple[Callable[..., Any], Callable[..., CanonicalWeights]]] = {
     "torch": (to_torch, from_torch),
@@ -38,6 +39,12 @@ FORMATS: dict[str, tuple[Callable[..., Any], Callable[..., CanonicalWeights]]] =
     "t5": (to_t5, from_t5),
     "llama": (to_llama, from_llama),
     "marian": (to_marian, from_marian),
+    "gptj": (to_gptj, from_gptj),
+    "gpt_neox": (to_gpt_neox, from_gpt_neox),  # BloomAttention has the same keys and layout
+    "bloom": (to_gpt_neox, from_gpt_neox),
+    "mpt": (to_mpt, from_mpt),
+    "qwen3": (to_qk_norm, from_qk_norm),  # q_norm (d,): per head
+    "olmo2": (to_qk_norm, from_qk_norm),  # q_norm (H*d,): the whole projection
 }
 
 
@@ -71,4 +78,5 @@ __all__ = ["ConversionError", "FORMATS", "as_numpy", "convert", "from_format", "
            "keras_weights", "set_keras_weights", "to_torch", "from_torch", "to_keras",
            "from_keras", "to_flax", "from_flax", "to_matlab", "from_matlab", "to_bert",
            "from_bert", "to_gpt2", "from_gpt2", "to_t5", "from_t5", "to_llama", "from_llama",
-           "to_marian", "from_marian"]
+           "to_marian", "from_marian", "to_gptj", "from_gptj", "to_gpt_neox", "from_gpt_neox",
+           "to_mpt", "from_mpt", "to_qk_norm", "from_qk_norm"]

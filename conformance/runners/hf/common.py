@@ -332,9 +332,11 @@ class HFRunner(Runner):
         if hasattr(module, "values"):  # a ModuleDict of parts (BERT): the attention is first
             module = next(iter(module.values()))
         cls, config = type(module), type(getattr(module, "config", None) or module)
+        probed = self.probe_cells()  # the feature axes it probes replace the signature reading
         features = feature_cells(f"{cls.__name__} and {config.__name__}", cls.__init__,
-                                 cls.forward, config.__init__)
-        return cells + self.probe_cells() + features
+                                 cls.forward, config.__init__,
+                                 skip=tuple(c.axis for c in probed))
+        return cells + probed + features
 
     def unbatched_cell(self, case) -> Convention:
         torch = import_torch()

@@ -1,35 +1,49 @@
-"""HuggingFace Llama: `LlamaAttention`, rotary embedding neutralised.
+"""HuggingFace Llama: `LlamaAttention`, with the rotary embedding of the case or neutralised.
 
 LlamaConfig's `head_dim` is the per-head size (default hidden_size //
 num_attention_heads, any value allowed); `num_key_value_heads` < heads gives
 grouped-query attention; `attention_bias` puts a bias on q_proj, k_proj,
 v_proj AND o_proj (exactly the suite's `bias`).  The rotary embedding is
-applied inside forward to q and k from `position_embeddings=(cos, sin)`: this
-runner passes cos = 1, sin = 0 (the identity rotation), so the module computes
-plain multi-head attention; the row says so.  LlamaModel always builds a
+applied inside forward to q and k from `position_embeddings=(cos, sin)`: with
+attention.rope the runner computes them as LlamaModel does
+(LlamaRotaryEmbedding(config)(x, position_ids), rope_theta = rope.base,
+position_ids = position_offset + t); without it, it passes cos = 1, sin = 0 (the
+identity rotation), so the module computes plain multi-head attention; the row
+says so.  `rotate_half` pairs (i, i + d/2): interleaved pairs are not
+expressible, and the default rope type rotates the whole head (a
+`partial_rotary_factor` in rope_parameters is accepted and ignored), so partial
+rotary is refused.  LlamaModel always builds a
 causal mask; the module itself attends to what attention_mask allows (eager:
 the additive (B, 1, T, S) mask; None = every key).
 """
 from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.rotary import ROTATE_HALF, RotaryHFRunner, rope_limits, rope_theta
 
 LLAMA_SOURCE = SOURCE + "llama/modeling_llama.py"
 
 
-class HFLlama(ProbedHFRunner):
+class HFLlama(RotaryHFRunner):
     name = "hf.llama"
     system = "transformers.models.llama.modeling_llama.LlamaAttention"
-    path = "rotary neutralised (cos=1, sin=0)"
+    path = "rotary from LlamaRotaryEmbedding, or neutralised (cos=1, sin=0)"
     backend = "eager"
     typed_system = "hf.llama"
-    description = "`LlamaAttention` (`head_dim`, grouped-query, rotary neutralised)"
+    description = ("`LlamaAttention` (`head_dim`, grouped-query, half-split rotary or "
+                   "neutralised)")
 
     refusals = Refusals("LlamaAttention is self-attention only (hidden_states)", gqa=True,
                         scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
                         "= head_dim**-0.5, not a config field")
     linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
+    rope_source = f"{LLAMA_SOURCE}#L119"
+
+    def model_limits(self, case):
+        return rope_limits(case, style="half_split", why_style=f"LlamaAttention: {ROTATE_HALF}",
+                           partial=False, why_partial=(
+                               "LlamaRotaryEmbedding.compute_default_rope_parameters takes dim = "
+                               "head_dim (rope_parameters['partial_rotary_factor'] is ignored)"))
 
     config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
                      "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
@@ -42,22 +56,27 @@ class HFLlama(ProbedHFRunner):
 
         keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                 "attention_bias", "attn_implementation")
-        config = LlamaConfig(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"])
-        module = LlamaAttention(config, layer_idx=0)
-        module.rotary_identity = True
-        return module
+        rope = {"rope_type": "default", "rope_theta": plan.get("rope_theta", 10000.0)}
+        config = LlamaConfig(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"],
+                             rope_parameters=rope)
+        return LlamaAttention(config, layer_idx=0)
 
-    def forward(self, module, x, mask, **kw):
-        import torch
+    def config_call(self, case):
+        call, cfg = super().config_call(case)
+        if case.attention.rope is None:
+            return call, cfg
+        theta = rope_theta(case)
+        return (call.replace(")", f", rope_parameters={{'rope_theta': {theta:g}}})", 1),
+                {**cfg, "rope_theta": theta})
 
-        shape = (*x.shape[:-1], module.head_dim)
-        cos, sin = torch.ones(shape, dtype=x.dtype), torch.zeros(shape, dtype=x.dtype)
-        return module(x, position_embeddings=(cos, sin), attention_mask=mask, **kw)[:2]
+    def rotary(self, torch, config):
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+        return LlamaRotaryEmbedding(config)
 
     def notes(self, case, module):
-        return ["rotary embedding neutralised: position_embeddings=(cos=1, sin=0), the identity "
-                "rotation; LlamaModel would rotate q and k by position",
-                "attention_bias=True biases q_proj, k_proj, v_proj and o_proj (the suite's bias)"]
+        return self.rope_notes(case) + [
+            "attention_bias=True biases q_proj, k_proj, v_proj and o_proj (the suite's bias)"]
 
     sizes = SizeFacts("per_head", f"{LLAMA_SOURCE}#L206", "q_proj.weight", "out x in (nn.Linear)",
                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",

@@ -206,9 +206,11 @@ def implicit_mask(runner) -> Convention:
 
 
 def hf_cells(runner) -> list[Convention]:
+    from conformance.runners.hf.modern_probes import modern_cells
+
     return [key_padding(runner), fully_masked(runner), weights_dropout(runner), causal(runner),
             scale_precision(runner), float64_compute(runner), mixed_dtype(runner),
-            implicit_mask(runner)]
+            implicit_mask(runner), *modern_cells(runner)]
 
 
 class ProbedHFRunner(HFRunner):

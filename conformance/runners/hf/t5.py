@@ -25,6 +25,10 @@ class HFT5(ProbedHFRunner):
     typed_system = "hf.t5"
     description = "`T5Attention` (`d_kv` per head, no scale)"
     probe_attention = {"bias": False, "scale": 1.0}  # the probes' oracle: T5's own scale
+    alibi_na = ("T5Attention.forward takes position_bias, T5's learned relative bias, not "
+                "ALiBi: compute_bias looks it up in relative_attention_bias = "
+                "nn.Embedding(relative_attention_num_buckets, n_heads) by bucketed distance "
+                "(modeling_t5.py, T5Attention.compute_bias); there are no slopes")
     probe_scale = 1.0
     sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
 

@@ -1,0 +1,95 @@
+"""HuggingFace BLOOM: `BloomAttention`, ALiBi.
+
+BloomModel computes the ALiBi tensor once per forward and hands it to every
+attention module: without padding `_get_alibi_slopes(n_head) * arange(S)`,
+repeated over the batch, (B * H, 1, S); the module adds it to the scaled scores
+with `baddbmm` (slope * key position: the paper's slope * (key - query) plus a
+constant per row, which the softmax ignores).  The fused `query_key_value`
+nn.Linear(E, 3E) (rows per head [q_h; k_h; v_h], the GPT-NeoX layout) and
+`dense` always hold biases; head_dim = hidden_size // n_head; scale
+1/sqrt(head_dim).  The module adds `residual` to its output (dropout_add): the
+runner passes zeros.  The causal mask is BloomModel's; the module adds the
+additive (B, 1, T, S) mask it is given.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.convert.hf import to_gpt_neox
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.probes import ProbedHFRunner
+
+BLOOM_SOURCE = SOURCE + "bloom/modeling_bloom.py"
+
+
+def slopes(num_heads: int) -> np.ndarray:
+    """BLOOM's own slopes (`_get_alibi_slopes`), for the ledger's evidence."""
+    import torch  # noqa: F401  (transformers' BLOOM module needs it)
+    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+
+    return _get_alibi_slopes(num_heads, "cpu").double().numpy()
+
+
+class HFBloom(ProbedHFRunner):
+    name = "hf.bloom"
+    system = "transformers.models.bloom.modeling_bloom.BloomAttention"
+    path = "alibi from _get_alibi_slopes (BloomModel's no-padding path)"
+    backend = "eager"
+    typed_system = "hf.bloom"
+    description = "`BloomAttention` (ALiBi, fused per-head qkv)"
+    features = ProbedHFRunner.features | {"alibi"}
+    probe_attention = {"alibi": True}
+
+    refusals = Refusals(
+        "BloomAttention is self-attention only (hidden_states)",
+        width_fixed="BloomAttention sets head_dim = hidden_size // num_heads",
+        fixed_bias=(True, "query_key_value and dense are nn.Linear(bias=True); BloomConfig has "
+                    "no switch"),
+        scale_why="a scale other than 1/sqrt(head_dim): BloomAttention.inv_norm_factor = "
+        "1 / sqrt(head_dim), not a config field")
+
+    def model_limits(self, case):
+        if not case.attention.alibi:
+            return ("no attention.alibi: BloomAttention adds the alibi tensor on every call "
+                    "(BloomModel always builds one; it is BLOOM's only position signal)")
+        return None
+
+    config_fields = {"hidden_size": "query_features", "n_head": "num_heads"}
+    call_template = "BloomAttention(BloomConfig({args}), layer_idx=0)"
+
+    def build(self, torch, plan):
+        from transformers import BloomConfig
+        from transformers.models.bloom.modeling_bloom import BloomAttention
+
+        config = BloomConfig(hidden_size=plan["hidden_size"], n_head=plan["n_head"],
+                             attention_dropout=plan["dropout"], hidden_dropout=0.0,
+                             attn_implementation=plan["attn_implementation"])
+        return BloomAttention(config, layer_idx=0)
+
+    def state(self, case, weights):
+        return to_gpt_neox(weights)
+
+    native_slopes = staticmethod(slopes)
+
+    def forward(self, module, x, mask, **kw):
+        import torch
+        from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+
+        b, s = x.shape[0], x.shape[-2]
+        alibi = _get_alibi_slopes(module.num_heads, x.device)[:, None, None] * torch.arange(s)
+        alibi = alibi.repeat(b, 1, 1).to(x.dtype)
+        return module(x, residual=torch.zeros_like(x), alibi=alibi, attention_mask=mask,
+                      output_attentions=True, **kw)[:2]
+
+    def notes(self, case, module):
+        return ["alibi = _get_alibi_slopes(n_head) * arange(S), as BloomModel builds it "
+                "without padding; residual = zeros (the module adds it to its output)"]
+
+    sizes = SizeFacts("derived_from_width", f"{BLOOM_SOURCE}#L150", "query_key_value.weight",
+                      "out x in (nn.Linear), rows per head [q_h; k_h; v_h]",
+                      "one nn.Linear(E, 3E) viewed as (B, T, H, 3, head_dim)",
+                      "4E^2 + 4E")
+
+    def size_evidence(self, case, module, shape):
+        return (f"BloomConfig(hidden_size=8, n_head=2): head_dim {module.head_dim}, "
+                f"query_key_value.weight {shape}; no head-size field")

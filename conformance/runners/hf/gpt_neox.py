@@ -1,0 +1,84 @@
+"""HuggingFace GPT-NeoX: `GPTNeoXAttention`, half-split rotary with `rotary_pct`.
+
+The fused `query_key_value` nn.Linear(E, 3E) is viewed per head as [q_h k_h v_h]
+(convert.hf.to_gpt_neox); `dense` is the output projection; `attention_bias`
+biases both.  The rotation is `rotate_half` over the first
+int(head_size * partial_rotary_factor) dimensions (GPTNeoXConfig(rotary_pct=...)
+sets rope_parameters['partial_rotary_factor'], `rotary_emb_base` its
+rope_theta); cos/sin come from GPTNeoXRotaryEmbedding.  head_size =
+hidden_size // num_attention_heads; scale head_size**-0.5.
+"""
+from __future__ import annotations
+
+from conformance.convert.hf import to_gpt_neox
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.rotary import ROTATE_HALF, RotaryHFRunner, rope_limits, rope_theta
+
+NEOX_SOURCE = SOURCE + "gpt_neox/modeling_gpt_neox.py"
+
+
+class HFGptNeox(RotaryHFRunner):
+    name = "hf.gpt_neox"
+    system = "transformers.models.gpt_neox.modeling_gpt_neox.GPTNeoXAttention"
+    path = "rotary from GPTNeoXRotaryEmbedding"
+    backend = "eager"
+    typed_system = "hf.gpt_neox"
+    description = "`GPTNeoXAttention` (fused per-head qkv, half-split rotary, `rotary_pct`)"
+    needs_rope = True
+    rope_source = f"{NEOX_SOURCE}#L100"
+
+    refusals = Refusals(
+        "GPTNeoXAttention is self-attention only (hidden_states)",
+        width_fixed="GPTNeoXAttention sets head_size = hidden_size // num_attention_heads",
+        scale_why="a scale other than 1/sqrt(head_size): GPTNeoXAttention.scaling = "
+        "head_size**-0.5, not a config field")
+
+    def model_limits(self, case):
+        return self.rope_model_limits(case) or rope_limits(
+            case, style="half_split", why_style=f"GPTNeoXAttention: {ROTATE_HALF}", partial=True)
+
+    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
+                     "attention_bias": "bias"}
+    call_template = "GPTNeoXAttention(GPTNeoXConfig({args}), layer_idx=0)"
+
+    def config_call(self, case):
+        call, cfg = super().config_call(case)
+        r = case.attention.rope
+        pct = 1.0 if r is None else r.rotary_dim / case.attention.qk_head_dim
+        cfg = {**cfg, "rotary_pct": pct, "rotary_emb_base": rope_theta(case)}
+        return call.replace(")", f", rotary_pct={pct:g}, rotary_emb_base="
+                            f"{cfg['rotary_emb_base']:g})", 1), cfg
+
+    def build(self, torch, plan):
+        from transformers import GPTNeoXConfig
+        from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXAttention
+
+        config = GPTNeoXConfig(hidden_size=plan["hidden_size"],
+                               num_attention_heads=plan["num_attention_heads"],
+                               attention_bias=plan["attention_bias"],
+                               rotary_pct=plan.get("rotary_pct", 1.0),
+                               rotary_emb_base=plan.get("rotary_emb_base", 10000.0),
+                               attention_dropout=plan["dropout"],
+                               attn_implementation=plan["attn_implementation"])
+        return GPTNeoXAttention(config, layer_idx=0)
+
+    def rotary(self, torch, config):
+        from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+
+        return GPTNeoXRotaryEmbedding(config)
+
+    def state(self, case, weights):
+        return to_gpt_neox(weights)
+
+    def notes(self, case, module):
+        return self.rope_notes(case) + [f"rotary_ndims = {module.rotary_ndims} of head_size "
+                                        f"{module.head_size}"]
+
+    sizes = SizeFacts("derived_from_width", f"{NEOX_SOURCE}#L173", "query_key_value.weight",
+                      "out x in (nn.Linear), rows per head [q_h; k_h; v_h]",
+                      "one nn.Linear(E, 3E) viewed as (B, T, H, 3 head_size) and chunked in "
+                      "three", "4E^2 (+ 4E biases)", "probe E=8, H=2, bias: {n}")
+
+    def size_evidence(self, case, module, shape):
+        return (f"GPTNeoXConfig(hidden_size=8, num_attention_heads=2): head_size "
+                f"{module.head_size}, query_key_value.weight {shape}; no head-size field")

@@ -1,0 +1,89 @@
+"""HuggingFace OLMo2: `Olmo2Attention`, RMS QK-norm over the whole projection, rotary.
+
+q_norm = Olmo2RMSNorm(num_attention_heads * head_dim) and k_norm =
+Olmo2RMSNorm(num_key_value_heads * head_dim) normalise the full projected
+query and key of a position (all heads together) before they are split into
+heads and rotated (`rotate_half`, half-split).  Olmo2Config has no head_dim
+field (head_dim = hidden_size // num_attention_heads); grouped-query with
+`num_key_value_heads`; `attention_bias` on q/k/v/o_proj.
+"""
+from __future__ import annotations
+
+from conformance.convert.hf import to_qk_norm
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.rotary import (
+    ROTATE_HALF, RotaryHFRunner, qk_norm_limits, rope_limits, rope_theta)
+
+OLMO2_SOURCE = SOURCE + "olmo2/modeling_olmo2.py"
+
+
+class HFOlmo2(RotaryHFRunner):
+    name = "hf.olmo2"
+    system = "transformers.models.olmo2.modeling_olmo2.Olmo2Attention"
+    path = "rotary from Olmo2RotaryEmbedding, or neutralised"
+    backend = "eager"
+    typed_system = "hf.olmo2"
+    description = "`Olmo2Attention` (RMS QK-norm over the whole projection, half-split rotary)"
+    features = RotaryHFRunner.features | {"qk_norm"}
+    rope_source = f"{OLMO2_SOURCE}#L70"
+    probe_attention = {"qk_norm": {"kind": "rms", "scope": "all_heads"}}
+
+    refusals = Refusals("Olmo2Attention is self-attention only (hidden_states)", gqa=True,
+                        width_fixed="Olmo2Config has no head_dim field: head_dim = hidden_size "
+                        "// num_attention_heads",
+                        scale_why="a scale other than 1/sqrt(head_dim): Olmo2Attention.scaling "
+                        "= head_dim**-0.5, not a config field")
+    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def model_limits(self, case):
+        return qk_norm_limits(case, "all_heads", "Olmo2Attention", (
+            "Olmo2Attention builds q_norm = Olmo2RMSNorm(num_attention_heads * head_dim): "
+            "the whole projection at once")) or rope_limits(
+            case, style="half_split", why_style=f"Olmo2Attention: {ROTATE_HALF}", partial=False,
+            why_partial="Olmo2RotaryEmbedding's default rope rotates the whole head_dim")
+
+    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
+                     "num_key_value_heads": "num_kv_heads", "attention_bias": "bias"}
+    call_template = "Olmo2Attention(Olmo2Config({args}), layer_idx=0)"
+
+    def config_call(self, case):
+        call, cfg = super().config_call(case)
+        n = case.attention.qk_norm
+        cfg = {**cfg, "rms_norm_eps": 1e-6 if n is None else n.eps,
+               "rope_theta": rope_theta(case)}
+        return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
+                            f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
+
+    def build(self, torch, plan):
+        from transformers import Olmo2Config
+        from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention
+
+        keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "attention_bias",
+                "attn_implementation")
+        config = Olmo2Config(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"],
+                             rms_norm_eps=plan.get("rms_norm_eps", 1e-6),
+                             rope_parameters={"rope_type": "default",
+                                              "rope_theta": plan.get("rope_theta", 10000.0)})
+        return Olmo2Attention(config, layer_idx=0)
+
+    def rotary(self, torch, config):
+        from transformers.models.olmo2.modeling_olmo2 import Olmo2RotaryEmbedding
+
+        return Olmo2RotaryEmbedding(config)
+
+    def state(self, case, weights):
+        return to_qk_norm(weights)
+
+    def notes(self, case, module):
+        return self.rope_notes(case) + ["q_norm, k_norm: RMSNorm over all heads' values of a "
+                                        f"position ({tuple(module.q_norm.weight.shape)})"]
+
+    sizes = SizeFacts("derived_from_width", f"{OLMO2_SOURCE}#L200", "q_proj.weight",
+                      "out x in (nn.Linear)",
+                      "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
+                      "(H + H_kv) d E x 2 + (H + H_kv) d (+ (H + 2 H_kv) d + E biases)",
+                      "probe E=8, H=2, d=4, bias: {n}")
+
+    def size_evidence(self, case, module, shape):
+        return (f"Olmo2Config(hidden_size=8, num_attention_heads=2): head_dim "
+                f"{module.head_dim}, q_proj.weight {shape}; no head-size field")

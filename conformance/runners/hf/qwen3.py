@@ -1,0 +1,87 @@
+"""HuggingFace Qwen3: `Qwen3Attention`, RMS QK-norm per head, grouped-query, rotary.
+
+q_norm and k_norm are Qwen3RMSNorm(head_dim) applied to each head's projected
+query and key ("unlike olmo, only on the head dim!", the source's comment),
+before the half-split rotation (`rotate_half`); `rms_norm_eps` is their eps.
+Grouped-query with `num_key_value_heads`, `head_dim` any value,
+`attention_bias` on q/k/v/o_proj.  cos/sin come from Qwen3RotaryEmbedding at
+position_offset + t, or are the identity rotation for a case without rope.
+"""
+from __future__ import annotations
+
+from conformance.convert.hf import to_qk_norm
+from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.rotary import (
+    ROTATE_HALF, RotaryHFRunner, qk_norm_limits, rope_limits, rope_theta)
+
+QWEN3_SOURCE = SOURCE + "qwen3/modeling_qwen3.py"
+
+
+class HFQwen3(RotaryHFRunner):
+    name = "hf.qwen3"
+    system = "transformers.models.qwen3.modeling_qwen3.Qwen3Attention"
+    path = "rotary from Qwen3RotaryEmbedding, or neutralised"
+    backend = "eager"
+    typed_system = "hf.qwen3"
+    description = "`Qwen3Attention` (RMS QK-norm per head, grouped-query, half-split rotary)"
+    features = RotaryHFRunner.features | {"qk_norm"}
+    rope_source = f"{QWEN3_SOURCE}#L90"
+    probe_attention = {"qk_norm": {"kind": "rms", "scope": "per_head"}}
+
+    refusals = Refusals("Qwen3Attention is self-attention only (hidden_states)", gqa=True,
+                        scale_why="a scale other than 1/sqrt(head_dim): Qwen3Attention.scaling "
+                        "= head_dim**-0.5, not a config field")
+    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def model_limits(self, case):
+        return qk_norm_limits(case, "per_head", "Qwen3Attention", (
+            "Qwen3Attention builds q_norm = Qwen3RMSNorm(self.head_dim) (\"unlike olmo, only "
+            "on the head dim!\"): each head apart")) or rope_limits(
+            case, style="half_split", why_style=f"Qwen3Attention: {ROTATE_HALF}", partial=False,
+            why_partial="Qwen3RotaryEmbedding's default rope rotates the whole head_dim")
+
+    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
+                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
+                     "attention_bias": "bias"}
+    call_template = "Qwen3Attention(Qwen3Config({args}), layer_idx=0)"
+
+    def config_call(self, case):
+        call, cfg = super().config_call(case)
+        n = case.attention.qk_norm
+        cfg = {**cfg, "rms_norm_eps": 1e-6 if n is None else n.eps,
+               "rope_theta": rope_theta(case)}
+        return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
+                            f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
+
+    def build(self, torch, plan):
+        from transformers import Qwen3Config
+        from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention
+
+        keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                "attention_bias", "attn_implementation")
+        config = Qwen3Config(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"],
+                             rms_norm_eps=plan.get("rms_norm_eps", 1e-6),
+                             rope_parameters={"rope_type": "default",
+                                              "rope_theta": plan.get("rope_theta", 10000.0)})
+        return Qwen3Attention(config, layer_idx=0)
+
+    def rotary(self, torch, config):
+        from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
+
+        return Qwen3RotaryEmbedding(config)
+
+    def state(self, case, weights):
+        return to_qk_norm(weights)
+
+    def notes(self, case, module):
+        return self.rope_notes(case) + ["q_norm, k_norm: RMSNorm over each head's head_dim "
+                                        f"values, eps {module.q_norm.variance_epsilon:g}"]
+
+    sizes = SizeFacts("per_head", f"{QWEN3_SOURCE}#L230", "q_proj.weight", "out x in (nn.Linear)",
+                      "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
+                      "(H + H_kv) d E x 2 + 2 d (+ (H + 2 H_kv) d + E biases)",
+                      "probe E=8, H=2, d=4, bias: {n}")
+
+    def size_evidence(self, case, module, shape):
+        return (f"Qwen3Config(hidden_size=8, num_attention_heads=2, head_dim={module.head_dim}): "
+                f"q_proj.weight {shape}; head_dim any value")

@@ -1,0 +1,123 @@
+"""What the HF runners of today's attention share: rotary embeddings computed by
+the model's own rotary module at the case's positions, the limits of each
+system's RoPE, QK-norm and ALiBi, and one base class.
+
+A decoder model (LlamaModel, GPTJModel, GPTNeoXModel, Qwen3Model, Olmo2Model)
+computes `position_embeddings` once per forward with its rotary-embedding module
+(LlamaRotaryEmbedding(config)(x, position_ids)) and hands them to every
+attention module; the runners do exactly that, with position_ids =
+inputs.position_offset + t.  A case without attention.rope runs a module that
+always rotates with the identity rotation (cos = 1, sin = 0), and the row says
+so.  torch is imported inside functions only.
+"""
+from __future__ import annotations
+
+from conformance.runners.hf.common import SOURCE
+from conformance.runners.hf.probes import ProbedHFRunner
+
+MAX_TABLE = 1 << 16  # a precomputed sin/cos table longer than this is refused (GPT-J)
+
+
+def rope_theta(case) -> float:
+    r = case.attention.rope
+    return 10000.0 if r is None else float(r.base)
+
+
+def rope_limits(case, *, style: str, why_style: str, partial: bool, why_partial: str = "",
+                base_fixed: bool = False) -> str | None:
+    """The case's rope against a system with one pairing `style`, partial rotary or not,
+    and a settable base or not; `why_*` quote the system."""
+    r = case.attention.rope
+    if r is None:
+        return None
+    if r.style != style:
+        return f"rope.style={r.style}: {why_style}"
+    if r.rotary_dim != case.attention.qk_head_dim and not partial:
+        return (f"rope.rotary_dim={r.rotary_dim} < head size {case.attention.qk_head_dim}: "
+                f"{why_partial}")
+    if base_fixed and r.base != 10000.0:
+        return (f"rope.base={r.base:g}: {why_partial or 'the base is fixed at 10000'}")
+    return None
+
+
+def qk_norm_limits(case, scope: str, module: str, why_scope: str) -> str | None:
+    """A module with RMSNorm q_norm / k_norm of one scope, always applied."""
+    n = case.attention.qk_norm
+    if n is None:
+        return (f"no attention.qk_norm: {module} applies its RMSNorm q_norm and k_norm on every "
+                "call (no switch); the case asks for none")
+    if n.kind != "rms":
+        return f"qk_norm.kind={n.kind}: {module}'s q_norm and k_norm are RMSNorm (no bias)"
+    if n.scope != scope:
+        return f"qk_norm.scope={n.scope}: {why_scope}"
+    return None
+
+
+def position_ids(torch, case, batch: int):
+    """(B, T) absolute positions, as the model builds them (cache_position + offset)."""
+    p0 = case.inputs.position_offset
+    return torch.arange(p0, p0 + case.inputs.query_len).unsqueeze(0).expand(batch, -1)
+
+
+class RotaryHFRunner(ProbedHFRunner):
+    """An HF decoder attention module that takes `position_embeddings` from its model's
+    rotary module.  Subclasses give `rotary(torch, config)` (the model's module),
+    `native_style`, and may set `pair_order` ("cos_sin" or GPT-J's "sin_cos")."""
+
+    features = ProbedHFRunner.features | {"rope", "position_offset"}
+    native_style = "half_split"
+    pair_order = "cos_sin"
+    needs_rope = False  # True: a case without rope is not this system's
+    rope_source = ""  # the source line of its rotation (rotate_half / rotate_every_two)
+
+    def rope_model_limits(self, case) -> str | None:
+        if self.needs_rope and case.attention.rope is None:
+            return (f"no attention.rope: {self.system.rsplit('.', 1)[-1]} rotates q and k on "
+                    "every call (its model always passes position_embeddings); the case asks "
+                    "for none (hf.llama runs attention with the rotation neutralised)")
+        return None
+
+    def rotary(self, torch, config):
+        raise NotImplementedError
+
+    def embeddings(self, module, x, case):
+        """(cos, sin) or (sin, cos) in the module's order, from the model's rotary module,
+        or the identity rotation when the case has no rope."""
+        import torch
+
+        rot = self.rotary(torch, module.config)
+        with torch.no_grad():
+            pair = rot(x, position_ids(torch, case, x.shape[0] if x.dim() == 3 else 1))
+        if case.attention.rope is None:
+            first, second = pair
+            cos_sin = (torch.ones_like(first), torch.zeros_like(second))
+            return cos_sin if self.pair_order == "cos_sin" else cos_sin[::-1]
+        return tuple(p.to(x.dtype) for p in pair)
+
+    def module_for(self, torch, case, plan, weights):
+        """The module, holding the case it runs (forward needs its positions and rope)."""
+        module = super().module_for(torch, case, plan, weights)
+        module.conformance_case = case
+        return module
+
+    def forward(self, module, x, mask, **kw):
+        pe = self.embeddings(module, x, module.conformance_case)
+        return module(x, position_embeddings=pe, attention_mask=mask, **kw)[:2]
+
+    def rope_notes(self, case) -> list[str]:
+        r = case.attention.rope
+        if r is None:
+            return ["rotary embedding neutralised: position_embeddings = the identity rotation "
+                    "(cos=1, sin=0); the model would rotate q and k by position"]
+        p0 = case.inputs.position_offset
+        return [f"rotary {r.style}, rotary_dim {r.rotary_dim}, base {r.base:g}: "
+                f"position_embeddings from the model's own rotary module at position_ids "
+                f"{p0}..{p0 + case.inputs.query_len - 1}"]
+
+
+ROTATE_HALF = ("rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2]) pairs dimension i with "
+               "i + d/2 (half-split); no argument selects the interleaved pairs")
+ROTATE_EVERY_TWO = ("rotate_every_two(x) stacks (-x[..., 1::2], x[..., ::2]): pairs (2i, 2i+1) "
+                    "(interleaved); no argument selects half-split pairs")
+__all__ = ["SOURCE", "MAX_TABLE", "ROTATE_HALF", "ROTATE_EVERY_TWO", "RotaryHFRunner",
+           "position_ids", "qk_norm_limits", "rope_limits", "rope_theta"]
