@@ -196,4 +196,7 @@ class OnnxContribMHA(Runner):
                   Convention("softmax_scale", "configurable", "scale attribute (default 0: "
                              "1/sqrt(head_size))"),
                   Convention("implicit_mask", "none", "an ONNX tensor carries no mask")]
-        return cells
+        from conformance.contract.cache_probes import override
+        from conformance.runners.onnx.cache_probes import contrib_cache_cells
+
+        return override(cells, contrib_cache_cells())
