@@ -13,7 +13,6 @@ import numpy as np
 
 from conformance.contract import cache_probes as cp
 from conformance.contract.runner import Convention, to_numpy
-from conformance.oracle.canonical import case_data
 
 CACHE_DOC = {"documented_source": "https://huggingface.co/docs/transformers/main/en/"
              "kv_cache"}
@@ -51,9 +50,8 @@ def cache_cells(runner) -> list[Convention]:
             "causal mask, then one step with attention_mask=None")
     try:
         with torch.no_grad():
-            pre = runner.forward(module, x[:, :-1].contiguous(), hf_mask(torch, causal, torch.float32,
-                                                             runner.attn_implementation),
-                                 cache=cache)[0]
+            mask = hf_mask(torch, causal, torch.float32, runner.attn_implementation)
+            pre = runner.forward(module, x[:, :-1].contiguous(), mask, cache=cache)[0]
             shapes = [_keys(cache)]
             step = runner.forward(module, x[:, -1:].contiguous(), None, cache=cache)[0]
             shapes.append(_keys(cache))
