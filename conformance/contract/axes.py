@@ -113,9 +113,10 @@ AXES: tuple[Axis, ...] = (
          "past key/value shape and order (BNSH or BSNH), one tensor or two, preallocated or "
          "growing"),
     Axis("window_width", "Sliding-window argument", ("w_keys", "w_plus_1_keys", "2w_plus_1_keys",
-                                                     "left_right", NA),
+                                                     "2w_minus_1_keys", "left_right", NA),
          "what the system's own window number w means, in keys a query sees: w, w + 1 (w "
-         "before and itself), 2w + 1 (w on each side), or separate left/right numbers"),
+         "before and itself), 2w + 1 (w on each side), 2w - 1 (w - 1 on each side: |i - j| "
+         "< w, Keras sliding_window), or separate left/right numbers"),
     Axis("softcap_order", "Softcap order against mask and bias",
          ("before_mask", "after_mask", NA),
          "whether the softcap applies to the scores before the mask and bias are added, or "

@@ -237,8 +237,11 @@ def features(api: str) -> list[Convention]:
 
 def flax_cells(api: str) -> list[Convention]:
     from conformance.contract.axes import FEATURE_ARGUMENTS
+    from conformance.contract.cache_probes import override
+    from conformance.runners.flax.cache_probes import cache_cells
 
-    today = sorted([qk_norm_scope(api), *kv_head_mapping(api), *features(api)],
+    today = sorted(override([qk_norm_scope(api), *kv_head_mapping(api), *features(api)],
+                            cache_cells(api)),
                    key=lambda c: list(FEATURE_ARGUMENTS).index(c.axis))  # the axes' order
     return [key_padding(api), weights_dropout(api), causal(api), scale_precision(api),
             float64_compute(api), mixed_dtype(api), implicit_mask(api), *today]

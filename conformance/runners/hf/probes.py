@@ -219,3 +219,10 @@ class ProbedHFRunner(HFRunner):
 
     def probe_cells(self):
         return hf_cells(self)
+
+    def conventions(self):
+        """The cells of HFRunner.conventions, the cache axes probed (cache_probes.py)."""
+        from conformance.contract.cache_probes import override
+        from conformance.runners.hf.cache_probes import cache_cells
+
+        return override(super().conventions(), cache_cells(self))

@@ -15,6 +15,7 @@ from conformance.contract.runner import (
 from conformance.paths import cache_root
 from conformance.convert.frameworks import to_keras
 from conformance.oracle.canonical import round_to_dtype
+from conformance.runners.keras.window import sliding_window
 
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module
 DIGEST_LIMIT = 512  # outputs up to this size are kept whole for the cross-backend table
@@ -82,6 +83,10 @@ def mha_translation(case) -> Translation | NotExpressible:
               "output_shape": a.output_features}
     if not a.bias:
         kwargs["use_bias"] = False
+    window = sliding_window(case)
+    if isinstance(window, NotExpressible):
+        return window
+    kwargs.update(window)
     return Translation(format_call("MultiHeadAttention", kwargs, case.inputs.dtype), kwargs)
 
 
@@ -346,6 +351,7 @@ class KerasLayerRunner(Runner):
     scores = False  # True: return_attention_scores=True (einsum + Softmax path)
     layer_cls = ""  # the keras.layers class, e.g. "MultiHeadAttention"
     layer_name = ""  # the layer's name (its variable paths start with it)
+    features = Runner.features | {"window"}  # sliding_window (window.py)
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from conformance.contract.runner import NotExpressible, Translation
 from conformance.runners.keras.common import KerasLayerRunner, causal_limit, format_call
 from conformance.runners.keras.probes import layer_cells
+from conformance.runners.keras.window import sliding_window
 
 
 def gqa_translation(case) -> Translation | NotExpressible:
@@ -38,6 +39,10 @@ def gqa_translation(case) -> Translation | NotExpressible:
               "num_key_value_heads": a.num_kv_heads}
     if not a.bias:
         kwargs["use_bias"] = False
+    window = sliding_window(case)
+    if isinstance(window, NotExpressible):
+        return window
+    kwargs.update(window)
     return Translation(format_call("GroupQueryAttention", kwargs, case.inputs.dtype), kwargs)
 
 

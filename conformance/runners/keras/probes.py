@@ -314,6 +314,9 @@ def layer_cells(runner) -> list[Convention]:
     """Every probe of one Keras layer runner, in its worker."""
     p = Probe(runner)
     case = base_case()
+    from conformance.runners.keras.window import window_width
+
     grouped = [kv_head_mapping(p)] if runner.layer_cls == "GroupQueryAttention" else []
+    grouped.append(window_width(p))
     return (layout_cells(p, case) + mask_cells(p, case) + dropout_cells(p, case)
             + [scale_precision(p)] + dtype_cells(p, case) + [implicit_mask(p)] + grouped)

@@ -230,7 +230,11 @@ class OnnxAttentionOp(Runner):
         def build(case, data=None):
             return build_model(case, data or case_data(case), attention_plan(case))
 
-        return attention_op_cells(self.engine, build, self.execute)
+        from conformance.contract.cache_probes import override
+        from conformance.runners.onnx.cache_probes import attention_op_cells_20
+
+        return override(attention_op_cells(self.engine, build, self.execute),
+                        attention_op_cells_20(self.engine, build, self.execute))
 
     def execute(self, model, feed, dtype: str):
         if self.engine == "reference":

@@ -239,4 +239,7 @@ class OnnxContribMHA(Runner):
                   Convention("float_mask", "added", "attention_bias is added to the scores"),
                   *self.attribute_cells(),
                   Convention("implicit_mask", "none", "an ONNX tensor carries no mask")]
-        return cells
+        from conformance.contract.cache_probes import override
+        from conformance.runners.onnx.cache_probes import contrib_cache_cells
+
+        return override(cells, contrib_cache_cells())

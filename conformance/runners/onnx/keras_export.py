@@ -120,9 +120,13 @@ class OnnxKerasExport(Runner):
         from conformance.contract.probing import feature_cells
         from conformance.runners.onnx.keras_export_probes import onnx_cells
 
+        from conformance.contract.cache_probes import override
+        from conformance.runners.onnx.cache_probes import keras_export_window
+
         mha = keras.layers.MultiHeadAttention
-        return onnx_cells(_versions()) + feature_cells(
-            "keras.layers.MultiHeadAttention (exported)", mha.__init__, mha.call)
+        return override(onnx_cells(_versions()) + feature_cells(
+            "keras.layers.MultiHeadAttention (exported)", mha.__init__, mha.call),
+            [keras_export_window(_versions())])
 
     def run(self, case, translation, data):
         import keras

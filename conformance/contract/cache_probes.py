@@ -1,0 +1,157 @@
+"""Probes of the #20 axes a system's own API settles: cache_causal_alignment and
+cache_layout (a prefill, then one single-position step through the system's cache),
+window_width (the system's window number read as keys counted) and softcap_order
+(softcap before or after a finite additive mask).  Each names the reading of the
+float64 oracle the system's output matches (probing.closest), every distance quoted;
+the runners give the system's output (frameworks stay in the runners).
+
+A one-position step at position P over a growing cache: lower_right = it sees keys
+0..P (the cache and itself, a correct decode); upper_left = the causal diagonal not
+shifted, key 0 only.  (`full`, every slot of a preallocated cache, is the same keys as
+lower_right for a growing cache, so the probes quote the slots they saw.)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+import numpy as np
+
+from conformance.case.loader import Case
+from conformance.contract.axes import NA
+from conformance.contract.probing import closest, distances, output_with, probe_case
+from conformance.contract.runner import Convention
+from conformance.oracle.canonical import case_data
+from conformance.oracle.positional import window_allowed
+from conformance.oracle.reference import project
+
+PREFILL = 3
+
+
+def decode_case(prefill: int = PREFILL, **attention) -> Case:
+    """Causal self-attention over prefill + 1 positions, 2 heads of 4 (batch 2)."""
+    att = {"num_heads": 2, "query_features": 8, **attention}
+    return probe_case("cache-step", attention=att, mask={"causal": "upper_left"},
+                      inputs={"self_attention": True, "query_len": prefill + 1,
+                              "key_len": prefill + 1})
+
+
+def step_candidates(case: Case) -> dict[str, np.ndarray]:
+    """(B, 1, E) outputs of the last position under each alignment of the step."""
+    n = case.inputs.query_len
+    causal = np.tril(np.ones((n, n), bool))
+    first = causal.copy()
+    first[-1] = False
+    first[-1, 0] = True
+    return {"lower_right": output_with(case, causal)[:, -1:],
+            "upper_left": output_with(case, first)[:, -1:]}
+
+
+def cache_alignment(case: Case, step: np.ndarray, what: str, prefill: np.ndarray | None = None,
+                    **documented) -> Convention:
+    """The alignment the step's output `step` (B, 1, E) matches; `prefill` (B, P, E), when
+    given, is quoted against the causal forward's first P rows."""
+    cell = closest("cache_causal_alignment", step, step_candidates(case),
+                   f"{what}: prefill {case.inputs.query_len - 1}, then one step", **documented)
+    if prefill is None:
+        return cell
+    n = case.inputs.query_len
+    full = output_with(case, np.tril(np.ones((n, n), bool)))[:, :-1]
+    d = distances(prefill, {"causal": full})["causal"]
+    return replace(cell, evidence=f"{cell.evidence}; the prefill rows {d:.1e} from the "
+                   "causal forward")
+
+
+def layout_words(case: Case, shapes: list[tuple[int, ...]], tensors: str,
+                 preallocated: bool = False) -> str:
+    """'BNSH'/'BSNH' read from a cache tensor's shape after the prefill and after the step
+    (`shapes`), with how many tensors and whether it grows."""
+    a, i = case.attention, case.inputs
+    b, h, d = i.batch, a.num_kv_heads, a.qk_head_dim
+
+    def order(shape) -> str:
+        s = shape[2] if len(shape) == 4 and shape[:2] == (b, h) else shape[1]
+        named = {(b, h, s, d): "BNSH", (b, s, h, d): "BSNH"}
+        return named.get(tuple(shape), f"shape {tuple(shape)}")
+
+    words = [order(s) for s in shapes]
+    growth = ("preallocated" if preallocated else "growing" if
+              len({s for s in shapes}) > 1 else "fixed size")
+    sizes = " -> ".join(str(tuple(s)) for s in shapes)
+    return f"{words[-1]}, {tensors}, {growth} ({sizes})"
+
+
+def override(cells: list[Convention], probed: list[Convention]) -> list[Convention]:
+    """`cells` with the cell of every axis `probed` gives replaced by the probed one (a
+    signature-read `not_probed` cell gives way to its probe), in place."""
+    new = {c.axis: c for c in probed}
+    kept = [new.pop(c.axis, c) for c in cells]
+    return kept + list(new.values())
+
+
+# ---- windows
+
+
+def window_case(causal: bool = False, length: int = 8) -> Case:
+    """Self-attention over `length` positions (S > every width read), no mask of its own."""
+    return probe_case("window", inputs={"self_attention": True, "query_len": length,
+                                        "key_len": length},
+                      mask={"causal": "upper_left"} if causal else {})
+
+
+def window_readings(w: int) -> dict[str, tuple[int | None, int | None]]:
+    """The (left, right) window each reading of the number `w` gives (inclusive)."""
+    return {"w_keys": (w - 1, 0), "w_plus_1_keys": (w, 0), "2w_plus_1_keys": (w, w),
+            "2w_minus_1_keys": (w - 1, w - 1), "no window": (None, None)}
+
+
+def window_candidates(case: Case, w: int) -> dict[str, np.ndarray]:
+    n = case.inputs.query_len
+    pos = np.arange(n)
+    causal = np.tril(np.ones((n, n), bool)) if case.mask.causal != "none" else True
+    return {word: output_with(case, window_allowed(pos, pos, left, right) & causal)
+            for word, (left, right) in window_readings(w).items()}
+
+
+def window_width(w: int, runs: dict[str, tuple[Case, Callable[[], np.ndarray]]], what: str,
+                 **documented) -> Convention:
+    """`runs`: a setting's words -> (its case, its output).  The cell is the reading of the
+    first run (a window without a causal mask: the only one where w + 1 and 2w + 1 differ);
+    the others are quoted."""
+    cells = []
+    for setting, (case, run) in runs.items():
+        cells.append(closest("window_width", run(), window_candidates(case, w),
+                             f"{setting}", **documented))
+    texts = " | ".join(c.evidence for c in cells)
+    value = cells[0].value if cells[0].value != "no window" else NA
+    return Convention("window_width", value, f"{what}: {texts}", **documented)
+
+
+# ---- softcap order
+
+
+def softcap_order_candidates(case: Case, cap: float, add: np.ndarray) -> dict[str, np.ndarray]:
+    """Outputs with softcap `cap` applied before a finite additive mask `add` (B, T, S)
+    (softmax(cap * tanh(s / cap) + m)) and after it (softmax(cap * tanh((s + m) / cap)))."""
+    data = case_data(case)
+    x, w = data.inputs, data.weights
+    q, k, v = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk), project(x.value, w.wv,
+                                                                                 w.bv)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(case.attention.qk_head_dim)
+    m = add[:, None]
+
+    def out(scores):
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        y = np.einsum("bhtd,hdo->bto", (p / p.sum(-1, keepdims=True)) @ v, w.wo)
+        return y if w.bo is None else y + w.bo
+
+    return {"before_mask": out(cap * np.tanh(s / cap) + m),
+            "after_mask": out(cap * np.tanh((s + m) / cap)),
+            "no softcap": out(s + m)}
+
+
+def softcap_order(case: Case, cap: float, add: np.ndarray, out: np.ndarray, what: str,
+                  **documented) -> Convention:
+    cell = closest("softcap_order", out, softcap_order_candidates(case, cap, add),
+                   f"{what}: softcap={cap}, finite float mask 0 / {add.min():g}", **documented)
+    return cell if cell.value != "no softcap" else replace(cell, value=NA)

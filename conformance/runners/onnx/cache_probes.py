@@ -1,0 +1,186 @@
+"""#20 probes of the ONNX attention graphs: the cache of `Attention`-23 (past_key /
+past_value in, present_key / present_value out) and of onnxruntime's contrib
+`MultiHeadAttention`, and the order of `Attention`'s softcap against a float mask.
+
+Cache: the runner's own graph for a one-query step at position P = 3 whose first 3
+projected keys/values go in as past_key/past_value (4-D) and the last as K/V, with the
+node's causal switch on (`is_causal=1`; contrib: `unidirectional=1`); the step's output
+names the alignment (contract/cache_probes.py) and present_key's shape the layout.  The
+prefill is the same graph with T = S = 3 and no past.  Softcap: softcap=1 with a finite
+float mask 0 / -2, so softcap(s) + m and softcap(s + m) differ (the spec's reference
+code caps before the mask; microsoft/onnxruntime#28379 changed ORT's CPU order).
+onnx / onnxruntime are imported inside the functions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract import cache_probes as cp
+from conformance.contract.probing import probe_case, probe_mask
+from conformance.contract.runner import Convention
+from conformance.oracle.canonical import case_data
+
+SPEC = {"documented_source": "https://onnx.ai/onnx/operators/onnx__Attention.html"}
+CONTRIB = {"documented_source": "https://github.com/microsoft/onnxruntime/blob/main/docs/"
+           "ContribOperators.md#com.microsoft.MultiHeadAttention"}
+CAP, FILL = 1.0, -2.0
+
+
+def _with_outputs(model, *names: str):
+    """A copy of `model` whose graph also outputs `names` (the node's present_*)."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    elem = model.graph.output[0].type.tensor_type.elem_type
+    model.graph.output.extend(helper.make_tensor_value_info(n, elem, None) for n in names)
+    return model
+
+
+def _evaluate(engine: str, model, feed: dict, names: list[str]) -> list[np.ndarray]:
+    if engine == "reference":
+        from onnx.reference import ReferenceEvaluator
+
+        return ReferenceEvaluator(model).run(names, feed)
+    import onnxruntime as ort
+
+    return ort_run(ort.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"]), feed, names)
+
+
+def ort_run(session, feed, names):
+    known = {i.name for i in session.get_inputs()}
+    return session.run(names, {k: v for k, v in feed.items() if k in known})
+
+
+def _step_rows(case, build, engine: str):
+    """(prefill output, step output, present_key shape) of the Attention graph: the
+    prefill a causal self-attention graph over the first P positions, the step a
+    one-query graph whose first P keys/values are the past (lower-right offset)."""
+    from dataclasses import replace
+
+    data, n = case_data(case), case.inputs.query_len
+    x = data.inputs.query.astype(np.float32)
+    pre = replace(case, inputs=replace(case.inputs, query_len=n - 1, key_len=n - 1))
+    model, feed = build(pre, data)
+    prefill = _evaluate(engine, model, {"query": x[:, :-1]}, ["output"])[0]
+    step = replace(case, inputs=replace(case.inputs, query_len=1, self_attention=False),
+                   mask=replace(case.mask, causal="lower_right"))
+    model, feed = build(step, data)
+    out, present = _evaluate(engine, _with_outputs(model, "present_key"),
+                             {"query": x[:, -1:], "key": x, "value": x},
+                             ["output", "present_key"])
+    return prefill, out, tuple(np.shape(present))
+
+
+def attention_cache_cells(engine: str, build) -> list[Convention]:
+    """`build(case, data) -> (model, feed)`: the runner's graph (attention_op.build_model
+    with its plan); a lower_right case with S > T puts the first S - T keys in the past."""
+    case = cp.decode_case()
+    where = "onnxruntime" if engine == "ort" else "onnx.reference"
+    what = f"Attention-23 graph in {where}, is_causal=1, past_key/past_value (B, H_kv, 3, d)"
+    prefill, step, present = _step_rows(case, build, engine)
+    align = cp.cache_alignment(case, step, what, prefill, documented="lower_right", **SPEC)
+    past = (case.inputs.batch, case.attention.num_kv_heads, 3, case.attention.qk_head_dim)
+    layout = Convention("cache_layout", cp.layout_words(
+        case, [past, present], "two tensors (past_key, past_value in; present_key, "
+        "present_value out)"), f"{what}: past_key {past} in, present_key {present} out "
+        "(past concatenated with the step's key on axis 2; the caller feeds it back)", **SPEC)
+    return [align, layout]
+
+
+def softcap_order_cell(engine: str, p) -> Convention:
+    """p: probes.OpProbe of the runner (its graph, its engine)."""
+    case = probe_case("op-softcap", mask={"attn_mask": {"random": 0.5}})
+    add = np.where(probe_mask(case), 0.0, FILL)
+    out = p.run(case, add.astype(np.float32), float_mask=True, softcap=CAP)[0]
+    return cp.softcap_order(case, CAP, add, out, f"{p.what}, qk_matmul_output_mode=3",
+                            documented="before_mask", **SPEC)
+
+
+def _contrib_graph(causal: bool, past: bool):
+    """A lone com.microsoft.MultiHeadAttention node (2 heads) on projected Q, K, V
+    (B, L, H*d), with past_key/past_value (B, H, P, d) when `past`."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    names = ["query", "key", "value", "", "", "", *(("past_key", "past_value") if past else ())]
+    node = helper.make_node("MultiHeadAttention", names, ["output", "present_key",
+                                                          "present_value"],
+                            domain="com.microsoft", num_heads=2,
+                            **({"unidirectional": 1} if causal else {}))
+    inputs = [helper.make_tensor_value_info(n, f, None) for n in names if n]
+    outputs = [helper.make_tensor_value_info(n, f, None) for n in node.output]
+    return helper.make_model(helper.make_graph([node], "contrib_cache", inputs, outputs),
+                             opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.microsoft", 1)])
+
+
+def contrib_cache_cells() -> list[Convention]:
+    """Prefill then one step through the contrib op's own past/present, unidirectional=1."""
+    import onnxruntime as ort
+
+    from conformance.oracle.reference import project
+
+    case = cp.decode_case()
+    d = case_data(case)
+    w, x = d.weights, d.inputs.query
+    b, n = x.shape[:2]
+
+    def flat(t):  # (B, H, L, d) -> (B, L, H*d)
+        return np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(b, t.shape[2], -1),
+                                    np.float32)
+
+    q, k, v = (flat(project(x, wt, bt)) for wt, bt in ((w.wq, w.bq), (w.wk, w.bk),
+                                                         (w.wv, w.bv)))
+
+    def session(past):
+        return ort.InferenceSession(_contrib_graph(True, past).SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+
+    def out_proj(h):  # (B, L, H*d) -> (B, L, E)
+        y = np.einsum("blhd,hde->ble", h.reshape(b, h.shape[1], 2, -1), w.wo)
+        return y if w.bo is None else y + w.bo
+
+    pre = session(False).run(None, {"query": q[:, :-1], "key": k[:, :-1], "value": v[:, :-1]})
+    step = session(True).run(None, {"query": q[:, -1:], "key": k[:, -1:], "value": v[:, -1:],
+                                    "past_key": pre[1], "past_value": pre[2]})
+    what = ("com.microsoft.MultiHeadAttention in onnxruntime, unidirectional=1, num_heads=2, "
+            "its present_key/present_value fed back as past_key/past_value")
+    shapes = [tuple(pre[1].shape), tuple(step[1].shape)]
+    return [cp.cache_alignment(case, out_proj(step[0]), what, out_proj(pre[0]), **CONTRIB),
+            Convention("cache_layout", cp.layout_words(case, shapes, "two tensors "
+                       "(past_key, past_value in; present_key, present_value out)"),
+                       f"{what}: present_key {shapes[0]} after the prefill, {shapes[1]} "
+                       "after the step", **CONTRIB)]
+
+
+def attention_op_cells_20(engine: str, build, execute) -> list[Convention]:
+    """The cache and softcap-order cells of an Attention-op runner (its graph, engine)."""
+    from conformance.runners.onnx.probes import OpProbe
+
+    return attention_cache_cells(engine, build) + [
+        softcap_order_cell(engine, OpProbe(engine, build, execute))]
+
+
+def keras_export_window(versions: list[str], w: int = 3) -> Convention:
+    """window_width of onnx.keras-export: MultiHeadAttention(sliding_window=w) exported
+    by the runner's exporter (cached like its other probe graphs) and run in
+    onnxruntime, without and with use_causal_mask: does the band survive the export?"""
+    from dataclasses import replace
+
+    from conformance.case.model import Window
+    from conformance.runners.keras.window import SOURCE
+    from conformance.runners.onnx.keras_export_probes import Graphs
+
+    g = Graphs(versions)
+    runs = {}
+    for causal in (False, True):
+        case = cp.window_case(causal=causal)
+        windowed = replace(case, mask=replace(case.mask, window=Window(w - 1, 0 if causal
+                                                                       else w - 1)))
+        runs[f"sliding_window={w}{', use_causal_mask=True' if causal else ', no causal mask'}"
+             ] = (case, lambda c=windowed, k=causal: g.run(g.session(c, causal=k), c))
+    return cp.window_width(w, runs, "onnx.keras-export graph of MultiHeadAttention("
+                           f"sliding_window={w}) in onnxruntime, self-attention over 8 "
+                           "positions", documented="2w_minus_1_keys", documented_source=SOURCE)
