@@ -47,7 +47,7 @@ def _nnx_steps(case, params, x, **call):
     for m, d in params.items():
         for n, p in d.items():
             getattr(getattr(layer, m), n).value = jnp.asarray(p)
-    layer.init_cache(x.shape)
+    layer.init_cache(x.shape, dtype=x.dtype)  # float64 under JAX x64
     outs, shapes = [], []
     for t in range(x.shape[1]):
         outs.append(to_numpy(layer(x[:, t:t + 1], **call)))
@@ -62,7 +62,7 @@ def cache_cells(api: str) -> list[Convention]:
     from conformance.runners.flax.common import params_for
 
     case = cp.decode_case()
-    x = jnp.asarray(case_data(case).inputs.query, jnp.float32)
+    x = jnp.asarray(case_data(case).inputs.query)  # float64 under JAX x64, else float32
     params = params_for(case_data(case).weights)
     linen = "linen" in api
     doc = {"documented_source": DOC.format("linen" if linen else "nnx")}

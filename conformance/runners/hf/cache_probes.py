@@ -40,7 +40,7 @@ def cache_cells(runner) -> list[Convention]:
     from conformance.runners.hf.common import hf_mask
 
     scale = {} if runner.probe_scale is None else {"scale": runner.probe_scale}
-    case = cp.decode_case(**runner.probe_attention, **scale)
+    case = cp.decode_case(**{**runner.probe_attention, **scale})
     module, x = runner.probe_module(case)
     _layer_zero(module)
     n = case.inputs.query_len
