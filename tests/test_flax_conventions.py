@@ -11,7 +11,7 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flax") is None or importlib.util.find_spec("jax") is None,
     reason="jax/flax not installed (pip install -e '.[flax]')")
 AXES = ("key_padding_polarity", "weights_dropout", "causal_flag", "scale_precision",
-        "mixed_dtype", "implicit_mask", *FEATURE_ARGUMENTS)
+        "float64_compute", "mixed_dtype", "implicit_mask", *FEATURE_ARGUMENTS)
 
 
 @pytest.mark.parametrize("api, causal", [("flax.linen.MultiHeadDotProductAttention",

@@ -37,6 +37,7 @@ import yaml
 
 from conformance.case.loader import CaseError, element_counts, load_budget, load_file
 from conformance.case.model import MAX_MESSAGE
+from conformance.cli.fuzz_files import byte_op
 from conformance.paths import CASES_DIR
 
 CASES = CASES_DIR
@@ -121,27 +122,6 @@ def _structural(rng: random.Random, doc, raws: list[str]) -> str:
         for _ in range(rng.choice([2, 30, 40])):
             container[key] = [container[key]]
     return op
-
-
-def byte_op(rng: random.Random, data: bytes, op: str, i: int) -> bytes | None:
-    """The byte-level mutations every fuzzed format shares (None: `op` is not one):
-    flipped bytes, junk inserted at `i`, truncation at `i`, random binary, and the text
-    re-encoded as UTF-16 or Latin-1 with a non-ASCII letter in it."""
-    if op == "flip":
-        buf = bytearray(data)
-        for _ in range(rng.randint(1, 8) if buf else 0):
-            buf[rng.randrange(len(buf))] = rng.randrange(256)
-        return bytes(buf)
-    if op == "junk":
-        return data[:i] + rng.randbytes(rng.randint(1, 64)) + data[i:]
-    if op == "truncate":
-        return data[:i]
-    if op == "binary":
-        return rng.randbytes(rng.randint(0, 2048))
-    if op in ("utf16", "latin1"):
-        return data.decode("utf-8", "replace").replace("a", "ä").encode(
-            "utf-16" if op == "utf16" else "latin-1", "replace")
-    return None
 
 
 def _text(rng: random.Random, data: bytes) -> tuple[bytes, str]:

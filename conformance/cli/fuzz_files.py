@@ -110,9 +110,28 @@ def _structural(rng: random.Random, doc) -> str:
     return op
 
 
-def _text(rng: random.Random, data: bytes) -> tuple[bytes, str]:
-    from conformance.cli.fuzz import byte_op
+def byte_op(rng: random.Random, data: bytes, op: str, i: int) -> bytes | None:
+    """The byte-level mutations every fuzzed format shares (None: `op` is not one):
+    flipped bytes, junk inserted at `i`, truncation at `i`, random binary, and the text
+    re-encoded as UTF-16 or Latin-1 with a non-ASCII letter in it."""
+    if op == "flip":
+        buf = bytearray(data)
+        for _ in range(rng.randint(1, 8) if buf else 0):
+            buf[rng.randrange(len(buf))] = rng.randrange(256)
+        return bytes(buf)
+    if op == "junk":
+        return data[:i] + rng.randbytes(rng.randint(1, 64)) + data[i:]
+    if op == "truncate":
+        return data[:i]
+    if op == "binary":
+        return rng.randbytes(rng.randint(0, 2048))
+    if op in ("utf16", "latin1"):
+        return data.decode("utf-8", "replace").replace("a", "ä").encode(
+            "utf-16" if op == "utf16" else "latin-1", "replace")
+    return None
 
+
+def _text(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     op, i = rng.choice(TEXT_OPS), rng.randrange(len(data) + 1)
     shared = byte_op(rng, data, op, i)
     if shared is not None:
