@@ -79,13 +79,35 @@ class TorchSDPACache(Runner):
 
         torch = import_torch()
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        cells = [_step_alignment(torch), self._kv_heads(), Convention(
+        cells = [_step_alignment(torch), self._kv_heads(), self._float64(), Convention(
             "cache_layout", LAYOUT, "the cache is the caller's: SDPA takes whole key and "
             "value tensors (B, H_kv, S, d); this runner keeps two and grows them per step")]
         return cells + [no_such_argument(a, FEATURE_ARGUMENTS[a], "scaled_dot_product_attention",
                                          sdpa) for a in FEATURE_ARGUMENTS
                         if a not in ("cache_causal_alignment", "cache_layout",
                                      "kv_head_mapping")]
+
+    def _float64(self) -> Convention:
+        """A float64 decode (prefill 2, 2 steps) against the float64 oracle: the runner's
+        only kind of case, run in float64, settles its float64 arithmetic."""
+        import numpy as np
+
+        from conformance.case.loader import parse_case
+        from conformance.contract.probing import PROBE_SOURCE
+        from conformance.oracle.canonical import case_data
+        from conformance.oracle.reference import attention
+
+        case = parse_case({"id": "probe-cache-float64", "attention": {
+            "num_heads": 2, "query_features": 8},
+            "inputs": {"batch": 1, "query_len": 4, "self_attention": True, "seed": 7,
+                       "dtype": "float64"},
+            "mask": {"causal": "upper_left"}, "decode": {"prefill": 2, "steps": 2}},
+            PROBE_SOURCE)
+        out = self.run(case, self.translate(case), case_data(case)).output
+        d = float(np.max(np.abs(np.asarray(out, np.float64) - attention(case).output)))
+        return Convention("float64_compute", "float64" if d <= 1e-12 else "below_float64",
+                          f"probe_case {case.id}: a float64 prefill and 2 steps, max |output - "
+                          f"float64 oracle| {d:.1e} (float64 means <= 1e-12)")
 
     def _kv_heads(self) -> Convention:
         """A grouped decode (4 heads on 2 kv heads, enable_gqa=True) against the oracle's
