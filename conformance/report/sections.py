@@ -18,7 +18,8 @@ from conformance.report.base import (
     Section, fmt, pivot, split_section)
 from conformance.report.keras import section_keras_backends
 from conformance.report.onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
-from conformance.report.typed import section_typed_numbers  # first of ANSWERS (report/typed.py)
+from conformance.report.typed import (  # first of ANSWERS (report/typed.py)
+    section_typed_numbers, section_typed_numbers_more)
 
 _PARAMETER_FAILURES = (FailureKind.PARAMETERS, FailureKind.FORMULA)
 
@@ -168,7 +169,8 @@ ANSWERS: list[Callable] = [
     section_known_mismatches, section_failures,
 ]
 DETAILS: list[Callable] = [
-    section_outcomes, section_parameters, section_numbers, section_weights,
+    section_typed_numbers_more, section_outcomes, section_parameters, section_numbers,
+    section_weights,
     section_not_expressible, section_keras_backends,
     section_onnx_accounting, section_onnx_ops, section_onnx_masking,
 ]

@@ -94,20 +94,36 @@ def _free_table(free):
 
 
 def section_typed_numbers(frame, cases, runners):
-    """One table per case typed in a system's words (and its network), then the cases
-    with free typed numbers; None when no case carries typed numbers."""
+    """index.md's answer: the cases typed in MATLAB's words (the question that started the
+    project) and their networks; every other typed case is in details.md."""
+    return _typed_section(frame, runners, lambda system: system == "matlab",
+                          "Typed numbers", free=False)
+
+
+def section_typed_numbers_more(frame, cases, runners):
+    """details.md: the typed cases in every other system's words, and free typed numbers."""
+    return _typed_section(frame, runners, lambda system: system != "matlab",
+                          "Typed numbers in other systems' words", free=True)
+
+
+def _typed_section(frame, runners, chosen, title: str, free: bool):
+    """One table per case typed in a chosen system's words (and its network), then (with
+    `free`) the cases with free typed numbers; None when there is nothing to show."""
     first = frame.drop_duplicates("case")
     first = first[first["typed"].map(bool)]
     if first.empty:
         return None
     with_system = first["typed"].map(lambda t: t.get("system") in BY_KEY)
+    mine = first[with_system & first["typed"].map(lambda t: chosen(t.get("system")))]
     parts = []
-    for case_id, typed in zip(first[with_system]["case"], first[with_system]["typed"]):
+    for case_id, typed in zip(mine["case"], mine["typed"]):
         parts.append((f"{case_id}: {call_text(typed)}", meaning_table(typed, runners)))
         network = network_table(typed)
         if network is not None:
             parts.append((f"{case_id}: the whole digit network", network))
-    free = first[~with_system]
-    if not free.empty:
-        parts.append(("free typed numbers (no system)", _free_table(free)))
-    return Section("Typed numbers", INTRO, parts[0][1], tuple(parts) if len(parts) > 1 else ())
+    rest = first[~with_system]
+    if free and not rest.empty:
+        parts.append(("free typed numbers (no system)", _free_table(rest)))
+    if not parts:
+        return None
+    return Section(title, INTRO, parts[0][1], tuple(parts) if len(parts) > 1 else ())

@@ -134,6 +134,40 @@ def alibi_slopes(runner) -> Convention:
                       f" from the paper's; output {d:.1e} from the oracle with the paper's slopes")
 
 
+def window_width(runner) -> Convention:
+    """A layer whose config takes `sliding_window` (Qwen3): set it to 2 on the built layer,
+    call it with no mask, and read which keys it attends: the unwindowed oracle, or the
+    oracle of a window of 2 keys (itself and one before), 3, or 2 on each side."""
+    from conformance.contract.probing import output_with
+
+    case = _case(runner, "window", {}, query_len=6, key_len=6)
+    module, x = runner.probe_module(case)
+    if not hasattr(module, "sliding_window"):
+        return Convention("window_width", NA, f"{type(module).__name__} has no sliding_window "
+                          "attribute: its config's window never reaches the layer")
+    module.sliding_window = 2
+    import torch
+
+    with torch.no_grad():
+        out = runner.forward(module, x, None)[0].detach().numpy().astype(np.float64)
+    p = np.arange(6)
+    reads = {"ignored": output_with(case, None)}
+    for word, left, right in (("w_keys", 1, 0), ("w_plus_1_keys", 2, 0),
+                              ("2w_plus_1_keys", 2, 2)):
+        band = positional.window_allowed(p, p, left, right)
+        reads[word] = output_with(case, np.broadcast_to(band, (case.inputs.batch, 6, 6)))
+    d = {k: float(np.max(np.abs(out - v))) for k, v in reads.items()}
+    best = min(d, key=d.get)
+    told = "; ".join(f"{k} {v:.1e}" for k, v in d.items())
+    if best == "ignored":
+        return Convention("window_width", NA, f"{runner.name}: module.sliding_window = 2, "
+                          f"called with no mask: the layer attends every key ({told}); the "
+                          "window is applied by the model's mask builder, not by the layer "
+                          "this runner drives")
+    return Convention("window_width", best, f"{runner.name}: module.sliding_window = 2, no "
+                      f"mask: {told}")
+
+
 def modern_cells(runner) -> list[Convention]:
     cells = []
     if "rope" in runner.features:
@@ -146,4 +180,6 @@ def modern_cells(runner) -> list[Convention]:
         cells.append(alibi_slopes(runner))
     if getattr(runner, "alibi_na", ""):
         cells.append(Convention("alibi_slopes", NA, runner.alibi_na))
+    if getattr(runner, "window_probe", False):
+        cells.append(window_width(runner))
     return cells

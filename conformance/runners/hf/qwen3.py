@@ -44,6 +44,7 @@ class HFQwen3(RotaryHFRunner):
                      "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
                      "attention_bias": "bias"}
     call_template = "Qwen3Attention(Qwen3Config({args}), layer_idx=0)"
+    window_probe = True  # Qwen3Config takes sliding_window: the probe reads what the layer does
 
     def config_call(self, case):
         call, cfg = super().config_call(case)

@@ -50,6 +50,10 @@ class GqaPlan:
     rotary_interleaved: bool = False
     qk_norm: bool = False  # q_norm_weight / k_norm_weight
     scale: float | None = None
+    # set by the convention probes only (cases do not ask for them through this runner yet)
+    softcap: float | None = None
+    local_window_size: int | None = None
+    head_sink: bool = False  # the canonical sink logits as the head_sink input
 
     def attributes(self, eps: float | None = None) -> dict:
         attrs = {"num_heads": self.num_heads, "kv_num_heads": self.kv_num_heads,
@@ -60,6 +64,10 @@ class GqaPlan:
             attrs["scale"] = float(self.scale)
         if self.qk_norm and eps is not None:
             attrs["qk_norm_epsilon"] = float(eps)
+        if self.softcap is not None:
+            attrs["softcap"] = float(self.softcap)
+        if self.local_window_size is not None:
+            attrs["local_window_size"] = int(self.local_window_size)
         return attrs
 
     def arguments(self) -> str:
@@ -134,6 +142,8 @@ def build_model(case, data, plan: GqaPlan):
         bias = np.where(data.inputs.allowed, 0.0, _fill(case))[:, None]
         feed["attention_bias"] = bias.astype(numpy_dtype(i.dtype))
         inputs.append(helper.make_tensor_value_info("attention_bias", elem, [b, 1, t, t]))
+    if plan.head_sink:
+        args += [""] * (11 - len(args)) + [g.init("head_sink", w.sinks)]
     if plan.qk_norm:
         args += [""] * (14 - len(args))
         args += [g.init("q_norm_weight", w.q_norm), g.init("k_norm_weight", w.k_norm)]

@@ -68,10 +68,13 @@ def gqa_cells(runner) -> list[Convention]:
           "mixed_dtype": "a graph has one element type per tensor; ORT checks types at load",
           "scale_precision": "no float64 kernel (the float64 rows quote ORT)"}
     cells += [Convention(a, NA, e) for a, e in na.items()]
+    from conformance.contract.cache_probes import override
+    from conformance.runners.onnx.gqa_feature_probes import gqa_feature_cells
+
     probed = ("kv_head_mapping", "rope_style", "rope_partial", "qk_norm_scope")
-    return cells + feature_cells_from_names("com.microsoft.GroupQueryAttention", schema_names(),
-                                            "attributes and inputs (onnxruntime schema)",
-                                            skip=probed)
+    return override(cells + feature_cells_from_names(
+        "com.microsoft.GroupQueryAttention", schema_names(),
+        "attributes and inputs (onnxruntime schema)", skip=probed), gqa_feature_cells(runner))
 
 
 def causal_allowed(case):

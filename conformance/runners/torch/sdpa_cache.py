@@ -74,18 +74,22 @@ class TorchSDPACache(Runner):
                    f"{LAYOUT}"], extras={"cache_layout": LAYOUT})
 
     def conventions(self):
-        from conformance.contract.axes import FEATURE_ARGUMENTS
-        from conformance.contract.probing import no_such_argument
+        """SDPA's own cells (the function this runner calls at every step: the probes of
+        torch.sdpa), with the decode's cells in place of those a cache settles."""
+        from conformance.contract.cache_probes import override
+        from conformance.contract.probing import feature_cells
+        from conformance.runners.torch.sdpa_probes import sdpa_conventions
 
         torch = import_torch()
         sdpa = torch.nn.functional.scaled_dot_product_attention
         cells = [_step_alignment(torch), self._kv_heads(), self._float64(), Convention(
             "cache_layout", LAYOUT, "the cache is the caller's: SDPA takes whole key and "
-            "value tensors (B, H_kv, S, d); this runner keeps two and grows them per step")]
-        return cells + [no_such_argument(a, FEATURE_ARGUMENTS[a], "scaled_dot_product_attention",
-                                         sdpa) for a in FEATURE_ARGUMENTS
-                        if a not in ("cache_causal_alignment", "cache_layout",
-                                     "kv_head_mapping")]
+            "value tensors (B, H_kv, S, d); this runner keeps two and grows them per step"),
+            Convention("fully_masked_row", "not_applicable", "cannot arise: the runner runs "
+                       "causal decodes only (translate refuses any other mask), where every "
+                       "query sees at least its own key")]
+        return override(sdpa_conventions(torch) + feature_cells(
+            "scaled_dot_product_attention", sdpa), cells)
 
     def _float64(self) -> Convention:
         """A float64 decode (prefill 2, 2 steps) against the float64 oracle: the runner's
