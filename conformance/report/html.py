@@ -167,6 +167,8 @@ def _td(r, name: str, framework: str) -> str:
     err, params = cell_texts(r)
     reason = str(r["reason"] or "")
     reason = reason if len(reason) <= TITLE_LIMIT else reason[:TITLE_LIMIT - 1] + "…"
+    if word in STABLE_REASONS:  # its words come from CSS (::after); the reason is in the view
+        return f'<td class="o-{e(word)}" data-outcome="{e(word)}"></td>'
     title = f' title="{e(reason)}"' if reason else ""
     return (f'<td class="o-{e(word.replace(" ", "-"))}" data-outcome="{e(word)}"{title}>'
             f'<span class="v-err">{e(err)}</span><span class="v-par">{e(params)}</span></td>')
@@ -188,7 +190,8 @@ def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
 
 
 SILENT_CELLS = ("not_applicable", "not_probed")  # left out of the page (conventions.md has them)
-EVIDENCE_LIMIT = 600  # characters of a cell's evidence in the page (conventions.md: all)
+EVIDENCE_LIMIT = 80  # characters of a cell's evidence in the page (conventions.md: all)
+NOTE_LIMIT = 120  # characters of a row's note in the page (the case's page, cases/<id>.md: all)
 
 
 def ledger_data(ledger, names) -> list[dict]:
@@ -236,19 +239,36 @@ def shapes_text(shapes) -> str:
 
 
 INTERNED = 3  # the first CELL_FIELDS are indices into the string table
+# labels whose reason is the system's refusal or a missing framework: interned as {"s": i}
+STABLE_REASONS = ("not_expressible", "skipped")
+# a figure CPU kernels move (1.23e-07): a text holding one stays in its cell, never interned
+CPU_FIGURE = re.compile(r"\d\.\d+e[-+]\d+")
 
 
 def _row_data(r, s: Strings) -> list:
     """One case-view cell, as CELL_FIELDS: the first INTERNED as indices into the string
     table, then figures, reason and notes (a list) as texts."""
+    reason = str(r["reason"] or "")
+    if label(r) in STABLE_REASONS and reason:  # a refusal's words: no CPU figure in them
+        reason = {"s": s(reason)}
+    notes = [n if len(n) <= NOTE_LIMIT else n[:NOTE_LIMIT - 1] + "…"
+             for n in (str(n) for n in r["notes"] or ())]
+    notes = [n if CPU_FIGURE.search(n) else {"s": s(n)} for n in notes]  # stable: interned
     return [s(r["runner"]), s(r["native_call"]), s(shapes_text(r["weight_shapes"])), label(r),
-            figures_text(r), str(r["reason"] or ""), [str(n) for n in r["notes"] or ()]]
+            figures_text(r), reason, notes]
 
 
 def expand_cell(cell: list, strings: list[str]) -> dict:
     """A compact cell as a mapping (what report.js rebuilds; for tests and tools)."""
-    return {f: strings[v] if n < INTERNED else v
-            for n, (f, v) in enumerate(zip(CELL_FIELDS, cell))}
+    def one(v):
+        return strings[v["s"]] if isinstance(v, dict) and "s" in v else v
+
+    def text(n, v):
+        if n < INTERNED:
+            return strings[v]
+        return [one(x) for x in v] if isinstance(v, list) else one(v)
+
+    return {f: text(n, v) for n, (f, v) in enumerate(zip(CELL_FIELDS, cell))}
 
 
 def case_data(case, cid: str, rows: list, strings: Strings | None = None) -> dict:

@@ -5,11 +5,16 @@
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
   /* a cell's first fields are indices into one table of texts (html.py: Strings) */
+  function shared(v) {
+    return v !== null && typeof v === "object" && "s" in v ? data.strings[v.s] : v;
+  }
   data.cases.forEach(function (c) {
     c.cells = c.cells.map(function (a) {
       var o = {};
       data.cell_fields.forEach(function (f, i) {
-        o[f] = i < data.interned ? data.strings[a[i]] : a[i];
+        var v = a[i];  /* {"s": i}: a stable text interned too (a reason, a note) */
+        o[f] = i < data.interned ? data.strings[v] :
+          (Array.isArray(v) ? v.map(shared) : shared(v));
       });
       return o;
     });

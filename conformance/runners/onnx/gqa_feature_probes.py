@@ -33,9 +33,8 @@ def _case(name: str, **sections):
 
 def _run(runner, case, **plan):
     from conformance.oracle.canonical import case_data
-    from conformance.runners.onnx.contrib_gqa import gqa_plan
 
-    t = Translation("probe", replace(gqa_plan(case), **plan))
+    t = Translation("probe", replace(runner.translate(case).plan, **plan))
     return np.asarray(runner.run(case, t, case_data(case)).output, np.float64)
 
 
