@@ -118,11 +118,11 @@ def cell_texts(r) -> tuple[str, str]:
 
 
 def figures_text(r) -> str:
-    """The per-case view's figures of one row, in words."""
+    """The per-case view's figures of one row, in words (the case's tolerance and dtype are
+    its configuration's, shown once above the cells)."""
     parts = []
     if _number(r["max_abs_error"]):
-        parts.append(f"max abs {fmt(r['max_abs_error'])} / max rel {fmt(r['max_rel_error'])} "
-                     f"(rtol {r['rtol']:g}, atol {r['atol']:g}, {r['dtype']})")
+        parts.append(f"max abs {fmt(r['max_abs_error'])} / max rel {fmt(r['max_rel_error'])}")
     if _number(r["weights_max_abs_error"]):
         parts.append(f"weights max abs {fmt(r['weights_max_abs_error'])}")
     if _number(r["parameters"]):
@@ -190,8 +190,8 @@ def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
 
 
 SILENT_CELLS = ("not_applicable", "not_probed")  # left out of the page (conventions.md has them)
-EVIDENCE_LIMIT = 80  # characters of a cell's evidence in the page (conventions.md: all)
-NOTE_LIMIT = 120  # characters of a row's note in the page (the case's page, cases/<id>.md: all)
+EVIDENCE_LIMIT = 60  # characters of a cell's evidence in the page (conventions.md: all)
+NOTE_LIMIT = 90  # characters of a row's note in the page (the case's page, cases/<id>.md: all)
 
 
 def ledger_data(ledger, names) -> list[dict]:
