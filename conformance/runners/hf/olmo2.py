@@ -9,22 +9,21 @@ field (head_dim = hidden_size // num_attention_heads); grouped-query with
 """
 from __future__ import annotations
 
-from conformance.convert.hf import to_qk_norm
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
 from conformance.runners.hf.rotary import (
-    ROTATE_HALF, RotaryHFRunner, qk_norm_limits, rope_limits, rope_theta)
+    ROTATE_HALF, QKNormRotaryHFRunner, qk_norm_limits, rope_limits)
 
 OLMO2_SOURCE = SOURCE + "olmo2/modeling_olmo2.py"
 
 
-class HFOlmo2(RotaryHFRunner):
+class HFOlmo2(QKNormRotaryHFRunner):
     name = "hf.olmo2"
     system = "transformers.models.olmo2.modeling_olmo2.Olmo2Attention"
     path = "rotary from Olmo2RotaryEmbedding, or neutralised"
     backend = "eager"
     typed_system = "hf.olmo2"
     description = "`Olmo2Attention` (RMS QK-norm over the whole projection, half-split rotary)"
-    features = RotaryHFRunner.features | {"qk_norm"}
+    features = QKNormRotaryHFRunner.features | {"qk_norm"}
     rope_source = f"{OLMO2_SOURCE}#L70"
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "all_heads"}}
 
@@ -45,34 +44,9 @@ class HFOlmo2(RotaryHFRunner):
     config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
                      "num_key_value_heads": "num_kv_heads", "attention_bias": "bias"}
     call_template = "Olmo2Attention(Olmo2Config({args}), layer_idx=0)"
-
-    def config_call(self, case):
-        call, cfg = super().config_call(case)
-        n = case.attention.qk_norm
-        cfg = {**cfg, "rms_norm_eps": 1e-6 if n is None else n.eps,
-               "rope_theta": rope_theta(case)}
-        return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
-                            f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
-
-    def build(self, torch, plan):
-        from transformers import Olmo2Config
-        from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention
-
-        keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "attention_bias",
-                "attn_implementation")
-        config = Olmo2Config(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"],
-                             rms_norm_eps=plan.get("rms_norm_eps", 1e-6),
-                             rope_parameters={"rope_type": "default",
-                                              "rope_theta": plan.get("rope_theta", 10000.0)})
-        return Olmo2Attention(config, layer_idx=0)
-
-    def rotary(self, torch, config):
-        from transformers.models.olmo2.modeling_olmo2 import Olmo2RotaryEmbedding
-
-        return Olmo2RotaryEmbedding(config)
-
-    def state(self, case, weights):
-        return to_qk_norm(weights)
+    module, model = "olmo2", "Olmo2"
+    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads",
+                   "attention_bias", "attn_implementation")
 
     def notes(self, case, module):
         return self.rope_notes(case) + ["q_norm, k_norm: RMSNorm over all heads' values of a "

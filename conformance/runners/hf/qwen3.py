@@ -9,22 +9,21 @@ position_offset + t, or are the identity rotation for a case without rope.
 """
 from __future__ import annotations
 
-from conformance.convert.hf import to_qk_norm
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
 from conformance.runners.hf.rotary import (
-    ROTATE_HALF, RotaryHFRunner, qk_norm_limits, rope_limits, rope_theta)
+    ROTATE_HALF, QKNormRotaryHFRunner, qk_norm_limits, rope_limits)
 
 QWEN3_SOURCE = SOURCE + "qwen3/modeling_qwen3.py"
 
 
-class HFQwen3(RotaryHFRunner):
+class HFQwen3(QKNormRotaryHFRunner):
     name = "hf.qwen3"
     system = "transformers.models.qwen3.modeling_qwen3.Qwen3Attention"
     path = "rotary from Qwen3RotaryEmbedding, or neutralised"
     backend = "eager"
     typed_system = "hf.qwen3"
     description = "`Qwen3Attention` (RMS QK-norm per head, grouped-query, half-split rotary)"
-    features = RotaryHFRunner.features | {"qk_norm"}
+    features = QKNormRotaryHFRunner.features | {"qk_norm"}
     rope_source = f"{QWEN3_SOURCE}#L90"
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "per_head"}}
 
@@ -44,35 +43,10 @@ class HFQwen3(RotaryHFRunner):
                      "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
                      "attention_bias": "bias"}
     call_template = "Qwen3Attention(Qwen3Config({args}), layer_idx=0)"
+    module, model = "qwen3", "Qwen3"
+    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                   "attention_bias", "attn_implementation")
     window_probe = True  # Qwen3Config takes sliding_window: the probe reads what the layer does
-
-    def config_call(self, case):
-        call, cfg = super().config_call(case)
-        n = case.attention.qk_norm
-        cfg = {**cfg, "rms_norm_eps": 1e-6 if n is None else n.eps,
-               "rope_theta": rope_theta(case)}
-        return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
-                            f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
-
-    def build(self, torch, plan):
-        from transformers import Qwen3Config
-        from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention
-
-        keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                "attention_bias", "attn_implementation")
-        config = Qwen3Config(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"],
-                             rms_norm_eps=plan.get("rms_norm_eps", 1e-6),
-                             rope_parameters={"rope_type": "default",
-                                              "rope_theta": plan.get("rope_theta", 10000.0)})
-        return Qwen3Attention(config, layer_idx=0)
-
-    def rotary(self, torch, config):
-        from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
-
-        return Qwen3RotaryEmbedding(config)
-
-    def state(self, case, weights):
-        return to_qk_norm(weights)
 
     def notes(self, case, module):
         return self.rope_notes(case) + ["q_norm, k_norm: RMSNorm over each head's head_dim "

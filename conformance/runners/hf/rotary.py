@@ -121,3 +121,49 @@ ROTATE_EVERY_TWO = ("rotate_every_two(x) stacks (-x[..., 1::2], x[..., ::2]): pa
                     "(interleaved); no argument selects half-split pairs")
 __all__ = ["SOURCE", "MAX_TABLE", "ROTATE_HALF", "ROTATE_EVERY_TWO", "RotaryHFRunner",
            "position_ids", "qk_norm_limits", "rope_limits", "rope_theta"]
+
+
+class QKNormRotaryHFRunner(RotaryHFRunner):
+    """Qwen3 and OLMo2: the same decoder attention (RMS QK-norm, half-split rotary, grouped
+    heads), built from `<Model>Config` and `<Model>Attention` of
+    transformers.models.<module>; they differ in the norm's scope and in whether the config
+    has a head_dim field (`config_keys`)."""
+
+    module = ""  # transformers.models.<module>.modeling_<module>
+    model = ""  # the class prefix: <model>Config, <model>Attention, <model>RotaryEmbedding
+    config_keys: tuple[str, ...] = ()
+
+    def _classes(self):
+        import importlib
+
+        mod = importlib.import_module(f"transformers.models.{self.module}.modeling_"
+                                      f"{self.module}")
+        return mod, getattr(mod, f"{self.model}Attention")
+
+    def config_call(self, case):
+        call, cfg = super().config_call(case)
+        n = case.attention.qk_norm
+        cfg = {**cfg, "rms_norm_eps": 1e-6 if n is None else n.eps,
+               "rope_theta": rope_theta(case)}
+        return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
+                            f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
+
+    def build(self, torch, plan):
+        import transformers
+
+        _, attention = self._classes()
+        config = getattr(transformers, f"{self.model}Config")(
+            **{k: plan[k] for k in self.config_keys}, attention_dropout=plan["dropout"],
+            rms_norm_eps=plan.get("rms_norm_eps", 1e-6),
+            rope_parameters={"rope_type": "default", "rope_theta": plan.get("rope_theta",
+                                                                            10000.0)})
+        return attention(config, layer_idx=0)
+
+    def rotary(self, torch, config):
+        mod, _ = self._classes()
+        return getattr(mod, f"{self.model}RotaryEmbedding")(config)
+
+    def state(self, case, weights):
+        from conformance.convert.hf import to_qk_norm
+
+        return to_qk_norm(weights)

@@ -79,15 +79,21 @@ def mha_translation(case) -> Translation | NotExpressible:
     reason = causal_limit(case)
     if reason:
         return NotExpressible(reason)
-    kwargs = {"num_heads": a.num_heads, "key_dim": a.qk_head_dim, "value_dim": a.v_head_dim,
-              "output_shape": a.output_features}
-    if not a.bias:
+    return layer_translation(case, "MultiHeadAttention", {
+        "num_heads": a.num_heads, "key_dim": a.qk_head_dim, "value_dim": a.v_head_dim,
+        "output_shape": a.output_features})
+
+
+def layer_translation(case, layer: str, kwargs: dict) -> Translation | NotExpressible:
+    """The Keras layer call of `case`: its size arguments, use_bias=False for a bias-free
+    case and the sliding window (keras/window.py), or the window's refusal."""
+    if not case.attention.bias:
         kwargs["use_bias"] = False
     window = sliding_window(case)
     if isinstance(window, NotExpressible):
         return window
     kwargs.update(window)
-    return Translation(format_call("MultiHeadAttention", kwargs, case.inputs.dtype), kwargs)
+    return Translation(format_call(layer, kwargs, case.inputs.dtype), kwargs)
 
 
 def call_text(case, scores: bool) -> str:

@@ -17,9 +17,8 @@ machinery (_keras.py) with keras_mha.py; the default call
 from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Translation
-from conformance.runners.keras.common import KerasLayerRunner, causal_limit, format_call
+from conformance.runners.keras.common import KerasLayerRunner, causal_limit, layer_translation
 from conformance.runners.keras.probes import layer_cells
-from conformance.runners.keras.window import sliding_window
 
 
 def gqa_translation(case) -> Translation | NotExpressible:
@@ -35,15 +34,9 @@ def gqa_translation(case) -> Translation | NotExpressible:
     reason = causal_limit(case)
     if reason:
         return NotExpressible(reason)
-    kwargs = {"head_dim": a.qk_head_dim, "num_query_heads": a.num_heads,
-              "num_key_value_heads": a.num_kv_heads}
-    if not a.bias:
-        kwargs["use_bias"] = False
-    window = sliding_window(case)
-    if isinstance(window, NotExpressible):
-        return window
-    kwargs.update(window)
-    return Translation(format_call("GroupQueryAttention", kwargs, case.inputs.dtype), kwargs)
+    return layer_translation(case, "GroupQueryAttention", {
+        "head_dim": a.qk_head_dim, "num_query_heads": a.num_heads,
+        "num_key_value_heads": a.num_kv_heads})
 
 
 class KerasGQA(KerasLayerRunner):

@@ -198,3 +198,17 @@ def canonical_projector(torch, case, data):
         return y + w[bn][None, :, None, :] if bn in w else y
 
     return w, project
+
+
+def sdpa_observation(torch, heads, w: dict, data, notes: list[str], **extras):
+    """The Observation of SDPA heads (B, H, T, d_v) through the canonical output
+    projection: SDPA itself holds no parameters (the projections were passed in)."""
+    from conformance.contract.runner import Observation, to_numpy
+
+    out = torch.einsum("bhtd,hde->bte", heads, w["wo"])
+    out = out + w["bo"] if "bo" in w else out
+    arrays = data.weights.arrays()
+    return Observation(
+        output=to_numpy(out), parameters=None,
+        projection_parameters=sum(a.size for a in arrays.values()),
+        weight_shapes={n: tuple(a.shape) for n, a in arrays.items()}, notes=notes, **extras)

@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from conformance.contract.runner import Count, Observation, Runner, Translation, to_numpy
-from conformance.runners.torch.common import canonical_projector, import_torch, tensors
+from conformance.contract.runner import Count, Runner, Translation
+from conformance.runners.torch.common import (
+    canonical_projector, import_torch, sdpa_observation, tensors)
 from conformance.contract.probing import feature_cells
 from conformance.runners.torch.sdpa_probes import gqa_cell, sdpa_conventions
 
@@ -127,12 +128,7 @@ class TorchSDPA(Runner):
             heads = F.scaled_dot_product_attention(project(xq, "wq", "bq"),
                                                    project(xk, "wk", "bk"),
                                                    project(xv, "wv", "bv"), **kw)
-            out = torch.einsum("bhtd,hde->bte", heads, w["wo"])
-            out = out + w["bo"] if "bo" in w else out
-        return Observation(
-            output=to_numpy(out), parameters=None,
-            projection_parameters=sum(a.size for a in data.weights.arrays().values()),
-            weight_shapes={n: tuple(a.shape) for n, a in data.weights.arrays().items()},
-            notes=["holds no parameters: the canonical projections are passed as tensors",
-                   "returns no attention weights"],
-            extras={"mask_polarity": "True = attend"})
+            return sdpa_observation(
+                torch, heads, w, data, ["holds no parameters: the canonical projections are "
+                                        "passed as tensors", "returns no attention weights"],
+                extras={"mask_polarity": "True = attend"})

@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import (
-    Convention, NotExpressible, Observation, Runner, Translation, to_numpy)
-from conformance.runners.torch.common import canonical_projector, import_torch, tensors
+    Convention, NotExpressible, Runner, Translation, to_numpy)
+from conformance.runners.torch.common import (
+    canonical_projector, import_torch, sdpa_observation, tensors)
 
 LAYOUT = "two tensors, key and value (B, H_kv, S, d) (BNSH), growing by torch.cat on dim 2"
 
@@ -63,15 +64,11 @@ class TorchSDPACache(Runner):
                 v = torch.cat([v, project(xt, "wv", "bv")], 2)
                 outs.append(F.scaled_dot_product_attention(project(xt, "wq", "bq"), k, v,
                                                            **gqa))
-            heads = torch.cat(outs, 2)
-            out = torch.einsum("bhtd,hde->bte", heads, w["wo"])
-            out = out + w["bo"] if "bo" in w else out
-        return Observation(
-            output=to_numpy(out), parameters=None,
-            projection_parameters=sum(a.size for a in data.weights.arrays().values()),
-            weight_shapes={n: tuple(a.shape) for n, a in data.weights.arrays().items()},
-            notes=[f"prefill {p}, then {case.inputs.query_len - p} steps through the cache: "
-                   f"{LAYOUT}"], extras={"cache_layout": LAYOUT})
+            return sdpa_observation(
+                torch, torch.cat(outs, 2), w, data, [f"prefill {p}, then "
+                                                     f"{case.inputs.query_len - p} steps "
+                                                     f"through the cache: {LAYOUT}"],
+                extras={"cache_layout": LAYOUT})
 
     def conventions(self):
         """SDPA's own cells (the function this runner calls at every step: the probes of
