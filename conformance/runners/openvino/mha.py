@@ -9,7 +9,12 @@ on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached 
 not in the default registry: its conversions (and its probes' conversions) cost about 8
 minutes on a cold 2-core run, past the README run's budget; register it with
 ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}) to run it.
-`openvino.onnx.f16`: the ONNX graphs compiled with INFERENCE_PRECISION_HINT=f16 (on a CPU
+`openvino.onnx.f16` (not in the default registry: whether OpenVINO's CPU plugin compiles
+a reduced-precision model depends on the CPU's instruction set: with AVX-512 it runs bf16,
+3e-3 off; with oneDNN capped at SSE4.1 it refuses ("Supported primitive descriptors list is
+empty"), so its rows would differ from one machine to the next; register it with
+("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx", "precision": "f16"})):
+the ONNX graphs compiled with INFERENCE_PRECISION_HINT=f16 (on a CPU
 without native float16 arithmetic the plugin picks bf16 or f32; the row's extras quote
 what the compiled model reports).  Masks are graph inputs in torch polarity (True =
 blocked), as for the ONNX rows.  Each row reports the converted model's operations, the CPU
