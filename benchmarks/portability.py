@@ -215,10 +215,10 @@ def run_matrix(extra: dict[str, str], reports: Path) -> tuple[float, str]:
 
 def moved_figures(default: Path, lowered: Path) -> dict[str, int]:
     """How many CPU-dependent figures differ between the two runs' raw files."""
-    a = {(r["case"], r["runner"]): r for r in json.loads(
-        (default / "results.json").read_text())["rows"]}
-    b = {(r["case"], r["runner"]): r for r in json.loads(
-        (lowered / "results.json").read_text())["rows"]}
+    from conformance.report.results_files import read_results
+
+    a = {(r["case"], r["runner"]): r for r in read_results(default / "results.json")["rows"]}
+    b = {(r["case"], r["runner"]): r for r in read_results(lowered / "results.json")["rows"]}
     counts = {f: 0 for f in FIGURES} | {"output_digest rows": 0, "output_digest values": 0,
                                          "extras": 0, "notes": 0, "ledger evidence": 0}
     for key in a.keys() & b.keys():

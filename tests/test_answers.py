@@ -4,6 +4,7 @@ ledger view, `diff A B` with a converter snippet that runs, and the report budge
 reports rendered from the committed results."""
 from __future__ import annotations
 
+import shutil
 import json
 import re
 import subprocess
@@ -185,6 +186,7 @@ def rendered(tmp_path_factory):
     out = tmp_path_factory.mktemp("answers")
     for name in ("results.json", "conventions.json"):
         (out / name).write_bytes((ROOT / "reports" / name).read_bytes())
+    shutil.copytree(ROOT / "reports" / "results", out / "results")
     assert main(["report", "--results", str(out / "results.json")]) == 0
     return out
 

@@ -4,6 +4,7 @@ quiet end when piped into head."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -108,12 +109,14 @@ def test_report_re_renders_from_results_json_and_check_reports_agrees(tmp_path):
     again = tmp_path / "again"
     again.mkdir()
     (again / "results.json").write_bytes((run_dir / "results.json").read_bytes())
+    shutil.copytree(run_dir / "results", again / "results")
     assert main(["report", "--results", str(again / "results.json")]) == 0
     assert (again / "cases" / "a.md").read_text() == (run_dir / "cases" / "a.md").read_text()
     assert main(["check-reports", str(again), "--against", str(run_dir)]) == 0
-    data = json.loads((again / "results.json").read_text())
+    part = again / "results" / "f.one.json"
+    data = json.loads(part.read_text())
     data["rows"][0]["parameters"] = 11
-    (again / "results.json").write_text(json.dumps(data))
+    part.write_text(json.dumps(data))
     done = run("check-reports", str(again), "--against", str(run_dir))
     assert done.returncode == 1
-    assert "results.json: a[f.one] parameters: 10 -> 11" in done.stderr
+    assert "results/f.one.json: a[f.one] parameters: 10 -> 11" in done.stderr

@@ -18,6 +18,7 @@ from conformance.report.base import FLOATS
 from conformance.report.drift import compare_file, compare_ledger
 from conformance.report.ledger import write_ledger
 from conformance.report.masking import figures_agree, mask, texts_agree
+from conformance.report.results_files import read_results
 
 from .report_rows import FakeCase, make_row, replace, stand_in
 
@@ -68,12 +69,12 @@ def write(tmp_path, name, the_rows, the_ledger=None):
 
 def test_every_figure_25_times_off_still_holds_in_every_file(tmp_path):
     """The issue's 25x max_rel_error (6.77e-05 -> 2.72e-06), in both directions, on every
-    figure: results.json, results.csv, index.md, index.html (cells and embedded data),
-    cases/*.md all differ on disk and check-reports finds no change."""
+    figure: the row files (results/<runner>.json and .csv), index.md, index.html (cells and
+    embedded data), cases/*.md all differ on disk and check-reports finds no change."""
     base = write(tmp_path, "here", rows())
     for scale in (25.0, 1 / 25):
         other = write(tmp_path, f"there{scale}", rows(scale), ledger(distance="1.7e-08"))
-        for name in ("results.json", "results.csv", "details.md", "index.html",
+        for name in ("results/t.one.json", "results/t.one.csv", "details.md", "index.html",
                      "conventions.json", "conventions.md"):
             assert (other / name).read_text() != (base / name).read_text(), name
         assert differences(base, other) == []
@@ -104,14 +105,15 @@ def test_a_changed_outcome_word_or_count_is_still_named(tmp_path):
     changed[2] = replace(changed[2], fully_masked_row="zeros")
     found = {(c.file, c.case, c.runner, c.field, c.old, c.new)
              for c in compare_reports(base, write(tmp_path, "there", changed))}
-    assert ("results.json", "plain", "t.one", "parameters", 10, 11) in found
-    assert ("results.json", "plain", "k.one", "outcome", "pass", "mismatch") in found
-    assert ("results.json", "masked", "t.one", "fully_masked_row", "nan", "zeros") in found
-    assert ("results.csv", "plain", "t.one", "parameters", "10", "11") in found
+    assert ("results/t.one.json", "plain", "t.one", "parameters", 10, 11) in found
+    assert ("results/k.one.json", "plain", "k.one", "outcome", "pass", "mismatch") in found
+    assert ("results/t.one.json", "masked", "t.one", "fully_masked_row", "nan", "zeros") \
+        in found
+    assert ("results/t.one.csv", "plain", "t.one", "parameters", "10", "11") in found
     assert any(c[0] == "index.md" for c in found)  # the tables changed too
     assert any(c[0] == "index.html" for c in found)
     text = "\n".join(differences(base, tmp_path / "there"))
-    assert "results.json: plain[t.one] parameters: 10 -> 11" in text
+    assert "results/t.one.json: plain[t.one] parameters: 10 -> 11" in text
 
 
 def test_a_ledger_word_is_still_named_in_every_ledger_file(tmp_path):
@@ -190,8 +192,8 @@ def test_a_changed_reason_or_note_word_is_named_a_moved_figure_in_them_is_not(tm
     changed[3] = replace(changed[3], reason="cannot, for another reason")
     found = {(c.file, c.case, c.field) for c in compare_reports(base, write(tmp_path, "r",
                                                                             changed))}
-    assert ("results.json", "masked", "reason") in found
-    assert ("results.csv", "masked", "reason") in found
+    assert ("results/k.one.json", "masked", "reason") in found
+    assert ("results/k.one.csv", "masked", "reason") in found
     assert any(f == "index.html" for f, _, _ in found)
 
 
@@ -201,7 +203,7 @@ def test_the_metadata_block_and_the_machine_are_ignored(tmp_path):
     data["metadata"]["cpu"] = "another CPU"
     (base / "results.json").write_text(json.dumps(data))
     assert differences(base, write(tmp_path, "there", rows())) == []
-    assert set(FLOATS) <= set(data["rows"][0])
+    assert set(FLOATS) <= set(read_results(base / "results.json")["rows"][0])
 
 
 def test_a_long_html_change_is_shown_around_its_first_real_difference():

@@ -4,7 +4,6 @@ fails with the line to add and --update-expectations writes it, a known mismatch
 strict unless it says otherwise."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import sys
 import pytest
 
 from conformance.paths import ROOT
+from conformance.report.results_files import read_results
 
 pytest.importorskip("torch", reason="needs the torch extra: pip install -e '.[torch]'")
 
@@ -61,7 +61,7 @@ def test_new_cases_need_no_pin_and_run_from_any_directory(new_cases, tmp_path):
     done = pytest_run(tmp_path, "-p", "conformance.plugin", f"--cases-dir={new_cases}",
                       "--runner", RUNNERS, f"--report-dir={out}", "-q")
     assert done.returncode == 0, done.stdout[-3000:]
-    rows = json.loads((out / "results.json").read_text())["rows"]
+    rows = read_results(out / "results.json")["rows"]
     assert len(rows) == 5 * 3
     words = {(r["case"], r["runner"]): "known" if r["known_mismatch"] and r["outcome"] in (
         "mismatch", "error") else r["outcome"] for r in rows}

@@ -13,6 +13,7 @@ from conformance.paths import ROOT
 from conformance.report import html as page_html
 from conformance.report.base import results_frame
 from conformance.compare.verdict import Failure, FailureKind, Outcome
+from conformance.report.results_files import read_results
 
 from .report_rows import FakeCase, make_row, stand_in
 
@@ -64,7 +65,7 @@ def real_data():
 
     from conformance.case.loader import load_cases
 
-    data = json.loads((ROOT / "reports" / "results.json").read_text(encoding="utf-8"))
+    data = read_results(ROOT / "reports" / "results.json")
     frame = pd.DataFrame(data["rows"], dtype=object)
     runners = [SimpleNamespace(name=n, framework=f)
                for n, f in dict.fromkeys(zip(frame["runner"], frame["framework"]))]

@@ -5,6 +5,7 @@ import json
 
 from conformance.case.loader import load_cases
 from conformance.paths import ROOT
+from conformance.report.results_files import read_results
 from conformance.report import (
     METADATA_END, METADATA_START, differences, strip_metadata, write_reports)
 from conformance.report.keras import max_difference
@@ -31,8 +32,9 @@ def test_two_runs_identical_outside_metadata(tmp_path):
     write_reports(rows(), CASES, [FAKE], tmp_path / "one", "full")
     write_reports(rows(), CASES, [FAKE], tmp_path / "two", "full")
     assert differences(tmp_path / "one", tmp_path / "two") == []
-    data = json.loads((tmp_path / "one" / "results.json").read_text())
+    data = read_results(tmp_path / "one" / "results.json")
     assert "time" in data["metadata"] and len(data["rows"]) == 2
+    assert data["row_files"] == ["results/fake.one.json"]
     assert data["rows"][0]["max_abs_error"] == 1.23e-07  # rounded to 3 significant digits
     md = (tmp_path / "one" / "details.md").read_text()
     assert "## Parameter counts" in md and "n/e" in md and "cannot" in md
@@ -65,7 +67,7 @@ def test_results_records_are_row_as_dict(tmp_path):
     row = make_row("a", FAKE, graphs={"g": graph()}, output_digest={"size": 1},
                    extras={"call": "x"}, max_abs_error=None, max_rel_error=None)
     write_reports([row], CASES, [FAKE], tmp_path, "full")
-    record = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    record = read_results(tmp_path / "results.json")["rows"][0]
     more = {"failure_kinds": [], "output_digest": {"size": 1}}  # what re-rendering reads
     assert record == json.loads(json.dumps({**row.as_dict(), **more}))
     assert record["extras"] == {"call": "x", "graphs": {"g": graph()}}
@@ -84,7 +86,8 @@ def test_rows_come_back_from_results_json(tmp_path):
     assert [(r.name, r.framework, r.system) for r in runners] == [
         ("fake.one", "fake", "fake.Attention")]
     write_reports(back, cases, runners, tmp_path / "two", selection, meta)
-    for name in ("results.json", "results.csv", "index.md", "index.html", "cases/a.md"):
+    for name in ("results.json", "results/fake.one.json", "results/fake.one.csv", "index.md",
+                 "index.html", "cases/a.md"):
         assert (tmp_path / "one" / name).read_text() == (tmp_path / "two" / name).read_text()
 
 
@@ -100,8 +103,9 @@ def test_changed_result_is_detected(tmp_path):
     changed[0] = replace(changed[0], max_abs_error=None)
     write_reports(changed, CASES, [FAKE], tmp_path / "three", "full")
     diffs = differences(tmp_path / "one", tmp_path / "three")
-    assert {d.split(":")[0] for d in diffs} >= {"results.json", "results.csv", "details.md"}
-    assert "results.json: a[fake.one] max_abs_error: 1.23e-07 -> None" in diffs
+    assert {d.split(":")[0] for d in diffs} >= {"results/fake.one.json", "results/fake.one.csv",
+                                                "details.md"}
+    assert "results/fake.one.json: a[fake.one] max_abs_error: 1.23e-07 -> None" in diffs
 
 
 def test_metadata_is_stripped_and_only_metadata():
@@ -114,7 +118,7 @@ def test_metadata_is_stripped_and_only_metadata():
 def test_committed_reports_cover_every_case_and_runner():
     from conformance.runners import all_runners
 
-    data = json.loads((ROOT / "reports" / "results.json").read_text())
+    data = read_results(ROOT / "reports" / "results.json")
     have = {(r["case"], r["runner"]) for r in data["rows"]}
     cases = load_cases(ROOT / "cases")
     assert have == {(c.id, r.name) for c in cases for r in all_runners()}
@@ -123,7 +127,7 @@ def test_committed_reports_cover_every_case_and_runner():
 
 def test_missing_figures_are_json_null(tmp_path):
     write_reports(rows(), CASES, [FAKE], tmp_path, "full")
-    text = (tmp_path / "results.json").read_text()
+    text = (tmp_path / "results" / "fake.one.json").read_text()
     assert "NaN" not in text
     row = json.loads(text)["rows"][1]
     assert row["max_abs_error"] is None and row["parameters"] is None

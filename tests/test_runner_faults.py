@@ -8,13 +8,13 @@ row naming what happened, and every report file is written.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
 from conformance.paths import ROOT
 from conformance.runners import EXTRA_ENV
+from conformance.report.results_files import read_results
 
 pytest_plugins = ["pytester"]
 
@@ -28,7 +28,7 @@ cases:
     inputs: {batch: 1, query_len: 3}
 """
 TOY = "tests.toy_runner:ToyRunner"
-REPORT_FILES = {"index.md", "index.html", "results.csv", "results.json"}
+REPORT_FILES = {"index.md", "index.html", "results.json", "results"}
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def session(pytester, monkeypatch):
             "--cases-dir", str(pytester.path / "cases"), f"--report-dir={out}",
             "--runner", ",".join(names), *args, timeout=timeout)
         assert REPORT_FILES <= {p.name for p in out.iterdir()}, res.stdout.str()
-        rows = json.loads((out / "results.json").read_text())["rows"]
+        rows = read_results(out / "results.json")["rows"]
         return res, {(r["case"], r["runner"]): r for r in rows}
 
     return run

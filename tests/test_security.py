@@ -23,6 +23,7 @@ import pytest
 from conformance.datafile import DataFileError
 from conformance.paths import ROOT
 from conformance.report import write_reports
+from conformance.report.results_files import read_results
 from conformance.settings import SettingError, extra_runners, item_timeout
 
 from .report_rows import FakeCase, make_row, stand_in
@@ -95,7 +96,8 @@ def test_a_shard_with_a_traversal_id_is_refused(tmp_path):
 
 # ---- results files -------------------------------------------------------------------
 def _hostile_results(tmp_path: Path) -> dict[str, object]:
-    data = json.loads(one_report(tmp_path / "base").read_text())
+    data = read_results(one_report(tmp_path / "base"))
+    del data["row_files"]  # the rows inline, as results.json held them before the split
 
     def with_id(cid):
         d = json.loads(json.dumps(data))
@@ -108,7 +110,32 @@ def _hostile_results(tmp_path: Path) -> dict[str, object]:
             "markup": with_id("x<img src=x onerror=alert(1)>"), "escape": with_id("a\x1b[2Jb"),
             "long": with_id("a" * 500), "wrong-type": wrong, "list": [1, 2],
             "rows-not-list": {"rows": {"a": 1}}, "deep": "[" * 50_000 + "]" * 50_000,
-            "not-json": "{rows: [", "huge": {"rows": [], "pad": "x" * 3_000_000}}
+            "not-json": "{rows: [", "huge": {"rows": [], "pad": "x" * 3_000_000},
+            **_hostile_row_files(tmp_path, data)}
+
+
+def _hostile_row_files(tmp_path: Path, data: dict) -> dict[str, object]:
+    """Indexes whose row_files lead outside the folder, to nothing, to a FIFO, to a file
+    that holds no rows, or list too many names."""
+    index = {k: v for k, v in data.items() if k != "rows"}
+    parts = tmp_path / "results"
+    parts.mkdir()
+    os.mkfifo(parts / "fifo.json")
+    (parts / "norows.json").write_text("[1, 2]")
+    (parts / "rowsdict.json").write_text('{"rows": {"a": 1}}')
+    (parts / "huge.json").write_text(json.dumps({"rows": [], "pad": "x" * 3_000_000}))
+
+    def listing(*names):
+        return {**index, "row_files": list(names)}
+
+    return {"rf-traversal": listing("results/../../etc/passwd.json"),
+            "rf-absolute": listing(str(tmp_path / "results" / "norows.json")),
+            "rf-missing": listing("results/nothere.json"), "rf-fifo": listing("results/fifo.json"),
+            "rf-not-rows": listing("results/norows.json"),
+            "rf-rows-dict": listing("results/rowsdict.json"),
+            "rf-huge": listing("results/huge.json"), "rf-twice": listing(*["results/x.json"] * 2),
+            "rf-not-list": {**index, "row_files": "results/x.json"},
+            "rf-too-many": listing(*[f"results/r{n}.json" for n in range(1001)])}
 
 
 def test_hostile_results_files_give_one_clean_error_and_write_nothing(tmp_path):
@@ -162,9 +189,9 @@ def test_csv_formulas_and_bidi_controls_are_neutralised(tmp_path):
     rows = [make_row("a", FAKE, known_mismatch="-1+1+cmd|' /C calc'!A0 known",
                      reason="\u202eevil", notes=("=HYPERLINK(1)", "\tx"))]
     write_reports(rows, [FakeCase("a")], [FAKE], tmp_path, "a\u202etitle\x1b[31m\r\nx")
-    csv = (tmp_path / "results.csv").read_text()
+    csv = (tmp_path / "results" / "fake.one.csv").read_text()
     assert "'-1+1+cmd" in csv and ",-1+1" not in csv and "'=HYPERLINK" in csv
-    for name in ("index.md", "results.csv", "index.html", "cases/a.md"):
+    for name in ("index.md", "results/fake.one.csv", "index.html", "cases/a.md"):
         text = (tmp_path / name).read_text()
         assert "\u202e" not in text and "\x1b" not in text, name
 
@@ -202,7 +229,7 @@ def test_odd_entries_and_a_broken_file_hide_no_good_case(odd_cases):
                   "gone.yaml: skipped, a dangling symlink", "leading outside the cases folder"):
         assert named in text, named
     assert "SECRET-TOKEN" not in text
-    rows = json.loads((odd_cases.path / "out" / "results.json").read_text())["rows"]
+    rows = read_results(odd_cases.path / "out" / "results.json")["rows"]
     assert {r["case"] for r in rows} == {"good", "other"}
 
 

@@ -15,6 +15,7 @@ import pytest
 from conformance.contract.runner import WorkerSpec
 from conformance.plugin.parallel import assign, group_costs, parse_shard
 from conformance.paths import ROOT
+from conformance.report.results_files import read_results
 
 pytest_plugins = ["pytester"]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -82,7 +83,7 @@ def test_three_shards_merge_into_the_single_run(tiny):
     for i in (1, 2, 3):
         res = run(tiny, f"--shard={i}/3", f"--report-dir={tiny.path / f'shard{i}'}")
         assert res.ret == 0, res.stdout.str()[-3000:]
-        rows = json.loads((tiny.path / f"shard{i}" / "results.json").read_text())["rows"]
+        rows = read_results(tiny.path / f"shard{i}" / "results.json")["rows"]
         keys.append({(r["case"], r["runner"]) for r in rows})
         assert keys[-1], f"shard {i} ran nothing"
     assert sum(map(len, keys)) == len(set().union(*keys)) == 6 * 4

@@ -16,6 +16,7 @@ import json
 import pytest
 
 from conformance.runners import EXTRA_ENV, registry, runner_table
+from conformance.report.results_files import read_results
 
 pytest_plugins = ["pytester"]
 
@@ -112,7 +113,7 @@ def test_a_toy_runner_in_three_places_reaches_every_report_and_ledger_column(toy
     assert cells["softmax_scale"]["value"] == "inv_sqrt_head_dim"  # its probe
     assert cells["returned_weights"]["value"] == "per_head"  # derived from its rows
     assert "toy.numpy" in (p.path / "reports" / "conventions.md").read_text()
-    rows = json.loads((p.path / "reports" / "results.json").read_text())["rows"]
+    rows = read_results(p.path / "reports" / "results.json")["rows"]
     assert {(r["case"], r["runner"], r["outcome"]) for r in rows} == {
         ("toy-plain", "toy.numpy", "pass"), ("toy-causal", "toy.numpy", "pass")}
     print("files touched to add the runner:", ", ".join(TOUCHED))

@@ -99,10 +99,11 @@ def list_cases(args) -> int:
 def _last_rows(path: str, case_id: str) -> dict[str, dict]:
     """The last results' rows of one case, read as untrusted data (datafile.py: bounded,
     a regular file); an unreadable file shows no figures."""
-    from conformance.datafile import DataFileError, read_json
+    from conformance.datafile import DataFileError
+    from conformance.report.results_files import read_results
 
     try:
-        data = read_json(path, "a results.json")
+        data = read_results(path)
     except DataFileError:
         return {}
     rows = data.get("rows", []) if isinstance(data, dict) else []

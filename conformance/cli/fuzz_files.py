@@ -47,13 +47,15 @@ def _row(case: str, runner: str) -> dict:
 def seed_results() -> dict:
     """A small results document: a few rows of the committed one, or built-in ones."""
     try:
-        data = json.loads((REPORTS_DIR / "results.json").read_text(encoding="utf-8"))
+        from conformance.report.results_files import read_results
+
+        data = read_results(REPORTS_DIR / "results.json")
         rows = data["rows"][:4]
         named = {r["case"] for r in rows}, {r["runner"] for r in rows}
         return {"metadata": {"time": "t"}, "selection": "subset", "rows": rows,
                 "runners": [r for r in data["runners"] if r["name"] in named[1]],
                 "cases": [c for c in data["cases"] if c["id"] in named[0]]}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):  # DataFileError is a ValueError
         return {"metadata": {}, "selection": "subset",
                 "rows": [_row("a", "torch.mha"), _row("b", "torch.mha")],
                 "runners": [{"name": "torch.mha", "framework": "torch", "system": "s",

@@ -7,10 +7,10 @@ value: what CPU kernels move (masking.py): the error figures
 (max_abs_error, max_rel_error, weights_*), any float inside extras and
 output_digest are compared by their kind only (missing, a number, NaN, ±inf);
 the texts that quote figures or framework messages (a row's reason and notes,
-ledger evidence) after masking.  results.json and results.csv are compared
-row by row (keyed by case + runner), conventions.json cell by cell (keyed by
-system + axis; the systems list without the suite's own import path of each
-runner class); index.md, index.html (entities decoded, embedded JSON
+ledger evidence) after masking.  results.json and its row files (results/<runner>.json
+and .csv, results_files.py) are compared row by row (keyed by case + runner),
+conventions.json cell by cell (keyed by system + axis; the systems list without the
+suite's own import path of each runner class); index.md, index.html (entities decoded, embedded JSON
 included), cases/*.md and conventions.md line by line, every line masked
 before the lines are aligned (so a moved figure can neither fail a line nor
 misalign its neighbours).  The run-metadata block and index.html's figures
@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from conformance.report.base import FLOATS
+from conformance.report.results_files import ROWS_DIR
 from conformance.report.masking import figures_agree, mask, structures_agree, texts_agree
 
 # Blocks of text files left out like the metadata block: report/html.py's figures (PNG
@@ -217,7 +218,8 @@ def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[
 
     if old_text is None or new_text is None:
         return [Change(name, "(file)", "", "exists", old_text is not None, new_text is not None)]
-    if name.endswith("results.json"):
+    if name.endswith("results.json") or name.startswith(f"{ROWS_DIR}/") and \
+            name.endswith(".json"):
         return compare_json(old_text, new_text, name)
     if name.endswith(".csv"):
         return compare_csv(old_text, new_text, name)
@@ -251,7 +253,9 @@ def report_names(folder) -> list[str]:
     folder = Path(folder)
     pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))
     ledger = [n for n in LEDGER_FILES + ("agreement.json",) if (folder / n).exists()]
-    return list(REPORT_FILES) + ledger + pages
+    rows = sorted(f"{ROWS_DIR}/{p.name}" for p in (folder / ROWS_DIR).glob("*")
+                  if p.suffix in (".json", ".csv"))
+    return list(REPORT_FILES) + rows + ledger + pages
 
 
 LEDGER_FILES = ("conventions.json", "conventions.md")

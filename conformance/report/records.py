@@ -105,15 +105,20 @@ def _check_words(path, where: str, d: dict) -> None:
             raise DataFileError(path, f"{where}.{name}: NaN is not a tolerance")
 
 
+# what sections read of a runner (typed.py: the typed-numbers vocabulary it speaks)
+RUNNER_WORDS = ("framework", "system", "path", "backend", "typed_system",
+                "no_parameters_label")
+
+
 def check_runner(path, d: Any, where: str) -> dict:
     """A runner descriptor of results.json: name, framework and the section words."""
     if not isinstance(d, dict) or not isinstance(d.get("name"), str) \
             or not RUNNER_NAME.fullmatch(d["name"]):
         raise DataFileError(path, f"{where}: expected {{name: a runner name, framework, "
                             "system, path, backend}}")
-    out = {k: d.get(k, "") for k in ("name", "framework", "system", "path", "backend")}
+    out = {k: d.get(k, "") for k in ("name", *RUNNER_WORDS)}
     if not all(isinstance(v, str) for v in out.values()):
-        raise DataFileError(path, f"{where}: framework, system, path, backend must be strings")
+        raise DataFileError(path, f"{where}: {', '.join(RUNNER_WORDS)} must be strings")
     return out
 
 

@@ -1,4 +1,4 @@
-"""The writers: results.json, results.csv, index.md, index.html, cases/<id>.md.
+"""The writers: results.json (+ results/<runner>.json|csv), index.md, index.html, cases/<id>.md.
 
 Deterministic by construction: rows come in case-file x registry order,
 figures are rounded to 3 significant digits, and everything that changes
@@ -14,36 +14,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import sys
 from pathlib import Path
 
 from conformance.versions import versions
 from conformance.report.base import (
-    METADATA_END, METADATA_START, csv_text, md, plain, results_frame, section_frame)
+    METADATA_END, METADATA_START, md, plain, results_frame, section_frame)
 from conformance.report.ledger_groups import difference_lines
 from conformance.report.findings import DRIFT_FILE, findings, headline_lines, read_drift
 from conformance.report.clusters import clusters, section_clusters, write_clusters
 from conformance.report.html import write_html as write_html_page
 from conformance.report.pages import write_pages
+from conformance.report.records import RUNNER_WORDS
+from conformance.report.results_files import write_results
 from conformance.report.sections import ANSWERS, DETAILS
 
-REPORT_FILES = ("results.json", "results.csv", "index.md", "details.md", "index.html")
+REPORT_FILES = ("results.json", "index.md", "details.md", "index.html")  # + results/<runner>.*
 LEDGER_FILE = "conventions.json"
 _TITLE = "Attention conformance report"
 DETAILS_FILE = "details.md"
-CSV_DROPPED = ("output_digest",)  # re-rendering data, kept in results.json only
-
-
-def _json_safe(obj):
-    """Strict JSON: NaN becomes null, an infinity the string 'inf' / '-inf'."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else str(obj)
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    return obj
 
 
 CELL_LIMIT = 80  # characters of a table cell in index.md / details.md (the rest: case pages)
@@ -87,28 +76,6 @@ def machine() -> dict[str, str]:
     if cpu is not None and hasattr(cpu, "get_cpu_capability"):
         out["torch cpu capability"] = str(cpu.get_cpu_capability())
     return out
-
-
-def write_results(frame, meta: dict, selection: str, out: Path, described: dict) -> None:
-    """results.json (strict JSON; `described`: the runners' descriptors and the cases'
-    fields sections read, for re-rendering) and results.csv (nested values as sorted
-    JSON, free text one line)."""
-    import pandas as pd
-
-    payload = {"metadata": meta, "selection": selection, **described,
-               "rows": _json_safe(frame.to_dict(orient="records"))}
-    (out / "results.json").write_text(
-        json.dumps(payload, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-        encoding="utf-8")
-    flat = frame.drop(columns=[c for c in CSV_DROPPED if c in frame])
-    for col in ("weight_shapes", "extras", "typed"):
-        flat[col] = flat[col].map(lambda v: json.dumps(v, sort_keys=True))
-    for col in ("notes", "failures", "failure_kinds"):
-        if col in flat:
-            flat[col] = flat[col].map(" | ".join)
-    for col in flat.columns:
-        flat[col] = pd.Series([csv_text(v) for v in flat[col]], index=flat.index, dtype=object)
-    flat.to_csv(out / "results.csv", index=False, lineterminator="\n")
 
 
 def _section_md(s, level: str = "##") -> list[str]:
@@ -182,7 +149,7 @@ def build_sections(results, rows, cases, runners, ledger: dict | None = None):
 def describe(cases, runners) -> dict:
     """What sections read of the runners and the cases, for results.json."""
     return {"runners": [{"name": r.name, "framework": r.framework,
-                         **{d: getattr(r, d, "") for d in ("system", "path", "backend")}}
+                         **{d: getattr(r, d, "") or "" for d in RUNNER_WORDS[1:]}}
                         for r in runners],
             "cases": [{"id": c.id, "title": getattr(c, "title", c.id),
                        "has_fully_masked_rows": bool(c.has_fully_masked_rows),
@@ -225,7 +192,7 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     if meta is None:
         meta = {**versions(), **machine(),
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    write_results(results, meta, selection, out, describe(cases, runners))
+    data_files = write_results(results, meta, selection, out, describe(cases, runners))
     pages = write_pages(rows, cases, runners, out, groups)
     written = [p.stem for p in pages]
     found = findings(section_frame(results, rows, runners), cases, ledger, read_drift(out))
@@ -236,7 +203,7 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     # re-rendered from results.json, the cases are records without an oracle: the run's
     # agreement.json stays as it was
     oracle = any(hasattr(c, "expect") for c in cases)
-    return [out / name for name in REPORT_FILES] + (
+    return data_files + [out / name for name in REPORT_FILES[1:]] + (
         [write_clusters(groups, out)] if oracle else []) + pages
 
 

@@ -1,7 +1,8 @@
 """Rows back from results.json, to re-render every report without running anything.
 
-results.json holds, beside the rows (Row.as_dict() plus `failure_kinds` and
-`output_digest`), the runners' descriptors and the case fields sections read.
+results.json (with its row files, results_files.py) holds, beside the rows
+(Row.as_dict() plus `failure_kinds` and `output_digest`), the runners' descriptors
+and the case fields sections read.
 An older results.json without them falls back to the registry and cases/.
 
 The file is untrusted data (it may come from a CI artifact): it is read within
@@ -17,8 +18,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from conformance.compare.verdict import Failure, FailureKind, Outcome
-from conformance.datafile import DataFileError, read_json
+from conformance.datafile import DataFileError
 from conformance.report.base import FLOATS
+from conformance.report.results_files import read_results
 from conformance.report.records import check_case, check_record, check_runner, number
 from conformance.run.evaluate import Row
 
@@ -86,10 +88,7 @@ def _list(data: dict, key: str, path) -> list:
 
 def rows_from_results(path: Path | str):
     """(rows, cases, runners, selection, metadata) from a results.json."""
-    data = read_json(path, "a results.json written by the suite")
-    if not isinstance(data, dict):
-        raise DataFileError(path, f"expected a JSON object with 'rows', got "
-                            f"{type(data).__name__}")
+    data = read_results(path)
     rows = [row_from_record(d, path, f"rows[{n}]")
             for n, d in enumerate(_list(data, "rows", path))]
     selection, meta = data.get("selection", ""), data.get("metadata", {})

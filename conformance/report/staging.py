@@ -8,9 +8,10 @@ the renames cannot run out of space.  A target that does not exist yet is the
 staging folder renamed in one step.
 
 The suite never deletes a file it did not write: besides replacing its own file
-names, the only removal is a per-case page `cases/<id>.md` whose id has a row in
+names, the only removals are a per-case page `cases/<id>.md` whose id has a row in
 the folder's previous results.json (a page the suite wrote) and none in the new
-one.  A user's `cases/notes.md` stays.
+one, and a row file `results/<runner>.json|csv` the previous results.json listed
+and this run did not write.  A user's `cases/notes.md` stays.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from typing import Iterator
 
 from conformance.datafile import DataFileError, check_id, inside, read_json
 from conformance.report.pages import PAGES_DIR
+from conformance.report.results_files import read_results, row_file_names
 from conformance.settings import SettingError
 
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
@@ -48,15 +50,19 @@ def check_writable(out: Path, what: str) -> None:
                            "another folder before the run") from None
 
 
-def _pages_of(results: Path) -> set[str]:
-    """The case ids with rows in a previous results.json (their pages are ours)."""
+def _previous(results: Path) -> tuple[set[str], set[str]]:
+    """(case ids with rows, row files listed) of a previous results.json: the pages and
+    row files the suite wrote there (an unreadable or absent index: none, remove nothing)."""
     try:
         data = read_json(results, "a results.json")
-        rows = data.get("rows", []) if isinstance(data, dict) else []
+        if not isinstance(data, dict):
+            return set(), set()
+        parts = set(row_file_names(results, data)) if "row_files" in data else set()
+        rows = read_results(results).get("rows", [])
         return {check_id(results, r.get("case"), "rows[].case") for r in rows
-                if isinstance(r, dict)}
+                if isinstance(r, dict)}, parts
     except DataFileError:
-        return set()  # unreadable or absent: remove nothing
+        return set(), set()
 
 
 def _files(stage: Path) -> list[Path]:
@@ -86,15 +92,18 @@ def commit(stage: Path, out: Path) -> list[Path]:
         if not out.exists():
             os.rename(stage, out)
             return [out / n for n in names]
-        stale = _pages_of(out / "results.json") - new_pages
+        cases, parts = _previous(out / "results.json")
+        stale = [f"{PAGES_DIR}/{cid}.md" for cid in sorted(cases - new_pages)]
+        stale += [p for name in sorted(parts) for p in (name, name[:-len(".json")] + ".csv")
+                  if Path(p) not in names]
         for name in names:
             target = inside(out, out / name)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / name, target)
-        for cid in sorted(stale):
-            page = inside(out, out / PAGES_DIR / f"{cid}.md")
-            if page.is_file() and not page.is_symlink():
-                page.unlink()
+        for name in stale:
+            old = inside(out, out / name)
+            if old.is_file() and not old.is_symlink():
+                old.unlink()
     return [out / n for n in names]
 
 
