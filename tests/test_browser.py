@@ -114,7 +114,8 @@ def test_the_headline_and_the_two_system_view(tmp_path):
 
     for name in ("results.json", "conventions.json"):
         (tmp_path / name).write_bytes((ROOT / "reports" / name).read_bytes())
-    shutil.copytree(ROOT / "reports" / "results", tmp_path / "results")
+    if (ROOT / "reports" / "results").is_dir():  # row files (an older results.json: inline)
+        shutil.copytree(ROOT / "reports" / "results", tmp_path / "results")
     assert main(["report", "--results", str(tmp_path / "results.json")]) == 0
     page = tmp_path / "index.html"
     dom = run_browser(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
