@@ -168,7 +168,7 @@ def test_cells_coloured_by_outcome_with_both_views():
     assert 'class="o-error"' in text and 'class="o-not_expressible"' in text
     # a refused cell carries only its outcome (its words come from the CSS; the reason is
     # in the case view's data)
-    assert '<td class="o-not_expressible" data-outcome="not_expressible"></td>' in text
+    assert '<td class="o-not_expressible"></td>' in text
     assert '<span class="v-err">1.00e-07</span><span class="v-par">77</span>' in text
     for name in page_html.FILTERS:
         assert f'id="filter-{name}"' in text

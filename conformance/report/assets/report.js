@@ -38,6 +38,10 @@
     return (!filters.framework || cell.getAttribute("data-framework") === filters.framework) &&
       (!filters.runner || cell.getAttribute("data-runner") === filters.runner);
   }
+  function outcomeOf(td) {  // a cell's outcome is its o- class ("o-known-mismatch")
+    var m = /(?:^| )o-(\S+)/.exec(td.className);
+    return m ? m[1].replace("-", " ") : "";
+  }
   function apply() {
     var heads = table.tHead.rows[0].cells, shown = 0;
     for (var h = 1; h < heads.length; h++) { heads[h].hidden = !columnShown(heads[h]); }
@@ -46,7 +50,7 @@
       var any = false;
       for (var i = 1; i < tr.cells.length; i++) {
         var td = tr.cells[i], visible = columnShown(heads[i]);
-        var match = !filters.outcome || td.getAttribute("data-outcome") === filters.outcome;
+        var match = !filters.outcome || outcomeOf(td) === filters.outcome;
         td.hidden = !visible;
         td.classList.toggle("dim", !match);
         if (visible && match) { any = true; }
