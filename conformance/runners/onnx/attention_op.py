@@ -46,9 +46,9 @@ from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.runner import to_numpy
-from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
+from conformance.runners.onnx.common import built_parameters, ort_session, short
 from conformance.runners.onnx.graph_parts import (
-    ROPE_BUFFERS, Graph, in_out, positional_qk, rope_words)
+    ELEM, ROPE_BUFFERS, Graph, graph_inputs, in_out, positional_qk, rope_words)
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
@@ -112,31 +112,15 @@ def _split_past(g: Graph, case, k: str, v: str, past: int) -> None:
         g.node("Transpose", [f"{tag}_past4"], [f"past_{tag}"], perm=[0, 2, 1, 3])
 
 
-def _graph_inputs(case, data, elem):
-    """The value infos and the feed of the query (key, value) inputs."""
-    from onnx import helper
-
-    a, i, npdt = case.attention, case.inputs, numpy_dtype(case.inputs.dtype)
-    b, t, s = i.batch, i.query_len, i.key_len
-    inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
-    feed = {"query": data.inputs.query.astype(npdt)}
-    if not i.self_attention:
-        inputs += [helper.make_tensor_value_info("key", elem, [b, s, a.key_features]),
-                   helper.make_tensor_value_info("value", elem, [b, s, a.value_features])]
-        feed.update(key=data.inputs.key.astype(npdt), value=data.inputs.value.astype(npdt))
-    return inputs, feed
-
-
 def build_model(case, data, plan: AttentionPlan):
     """(ModelProto, feed) for the case; initializers in the case dtype."""
     from onnx import TensorProto, helper
 
     a, i, w = case.attention, case.inputs, data.weights
-    elem = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
-            "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[i.dtype]
+    elem = ELEM[i.dtype]
     b, t, s = i.batch, i.query_len, i.key_len
     g = Graph(i.dtype)
-    inputs, feed = _graph_inputs(case, data, elem)
+    inputs, feed = graph_inputs(case, data, elem)
     xk, xv = ("query", "query") if i.self_attention else ("key", "value")
     q = g.project("query", "q", in_out(w.wq), w.bq)
     k = g.project(xk, "k", in_out(w.wk), w.bk)
