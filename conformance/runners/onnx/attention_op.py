@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
@@ -69,6 +71,13 @@ class AttentionPlan:
     past_length: int = 0  # lower-right causal: the first S - T keys/values go in as the past
     attn_mask: bool = False  # a boolean (B, 1, T, S) graph input, True = attend
     scale: float | None = None  # the `scale` attribute, only when the case sets one
+    softcap: float | None = None  # the `softcap` attribute (Attention-23 has it)
+    # Attention-24's nonpad_kv_seqlen (B,): valid keys per item, an external cache's lengths
+    nonpad: tuple[int, ...] | None = None
+
+    @property
+    def opset(self) -> int:
+        return OPSET if self.nonpad is None else 24
 
     def attributes(self) -> dict[str, int | float]:
         """The node's attributes (qk_matmul_output_mode aside)."""
@@ -78,6 +87,8 @@ class AttentionPlan:
             attrs["is_causal"] = 1
         if self.scale is not None:
             attrs["scale"] = float(self.scale)
+        if self.softcap is not None:
+            attrs["softcap"] = float(self.softcap)
         return attrs
 
     def arguments(self) -> str:
@@ -88,6 +99,8 @@ class AttentionPlan:
         if self.past_length:
             args.append(f"past_key/past_value = first {self.past_length} projected keys/"
                         "values (lower-right offset)")
+        if self.nonpad is not None:
+            args.append(f"nonpad_kv_seqlen={list(self.nonpad)} [opset 24]")
         return ", ".join(args)
 
 
@@ -97,7 +110,7 @@ def attention_plan(case) -> AttentionPlan:
     past = i.key_len - i.query_len if case.mask.causal == "lower_right" else 0
     return AttentionPlan(a.num_heads, a.num_kv_heads, is_causal=causal,
                          past_length=max(past, 0), attn_mask=case.has_non_causal_mask,
-                         scale=a.scale)
+                         scale=a.scale, softcap=a.softcap)
 
 
 def _split_past(g: Graph, case, k: str, v: str, past: int) -> None:
@@ -136,6 +149,10 @@ def build_model(case, data, plan: AttentionPlan):
         _split_past(g, case, k, v, plan.past_length)
         args = [q, "k_now", "v_now", mask, "past_k", "past_v"]
         outs = ["heads", "present_key", "present_value", "weights"]
+    if plan.nonpad is not None:  # an external cache: K, V whole, its valid lengths
+        feed["nonpad_kv_seqlen"] = np.array(plan.nonpad, np.int64)
+        inputs.append(helper.make_tensor_value_info("nonpad_kv_seqlen", TensorProto.INT64, [b]))
+        args = [q, k, v, mask, "", "", "nonpad_kv_seqlen"]
     g.node("Attention", args, outs, qk_matmul_output_mode=3, **plan.attributes())
     out = g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
     g.node("Identity", [out], ["output"])
@@ -143,7 +160,7 @@ def build_model(case, data, plan: AttentionPlan):
         g.nodes, "canonical_attention", inputs,
         [helper.make_tensor_value_info("output", elem, [b, t, a.output_features]),
          helper.make_tensor_value_info("weights", elem, [b, a.num_heads, t, s])], g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", plan.opset)],
                               producer_name="attention-conformance")
     return model, feed
 
@@ -176,7 +193,8 @@ class OnnxAttentionOp(Runner):
     framework = "onnx"
     system = f"onnx Attention-{OPSET}"
     path = "graph"
-    description = ("a graph around the ONNX `Attention` operator (opset 23) in onnxruntime "
+    description = ("a graph around the ONNX `Attention` operator (opset 23; its `softcap` "
+                   "attribute where a case asks) in onnxruntime "
                    "and in `onnx.reference` (`RotaryEmbedding` and `RMSNormalization` / "
                    "`LayerNormalization` nodes before it where a case asks for RoPE or QK-norm)")
     seconds = 0.4
@@ -184,7 +202,7 @@ class OnnxAttentionOp(Runner):
     engine = "ort"
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
     # RotaryEmbedding-23 and RMSNormalization/LayerNormalization-23 nodes before the node
-    features = Runner.features | {"rope", "position_offset", "qk_norm"}
+    features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap"}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -202,7 +220,7 @@ class OnnxAttentionOp(Runner):
         before = rope_words(case)
         call = (f"MatMul+Add -> {before + ' -> ' if before else ''}"
                 f"Attention(Q, K, V, {plan.arguments()}) "
-                f"[opset {OPSET}] -> MatMul+Add; run in {self.runs_in}")
+                f"[opset {plan.opset}] -> MatMul+Add; run in {self.runs_in}")
         return Translation(call, plan)
 
     def conventions(self):
@@ -260,4 +278,4 @@ class OnnxAttentionOp(Runner):
                            if t.data_type != onnx.TensorProto.INT64
                            and not t.name.endswith(ROPE_BUFFERS)},
             notes=notes, extras={"mask_polarity": "True = attend"},
-            graphs={f"Attention-{OPSET}": acc})
+            graphs={f"Attention-{plan.opset}": acc})
