@@ -50,7 +50,7 @@ from conformance.contract.runner import (
 from conformance.contract.runner import to_numpy
 from conformance.runners.onnx.common import built_parameters, ort_session, short
 from conformance.runners.onnx.graph_parts import (
-    ELEM, ROPE_BUFFERS, Graph, graph_inputs, in_out, positional_qk, rope_words)
+    ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, positional_qk, rope_words)
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
@@ -85,11 +85,7 @@ class AttentionPlan:
                                          "kv_num_heads": self.kv_num_heads}
         if self.is_causal:
             attrs["is_causal"] = 1
-        if self.scale is not None:
-            attrs["scale"] = float(self.scale)
-        if self.softcap is not None:
-            attrs["softcap"] = float(self.softcap)
-        return attrs
+        return {**attrs, **float_attributes(scale=self.scale, softcap=self.softcap)}
 
     def arguments(self) -> str:
         """As the call shows them."""

@@ -27,7 +27,8 @@ bidirectional attention"), `seqlens_k` = S - 1 per item and `total_sequence_leng
   `seqlens_k` = total - 1 and `total_sequence_length` = total as inputs, `position_ids` at
   the step's positions.
 Self-attention only (the op's key and value are the query's own sequence plus the past).
-The CPU kernel takes head sizes that are multiples of 8 only (its message is quoted).
+The CPU kernel takes head sizes that are multiples of 8 only, 16 with do_rotary (its
+message is quoted).
 onnx / onnxruntime are imported inside the functions.
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ from conformance.contract.runner import (
 from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
-    ELEM, ROPE_BUFFERS, Graph, graph_inputs, in_out, rope_caches)
+    ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, rope_caches)
 
 FILLS = {None: -np.inf, "-inf": -np.inf, "finfo_min": None, "-1e9": -1e9, "-1e4": -1e4}
 WINDOW_FIX = "microsoft/onnxruntime#25927"  # local_window_size includes the current token
@@ -68,12 +69,8 @@ class GqaPlan:
                  "causal": int(self.causal)}
         if self.do_rotary:
             attrs.update(do_rotary=1, rotary_interleaved=int(self.rotary_interleaved))
-        if self.scale is not None:
-            attrs["scale"] = float(self.scale)
-        if self.qk_norm and eps is not None:
-            attrs["qk_norm_epsilon"] = float(eps)
-        if self.softcap is not None:
-            attrs["softcap"] = float(self.softcap)
+        attrs.update(float_attributes(scale=self.scale, softcap=self.softcap,
+                                      qk_norm_epsilon=eps if self.qk_norm else None))
         if self.local_window_size is not None:
             attrs["local_window_size"] = int(self.local_window_size)
         return attrs
@@ -244,7 +241,8 @@ class OnnxContribGQA(Runner):
     description = ("onnxruntime's contrib `com.microsoft.GroupQueryAttention` (self-attention, "
                    "`do_rotary` / `rotary_interleaved`, `softcap`, `head_sink`, "
                    "`local_window_size`, decode through past/present with `seqlens_k`; its CPU "
-                   "kernel refuses `q_norm_weight` and head sizes not a multiple of 8)")
+                   "kernel refuses `q_norm_weight` and head sizes not a multiple of 8, 16 with "
+                   "`do_rotary`)")
     seconds = 0.3
     no_parameters_label = "ORT contrib GroupQueryAttention"
     sets_scale = True  # the `scale` attribute (default 1/sqrt(head_size))

@@ -89,6 +89,11 @@ def graph_inputs(case, data, elem: int):
     return inputs, feed
 
 
+def float_attributes(**values) -> dict[str, float]:
+    """The node attributes among `values` that are set (not None), as floats."""
+    return {k: float(v) for k, v in values.items() if v is not None}
+
+
 def in_out(w3) -> np.ndarray:
     """canonical (heads, E, d) -> (E, heads*d), head-major columns."""
     return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
