@@ -123,7 +123,7 @@ def decode(case, data, cache: str, evaluate) -> tuple[np.ndarray, list, object]:
     b = case.inputs.batch
     for start, end in spans(case):
         model, feed = step_model(case, data, start, end, cache)
-        first = first or model
+        first = model if first is None else first
         if cache == "static":
             feed.update(write_indices=np.full(b, start, np.int64),
                         nonpad_kv_seqlen=np.full(b, end, np.int64))
