@@ -17,8 +17,9 @@ from conformance.contract.runner import Runner
 
 _T, _K, _G = ("conformance.runners.torch.mha:TorchMHA", "conformance.runners.keras.mha:KerasMHA",
               "conformance.runners.keras.gqa:KerasGQA")
-_X, _A = ("conformance.runners.onnx.torch_export:OnnxTorchExport",
-          "conformance.runners.onnx.attention_op:OnnxAttentionOp")
+_X, _A, _C = ("conformance.runners.onnx.torch_export:OnnxTorchExport",
+              "conformance.runners.onnx.attention_op:OnnxAttentionOp",
+              "conformance.runners.onnx.attention_cache:OnnxAttentionCache")
 
 REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_T, {}),
@@ -42,6 +43,10 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_X, {"dynamo": True, "opset": 24}),
     (_A, {"engine": "ort"}),
     (_A, {"engine": "reference"}),
+    (_C, {"engine": "ort", "cache": "past"}),
+    (_C, {"engine": "reference", "cache": "past"}),
+    (_C, {"engine": "ort", "cache": "static"}),
+    (_C, {"engine": "reference", "cache": "static"}),
     ("conformance.runners.onnx.contrib_mha:OnnxContribMHA", {}),
     ("conformance.runners.onnx.contrib_gqa:OnnxContribGQA", {}),
     ("conformance.runners.onnx.keras_export:OnnxKerasExport", {}),

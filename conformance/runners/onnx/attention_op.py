@@ -42,13 +42,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.runner import to_numpy
-from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
+from conformance.runners.onnx.common import built_parameters, ort_session, short
 from conformance.runners.onnx.graph_parts import (
-    ROPE_BUFFERS, Graph, in_out, positional_qk, rope_words)
+    ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, positional_qk, rope_words)
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
@@ -69,6 +71,13 @@ class AttentionPlan:
     past_length: int = 0  # lower-right causal: the first S - T keys/values go in as the past
     attn_mask: bool = False  # a boolean (B, 1, T, S) graph input, True = attend
     scale: float | None = None  # the `scale` attribute, only when the case sets one
+    softcap: float | None = None  # the `softcap` attribute (Attention-23 has it)
+    # Attention-24's nonpad_kv_seqlen (B,): valid keys per item, an external cache's lengths
+    nonpad: tuple[int, ...] | None = None
+
+    @property
+    def opset(self) -> int:
+        return OPSET if self.nonpad is None else 24
 
     def attributes(self) -> dict[str, int | float]:
         """The node's attributes (qk_matmul_output_mode aside)."""
@@ -76,9 +85,7 @@ class AttentionPlan:
                                          "kv_num_heads": self.kv_num_heads}
         if self.is_causal:
             attrs["is_causal"] = 1
-        if self.scale is not None:
-            attrs["scale"] = float(self.scale)
-        return attrs
+        return {**attrs, **float_attributes(scale=self.scale, softcap=self.softcap)}
 
     def arguments(self) -> str:
         """As the call shows them."""
@@ -88,6 +95,8 @@ class AttentionPlan:
         if self.past_length:
             args.append(f"past_key/past_value = first {self.past_length} projected keys/"
                         "values (lower-right offset)")
+        if self.nonpad is not None:
+            args.append(f"nonpad_kv_seqlen={list(self.nonpad)} [opset 24]")
         return ", ".join(args)
 
 
@@ -97,7 +106,7 @@ def attention_plan(case) -> AttentionPlan:
     past = i.key_len - i.query_len if case.mask.causal == "lower_right" else 0
     return AttentionPlan(a.num_heads, a.num_kv_heads, is_causal=causal,
                          past_length=max(past, 0), attn_mask=case.has_non_causal_mask,
-                         scale=a.scale)
+                         scale=a.scale, softcap=a.softcap)
 
 
 def _split_past(g: Graph, case, k: str, v: str, past: int) -> None:
@@ -112,31 +121,15 @@ def _split_past(g: Graph, case, k: str, v: str, past: int) -> None:
         g.node("Transpose", [f"{tag}_past4"], [f"past_{tag}"], perm=[0, 2, 1, 3])
 
 
-def _graph_inputs(case, data, elem):
-    """The value infos and the feed of the query (key, value) inputs."""
-    from onnx import helper
-
-    a, i, npdt = case.attention, case.inputs, numpy_dtype(case.inputs.dtype)
-    b, t, s = i.batch, i.query_len, i.key_len
-    inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
-    feed = {"query": data.inputs.query.astype(npdt)}
-    if not i.self_attention:
-        inputs += [helper.make_tensor_value_info("key", elem, [b, s, a.key_features]),
-                   helper.make_tensor_value_info("value", elem, [b, s, a.value_features])]
-        feed.update(key=data.inputs.key.astype(npdt), value=data.inputs.value.astype(npdt))
-    return inputs, feed
-
-
 def build_model(case, data, plan: AttentionPlan):
     """(ModelProto, feed) for the case; initializers in the case dtype."""
     from onnx import TensorProto, helper
 
     a, i, w = case.attention, case.inputs, data.weights
-    elem = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
-            "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[i.dtype]
+    elem = ELEM[i.dtype]
     b, t, s = i.batch, i.query_len, i.key_len
     g = Graph(i.dtype)
-    inputs, feed = _graph_inputs(case, data, elem)
+    inputs, feed = graph_inputs(case, data, elem)
     xk, xv = ("query", "query") if i.self_attention else ("key", "value")
     q = g.project("query", "q", in_out(w.wq), w.bq)
     k = g.project(xk, "k", in_out(w.wk), w.bk)
@@ -152,6 +145,10 @@ def build_model(case, data, plan: AttentionPlan):
         _split_past(g, case, k, v, plan.past_length)
         args = [q, "k_now", "v_now", mask, "past_k", "past_v"]
         outs = ["heads", "present_key", "present_value", "weights"]
+    if plan.nonpad is not None:  # an external cache: K, V whole, its valid lengths
+        feed["nonpad_kv_seqlen"] = np.array(plan.nonpad, np.int64)
+        inputs.append(helper.make_tensor_value_info("nonpad_kv_seqlen", TensorProto.INT64, [b]))
+        args = [q, k, v, mask, "", "", "nonpad_kv_seqlen"]
     g.node("Attention", args, outs, qk_matmul_output_mode=3, **plan.attributes())
     out = g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
     g.node("Identity", [out], ["output"])
@@ -159,7 +156,7 @@ def build_model(case, data, plan: AttentionPlan):
         g.nodes, "canonical_attention", inputs,
         [helper.make_tensor_value_info("output", elem, [b, t, a.output_features]),
          helper.make_tensor_value_info("weights", elem, [b, a.num_heads, t, s])], g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", plan.opset)],
                               producer_name="attention-conformance")
     return model, feed
 
@@ -192,7 +189,8 @@ class OnnxAttentionOp(Runner):
     framework = "onnx"
     system = f"onnx Attention-{OPSET}"
     path = "graph"
-    description = ("a graph around the ONNX `Attention` operator (opset 23) in onnxruntime "
+    description = ("a graph around the ONNX `Attention` operator (opset 23; its `softcap` "
+                   "attribute where a case asks) in onnxruntime "
                    "and in `onnx.reference` (`RotaryEmbedding` and `RMSNormalization` / "
                    "`LayerNormalization` nodes before it where a case asks for RoPE or QK-norm)")
     seconds = 0.4
@@ -200,7 +198,7 @@ class OnnxAttentionOp(Runner):
     engine = "ort"
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
     # RotaryEmbedding-23 and RMSNormalization/LayerNormalization-23 nodes before the node
-    features = Runner.features | {"rope", "position_offset", "qk_norm"}
+    features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap"}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -218,7 +216,7 @@ class OnnxAttentionOp(Runner):
         before = rope_words(case)
         call = (f"MatMul+Add -> {before + ' -> ' if before else ''}"
                 f"Attention(Q, K, V, {plan.arguments()}) "
-                f"[opset {OPSET}] -> MatMul+Add; run in {self.runs_in}")
+                f"[opset {plan.opset}] -> MatMul+Add; run in {self.runs_in}")
         return Translation(call, plan)
 
     def conventions(self):
@@ -276,4 +274,4 @@ class OnnxAttentionOp(Runner):
                            if t.data_type != onnx.TensorProto.INT64
                            and not t.name.endswith(ROPE_BUFFERS)},
             notes=notes, extras={"mask_polarity": "True = attend"},
-            graphs={f"Attention-{OPSET}": acc})
+            graphs={f"Attention-{plan.opset}": acc})

@@ -37,7 +37,7 @@ def _with_outputs(model, *names: str):
     return model
 
 
-def _evaluate(engine: str, model, feed: dict, names: list[str]) -> list[np.ndarray]:
+def evaluate(engine: str, model, feed: dict, names: list[str]) -> list[np.ndarray]:
     if engine == "reference":
         from onnx.reference import ReferenceEvaluator
 
@@ -63,11 +63,11 @@ def _step_rows(case, build, engine: str):
     x = data.inputs.query.astype(np.float32)
     pre = replace(case, inputs=replace(case.inputs, query_len=n - 1, key_len=n - 1))
     model, feed = build(pre, data)
-    prefill = _evaluate(engine, model, {"query": x[:, :-1]}, ["output"])[0]
+    prefill = evaluate(engine, model, {"query": x[:, :-1]}, ["output"])[0]
     step = replace(case, inputs=replace(case.inputs, query_len=1, self_attention=False),
                    mask=replace(case.mask, causal="lower_right"))
     model, feed = build(step, data)
-    out, present = _evaluate(engine, _with_outputs(model, "present_key"),
+    out, present = evaluate(engine, _with_outputs(model, "present_key"),
                              {"query": x[:, -1:], "key": x, "value": x},
                              ["output", "present_key"])
     return prefill, out, tuple(np.shape(present))

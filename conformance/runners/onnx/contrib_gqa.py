@@ -17,9 +17,18 @@ bidirectional attention"), `seqlens_k` = S - 1 per item and `total_sequence_leng
   are not expressible.
 - Masks: `causal=1` is the upper-left diagonal of a prompt (T = S, self-attention); every
   other mask goes into `attention_bias` (B, 1, T, S), 0 or the case's fill (default -inf).
-Self-attention only (the op's key and value are the same sequence as the query here: no
-past).  One plan dataclass (`GqaPlan`) holds the node's settings, so past/present,
-local_window_size, softcap and head_sink (#20) can join it.
+- Today's attention (#20): `softcap` (attribute), `head_sink` (input 11, the canonical sink
+  logits), `local_window_size` (left_window_size "for causal local attention (like
+  Mistral). Must be -1 when causal is 0"): since microsoft/onnxruntime#25927 ("Fix Local
+  Attention off by 1 bug", 1.23) the window includes the current token, so w keys in all
+  (the window_width probe measures it): a causal window {left: L} is local_window_size=L+1.
+- Decode cases: one graph with dynamic lengths run as a prefill (past_key/past_value of
+  length 0) then one position per step, present_key/present_value fed back as the past,
+  `seqlens_k` = total - 1 and `total_sequence_length` = total as inputs, `position_ids` at
+  the step's positions.
+Self-attention only (the op's key and value are the query's own sequence plus the past).
+The CPU kernel takes head sizes that are multiples of 8 only, 16 with do_rotary (its
+message is quoted).
 onnx / onnxruntime are imported inside the functions.
 """
 from __future__ import annotations
@@ -32,10 +41,11 @@ from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
 from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
-from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, Graph, in_out, rope_caches
+from conformance.runners.onnx.graph_parts import (
+    ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, rope_caches)
 
 FILLS = {None: -np.inf, "-inf": -np.inf, "finfo_min": None, "-1e9": -1e9, "-1e4": -1e4}
-ELEM = {"float32": 1, "float16": 10, "float64": 11, "bfloat16": 16}  # TensorProto codes
+WINDOW_FIX = "microsoft/onnxruntime#25927"  # local_window_size includes the current token
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,6 @@ class GqaPlan:
     rotary_interleaved: bool = False
     qk_norm: bool = False  # q_norm_weight / k_norm_weight
     scale: float | None = None
-    # set by the convention probes only (cases do not ask for them through this runner yet)
     softcap: float | None = None
     local_window_size: int | None = None
     head_sink: bool = False  # the canonical sink logits as the head_sink input
@@ -60,12 +69,8 @@ class GqaPlan:
                  "causal": int(self.causal)}
         if self.do_rotary:
             attrs.update(do_rotary=1, rotary_interleaved=int(self.rotary_interleaved))
-        if self.scale is not None:
-            attrs["scale"] = float(self.scale)
-        if self.qk_norm and eps is not None:
-            attrs["qk_norm_epsilon"] = float(eps)
-        if self.softcap is not None:
-            attrs["softcap"] = float(self.softcap)
+        attrs.update(float_attributes(scale=self.scale, softcap=self.softcap,
+                                      qk_norm_epsilon=eps if self.qk_norm else None))
         if self.local_window_size is not None:
             attrs["local_window_size"] = int(self.local_window_size)
         return attrs
@@ -78,6 +83,8 @@ class GqaPlan:
             args.append("q_norm_weight, k_norm_weight")
         if self.attention_bias:
             args.append("attention_bias (B, 1, T, S) 0 / fill")
+        if self.head_sink:
+            args.append("head_sink (num_heads,)")
         return ", ".join(args)
 
 
@@ -94,12 +101,31 @@ def gqa_plan(case) -> GqaPlan | NotExpressible:
         return NotExpressible(f"QK-norm {n.kind} {n.scope}: GroupQueryAttention's "
                               "q_norm_weight / k_norm_weight are a 'per-head RMS "
                               "normalization' of shape (head_size)")
-    causal = m.causal != "none" and not case.has_non_causal_mask
+    window = _window(case)
+    if isinstance(window, NotExpressible):
+        return window
+    if case.decode is not None and case.has_non_causal_mask:
+        return NotExpressible("a decode here is causal self-attention with no other mask")
+    causal = m.causal != "none" and (window is not None or not case.has_non_causal_mask)
     return GqaPlan(a.num_heads, a.num_kv_heads, causal=causal,
                    attention_bias=m.causal != "none" and not causal or case.has_non_causal_mask,
                    do_rotary=a.rope is not None,
                    rotary_interleaved=a.rope is not None and a.rope.style == "interleaved",
-                   qk_norm=n is not None, scale=a.scale)
+                   qk_norm=n is not None, scale=a.scale, softcap=a.softcap,
+                   local_window_size=window, head_sink=a.sinks)
+
+
+def _window(case) -> int | None | NotExpressible:
+    """local_window_size for the case's window: w keys, the query's own included
+    (WINDOW_FIX), on the left of a causal mask only."""
+    w = case.mask.window
+    if w is None:
+        return None
+    if case.mask.causal == "none" or w.left is None:
+        return NotExpressible(f"window left={w.left}, right={w.right} without a causal mask: "
+                              "local_window_size 'for causal local attention ... Must be -1 "
+                              "when causal is 0' (left keys only)")
+    return w.left + 1
 
 
 def _fill(case) -> float:
@@ -107,41 +133,64 @@ def _fill(case) -> float:
     return float(np.finfo(case.inputs.dtype).min) if f is None else f
 
 
-def _rope_inputs(g: Graph, case, args: list[str]) -> None:
-    from onnx import numpy_helper
+def _rope_inputs(g: Graph, case, args: list[str], decode: bool) -> None:
+    from onnx import TensorProto, helper, numpy_helper
 
     from conformance.oracle.canonical import positions
 
     r, (qpos, _) = case.attention.rope, positions(case)
     cos, sin = rope_caches(qpos, r.rotary_dim, r.base)
     g.init("rope_cos", cos), g.init("rope_sin", sin)
+    args += ["rope_cos", "rope_sin", "position_ids"]
+    if decode:  # fed per step
+        g.inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64,
+                                                      [case.inputs.batch, "T"]))
+        return
     pos = np.broadcast_to(qpos.astype(np.int64), (case.inputs.batch, len(qpos)))
     g.inits.append(numpy_helper.from_array(np.ascontiguousarray(pos), "position_ids"))
-    args += ["rope_cos", "rope_sin", "position_ids"]
 
 
-def build_model(case, data, plan: GqaPlan):
-    """(ModelProto, feed) of the GroupQueryAttention graph for the case."""
-    from onnx import helper, numpy_helper
+def _lengths(g: Graph, case, decode: bool) -> list[str]:
+    """seqlens_k (B,) = total - 1 and total_sequence_length: constants for a prompt,
+    inputs fed per step for a decode, which also takes past_key / past_value."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    a, b, t = case.attention, case.inputs.batch, case.inputs.query_len
+    if not decode:
+        g.inits += [numpy_helper.from_array(np.full(b, t - 1, np.int32), "seqlens_k"),
+                    numpy_helper.from_array(np.array(t, np.int32), "total_sequence_length")]
+        return ["", ""]
+    elem, past = ELEM[case.inputs.dtype], [b, a.num_kv_heads, "P", a.qk_head_dim]
+    g.inputs += [helper.make_tensor_value_info("past_key", elem, past),
+                 helper.make_tensor_value_info("past_value", elem, past),
+                 helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [b]),
+                 helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
+    return ["past_key", "past_value"]
+
+
+def build_model(case, data, plan: GqaPlan, decode: bool = False):
+    """(ModelProto, feed) of the GroupQueryAttention graph for the case; with `decode` the
+    query length, past and lengths are graph inputs (the feed holds none of them)."""
+    from onnx import helper
 
     a, i, w = case.attention, case.inputs, data.weights
     elem, b, t = ELEM[i.dtype], i.batch, i.query_len
     g = Graph(i.dtype)
+    g.inputs, feed = graph_inputs(case, data, elem)
+    if decode:
+        g.inputs[0].type.tensor_type.shape.dim[1].dim_param = "T"
     q = g.project("query", "q", in_out(w.wq), w.bq)
     k = g.project("query", "k", in_out(w.wk), w.bk)
     v = g.project("query", "v", in_out(w.wv), w.bv)
-    g.inits += [numpy_helper.from_array(np.full(b, t - 1, np.int32), "seqlens_k"),
-                numpy_helper.from_array(np.array(t, np.int32), "total_sequence_length")]
-    args = [q, k, v, "", "", "seqlens_k", "total_sequence_length"]
-    feed = {"query": data.inputs.query.astype(numpy_dtype(i.dtype))}
-    inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
+    args = [q, k, v, *_lengths(g, case, decode), "seqlens_k", "total_sequence_length"]
     if plan.do_rotary:
-        _rope_inputs(g, case, args)
+        _rope_inputs(g, case, args, decode)
     if plan.attention_bias:
         args += [""] * (10 - len(args)) + ["attention_bias"]
-        bias = np.where(data.inputs.allowed, 0.0, _fill(case))[:, None]
-        feed["attention_bias"] = bias.astype(numpy_dtype(i.dtype))
-        inputs.append(helper.make_tensor_value_info("attention_bias", elem, [b, 1, t, t]))
+        mask = data.inputs.non_causal if plan.local_window_size else data.inputs.allowed
+        feed["attention_bias"] = np.where(mask, 0.0, _fill(case))[:, None].astype(
+            numpy_dtype(i.dtype))
+        g.inputs.append(helper.make_tensor_value_info("attention_bias", elem, [b, 1, t, t]))
     if plan.head_sink:
         args += [""] * (11 - len(args)) + [g.init("head_sink", w.sinks)]
     if plan.qk_norm:
@@ -149,13 +198,37 @@ def build_model(case, data, plan: GqaPlan):
         args += [g.init("q_norm_weight", w.q_norm), g.init("k_norm_weight", w.k_norm)]
     g.node("GroupQueryAttention", args, ["heads", "present_key", "present_value"],
            domain="com.microsoft", **plan.attributes(a.qk_norm.eps if a.qk_norm else None))
-    out = g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
-    g.node("Identity", [out], ["output"])
-    graph = helper.make_graph(g.nodes, "contrib_gqa", inputs, [helper.make_tensor_value_info(
-        "output", elem, [b, t, a.output_features])], g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    return model, feed
+    g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo, "output")
+    outputs = [helper.make_tensor_value_info("output", elem, [b, "T" if decode else t,
+                                                              a.output_features])]
+    if decode:
+        outputs += [helper.make_tensor_value_info(n, elem, None)
+                    for n in ("present_key", "present_value")]
+    return g.contrib_model("contrib_gqa", g.inputs, outputs, 21), feed
+
+
+def decode_run(session, case, feed) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """The prefill, then one position per step, through the op's past/present: the
+    concatenated output (B, T, E) and present_key's shape after each run."""
+    from conformance.oracle.canonical import positions
+
+    a, b = case.attention, case.inputs.batch
+    npdt, x = numpy_dtype(case.inputs.dtype), feed["query"]
+    past = np.zeros((b, a.num_kv_heads, 0, a.qk_head_dim), npdt)
+    past_k = past_v = past
+    qpos, p = positions(case)[0].astype(np.int64), case.decode.prefill
+    outs, shapes = [], []
+    for lo, hi in [(0, p)] + [(s, s + 1) for s in range(p, case.inputs.query_len)]:
+        step = {"query": x[:, lo:hi], "past_key": past_k, "past_value": past_v,
+                "seqlens_k": np.full(b, hi - 1, np.int32),
+                "total_sequence_length": np.array(hi, np.int32)}
+        if a.rope is not None:
+            step["position_ids"] = np.ascontiguousarray(np.broadcast_to(qpos[lo:hi],
+                                                                        (b, hi - lo)))
+        out, past_k, past_v = session.run(["output", "present_key", "present_value"], step)
+        outs.append(out)
+        shapes.append(tuple(past_k.shape))
+    return np.concatenate(outs, axis=1), shapes
 
 
 class OnnxContribGQA(Runner):
@@ -166,27 +239,42 @@ class OnnxContribGQA(Runner):
     backend = "onnxruntime"
     requires = ("onnx", "onnxruntime")
     description = ("onnxruntime's contrib `com.microsoft.GroupQueryAttention` (self-attention, "
-                   "`do_rotary` / `rotary_interleaved`; its CPU kernel refuses `q_norm_weight`)")
+                   "`do_rotary` / `rotary_interleaved`, `softcap`, `head_sink`, "
+                   "`local_window_size`, decode through past/present with `seqlens_k`; its CPU "
+                   "kernel refuses `q_norm_weight` and head sizes not a multiple of 8, 16 with "
+                   "`do_rotary`)")
     seconds = 0.3
     no_parameters_label = "ORT contrib GroupQueryAttention"
     sets_scale = True  # the `scale` attribute (default 1/sqrt(head_size))
-    features = Runner.features | {"rope", "position_offset", "qk_norm"}
+    features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "sinks",
+                                  "window", "decode"}
 
     def translate(self, case):
         plan = gqa_plan(case)
         if isinstance(plan, NotExpressible):
             return plan
+        d = case.decode
+        how = "" if d is None else (f"; prefill {d.prefill} (past_key/past_value of length 0), "
+                                    f"then {d.steps} steps of 1 position, present_* fed back "
+                                    "as past_*")
         return Translation(f"MatMul+Add -> com.microsoft.GroupQueryAttention(Q, K, V, "
-                           f"seqlens_k, total_sequence_length, {plan.arguments()}) -> "
-                           "MatMul+Add; run in onnxruntime CPUExecutionProvider", plan)
+                           f"{'past_key, past_value, ' if d else ''}seqlens_k, "
+                           f"total_sequence_length, {plan.arguments()}) -> MatMul+Add{how}; run "
+                           "in onnxruntime CPUExecutionProvider", plan)
 
     def run(self, case, translation, data):
-        model, feed = build_model(case, data, translation.plan)
+        decode = case.decode is not None
+        model, feed = build_model(case, data, translation.plan, decode)
         session = ort_session(model.SerializeToString(), f"GroupQueryAttention graph in "
                               f"{case.inputs.dtype}")
         acc = onnx_accounting.account(model, data.weights.arrays())
+        extras = {"mask_polarity": "attention_bias: 0 attends"}
         try:
-            (out,) = session.run(["output"], feed)
+            if decode:
+                out, shapes = decode_run(session, case, feed)
+                extras["cache_layout"] = f"present_key after each run: {shapes}"
+            else:
+                (out,) = session.run(["output"], feed)
         except Exception as exc:  # the kernel's own checks (head_size, CPU limits)
             if type(exc).__name__ != "InvalidArgument":
                 raise
@@ -198,8 +286,7 @@ class OnnxContribGQA(Runner):
                            if t.data_type not in (6, 7) and not t.name.endswith(ROPE_BUFFERS)},
             notes=["no output projection in the op: MatMul+Add after it",
                    "returns no attention weights (qk_output not requested)"],
-            extras={"mask_polarity": "attention_bias: 0 attends"},
-            graphs={"com.microsoft.GroupQueryAttention": acc})
+            extras=extras, graphs={"com.microsoft.GroupQueryAttention": acc})
 
     def conventions(self):
         from conformance.runners.onnx.gqa_probes import gqa_cells

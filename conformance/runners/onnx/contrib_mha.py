@@ -25,6 +25,7 @@ from conformance.contract.runner import (
 from conformance.contract.probing import feature_cells_from_names
 from conformance.contract.runner import harness_limit, to_numpy
 from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session
+from conformance.runners.onnx.graph_parts import ELEM, Graph, graph_inputs, in_out
 
 FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
 # The op's attributes and inputs, as onnxruntime's docs/ContribOperators.md lists them
@@ -32,7 +33,6 @@ FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
 CONTRIB_MHA_NAMES = ["num_heads", "mask_filter_value", "scale", "unidirectional", "query", "key",
                      "value", "bias", "key_padding_mask", "attention_bias", "past_key",
                      "past_value", "past_sequence_length", "cache_indirection"]
-ELEM = {"float32": 1, "float16": 10, "float64": 11, "bfloat16": 16}  # TensorProto codes
 
 
 def split_masks(allowed: np.ndarray | None):
@@ -49,37 +49,15 @@ def split_masks(allowed: np.ndarray | None):
 def build_model(case, data, unidirectional: int = 0):
     """The graph and its feed; `unidirectional=1` sets the op's causal attribute (the
     convention probe), `attention.scale` its `scale` attribute; no bias, no Add node."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     a, i, w = case.attention, case.inputs, data.weights
-    npdt, elem = numpy_dtype(i.dtype), ELEM[i.dtype]
-    b, t, s = i.batch, i.query_len, i.key_len
-    inits, nodes = [], []
-
-    def init(name, arr):
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr).astype(npdt), name))
-        return name
-
-    def project(x, tag, weight, bias, out=None):
-        mm = f"{tag}_mm" if bias is not None else (out or f"{tag}_proj")
-        nodes.append(helper.make_node("MatMul", [x, init(f"W_{tag}", weight)], [mm]))
-        if bias is not None:
-            nodes.append(helper.make_node("Add", [mm, init(f"b_{tag}", bias.ravel())],
-                                          [out or f"{tag}_proj"]))
-        return out or f"{tag}_proj"
-
-    def in_out(w3):
-        return w3.transpose(1, 0, 2).reshape(w3.shape[1], -1)
-
-    inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
-    feed = {"query": data.inputs.query.astype(npdt)}
+    elem, b, t, s = ELEM[i.dtype], i.batch, i.query_len, i.key_len
+    g = Graph(i.dtype)
+    inputs, feed = graph_inputs(case, data, elem)
     xk, xv = ("query", "query") if i.self_attention else ("key", "value")
-    if not i.self_attention:
-        inputs += [helper.make_tensor_value_info("key", elem, [b, s, a.key_features]),
-                   helper.make_tensor_value_info("value", elem, [b, s, a.value_features])]
-        feed.update(key=data.inputs.key.astype(npdt), value=data.inputs.value.astype(npdt))
-    args = [project("query", "q", in_out(w.wq), w.bq), project(xk, "k", in_out(w.wk), w.bk),
-            project(xv, "v", in_out(w.wv), w.bv), ""]
+    args = [g.project("query", "q", in_out(w.wq), w.bq), g.project(xk, "k", in_out(w.wk), w.bk),
+            g.project(xv, "v", in_out(w.wv), w.bv), ""]
     kpm, bias = split_masks(data.inputs.allowed)
     args.append("key_padding_mask" if kpm is not None else "")
     args.append("attention_bias" if bias is not None else "")
@@ -87,21 +65,18 @@ def build_model(case, data, unidirectional: int = 0):
         feed["key_padding_mask"] = kpm
         inputs.append(helper.make_tensor_value_info("key_padding_mask", 6, [b, s]))
     if bias is not None:
-        feed["attention_bias"] = bias.astype(npdt)
+        feed["attention_bias"] = bias.astype(numpy_dtype(i.dtype))
         inputs.append(helper.make_tensor_value_info("attention_bias", elem, [b, 1, t, s]))
     while args[-1] == "":
         args.pop()
     attrs = {"unidirectional": unidirectional} if unidirectional else {}
     if a.scale is not None:
         attrs["scale"] = float(a.scale)
-    nodes.append(helper.make_node("MultiHeadAttention", args, ["heads"], domain="com.microsoft",
-                                  num_heads=a.num_heads, **attrs))
-    project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo, "output")
-    graph = helper.make_graph(nodes, "contrib_mha", inputs, [helper.make_tensor_value_info(
-        "output", elem, [b, t, a.output_features])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    return model, feed
+    g.node("MultiHeadAttention", args, ["heads"], domain="com.microsoft",
+           num_heads=a.num_heads, **attrs)
+    g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo, "output")
+    return g.contrib_model("contrib_mha", inputs, [helper.make_tensor_value_info(
+        "output", elem, [b, t, a.output_features])], 17), feed
 
 
 class OnnxContribMHA(Runner):

@@ -69,7 +69,10 @@ def window_cell(runner) -> Convention:
     case = _case("window", inputs={"query_len": 8, "key_len": 8},
                  mask={"causal": "upper_left"})
     return cp.window_width(3, {"local_window_size=3, causal=1": (
-        case, lambda: _run(runner, case, local_window_size=3))}, WHAT, **DOC)
+        case, lambda: _run(runner, case, local_window_size=3))},
+        f"{WHAT} (the window counts the current token since https://github.com/microsoft/"
+        "onnxruntime/pull/25927, 'Fix Local Attention off by 1 bug', 1.23: w + 1 keys "
+        "before)", **DOC)
 
 
 def fully_masked_cell(runner) -> Convention:

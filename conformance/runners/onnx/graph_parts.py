@@ -24,6 +24,7 @@ from conformance.runners.onnx.common import numpy_dtype
 
 ROPE_DOC = "https://onnx.ai/onnx/operators/onnx__RotaryEmbedding.html"
 ROPE_BUFFERS = ("_cos", "_sin")  # initializer names of the caches: constants, not parameters
+ELEM = {"float32": 1, "float16": 10, "float64": 11, "bfloat16": 16}  # TensorProto codes
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Graph:
     dtype: str
     inits: list = field(default_factory=list)
     nodes: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)  # value infos, where a builder keeps them here
 
     def node(self, op: str, inputs, outputs, **attrs) -> None:
         from onnx import helper
@@ -52,14 +54,44 @@ class Graph:
         self.inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
         return name
 
-    def project(self, x: str, tag: str, weight, bias) -> str:
-        """x (B, L, E) @ (E, heads*d) [+ bias]"""
-        y = f"{tag}_matmul" if bias is not None else f"{tag}_proj"
+    def project(self, x: str, tag: str, weight, bias, out: str | None = None) -> str:
+        """x (B, L, E) @ (E, heads*d) [+ bias], named `out` (default `<tag>_proj`)."""
+        out = out or f"{tag}_proj"
+        y = f"{tag}_matmul" if bias is not None else out
         self.node("MatMul", [x, self.init(f"W_{tag}", weight)], [y])
         if bias is None:
             return y
-        self.node("Add", [y, self.init(f"b_{tag}", bias.ravel())], [f"{tag}_proj"])
-        return f"{tag}_proj"
+        self.node("Add", [y, self.init(f"b_{tag}", bias.ravel())], [out])
+        return out
+
+    def contrib_model(self, name: str, inputs, outputs, opset: int):
+        """The ModelProto of this graph with the ONNX domain at `opset` and
+        com.microsoft 1 (onnxruntime's contrib operators)."""
+        from onnx import helper
+
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                       helper.make_opsetid("com.microsoft", 1)])
+
+
+def graph_inputs(case, data, elem: int):
+    """The value infos and the feed of the query (key, value) graph inputs."""
+    from onnx import helper
+
+    a, i, npdt = case.attention, case.inputs, numpy_dtype(case.inputs.dtype)
+    b, t, s = i.batch, i.query_len, i.key_len
+    inputs = [helper.make_tensor_value_info("query", elem, [b, t, a.query_features])]
+    feed = {"query": data.inputs.query.astype(npdt)}
+    if not i.self_attention:
+        inputs += [helper.make_tensor_value_info("key", elem, [b, s, a.key_features]),
+                   helper.make_tensor_value_info("value", elem, [b, s, a.value_features])]
+        feed.update(key=data.inputs.key.astype(npdt), value=data.inputs.value.astype(npdt))
+    return inputs, feed
+
+
+def float_attributes(**values) -> dict[str, float]:
+    """The node attributes among `values` that are set (not None), as floats."""
+    return {k: float(v) for k, v in values.items() if v is not None}
 
 
 def in_out(w3) -> np.ndarray:

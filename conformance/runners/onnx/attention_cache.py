@@ -1,0 +1,145 @@
+"""The ONNX `Attention` operator with a KV cache (#20), in onnxruntime and in onnx.reference.
+
+Spec: https://onnx.ai/onnx/operators/onnx__Attention.html (the schema shipped with the
+installed onnx, `onnx.defs.get_schema("Attention", 24).doc`, "With respect to KV cache
+update, this operator allows the following two use cases").  Four rows, one class
+parametrised by `engine` (as attention_op.py) and `cache`:
+
+- `onnx.attention-op.cache.*` (cache="past", opset 23): decode cases only, a prefill then
+  one position per step through the op's own `past_key`/`past_value` -> `present_key`/
+  `present_value`, `is_causal=1` at every run ("offset = past_sequence_length when
+  past_key is provided").
+- `onnx.attention-op.static-cache.*` (cache="static", opset 24): an external cache, the
+  errata path of onnx/onnx#8068: decode cases through preallocated buffers written by
+  `TensorScatter` with `nonpad_kv_seqlen` and `is_causal=1` ("offset = nonpad_kv_seqlen -
+  q_sequence_length (per batch) when an external cache is indicated by nonpad_kv_seqlen
+  without past_key"); key padding (the case's valid lengths) as `nonpad_kv_seqlen`; a
+  lower-right causal case with S >= T as keys of an external cache, nonpad_kv_seqlen = S.
+  Both engines follow the errata (measured: the cache_causal_alignment and causal_flag
+  probes); before it, onnx.reference aligned the external cache top-left.
+
+The graphs are built per run (cache_graphs.py, or attention_op.build_model for the
+one-call cases); nothing is exported, so nothing is cached.  onnx / onnxruntime are
+imported inside the functions.
+"""
+from __future__ import annotations
+
+from conformance.contract.runner import NotExpressible, Observation, Translation, to_numpy
+from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners.onnx.attention_op import AttentionPlan, OnnxAttentionOp
+from conformance.runners.onnx.common import built_parameters
+from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, rope_words
+
+WORDS = {"past": "past_key/past_value in, present_key/present_value out [opset 23]",
+         "static": "TensorScatter into preallocated key/value caches (B, H_kv, P + N, d), "
+                   "nonpad_kv_seqlen = positions written [opset 24]"}
+
+
+class OnnxAttentionCache(OnnxAttentionOp):
+    """engine: "ort" / "reference"; cache: "past" (opset 23) / "static" (opset 24)."""
+
+    path = "KV cache"
+    cache = "past"
+    seconds = 0.3
+    features = OnnxAttentionOp.features | {"decode"}
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if "name" not in params:
+            kind = "cache" if self.cache == "past" else "static-cache"
+            self.name = f"onnx.attention-op.{kind}.{self.engine}"
+        self.system = f"onnx Attention-{23 if self.cache == 'past' else 24}"
+        self.description = DESCRIPTIONS[self.cache]
+
+    def translate(self, case):
+        if case.decode is not None:
+            if case.has_non_causal_mask:
+                return NotExpressible("a decode here is causal self-attention, no other mask")
+            d, before = case.decode, rope_words(case)
+            return Translation(
+                f"per run: MatMul+Add -> {before + ' -> ' if before else ''}Attention(Q, K, V, "
+                f"is_causal=1, {WORDS[self.cache]}) -> MatMul+Add; prefill {d.prefill}, then "
+                f"{d.steps} steps of 1 position, present_* fed back; run in {self.runs_in}",
+                ("decode", d))
+        if self.cache == "past":
+            return NotExpressible("this runner decodes through past_key/past_value: the case "
+                                  "has no decode section (one call: onnx.attention-op."
+                                  f"{self.engine})")
+        plan = static_plan(case)
+        if isinstance(plan, NotExpressible):
+            return plan
+        return Translation(
+            f"MatMul+Add -> {rope_words(case) + ' -> ' if rope_words(case) else ''}Attention("
+            f"Q, K, V, {plan.arguments()}) -> MatMul+Add; run in {self.runs_in}", plan)
+
+    def run(self, case, translation, data):
+        if isinstance(translation.plan, AttentionPlan):
+            obs = super().run(case, translation, data)
+            if translation.plan.is_causal:
+                obs.notes.append(NOTES[self.cache])
+            return obs
+        from conformance.runners.onnx.cache_graphs import decode
+
+        out, shapes, model = decode(case, data, self.cache,
+                                    lambda m, f, n: self.evaluate(m, f, n, case.inputs.dtype))
+        layout = f"present_key after each run: {shapes}"
+        return Observation(
+            output=to_numpy(out), parameters=built_parameters(model, ROPE_BUFFERS),
+            weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer
+                           if t.data_type != 7 and not t.name.endswith(ROPE_BUFFERS)},
+            notes=[f"prefill {case.decode.prefill}, then {case.decode.steps} steps: "
+                   f"{WORDS[self.cache]}; {layout}", NOTES[self.cache]],
+            extras={"cache_layout": layout},
+            graphs={f"Attention-{model.opset_import[0].version}":
+                    onnx_accounting.account(model, data.weights.arrays())})
+
+    def evaluate(self, model, feed, names, dtype: str = "float32"):
+        """Run `model` in this runner's engine (the session's refusals quoted)."""
+        if self.engine == "reference":
+            from onnx.reference import ReferenceEvaluator
+
+            return ReferenceEvaluator(model).run(names, feed)
+        from conformance.runners.onnx.common import ort_session
+
+        return ort_session(model.SerializeToString(), f"{self.cache}-cache Attention graph in "
+                           f"{dtype}", exported=False).run(names, feed)
+
+    def conventions(self):
+        """The Attention op's cells (the op this runner calls: attention_op's probes), with
+        the cells its cache settles probed through this runner's own runs."""
+        from conformance.contract.cache_probes import override
+        from conformance.runners.onnx.attention_cache_probes import cache_runner_cells
+
+        return override(super().conventions(), cache_runner_cells(self))
+
+
+def static_plan(case) -> AttentionPlan | NotExpressible:
+    """The one-call cases of the static-cache rows: key padding alone as nonpad_kv_seqlen,
+    or lower-right causal over S >= T keys as an external cache of S valid keys."""
+    a, i, m = case.attention, case.inputs, case.mask
+    other = (m.attn_mask_density is not None or m.attn_mask_matrix is not None
+             or bool(m.masked_rows))
+    base = {"q_num_heads": a.num_heads, "kv_num_heads": a.num_kv_heads, "scale": a.scale,
+            "softcap": a.softcap}
+    if m.key_padding is not None and m.causal == "none" and not other:
+        return AttentionPlan(nonpad=tuple(int(n) for n in m.key_padding), **base)
+    if m.causal == "lower_right" and i.key_len >= i.query_len and not case.has_non_causal_mask:
+        return AttentionPlan(is_causal=True, nonpad=(i.key_len,) * i.batch, **base)
+    return NotExpressible(
+        "this runner calls Attention-24 with nonpad_kv_seqlen (an external cache's valid "
+        "lengths): a decode, key padding alone, or lower-right causal over S >= T keys (an "
+        "external cache's offset nonpad_kv_seqlen - q_sequence_length, onnx/onnx#8068); "
+        "other masks: onnx.attention-op.*")
+
+
+DESCRIPTIONS = {
+    "past": "the ONNX `Attention` operator decoding through its own cache (`past_key`/"
+            "`past_value` in, `present_key`/`present_value` out, opset 23, `is_causal=1`), "
+            "prefill then one position per step, in onnxruntime and in `onnx.reference`",
+    "static": "the ONNX `Attention` operator with an external cache (opset 24): "
+              "`TensorScatter` into preallocated buffers, `nonpad_kv_seqlen` and `is_causal=1` "
+              "(bottom-right per the onnx/onnx#8068 errata) for decode cases, key padding as "
+              "`nonpad_kv_seqlen`; in onnxruntime and in `onnx.reference`"}
+NOTES = {"past": "is_causal=1 with a past: offset = past_sequence_length (lower-right)",
+         "static": "is_causal=1 with nonpad_kv_seqlen and no past: offset = nonpad_kv_seqlen - "
+                   "q_sequence_length per item (onnx/onnx#8068 errata)"}
