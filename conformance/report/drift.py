@@ -34,6 +34,9 @@ SKIPPED_BLOCKS = (("<!-- figures: start", "<!-- figures: end -->"),)
 TEXT_FILES = ("index.md", "index.html")
 IGNORED_KEYS = ("metadata",)
 TEXT_FIELDS = ("reason", "notes")  # may quote figures and framework messages: masked
+# a ledger cell's texts: its evidence and the second witness's reading ("<word>: <evidence>",
+# quoting a row's error figure), masked; every other field of a cell exact
+LEDGER_TEXT_FIELDS = ("evidence", "second_witness")
 # conventions.json's systems list: the suite's import path of the runner class is the
 # harness, not the system (a module move must not read as a changed result)
 HARNESS_FIELDS = ("runner",)
@@ -187,8 +190,9 @@ def _systems(ledger: dict) -> list[dict]:
 
 def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json") -> list[Change]:
     """Cell by cell, keyed by (system, axis): every field exact (the value word, the
-    documented word and source, the contradiction flag) except the evidence text, which is
-    masked (its distances move with the CPU, its quoted messages with the kernels); axes
+    documented word and source, the contradiction flag, the number of witnesses) except
+    the evidence texts (LEDGER_TEXT_FIELDS), which are masked (their distances move with
+    the CPU, their quoted messages with the kernels); axes
     exact, systems without the suite's import path of each runner."""
     old, new = json.loads(old_text), json.loads(new_text)
     changes = []
@@ -205,7 +209,7 @@ def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json")
             continue
         for field in sorted(set(a) | set(b)):
             x, y = a.get(field), b.get(field)
-            same = texts_agree(x, y) if field == "evidence" else x == y
+            same = texts_agree(x, y) if field in LEDGER_TEXT_FIELDS else x == y
             if not same:
                 changes.append(Change(file, key[0], key[1], field, x, y))
     return changes
