@@ -33,7 +33,10 @@ from conformance.report.masking import figures_agree, mask, structures_agree, te
 SKIPPED_BLOCKS = (("<!-- figures: start", "<!-- figures: end -->"),)
 TEXT_FILES = ("index.md", "index.html")
 IGNORED_KEYS = ("metadata",)
-TEXT_FIELDS = ("reason", "notes")  # may quote figures and framework messages: masked
+# may quote figures and framework messages: masked.  `failures` are the words of each
+# failed tolerance verdict ("output: 80 of 100 values differ beyond ..."): their element
+# counts move with the kernels; which tensor failed and how is `failure_kinds`, exact
+TEXT_FIELDS = ("reason", "notes", "failures")
 # a ledger cell's texts: its evidence and the second witness's reading ("<word>: <evidence>",
 # quoting a row's error figure), masked; every other field of a cell exact
 LEDGER_TEXT_FIELDS = ("evidence", "second_witness")
