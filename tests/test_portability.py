@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 
 from conformance.compare.verdict import Failure, FailureKind, Outcome
+from conformance.contract.axes import AXES
+from conformance.conventions.ledger import LedgerCell
 from conformance.report import compare_reports, differences
 from conformance.report.drift import compare_ledger
 from conformance.report.masking import mask, texts_agree
@@ -92,3 +94,41 @@ def test_mask_counts_elements_of_a_verdict_only():
     for kept in ("4 of 12 heads", "2 of 3 cases", "384 rows"):  # other counts stay exact
         assert mask(kept) == kept
     assert not texts_agree("3 of 4 heads", "2 of 4 heads")
+
+
+# flax.nnx.x64's dropout probe: index.html cuts ledger evidence at 60 characters, right
+# after the first digit of a CPU figure ("... deterministic=True 1." from "1.0e-07")
+DROPOUT = ("probe[k.one]: dropout_rate=0.5: deterministic=True {} from the oracle, "
+           "deterministic=False 1.0e+00 (the call's deterministic flag)")
+
+
+def _dropout(figure: str, lead: str = "probe[k.one]: dropout_rate=0.5: deterministic=True "):
+    led = ledger()
+    text = DROPOUT.format(figure).replace("probe[k.one]: dropout_rate=0.5: deterministic=True ",
+                                          lead)
+    cells = [*led.cells, LedgerCell("k.one", "dropout", "training_flag", text, source="probe")]
+    axes = (*led.axes, *(a for a in AXES if a.id == "dropout"))
+    return type(led)(led.systems, cells, axes=axes)
+
+
+def test_a_figure_cut_by_the_pages_length_limit_holds(tmp_path):
+    from conformance.report.html import EVIDENCE_LIMIT
+
+    pad = "probe[k.one]: dropout_rate=0.5: deterministic=True x".ljust(EVIDENCE_LIMIT - 4,
+                                                                        "x") + " "
+    base = write(tmp_path, "here", rows(), _dropout("1.0e-07", pad))
+    moved = write(tmp_path, "there", rows(), _dropout("9.9e-08", pad))
+    page = (base / "index.html").read_text()
+    assert pad + "1.…" in page and pad + "9.…" in (moved / "index.html").read_text()
+    assert differences(base, moved) == []
+    worded = write(tmp_path, "worded", rows(), _dropout("1.0e-07", pad.replace("True", "Fals")))
+    found = {c.file for c in compare_reports(base, worded)}
+    assert {"index.html", "conventions.json", "conventions.md"} <= found
+
+
+def test_mask_of_a_cut_figure():
+    assert mask("deterministic=True 1.…") == mask("deterministic=True 9.…")
+    assert mask("max abs 1.0e-…") == mask("max abs 3.4e+…")
+    assert mask("opset 23…") == mask("opset 24…")  # cut: the whole text is compared elsewhere
+    assert mask("opset 23 …") != mask("opset 24 …")  # not cut: an integer is exact
+    assert mask("onnxruntime 1.32.0") == "onnxruntime 1.32.0"  # a version is not a figure
