@@ -15,7 +15,7 @@ from conformance.report.drift import compare_ledger
 from conformance.report.masking import mask, texts_agree
 
 from .report_rows import replace
-from .test_drift import ledger, rows, write
+from .test_drift import CASES, KERAS, TORCH, ledger, rows, write
 
 # onnx.attention-op.ort's float64_compute: the matrix row, quoted as the second witness
 SECOND = ("below_float64: dtype-float64[k.one]: max abs error {} against the float64 oracle "
@@ -132,3 +132,49 @@ def test_mask_of_a_cut_figure():
     assert mask("opset 23…") == mask("opset 24…")  # cut: the whole text is compared elsewhere
     assert mask("opset 23 …") != mask("opset 24 …")  # not cut: an integer is exact
     assert mask("onnxruntime 1.32.0") == "onnxruntime 1.32.0"  # a version is not a figure
+
+
+DRIFT = {"libraries": [{"id": "keras.jax", "changes": [
+    {"kind": "convention", "cell": "float_mask", "old_value": "uniform_where_zero",
+     "new_value": "cast_to_bool", "first_release": "3.7.0"}]}]}
+
+
+def _run_reports(tmp_path, monkeypatch, out, drift=DRIFT):
+    """A run's reports into `out` (the run's --report-dir), the committed folder standing
+    in at tmp_path/committed with its drift report."""
+    from conformance import paths
+    from conformance.report.run_reports import write_run_reports
+
+    committed = tmp_path / "committed"
+    committed.mkdir(exist_ok=True)
+    (committed / "drift.json").write_text(json.dumps(drift))
+    (committed / "drift.md").write_text("# drift\n")
+    monkeypatch.setattr(paths, "REPORTS_DIR", committed)
+    the_rows = {(r.case, r.runner): r for r in rows()}
+    write_run_reports(the_rows, {}, CASES, [TORCH, KERAS], out, "full", {})
+    return (out / "index.md").read_text()
+
+
+def test_a_run_into_a_folder_without_a_drift_report_keeps_the_drift_headline(
+        tmp_path, monkeypatch):
+    """The sse4.2 run's --out folder had no drift.json: its headline lost the committed
+    folder's drift sentence (a change).  The run takes the committed drift report."""
+    fresh = _run_reports(tmp_path, monkeypatch, tmp_path / "fresh")
+    assert "**Which release changed it** (keras.jax)" in fresh and "3.7.0" in fresh
+    assert (tmp_path / "fresh" / "drift.md").read_text() == "# drift\n"  # the link works
+    own = tmp_path / "own"
+    own.mkdir()
+    mine = json.loads(json.dumps(DRIFT))
+    mine["libraries"][0]["changes"][0]["first_release"] = "3.8.0"
+    (own / "drift.json").write_text(json.dumps(mine))  # a folder's own report wins
+    assert "3.8.0" in _run_reports(tmp_path, monkeypatch, own)
+
+
+def test_a_changed_drift_headline_is_still_named(tmp_path, monkeypatch):
+    _run_reports(tmp_path, monkeypatch, tmp_path / "here")
+    other = json.loads(json.dumps(DRIFT))
+    other["libraries"][0]["changes"][0]["new_value"] = "cast_to_float"
+    _run_reports(tmp_path, monkeypatch, tmp_path / "there", other)
+    found = [c for c in compare_reports(tmp_path / "here", tmp_path / "there")
+             if c.file == "index.md"]
+    assert found and "cast_to_float" in str(found[0].new)
