@@ -178,3 +178,60 @@ def test_a_changed_drift_headline_is_still_named(tmp_path, monkeypatch):
     found = [c for c in compare_reports(tmp_path / "here", tmp_path / "there")
              if c.file == "index.md"]
     assert found and "cast_to_float" in str(found[0].new)
+
+
+def _clusters(flipped: bool = False, suspect: bool = False):
+    """One case's clusters as measured on one CPU, and the same case where one runner's
+    output left the largest group (its NaN pattern moved with the kernel)."""
+    from conformance.report.clusters import CaseClusters
+
+    big = ["torch.mha", "keras.jax", "flax.nnx"]
+    groups = [big, ["mlx.sdpa"]] if not flipped else [big[:2], ["flax.nnx"], ["mlx.sdpa"]]
+    kinds = [sorted({"torch", "keras", "flax"} if len(g) == 3 else {"torch", "keras"})
+             if len(g) > 1 else [g[0].split(".")[0]] for g in groups]
+    return CaseClusters("masked-kv-nan", groups, kinds, None if suspect else 0, suspect)
+
+
+def _cluster_files(found):
+    from conformance.report.clusters import section_clusters
+    from conformance.report.pages import _cluster_lines
+    from conformance.report.render import _section_md
+
+    return {"details.md": "\n".join(["# details", ""] + _section_md(section_clusters([found]))
+                                    + ["## Next", "", "- kept"]),
+            "cases/masked-kv-nan.md": "\n".join(["# masked-kv-nan", ""] + _cluster_lines(found)
+                                                + ["## Runners", "", "- kept"]),
+            "agreement.json": json.dumps({"cases": [found.as_dict()],
+                                          "reference_suspect": []})}
+
+
+def test_a_flipped_cluster_membership_holds_its_verdict_is_compared(tmp_path):
+    """One agreement cluster flipped in the sse4.2 run: membership is display only (like a
+    figure); the case's verdict (with the largest group, apart, reference suspect) and the
+    list of undeclared suspects are compared in agreement.json, details.md and the page."""
+    from conformance.report.drift import compare_file
+
+    here, there = _cluster_files(_clusters()), _cluster_files(_clusters(flipped=True))
+    for name in ("details.md", "cases/masked-kv-nan.md", "agreement.json"):
+        assert here[name] != there[name], name
+        assert compare_file(name, here[name], there[name]) == [], name
+    suspect = _cluster_files(_clusters(suspect=True))
+    for name in ("details.md", "cases/masked-kv-nan.md", "agreement.json"):
+        assert compare_file(name, here[name], suspect[name]), name
+    [change] = compare_file("agreement.json", here["agreement.json"], suspect["agreement.json"])
+    assert (change.case, change.old, change.new) == ("masked-kv-nan", "with the largest group",
+                                                     "reference suspect")
+    listed = json.loads(suspect["agreement.json"])
+    listed["reference_suspect"] = ["masked-kv-nan"]
+    assert compare_file("agreement.json", suspect["agreement.json"], json.dumps(listed))
+
+
+def test_membership_masking_touches_the_cluster_sections_only():
+    from conformance.report.clusters import membership_masked
+
+    text = ("## Agreement clusters\n\n| case | groups | reference |\n|---|---|---|\n"
+            "| a | x, y (p, q) | with the largest group |\n- x, y: 2 implementation(s)\n"
+            "## Runners\n\n- torch.mha: pass\n| a | b | c |")
+    masked = membership_masked(text)
+    assert "| a | ‹groups› | with the largest group |" in masked
+    assert "x, y" not in masked and "- torch.mha: pass" in masked and "| a | b | c |" in masked

@@ -13,8 +13,10 @@ system + axis; the systems list without the suite's own import path of each
 runner class); index.md, index.html (entities decoded, embedded JSON
 included), cases/*.md and conventions.md line by line, every line masked
 before the lines are aligned (so a moved figure can neither fail a line nor
-misalign its neighbours).  The run-metadata block and index.html's figures
-block (PNG bytes) are ignored.
+misalign its neighbours).  agreement.json through each case's verdict (where the
+reference sits among the clusters): which runners form which group is display only
+in every file (clusters.membership_masked).  The run-metadata block and index.html's
+figures block (PNG bytes) are ignored.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from conformance.report.base import FLOATS
+from conformance.report.clusters import AGREEMENT_FILE, membership_masked, verdicts
 from conformance.report.masking import figures_agree, mask, structures_agree, texts_agree
 
 # Blocks of text files left out like the metadata block: report/html.py's figures (PNG
@@ -230,13 +233,32 @@ def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[
         return compare_csv(old_text, new_text, name)
     if name.endswith("conventions.json"):
         return compare_ledger(old_text, new_text, name)
+    if name.endswith(AGREEMENT_FILE):
+        return compare_agreement(old_text, new_text, name)
     if name.endswith(".json"):  # other data: exact outside metadata
         if strip_metadata(old_text, name) == strip_metadata(new_text, name):
             return []
         return [Change(name, "(file)", "", "content", "…", "differs")]
-    compare = compare_html if name.endswith(".html") else compare_text
-    return compare(_skip_blocks(strip_metadata(old_text, name)),
-                   _skip_blocks(strip_metadata(new_text, name)), name)
+    if name.endswith(".html"):
+        return compare_html(*(_skip_blocks(strip_metadata(t, name)) for t in
+                              (old_text, new_text)), name)
+    return compare_text(*(membership_masked(_skip_blocks(strip_metadata(t, name))) for t in
+                          (old_text, new_text)), name)
+
+
+def compare_agreement(old_text: str, new_text: str, file: str = AGREEMENT_FILE) -> list[Change]:
+    """agreement.json through each case's verdict (clusters.verdict: with the largest group,
+    apart, reference suspect and its declaration) and the list of undeclared suspects.  Which
+    runners form which group is display only: membership hangs on elementwise distances at
+    twice the tolerance, which a CPU's kernels move (a row's NaN pattern, a float16 output)."""
+    old, new = json.loads(old_text), json.loads(new_text)
+    a, b = verdicts(old), verdicts(new)
+    changes = [Change(file, case, "", "verdict", a.get(case), b.get(case))
+               for case in list(a) + [c for c in b if c not in a] if a.get(case) != b.get(case)]
+    if old.get("reference_suspect") != new.get("reference_suspect"):
+        changes.append(Change(file, "reference_suspect", "", "(top level)",
+                              old.get("reference_suspect"), new.get("reference_suspect")))
+    return changes
 
 
 def _skip_blocks(text: str) -> str:
@@ -257,7 +279,7 @@ def report_names(folder) -> list[str]:
 
     folder = Path(folder)
     pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))
-    ledger = [n for n in LEDGER_FILES + ("agreement.json",) if (folder / n).exists()]
+    ledger = [n for n in LEDGER_FILES + (AGREEMENT_FILE,) if (folder / n).exists()]
     return list(REPORT_FILES) + ledger + pages
 
 
