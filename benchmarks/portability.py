@@ -1,7 +1,7 @@
 """Another CPU on this machine: the matrix under lowered instruction sets, then check-reports.
 
     .venv/bin/python benchmarks/portability.py [--out DIR] [--profile sse4.2|avx2]
-                                               [--default DIR] [--probe-only]
+                                               [--default DIR] [--lowered DIR] [--probe-only]
 
 The committed reports were made on one CPU; CI and users run on others, where
 BLAS, oneDNN, XLA and NumPy pick other kernels and every float32 figure moves in
@@ -12,7 +12,10 @@ ISA it uses, and a bit hash of a few of its kernels, next to the default
 process), runs the full matrix twice (default environment, then the profile;
 reports under --out, so reports/ is never touched), counts how many figures
 moved, and runs `python -m conformance check-reports LOWERED --against DEFAULT`,
-which must pass.  --default DIR reuses the reports of an earlier default run.
+which must pass.  --default DIR reuses the reports of an earlier default run (the
+committed reports/: another CPU against the one that made them); --lowered DIR the
+reports of an earlier lowered run: with both, nothing runs (not even the switch probe)
+and only the figures are counted and check-reports compares, e.g. after a masking fix.
 
 Caches: ONNX exports are reused (an export does not depend on the ISA); JAX's
 persistent compilation cache keys programs by XLA_FLAGS, so a program compiled
@@ -220,7 +223,8 @@ def moved_figures(default: Path, lowered: Path) -> dict[str, int]:
     a = {(r["case"], r["runner"]): r for r in read_results(default / "results.json")["rows"]}
     b = {(r["case"], r["runner"]): r for r in read_results(lowered / "results.json")["rows"]}
     counts = {f: 0 for f in FIGURES} | {"output_digest rows": 0, "output_digest values": 0,
-                                         "extras": 0, "notes": 0, "ledger evidence": 0}
+                                         "extras": 0, "notes": 0, "failures": 0,
+                                         "ledger evidence": 0}
     for key in a.keys() & b.keys():
         ra, rb = a[key], b[key]
         for f in FIGURES:
@@ -231,11 +235,15 @@ def moved_figures(default: Path, lowered: Path) -> dict[str, int]:
         counts["output_digest values"] += values
         counts["extras"] += ra.get("extras") != rb.get("extras")
         counts["notes"] += ra.get("notes") != rb.get("notes")
+        counts["failures"] += ra.get("failures") != rb.get("failures")
     la, lb = default / "conventions.json", lowered / "conventions.json"
     if la.exists() and lb.exists():
         ca = {(c["system"], c["axis"]): c["evidence"] for c in json.loads(la.read_text())["cells"]}
         cb = {(c["system"], c["axis"]): c["evidence"] for c in json.loads(lb.read_text())["cells"]}
         counts["ledger evidence"] = sum(ca[k] != cb.get(k) for k in ca)
+        sa, sb = ({(c["system"], c["axis"]): c.get("second_witness") for c in
+                   json.loads(f.read_text())["cells"]} for f in (la, lb))
+        counts["ledger second witness"] = sum(sa[k] != sb.get(k) for k in sa)
     counts["rows"] = len(a.keys() & b.keys())
     return counts
 
@@ -246,11 +254,21 @@ def check_reports(default: Path, lowered: Path) -> tuple[int, list[str]]:
     return proc.returncode, (proc.stdout + proc.stderr).strip().splitlines()
 
 
+def probe(env: dict[str, str], profile: str) -> None:
+    """Print which switches the libraries honour (what they say, which bits moved)."""
+    print(f"profile {profile}: " + " ".join(f"{k}={v!r}" for k, v in env.items()))
+    (base, said_base), (low, said_low) = run_probe({}), run_probe(env)
+    print("what the libraries say and which kernels' bits moved (default -> lowered):")
+    print("\n".join(compare_probes(base, low)))
+    print(f"  printed by the libraries: default {said_base}; lowered {said_low}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="/tmp/conformance-portability")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="sse4.2")
     parser.add_argument("--default", help="reports of an earlier default run (skip that run)")
+    parser.add_argument("--lowered", help="reports of an earlier lowered run (skip that run)")
     parser.add_argument("--probe-only", action="store_true", help="only the switch probe")
     parser.add_argument("--probe-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -258,26 +276,31 @@ def main(argv=None) -> int:
         probe_child()
         return 0
     env = profile_env(args.profile)
-    print(f"profile {args.profile}: " + " ".join(f"{k}={v!r}" for k, v in env.items()))
-    (base, said_base), (low, said_low) = run_probe({}), run_probe(env)
-    print("what the libraries say and which kernels' bits moved (default -> lowered):")
-    print("\n".join(compare_probes(base, low)))
-    print(f"  printed by the libraries: default {said_base}; lowered {said_low}")
-    if args.probe_only:
-        return 0
+    if not args.lowered:
+        probe(env, args.profile)
+        if args.probe_only:
+            return 0
     out = Path(args.out)
     default = Path(args.default) if args.default else out / "default"
     if not args.default:
         seconds, tail = run_matrix({}, default)
         print(f"default run: {seconds:.0f} s, {tail}")
-    lowered = out / args.profile
-    seconds, tail = run_matrix(env, lowered)
-    print(f"{args.profile} run: {seconds:.0f} s, {tail}")
+    lowered = Path(args.lowered) if args.lowered else out / args.profile
+    if not args.lowered:
+        seconds, tail = run_matrix(env, lowered)
+        print(f"{args.profile} run: {seconds:.0f} s, {tail}")
     counts = moved_figures(default, lowered)
     print("moved between the runs (raw values): "
           + ", ".join(f"{k} {v}" for k, v in counts.items()))
     code, lines = check_reports(default, lowered)
+    by_file: dict[str, int] = {}
+    for line in lines:
+        if line.startswith("changed: "):
+            name = line[len("changed: "):].split(":", 1)[0]
+            by_file[name] = by_file.get(name, 0) + 1
     print("\n".join(lines[-20:]))
+    if by_file:
+        print("changes by file: " + ", ".join(f"{k} {v}" for k, v in sorted(by_file.items())))
     print(f"check-reports {lowered} --against {default}: exit {code}")
     return code
 

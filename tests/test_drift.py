@@ -179,7 +179,7 @@ def test_mask_leaves_words_integers_and_names_alone():
     masked = mask(text)
     for gone in ("node_scaled", "0x7f3a", "/usr/lib", "val_17", "2.5e-07"):
         assert gone not in masked, gone
-    for kept in ("Attention node", "Name:'", "4 of 12 values", "tensor val_", "onnxruntime"):
+    for kept in ("Attention node", "Name:'", "of ‹n› values", "tensor val_", "onnxruntime"):
         assert kept in masked, kept
     assert mask("mha/query/kernel (8, 2, 3) https://github.com/keras-team/keras/pull/21299") \
         == "mha/query/kernel (8, 2, 3) https://github.com/keras-team/keras/pull/21299"

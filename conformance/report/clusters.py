@@ -23,6 +23,7 @@ not list.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,6 +159,45 @@ def write_clusters(found: list[CaseClusters], out: Path) -> Path:
     return path
 
 
+def verdict(suspect: bool, reference_cluster, declared: str = "") -> str:
+    """Where the reference sits among a case's clusters, in the report's words."""
+    if suspect:
+        return "reference suspect" + (f" (declared: {declared})" if declared else "")
+    return ("with the largest group" if reference_cluster == 0 else
+            "apart from a one-implementation group")
+
+
+def verdicts(agreement: dict) -> dict[str, str]:
+    """agreement.json read back: case -> its verdict (what check-reports compares)."""
+    cases = agreement.get("cases") if isinstance(agreement, dict) else None
+    return {str(c.get("case")): verdict(bool(c.get("reference_suspect")),
+                                        c.get("reference_cluster"), str(c.get("declared") or ""))
+            for c in cases or [] if isinstance(c, dict)}
+
+
+# The sections that list each case's groups (details.md's table, cases/<id>.md's list).
+MEMBERSHIP_HEADING = "## Agreement clusters"
+
+
+def membership_masked(text: str) -> str:
+    """A Markdown report with each case's group membership left out, its verdict kept
+    (check-reports: membership is display only, like a figure).  Inside a section whose
+    heading starts with MEMBERSHIP_HEADING: a table row keeps its first and last cells
+    (case, verdict), a list item (one group of a case page) is dropped."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        if line.startswith("#"):
+            inside = line.startswith(MEMBERSHIP_HEADING)
+        elif inside and line.startswith("- "):
+            continue
+        elif inside and line.startswith("|") and not line.startswith("|---"):
+            cells = re.split(r"(?<!\\)\|", line)
+            if len(cells) >= 5:  # "", case, groups, verdict, ""
+                line = "|".join([*cells[:2], " ‹groups› ", *cells[-2:]])
+        out.append(line)
+    return "\n".join(out)
+
+
 def section_clusters(found: list[CaseClusters]):
     """The report's section (index.md and index.html): one row per case."""
     import pandas as pd
@@ -166,16 +206,13 @@ def section_clusters(found: list[CaseClusters]):
 
     if not found:
         return None
-    groups, verdicts = [], []
+    groups, words = [], []
     for c in found:
         groups.append(" / ".join(
             f"{'[ref] ' if i == c.reference_cluster else ''}{', '.join(g)} ({', '.join(k)})"
             for i, (g, k) in enumerate(zip(c.clusters, c.implementations))))
-        verdicts.append(("reference suspect" + (f" (declared: {c.declared})" if c.declared
-                                                else "")) if c.reference_suspect else
-                        "with the largest group" if c.reference_cluster == 0 else
-                        "apart from a one-implementation group")
-    table = pd.DataFrame({"groups (implementations)": groups, "reference": verdicts},
+        words.append(verdict(c.reference_suspect, c.reference_cluster, c.declared))
+    table = pd.DataFrame({"groups (implementations)": groups, "reference": words},
                          index=pd.Index([c.case for c in found], name="case"))
     return Section("Agreement clusters: which systems agree without the reference",
                    "Runners grouped by whether their outputs agree with one another (within "

@@ -10,11 +10,13 @@ the texts that quote figures or framework messages (a row's reason and notes,
 ledger evidence) after masking.  results.json and its row files (results/<runner>.json
 and .csv, results_files.py) are compared row by row (keyed by case + runner),
 conventions.json cell by cell (keyed by system + axis; the systems list without the
-suite's own import path of each runner class); index.md, index.html (entities decoded, embedded JSON
-included), cases/*.md and conventions.md line by line, every line masked
+suite's own import path of each runner class); index.md, index.html (entities decoded,
+embedded JSON included), cases/*.md and conventions.md line by line, every line masked
 before the lines are aligned (so a moved figure can neither fail a line nor
-misalign its neighbours).  The run-metadata block and index.html's figures
-block (PNG bytes) are ignored.
+misalign its neighbours).  agreement.json through each case's verdict (where the
+reference sits among the clusters): which runners form which group is display only
+in every file (clusters.membership_masked).  The run-metadata block and index.html's
+figures block (PNG bytes) are ignored.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from conformance.report.base import FLOATS
+from conformance.report.clusters import AGREEMENT_FILE, membership_masked, verdicts
 from conformance.report.results_files import ROWS_DIR
 from conformance.report.masking import figures_agree, mask, structures_agree, texts_agree
 
@@ -34,7 +37,13 @@ from conformance.report.masking import figures_agree, mask, structures_agree, te
 SKIPPED_BLOCKS = (("<!-- figures: start", "<!-- figures: end -->"),)
 TEXT_FILES = ("index.md", "index.html")
 IGNORED_KEYS = ("metadata",)
-TEXT_FIELDS = ("reason", "notes")  # may quote figures and framework messages: masked
+# may quote figures and framework messages: masked.  `failures` are the words of each
+# failed tolerance verdict ("output: 80 of 100 values differ beyond ..."): their element
+# counts move with the kernels; which tensor failed and how is `failure_kinds`, exact
+TEXT_FIELDS = ("reason", "notes", "failures")
+# a ledger cell's texts: its evidence and the second witness's reading ("<word>: <evidence>",
+# quoting a row's error figure), masked; every other field of a cell exact
+LEDGER_TEXT_FIELDS = ("evidence", "second_witness")
 # conventions.json's systems list: the suite's import path of the runner class is the
 # harness, not the system (a module move must not read as a changed result)
 HARNESS_FIELDS = ("runner",)
@@ -188,8 +197,9 @@ def _systems(ledger: dict) -> list[dict]:
 
 def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json") -> list[Change]:
     """Cell by cell, keyed by (system, axis): every field exact (the value word, the
-    documented word and source, the contradiction flag) except the evidence text, which is
-    masked (its distances move with the CPU, its quoted messages with the kernels); axes
+    documented word and source, the contradiction flag, the number of witnesses) except
+    the evidence texts (LEDGER_TEXT_FIELDS), which are masked (their distances move with
+    the CPU, their quoted messages with the kernels); axes
     exact, systems without the suite's import path of each runner."""
     old, new = json.loads(old_text), json.loads(new_text)
     changes = []
@@ -206,7 +216,7 @@ def compare_ledger(old_text: str, new_text: str, file: str = "conventions.json")
             continue
         for field in sorted(set(a) | set(b)):
             x, y = a.get(field), b.get(field)
-            same = texts_agree(x, y) if field == "evidence" else x == y
+            same = texts_agree(x, y) if field in LEDGER_TEXT_FIELDS else x == y
             if not same:
                 changes.append(Change(file, key[0], key[1], field, x, y))
     return changes
@@ -225,13 +235,32 @@ def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[
         return compare_csv(old_text, new_text, name)
     if name.endswith("conventions.json"):
         return compare_ledger(old_text, new_text, name)
+    if name.endswith(AGREEMENT_FILE):
+        return compare_agreement(old_text, new_text, name)
     if name.endswith(".json"):  # other data: exact outside metadata
         if strip_metadata(old_text, name) == strip_metadata(new_text, name):
             return []
         return [Change(name, "(file)", "", "content", "…", "differs")]
-    compare = compare_html if name.endswith(".html") else compare_text
-    return compare(_skip_blocks(strip_metadata(old_text, name)),
-                   _skip_blocks(strip_metadata(new_text, name)), name)
+    if name.endswith(".html"):
+        return compare_html(*(_skip_blocks(strip_metadata(t, name)) for t in
+                              (old_text, new_text)), name)
+    return compare_text(*(membership_masked(_skip_blocks(strip_metadata(t, name))) for t in
+                          (old_text, new_text)), name)
+
+
+def compare_agreement(old_text: str, new_text: str, file: str = AGREEMENT_FILE) -> list[Change]:
+    """agreement.json through each case's verdict (clusters.verdict: with the largest group,
+    apart, reference suspect and its declaration) and the list of undeclared suspects.  Which
+    runners form which group is display only: membership hangs on elementwise distances at
+    twice the tolerance, which a CPU's kernels move (a row's NaN pattern, a float16 output)."""
+    old, new = json.loads(old_text), json.loads(new_text)
+    a, b = verdicts(old), verdicts(new)
+    changes = [Change(file, case, "", "verdict", a.get(case), b.get(case))
+               for case in list(a) + [c for c in b if c not in a] if a.get(case) != b.get(case)]
+    if old.get("reference_suspect") != new.get("reference_suspect"):
+        changes.append(Change(file, "reference_suspect", "", "(top level)",
+                              old.get("reference_suspect"), new.get("reference_suspect")))
+    return changes
 
 
 def _skip_blocks(text: str) -> str:
@@ -252,7 +281,7 @@ def report_names(folder) -> list[str]:
 
     folder = Path(folder)
     pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))
-    ledger = [n for n in LEDGER_FILES + ("agreement.json",) if (folder / n).exists()]
+    ledger = [n for n in LEDGER_FILES + (AGREEMENT_FILE,) if (folder / n).exists()]
     rows = sorted(f"{ROWS_DIR}/{p.name}" for p in (folder / ROWS_DIR).glob("*")
                   if p.suffix in (".json", ".csv"))
     return list(REPORT_FILES) + rows + ledger + pages

@@ -33,6 +33,10 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     ("cache_causal_alignment", "Cache alignment of a decode step"),
 )
 DRIFT_FILE = "drift.json"  # python -m conformance drift writes it beside the reports
+# ... and its page, which the headline links.  Neither is a result of the run: a report
+# folder without them (a run's --report-dir, benchmarks/portability.py's --out) takes the
+# committed ones of reports/ (run_reports.py), so its headline is the committed folder's
+DRIFT_FILES = (DRIFT_FILE, "drift.md")
 TERMINAL = ("matlab", "seed", "attn_mask_polarity", "fully_masked_row", "bugs")
 _URL = re.compile(r"https?://[^\s)'\"]+")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")

@@ -18,6 +18,15 @@ einsum kernel `__MklEinsum` instead of `Einsum` in an error message.  So:
   figures, addresses, TensorFlow node annotations, graph node names, absolute
   paths and numeric counter suffixes become placeholders; the exception type
   and the rest of the message stay.
+- the *element counts* of a tolerance verdict ("80 of 100 values differ",
+  "3 of 12 values are NaN/inf") are figures too: how many elements sit beyond
+  the tolerance, and how many finite ones are compared where a NaN spreads,
+  move with the kernels (OpenVINO's NaN-spread weights: 80 of 100 on
+  AVX-512, 60 of 80 under oneDNN SSE4.1).  Which tensor failed and how
+  (failure_kinds, the words of the failure) stay exact.
+- a figure *cut* by a page's length limit ("deterministic=True 1.…", from
+  "1.0e-07", in index.html's ledger evidence) is a figure: the digits before
+  the ellipsis are masked.
 
 One function per rule, used for every file, so every rendered file masks the
 same fields.
@@ -28,8 +37,14 @@ import math
 import re
 
 # A figure: a decimal or scientific number, or a lone 0 (fmt writes a zero figure as "0").
-# Integers other than 0 (parameter counts, element counts, shapes) are never figures.
+# Integers other than 0 (parameter counts, shapes) are never figures; element counts only
+# in a tolerance verdict's phrase (ELEMENT_COUNT).
 FIGURE = re.compile(r"(?<![\w.])-?(?:\d+\.\d+(?:e[+-]?\d+)?|\d+e[+-]?\d+|0)(?![\w.])")
+# A figure cut by a length limit: digits (with a point or an exponent begun) right before
+# the ellipsis the cut appends.  Only the cut form: the whole text is compared elsewhere.
+CUT_FIGURE = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:e[+-]?\d*)?(?=…)")
+# How many elements of a tensor a tolerance verdict counts (compare/agreement.py).
+ELEMENT_COUNT = re.compile(r"\b\d+ of \d+ (values|weights)\b")
 # TensorFlow's op annotation, e.g. {{function_node __wrapped__Einsum_N_2_device_/job:...}}:
 # the kernel's name depends on whether oneDNN rewrote the op (__MklEinsum on AVX-512).
 TF_NODE = re.compile(r"\{\{[^{}]*\}\}")
@@ -42,7 +57,8 @@ PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+@-]+/)+[\w.+@-]*")
 COUNTER = re.compile(r"(?<=_)\d+\b")
 QUOTE_LIMIT = 300  # characters of a framework message a cell or reason quotes
 MASKS = ((TF_NODE, "{{…}}"), (NODE_NAME, r"\1\2…\2"), (PATH, "/…"), (ADDRESS, "0x…"),
-         (FIGURE, "‹f›"), (COUNTER, "#"))
+         (ELEMENT_COUNT, r"‹n› of ‹n› \1"), (CUT_FIGURE, "‹f›"), (FIGURE, "‹f›"),
+         (COUNTER, "#"))
 
 
 def mask(text: str) -> str:

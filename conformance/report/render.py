@@ -21,7 +21,7 @@ from conformance.versions import versions
 from conformance.report.base import (
     METADATA_END, METADATA_START, md, plain, results_frame, section_frame)
 from conformance.report.ledger_groups import difference_lines
-from conformance.report.findings import DRIFT_FILE, findings, headline_lines, read_drift
+from conformance.report.findings import DRIFT_FILES, findings, headline_lines, read_drift
 from conformance.report.clusters import clusters, section_clusters, write_clusters
 from conformance.report.html import write_html as write_html_page
 from conformance.report.pages import write_pages
@@ -177,7 +177,7 @@ def write_reports(rows, cases, runners, out: Path, selection: str,
     from conformance.report.staging import staged
 
     out = Path(out)
-    with staged(out, seed=(LEDGER_FILE, DRIFT_FILE)) as stage:
+    with staged(out, seed=(LEDGER_FILE, *DRIFT_FILES)) as stage:
         written = _write_into(rows, cases, runners, stage, selection, meta)
         return [out / p.relative_to(stage) for p in written]
 

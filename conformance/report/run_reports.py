@@ -49,14 +49,15 @@ def write_run_reports(rows: dict, probes: dict, cases, runners, out: Path, selec
     from conformance.conventions.ledger import build
     from conformance.report import write_reports
     from conformance.report.ledger import write_ledger
-    from conformance.report.findings import DRIFT_FILE
+    from conformance.paths import REPORTS_DIR
+    from conformance.report.findings import DRIFT_FILES
     from conformance.report.staging import staged
 
     full = [(c.id, r.name) for c in cases for r in runners]
     order = {key: n for n, key in enumerate(full)}
     ordered = sorted(rows.values(), key=lambda r: order.get((r.case, r.runner), 0))
     # the ledger and the reports swapped in together (the drift report, written by its
-    # own command, is read for the headline)
-    with staged(out, seed=(DRIFT_FILE,)) as stage:
+    # own command, is read for the headline: the folder's own, else the committed one)
+    with staged(out, seed=DRIFT_FILES, fallback=REPORTS_DIR) as stage:
         write_ledger(build(ordered, probes, runners, cases), stage)
         write_reports(ordered, cases, runners, stage, selection, meta)

@@ -108,9 +108,11 @@ def commit(stage: Path, out: Path) -> list[Path]:
 
 
 @contextmanager
-def staged(out: Path | str, seed: tuple[str, ...] = ()) -> Iterator[Path]:
-    """A staging folder beside `out` (files of `seed` copied from `out` first); on a
-    clean exit its files are committed into `out`; always removed afterwards."""
+def staged(out: Path | str, seed: tuple[str, ...] = (),
+           fallback: Path | None = None) -> Iterator[Path]:
+    """A staging folder beside `out` (files of `seed` copied from `out` first, or from the
+    folder `fallback` where `out` has none); on a clean exit its files are committed into
+    `out`; always removed afterwards."""
     out = Path(out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
@@ -119,9 +121,10 @@ def staged(out: Path | str, seed: tuple[str, ...] = ()) -> Iterator[Path]:
         os.umask(umask)
         os.chmod(stage, 0o777 & ~umask)  # mkdtemp's 0700 would stay on a new report folder
         for name in seed:
-            source = out / name
-            if source.is_file() and not source.is_symlink():
-                shutil.copyfile(source, stage / name)
+            for source in [out / name] + ([Path(fallback) / name] if fallback else []):
+                if source.is_file() and not source.is_symlink():
+                    shutil.copyfile(source, stage / name)
+                    break
         yield stage
         commit(stage, out)
     finally:
