@@ -11,7 +11,8 @@ ledger evidence) after masking.  results.json and results.csv are compared
 row by row (keyed by case + runner), conventions.json cell by cell (keyed by
 system + axis; the systems list without the suite's own import path of each
 runner class); index.md, index.html (entities decoded, embedded JSON
-included), cases/*.md and conventions.md line by line, every line masked
+included), cases/*.md, conventions.md and spec_vectors.md line by line (spec_vectors.json as
+results.json: rows keyed by case and engine), every line masked
 before the lines are aligned (so a moved figure can neither fail a line nor
 misalign its neighbours).  The run-metadata block and index.html's figures
 block (PNG bytes) are ignored.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 from conformance.report.base import FLOATS
 from conformance.report.masking import figures_agree, mask, structures_agree, texts_agree
+from conformance.report.spec_vectors import SPEC_FILES, SPEC_JSON
 
 # Blocks of text files left out like the metadata block: report/html.py's figures (PNG
 # bytes differ across machines).
@@ -66,7 +68,8 @@ def field_agrees(name: str, a, b) -> bool:
 
 
 def compare_rows(old: list[dict], new: list[dict], file: str) -> list[Change]:
-    """Row by row, keyed by (case, runner), each field by its rule."""
+    """Row by row, keyed by (case, runner) (spec_vectors.json: runner = the engine), each
+    field by its rule."""
     a = {(r.get("case"), r.get("runner")): r for r in old}
     b = {(r.get("case"), r.get("runner")): r for r in new}
     changes = [Change(file, c, n, "(row)", "present" if (c, n) in a else "absent",
@@ -217,7 +220,7 @@ def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[
 
     if old_text is None or new_text is None:
         return [Change(name, "(file)", "", "exists", old_text is not None, new_text is not None)]
-    if name.endswith("results.json"):
+    if name.endswith(("results.json", SPEC_JSON)):  # rows: outcomes exact, figures by kind
         return compare_json(old_text, new_text, name)
     if name.endswith(".csv"):
         return compare_csv(old_text, new_text, name)
@@ -250,7 +253,8 @@ def report_names(folder) -> list[str]:
 
     folder = Path(folder)
     pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))
-    ledger = [n for n in LEDGER_FILES + ("agreement.json",) if (folder / n).exists()]
+    ledger = [n for n in LEDGER_FILES + ("agreement.json",) + SPEC_FILES
+              if (folder / n).exists()]
     return list(REPORT_FILES) + ledger + pages
 
 

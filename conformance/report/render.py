@@ -27,6 +27,8 @@ from conformance.report.clusters import clusters, section_clusters, write_cluste
 from conformance.report.html import write_html as write_html_page
 from conformance.report.pages import write_pages
 from conformance.report.sections import ANSWERS, DETAILS
+from conformance.report.spec_vectors import SPEC_JSON
+from conformance.report.spec_vectors import summary_lines as spec_summary
 
 REPORT_FILES = ("results.json", "results.csv", "index.md", "details.md", "index.html")
 LEDGER_FILE = "conventions.json"
@@ -210,7 +212,7 @@ def write_reports(rows, cases, runners, out: Path, selection: str,
     from conformance.report.staging import staged
 
     out = Path(out)
-    with staged(out, seed=(LEDGER_FILE, DRIFT_FILE)) as stage:
+    with staged(out, seed=(LEDGER_FILE, DRIFT_FILE, SPEC_JSON)) as stage:
         written = _write_into(rows, cases, runners, stage, selection, meta)
         return [out / p.relative_to(stage) for p in written]
 
@@ -229,7 +231,7 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     pages = write_pages(rows, cases, runners, out, groups)
     written = [p.stem for p in pages]
     found = findings(section_frame(results, rows, runners), cases, ledger, read_drift(out))
-    opening = headline_lines(found) + difference_lines(ledger)
+    opening = headline_lines(found) + difference_lines(ledger) + spec_summary(out)
     write_markdown(answers, details, meta, selection, out, _case_links(cases, written),
                    opening)
     write_html_page(results, cases, runners, answers, meta, out, selection, ledger, found)
