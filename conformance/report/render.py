@@ -190,6 +190,7 @@ def describe(cases, runners) -> dict:
                        "has_fully_masked_rows": bool(c.has_fully_masked_rows),
                        "key_padding": (None if c.mask.key_padding is None
                                        else list(c.mask.key_padding)),
+                       "causal": getattr(c.mask, "causal", "none"),
                        "tags": [str(t) for t in getattr(c, "tags", ()) or ()],
                        "heads": _heads(c)} for c in cases]}
 

@@ -69,7 +69,8 @@ def _cases(data: dict, rows: list[Row], path):
                  for n, c in enumerate(_list(data, "cases", path))]
         return [SimpleNamespace(id=c["id"], title=c["title"],
                                 has_fully_masked_rows=c["has_fully_masked_rows"],
-                                mask=SimpleNamespace(key_padding=c["key_padding"]),
+                                mask=SimpleNamespace(key_padding=c["key_padding"],
+                                                     causal=c["causal"]),
                                 **_read_back(c)) for c in cases]
     from conformance.case.loader import load_cases
     from conformance.paths import CASES_DIR
