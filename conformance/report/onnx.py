@@ -116,13 +116,16 @@ def section_onnx_masking(frame, cases, runners):
                    "from it.", table)
 
 
-def _runtime_runners(runners) -> list:
-    """Eager torch called like the exports (need_weights=False), then per (framework,
-    backend) of RUNTIMES the first runner of the exported torch module, in registry order
-    (the default export: the one model every runtime runs)."""
-    eager = [r for r in runners if (r.framework, r.system) == EAGER and r.path == LIKE_FOR_LIKE]
+def _runtime_runners(runners, ran: set) -> list:
+    """Eager torch called like the exports (need_weights=False; else its default call),
+    then per (framework, backend) of RUNTIMES the first runner of the exported torch
+    module, in registry order (the default export: the one model every runtime runs);
+    runners of this run only."""
+    mine = [r for r in runners if r.name in ran]
+    eager = sorted((r for r in mine if (r.framework, r.system) == EAGER
+                    and r.path in EAGER_PATHS), key=lambda r: r.path != LIKE_FOR_LIKE)
     first: dict[tuple, object] = {}
-    for r in runners:
+    for r in mine:
         if r.framework in RUNTIMES and r.system == EAGER[1]:
             first.setdefault((r.framework, r.backend), r)
     return eager[:1] + list(first.values())
@@ -132,7 +135,7 @@ def section_export_runtimes(frame, cases, runners):
     """One exported model side by side in each runtime, against eager torch."""
     ids = [c.id for c in cases if c.has_fully_masked_rows or c.mask.key_padding is not None
            or getattr(c.mask, "causal", "none") != "none"]
-    shown = _runtime_runners(runners)
+    shown = _runtime_runners(runners, set(frame.loc[frame["case"].isin(ids), "runner"]))
     sub = frame[frame["case"].isin(ids) & frame["runner"].isin([r.name for r in shown])]
     if sub.empty or sub["framework"].nunique() < 2 or not (sub["framework"] != EAGER[0]).any():
         return None
@@ -144,6 +147,7 @@ def section_export_runtimes(frame, cases, runners):
                    "The torch nn.MultiheadAttention module exported once and run in each "
                    "runtime (the first runner of each deployment framework and backend: "
                    "onnxruntime, OpenVINO, ExecuTorch where its runner exists), beside eager "
-                   "torch called the way the export is (need_weights=False), on the cases "
-                   "with a fully masked row, key padding or a causal mask: fully masked row "
-                   "label / max abs error of the output (✗: beyond tolerance).", table)
+                   "torch called the way the export is (need_weights=False, else its default "
+                   "call), on the cases with a fully masked row, key padding or a causal "
+                   "mask: fully masked row label / max abs error of the output (✗: beyond "
+                   "tolerance).", table)
