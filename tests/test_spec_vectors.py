@@ -196,3 +196,20 @@ def test_only_a_run_with_a_runner_on_an_engine_wants_the_vectors():
                SimpleNamespace(name="b", backend="OpenVINO CPU")]
     assert not report.wanted([SimpleNamespace(runner="a")], runners)
     assert report.wanted([SimpleNamespace(runner="b")], runners)
+
+
+def test_index_md_keeps_the_summary_line_when_re_rendered(tmp_path):
+    from conformance.__main__ import main
+    from conformance.report import write_reports
+
+    from .report_rows import FakeCase, make_row, stand_in
+
+    runner = stand_in("f.one", "f", "f.Attention")
+    folder = _written(tmp_path, "run", _spec())
+    write_reports([make_row("a", runner)], [FakeCase("a")], [runner], folder, "full")
+    line = "## ONNX specification test vectors"
+    assert line in (folder / "index.md").read_text()
+    (folder / "index.md").unlink()
+    assert main(["report", "--results", str(folder / "results.json")]) == 0
+    assert line in (folder / "index.md").read_text()  # spec_vectors.json is kept and read
+    assert (folder / report.SPEC_MD).is_file()
