@@ -213,3 +213,27 @@ def test_index_md_keeps_the_summary_line_when_re_rendered(tmp_path):
     assert main(["report", "--results", str(folder / "results.json")]) == 0
     assert line in (folder / "index.md").read_text()  # spec_vectors.json is kept and read
     assert (folder / report.SPEC_MD).is_file()
+
+
+@pytest.mark.parametrize("fill, word", [(-np.inf, "-inf"),
+                                        (float(np.finfo(np.float32).min), "finfo_min"),
+                                        (-1e9, "-1e9"), (-12.5, "other")])
+def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
+    """The mask_fill probe of the Attention-op runners names what the masked positions of
+    qk_matmul_output (mode 2) hold; a planted fill is named, a mixed one is `other`."""
+    from conformance.runners.onnx.probes import _fill_word, _mask_fill
+
+    class Planted:
+        what = "planted"
+
+        def run(self, case, mask=None, **attrs):
+            assert attrs == {"qk_matmul_output_mode": 2}
+            i = case.inputs
+            shape = (i.batch, case.attention.num_heads, i.query_len, i.key_len)
+            if mask is None:  # the causal read: every position holds the fill
+                return None, np.full(shape, fill)
+            return None, np.where(np.broadcast_to(mask[:, None], shape), 0.5, fill)
+
+    cell = _mask_fill(Planted())
+    assert (cell.axis, cell.value) == ("mask_fill", word)
+    assert _fill_word(np.array([-np.inf, -1e9])) == "other"
