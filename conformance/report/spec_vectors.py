@@ -89,7 +89,8 @@ def render_markdown(data: dict) -> str:
              "error (the engine's process died). Generated; do not edit.", "",
              "## Summary", "", *_summary_table(data), "",
              "## Per case", "",
-             "| case | opset | " + " | ".join(md(e) for e in engines) + " |",
+             "| case | opset | " + " | ".join(
+                 md(e) + (" (made the data)" if e in CAVEAT else "") for e in engines) + " |",
              "|---|---|" + "---|" * len(engines)]
     for case, opset in cases:
         lines.append(f"| {md(case)} | {opset} | "
