@@ -223,8 +223,7 @@ def _mask_fill(p: OpProbe) -> Convention:
     return Convention("mask_fill", _fill_word(held),
                       f"{p.what}: qk_matmul_output at mode 2 (scores after the mask, before "
                       f"the softmax), bool attn_mask: the {held.size} masked positions hold "
-                      f"{', '.join(kinds)}; {_causal_mode2(p)}; the spec vectors "
-                      "(spec_vectors.md) hold -inf there")
+                      f"{', '.join(kinds)}; {_causal_mode2(p)}")
 
 
 def _scale_precision(p: OpProbe) -> Convention:
