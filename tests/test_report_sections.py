@@ -4,6 +4,8 @@ that applies to it, and the parameter ✗ follows the typed failure.  Pure NumPy
 pandas: rows and runners are built by hand."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from conformance.contract.runner import Runner
 from conformance.run.evaluate import evaluate
 from conformance.report import METADATA_START, SECTIONS, write_reports
@@ -271,3 +273,36 @@ def test_free_text_is_escaped_in_markdown_and_csv(tmp_path):
         records = list(csv.DictReader(f))
     assert all("\x1b" not in v and "\r" not in v and "\n" not in v
                for r in records for v in r.values())
+
+
+def test_one_exported_model_is_shown_in_each_runtime_beside_eager_torch():
+    """Acceptance 2 of #22: per (deployment framework, backend) the first runner of the
+    exported torch module, beside the like-for-like eager row, on the fully masked row,
+    key padding and causal cases; chosen by descriptors, so ExecuTorch joins when it
+    exists, and a second export on the same runtime does not."""
+    import pandas as pd
+
+    from conformance.report.onnx import section_export_runtimes
+
+    mha = "torch.nn.MultiheadAttention"
+    runners = [stand_in("e.default", "torch", mha, "ordinary"),
+               stand_in("e.plain", "torch", mha, "ordinary, need_weights=False"),
+               stand_in("x.dynamo", "onnx", mha, "exported graph", "onnxruntime"),
+               stand_in("x.legacy", "onnx", mha, "exported graph", "onnxruntime"),
+               stand_in("ov", "openvino", mha, "converted model", "OpenVINO CPU"),
+               stand_in("et", "executorch", mha, "xnnpack", "ExecuTorch XNNPACK"),
+               stand_in("k.export", "onnx", "keras.layers.MultiHeadAttention", "g", "onnxruntime")]
+    causal = SimpleNamespace(id="causal", has_fully_masked_rows=False,
+                             mask=SimpleNamespace(key_padding=None, causal="lower_right"))
+    cases = [CASES[0], CASES[1], CASES[2], causal]
+    rows = [make_row(c.id, r, "behaviour" if c.has_fully_masked_rows else "pass",
+                     fully_masked_row="nan" if c.has_fully_masked_rows else None)
+            for c in cases for r in runners]
+    frame = pd.DataFrame([{**r.as_dict(), "outcome": r.outcome} for r in rows], dtype=object)
+    table = section_export_runtimes(frame, cases, runners).table
+    assert list(table.columns) == ["e.plain (eager)", "x.dynamo (onnxruntime)",
+                                   "ov (OpenVINO CPU)", "et (ExecuTorch XNNPACK)"]
+    assert list(table.index) == ["masked", "padded", "causal"]
+    assert table.loc["masked", "ov (OpenVINO CPU)"].startswith("nan / ")
+    eager_only = frame[frame["framework"] == "torch"]
+    assert section_export_runtimes(eager_only, cases, runners) is None

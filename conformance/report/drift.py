@@ -11,7 +11,8 @@ ledger evidence) after masking.  results.json and its row files (results/<runner
 and .csv, results_files.py) are compared row by row (keyed by case + runner),
 conventions.json cell by cell (keyed by system + axis; the systems list without the
 suite's own import path of each runner class); index.md, index.html (entities decoded,
-embedded JSON included), cases/*.md and conventions.md line by line, every line masked
+embedded JSON included), cases/*.md, conventions.md and spec_vectors.md line by line
+(spec_vectors.json as results.json: rows keyed by case and engine), every line masked
 before the lines are aligned (so a moved figure can neither fail a line nor
 misalign its neighbours).  agreement.json through each case's verdict (where the
 reference sits among the clusters): which runners form which group is display only
@@ -31,6 +32,7 @@ from conformance.report.base import FLOATS
 from conformance.report.clusters import AGREEMENT_FILE, membership_masked, verdicts
 from conformance.report.results_files import ROWS_DIR
 from conformance.report.masking import figures_agree, mask, structures_agree, texts_agree
+from conformance.report.spec_vectors import SPEC_FILES, SPEC_JSON
 
 # Blocks of text files left out like the metadata block: report/html.py's figures (PNG
 # bytes differ across machines).
@@ -76,7 +78,8 @@ def field_agrees(name: str, a, b) -> bool:
 
 
 def compare_rows(old: list[dict], new: list[dict], file: str) -> list[Change]:
-    """Row by row, keyed by (case, runner), each field by its rule."""
+    """Row by row, keyed by (case, runner) (spec_vectors.json: runner = the engine), each
+    field by its rule."""
     a = {(r.get("case"), r.get("runner")): r for r in old}
     b = {(r.get("case"), r.get("runner")): r for r in new}
     changes = [Change(file, c, n, "(row)", "present" if (c, n) in a else "absent",
@@ -228,8 +231,8 @@ def compare_file(name: str, old_text: str | None, new_text: str | None) -> list[
 
     if old_text is None or new_text is None:
         return [Change(name, "(file)", "", "exists", old_text is not None, new_text is not None)]
-    if name.endswith("results.json") or name.startswith(f"{ROWS_DIR}/") and \
-            name.endswith(".json"):
+    if name.endswith(("results.json", SPEC_JSON)) or name.startswith(f"{ROWS_DIR}/") and \
+            name.endswith(".json"):  # rows: outcomes exact, figures by kind
         return compare_json(old_text, new_text, name)
     if name.endswith(".csv"):
         return compare_csv(old_text, new_text, name)
@@ -281,7 +284,8 @@ def report_names(folder) -> list[str]:
 
     folder = Path(folder)
     pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))
-    ledger = [n for n in LEDGER_FILES + (AGREEMENT_FILE,) if (folder / n).exists()]
+    ledger = [n for n in LEDGER_FILES + (AGREEMENT_FILE,) + SPEC_FILES
+              if (folder / n).exists()]
     rows = sorted(f"{ROWS_DIR}/{p.name}" for p in (folder / ROWS_DIR).glob("*")
                   if p.suffix in (".json", ".csv"))
     return list(REPORT_FILES) + rows + ledger + pages

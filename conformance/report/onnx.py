@@ -1,10 +1,15 @@
-"""The ONNX sections: what each exported graph holds, and masking against eager torch.
+"""The ONNX sections: what each exported graph holds, masking against eager torch, and
+one exported model in every runtime.
 
 The accounting itself (onnx_accounting.account) runs in the ONNX runners and
 reaches the report as Row.graphs: {graph label: accounting}.  The accounting
 and operator sections show every row that has graphs, whatever its runner;
 the masking section puts the rows of framework "onnx" beside the eager rows of
-the system most of them export (EAGER: system and path descriptors).
+the system most of them export (EAGER: system and path descriptors); the runtimes
+section puts eager torch beside the first runner of each (deployment framework,
+backend) that runs the exported torch module (RUNTIMES: onnxruntime, OpenVINO,
+ExecuTorch where its runner exists), on the fully masked row, key padding and
+causal cases.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from conformance.report.base import Section, pivot, section_table
 FRAMEWORK = "onnx"
 EAGER = ("torch", "torch.nn.MultiheadAttention")  # framework, system of the eager rows
 EAGER_PATHS = ("ordinary", "ordinary, need_weights=False")  # the paths shown beside the graphs
+RUNTIMES = ("onnx", "openvino", "executorch")  # frameworks that run an exported torch module
 # The torch exports' row output comes from the graph exported with need_weights=False
 # (onnx_export.py), so that eager path is their like-for-like counterpart.
 LIKE_FOR_LIKE = "ordinary, need_weights=False"
@@ -108,3 +114,40 @@ def section_onnx_masking(frame, cases, runners):
                    "need_weights=False, so the like-for-like eager row is the need_weights="
                    "False one: the first column names every export whose label differs "
                    "from it.", table)
+
+
+def _runtime_runners(runners, ran: set) -> list:
+    """Eager torch called like the exports (need_weights=False; else its default call),
+    then per (framework, backend) of RUNTIMES the first runner of the exported torch
+    module, in registry order (the default export: the one model every runtime runs);
+    runners of this run only."""
+    mine = [r for r in runners if r.name in ran]
+    eager = sorted((r for r in mine if (r.framework, r.system) == EAGER
+                    and r.path in EAGER_PATHS), key=lambda r: r.path != LIKE_FOR_LIKE)
+    first: dict[tuple, object] = {}
+    for r in mine:
+        if r.framework in RUNTIMES and r.system == EAGER[1]:
+            first.setdefault((r.framework, r.backend), r)
+    return eager[:1] + list(first.values())
+
+
+def section_export_runtimes(frame, cases, runners):
+    """One exported model side by side in each runtime, against eager torch."""
+    ids = [c.id for c in cases if c.has_fully_masked_rows or c.mask.key_padding is not None
+           or getattr(c.mask, "causal", "none") != "none"]
+    shown = _runtime_runners(runners, set(frame.loc[frame["case"].isin(ids), "runner"]))
+    sub = frame[frame["case"].isin(ids) & frame["runner"].isin([r.name for r in shown])]
+    if sub.empty or sub["framework"].nunique() < 2 or not (sub["framework"] != EAGER[0]).any():
+        return None
+    sub = sub.assign(cell=sub.apply(_cell_masking, axis=1))
+    table = pivot(sub, "cell", [c for c in cases if c.id in ids], shown)
+    table.columns = [f"{n} ({r.backend or 'eager'})" for n in table.columns
+                     for r in shown if r.name == n]
+    return Section("One exported model in each runtime: masking edge cases",
+                   "The torch nn.MultiheadAttention module exported once and run in each "
+                   "runtime (the first runner of each deployment framework and backend: "
+                   "onnxruntime, OpenVINO, ExecuTorch where its runner exists), beside eager "
+                   "torch called the way the export is (need_weights=False, else its default "
+                   "call), on the cases with a fully masked row, key padding or a causal "
+                   "mask: fully masked row label / max abs error of the output (✗: beyond "
+                   "tolerance).", table)

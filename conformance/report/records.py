@@ -15,6 +15,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
+from conformance.case.model import CAUSAL
 from conformance.compare.verdict import FailureKind, Outcome
 from conformance.datafile import DataFileError, check_id, excerpt
 
@@ -142,5 +143,8 @@ def check_case(path, d: Any, where: str) -> dict:
                                   and all(_is(n, _INT) for n in heads)):
         raise DataFileError(path, f"{where}.heads: expected null or [num_heads, "
                             "query_features, qk_head_dim] (integers)")
+    causal = d.get("causal", "none")
+    if causal not in CAUSAL:
+        raise DataFileError(path, f"{where}.causal: expected one of {', '.join(CAUSAL)}")
     return {"id": cid, "title": title, "has_fully_masked_rows": masked, "key_padding": padding,
-            "tags": tags, "heads": heads}
+            "tags": tags, "heads": heads, "causal": causal}

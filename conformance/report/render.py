@@ -28,6 +28,8 @@ from conformance.report.pages import write_pages
 from conformance.report.records import RUNNER_WORDS
 from conformance.report.results_files import write_results
 from conformance.report.sections import ANSWERS, DETAILS
+from conformance.report.spec_vectors import SPEC_JSON
+from conformance.report.spec_vectors import summary_lines as spec_summary
 
 REPORT_FILES = ("results.json", "index.md", "details.md", "index.html")  # + results/<runner>.*
 LEDGER_FILE = "conventions.json"
@@ -155,6 +157,7 @@ def describe(cases, runners) -> dict:
                        "has_fully_masked_rows": bool(c.has_fully_masked_rows),
                        "key_padding": (None if c.mask.key_padding is None
                                        else list(c.mask.key_padding)),
+                       "causal": getattr(c.mask, "causal", "none"),
                        "tags": [str(t) for t in getattr(c, "tags", ()) or ()],
                        "heads": _heads(c)} for c in cases]}
 
@@ -177,7 +180,7 @@ def write_reports(rows, cases, runners, out: Path, selection: str,
     from conformance.report.staging import staged
 
     out = Path(out)
-    with staged(out, seed=(LEDGER_FILE, *DRIFT_FILES)) as stage:
+    with staged(out, seed=(LEDGER_FILE, *DRIFT_FILES, SPEC_JSON)) as stage:
         written = _write_into(rows, cases, runners, stage, selection, meta)
         return [out / p.relative_to(stage) for p in written]
 
@@ -196,7 +199,7 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     pages = write_pages(rows, cases, runners, out, groups)
     written = [p.stem for p in pages]
     found = findings(section_frame(results, rows, runners), cases, ledger, read_drift(out))
-    opening = headline_lines(found) + difference_lines(ledger)
+    opening = headline_lines(found) + difference_lines(ledger) + spec_summary(out)
     write_markdown(answers, details, meta, selection, out, _case_links(cases, written),
                    opening)
     write_html_page(results, cases, runners, answers, meta, out, selection, ledger, found)

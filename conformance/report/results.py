@@ -65,13 +65,20 @@ def _read_back(c: dict) -> dict:
     return out
 
 
+def _mask(c: dict) -> SimpleNamespace:
+    """The mask facts sections read; causal only where the case has a causal mask
+    (sections read it with a default), so a re-rendered page shows the same mask facts."""
+    extra = {"causal": c["causal"]} if c["causal"] != "none" else {}
+    return SimpleNamespace(key_padding=c["key_padding"], **extra)
+
+
 def _cases(data: dict, rows: list[Row], path):
     if "cases" in data:
         cases = [check_case(path, c, f"cases[{n}]")
                  for n, c in enumerate(_list(data, "cases", path))]
         return [SimpleNamespace(id=c["id"], title=c["title"],
                                 has_fully_masked_rows=c["has_fully_masked_rows"],
-                                mask=SimpleNamespace(key_padding=c["key_padding"]),
+                                mask=_mask(c),
                                 **_read_back(c)) for c in cases]
     from conformance.case.loader import load_cases
     from conformance.paths import CASES_DIR

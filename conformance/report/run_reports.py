@@ -3,9 +3,12 @@ or a merge of shards ends here.
 
 Rows are put in full-matrix order (cases in file order x runners in registry order),
 the ledger is built from them and written first (index.md and index.html read
-conventions.json), then every report, all inside one staging folder swapped in whole
-(staging.py).  The metadata block holds versions, the machine, the time and the mean
-seconds per item of each runner (CPU figures, display only).
+conventions.json), with the ONNX specification's test vectors where the run ran a
+runner on one of their engines (report/spec_vectors.py: spec_vectors.md / .json, the
+ledger cells they bear on, index.md's summary line), then every report, all inside one
+staging folder swapped in whole (staging.py).  The metadata block holds versions, the
+machine, the time and the mean seconds per item of each runner (CPU figures, display
+only).
 """
 from __future__ import annotations
 
@@ -52,12 +55,22 @@ def write_run_reports(rows: dict, probes: dict, cases, runners, out: Path, selec
     from conformance.paths import REPORTS_DIR
     from conformance.report.findings import DRIFT_FILES
     from conformance.report.staging import staged
+    from conformance.report.spec_vectors import annotate, wanted, write_spec_vectors
 
     full = [(c.id, r.name) for c in cases for r in runners]
     order = {key: n for n, key in enumerate(full)}
     ordered = sorted(rows.values(), key=lambda r: order.get((r.case, r.runner), 0))
     # the ledger and the reports swapped in together (the drift report, written by its
     # own command, is read for the headline: the folder's own, else the committed one)
+    spec = None
+    if wanted(ordered, runners):  # the ONNX spec's own vectors per engine (cached)
+        from conformance.runners.onnx.spec_cache import spec_results
+
+        spec = spec_results()
     with staged(out, seed=DRIFT_FILES, fallback=REPORTS_DIR) as stage:
-        write_ledger(build(ordered, probes, runners, cases), stage)
+        ledger = build(ordered, probes, runners, cases)
+        if spec is not None:
+            ledger = annotate(ledger, spec)
+            write_spec_vectors(spec, stage)
+        write_ledger(ledger, stage)
         write_reports(ordered, cases, runners, stage, selection, meta)

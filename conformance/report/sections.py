@@ -17,7 +17,8 @@ from conformance.compare.verdict import FailureKind, Outcome
 from conformance.report.base import (
     Section, fmt, pivot, split_section)
 from conformance.report.keras import section_keras_backends
-from conformance.report.onnx import section_onnx_accounting, section_onnx_masking, section_onnx_ops
+from conformance.report.onnx import (
+    section_export_runtimes, section_onnx_accounting, section_onnx_masking, section_onnx_ops)
 from conformance.report.typed import (  # first of ANSWERS (report/typed.py)
     section_typed_numbers, section_typed_numbers_more)
 
@@ -172,6 +173,6 @@ DETAILS: list[Callable] = [
     section_typed_numbers_more, section_outcomes, section_parameters, section_numbers,
     section_weights,
     section_not_expressible, section_keras_backends,
-    section_onnx_accounting, section_onnx_ops, section_onnx_masking,
+    section_onnx_accounting, section_onnx_ops, section_onnx_masking, section_export_runtimes,
 ]
 SECTIONS: list[Callable] = ANSWERS + DETAILS

@@ -203,6 +203,29 @@ def _causal_mode2(p: OpProbe) -> str:
             f"hold {', '.join(kinds)} (the spec's test data: -inf)")
 
 
+def _fill_word(held: np.ndarray) -> str:
+    values = set(held.ravel().tolist())
+    named = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min), "-1e9": -1e9,
+             "-1e4": -1e4}
+    return next((w for w, v in named.items() if values == {v}), "other")
+
+
+def _mask_fill(p: OpProbe) -> Convention:
+    """What the masked scores hold right before the softmax, read directly:
+    qk_matmul_output at mode 2 (the scores after the mask and softcap) with a bool
+    attn_mask, and with is_causal=1 (quoted).  The output alone cannot tell -inf from
+    finfo_min (both give the same softmax); the ONNX spec's test data holds -inf there."""
+    case = probe_case("op-mask", mask={"attn_mask": {"random": 0.5}})
+    m = probe_mask(case)
+    _, w = p.run(case, m, qk_matmul_output_mode=2)
+    held = w[~np.broadcast_to(m[:, None], w.shape)]
+    kinds = sorted({"-inf" if v == -np.inf else f"{v:.8g}" for v in held.ravel()})
+    return Convention("mask_fill", _fill_word(held),
+                      f"{p.what}: qk_matmul_output at mode 2 (scores after the mask, before "
+                      f"the softmax), bool attn_mask: the {held.size} masked positions hold "
+                      f"{', '.join(kinds)}; {_causal_mode2(p)}")
+
+
 def _scale_precision(p: OpProbe) -> Convention:
     """float64 graph, d_k = 3, default scale: the scores (qk_matmul_output_mode=0) read
     with 1/sqrt(3) in float64 or rounded through float32 (the output quoted beside)."""
@@ -269,6 +292,7 @@ def attention_op_cells(engine: str, build, execute) -> list[Convention]:
                          f"{p.what}: is_causal=1, T=3 != S=5, no past_key",
                          documented="upper_left", **OP_DOC))
     cells.append(_scale_precision(p))
+    cells.append(_mask_fill(p))
     cells.append(float64_cell(lambda c: p.run(c)[0], p.what))
     cells += [
         Convention("size_arguments", "given_tensors", f"{p.what}: the node takes projected Q, "
