@@ -66,7 +66,7 @@ def test_the_element_count_of_a_nan_spread_known_mismatch_holds(tmp_path):
     60 of 80 under oneDNN SSE4.1 (the finite elements compared move too)."""
     base = write(tmp_path, "here", _spread_rows(80, 100))
     moved = write(tmp_path, "there", _spread_rows(60, 80))
-    for name in ("results.json", "results.csv", "index.md", "index.html"):
+    for name in ("results/k.one.json", "results/k.one.csv", "index.md", "index.html"):
         assert (base / name).read_text() != (moved / name).read_text(), name
     assert differences(base, moved) == []
 
@@ -76,16 +76,17 @@ def test_a_failure_on_another_tensor_or_of_another_kind_is_still_named(tmp_path)
     output = _spread_rows(80, 100, FailureKind.VALUES, NAN_SPREAD.replace("attention weights",
                                                                           "output"))
     found = {(c.file, c.field) for c in compare_reports(base, write(tmp_path, "out", output))}
-    assert {("results.json", "failures"), ("results.json", "failure_kinds"),
-            ("results.json", "reason")} <= found
+    assert {("results/k.one.json", "failures"), ("results/k.one.json", "failure_kinds"),
+            ("results/k.one.json", "reason")} <= found
     nan = _spread_rows(80, 100, text="attention weights: {} of {} values are NaN/inf where "
                        "the reference has numbers")
     found = {(c.file, c.field) for c in compare_reports(base, write(tmp_path, "nan", nan))}
-    assert ("results.json", "failures") in found and ("results.csv", "failures") in found
+    assert ("results/k.one.json", "failures") in found
+    assert ("results/k.one.csv", "failures") in found
     passed = _spread_rows(80, 100)
     passed[1] = replace(passed[1], outcome=Outcome.PASS, reason="", failures=())
     found = {(c.file, c.field) for c in compare_reports(base, write(tmp_path, "ok", passed))}
-    assert {("results.json", "outcome"), ("results.json", "failure_kinds")} <= found
+    assert {("results/k.one.json", "outcome"), ("results/k.one.json", "failure_kinds")} <= found
 
 
 def test_mask_counts_elements_of_a_verdict_only():

@@ -8,8 +8,9 @@
 - spec_vectors.py: the ONNX specification's Attention test vectors per engine
   (spec_vectors.md / .json, index.md's summary line, the ledger evidence they add);
 - pages.py: one page per case (reports/cases/<id>.md);
-- render.py: results.json, results.csv, index.md, index.html (report/html.py's
-  write_html when it exists), the machine in the metadata block;
+- results_files.py: results.json (the index) and results/<runner>.json and .csv;
+- render.py: index.md, index.html (report/html.py's write_html when it exists), the
+  machine in the metadata block;
 - results.py: rows_from_results, to re-render from results.json (records.py: the
   schema each record read back is checked against);
 - staging.py: reports written whole (a staging folder beside the target, swapped in

@@ -3,7 +3,7 @@
 Two frames are built from the rows of a run:
 - the *results frame*: one record per row (`record`: `Row.as_dict()` plus what
   re-rendering needs: `failure_kinds`, `output_digest`), figures rounded to 3
-  significant digits; results.json and results.csv are written from it;
+  significant digits; the results files (results_files.py) are written from it;
 - the *section frame*: the same rows with typed columns, which sections select
   by (never by runner name):
   `outcome` (an Outcome), `failures` (a tuple of Failure), `graphs`,
