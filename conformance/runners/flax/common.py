@@ -256,7 +256,7 @@ class FlaxRunner(Runner):
         import jax.numpy as jnp
 
         dt = getattr(jnp, case.inputs.dtype)
-        fn = jitted((self.api, repr(sorted(plan.items())), case.inputs.dtype, dropout,
+        fn = jitted((self.name, repr(sorted(plan.items())), case.inputs.dtype, dropout,
                      deterministic), lambda: self.make(plan, dt, dropout, deterministic))
         params = jax.tree.map(lambda a: jnp.asarray(a, dtype=dt), params_for(data.weights))
         q, k, v = inputs_for(case, data, jnp, dt) if x is None else (jnp.asarray(x),) * 3
