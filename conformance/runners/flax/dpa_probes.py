@@ -94,8 +94,8 @@ def _mask_cells(case) -> list[Convention]:
     word = "lengths" if d["lengths"] < 1e-3 else NA
     cells.append(Convention("key_padding_polarity", word, f"{what}: key_value_seq_lengths="
                             f"{lengths.tolist()} (int32 lengths, not a mask): " + "; ".join(
-                                f"{k} {v:.1e}" for k, v in d.items()), documented="lengths",
-                            **DOCUMENTED))
+                                f"{k} {v:.1e}" for k, v in d.items()) + _query_lengths(
+                                    case, fwd), documented="lengths", **DOCUMENTED))
     m = probe_mask(case)
     float_mask = np.where(m, 0.0, -1e9)
     cell = closest("float_mask", fwd(bias=float_mask), {
@@ -109,6 +109,19 @@ def _mask_cells(case) -> list[Convention]:
         as_mask = f"the same array as mask=: {type(exc).__name__}: {exc}"
     cells.append(replace(cell, evidence=f"{cell.evidence}; {as_mask}"))
     return cells
+
+
+def _query_lengths(case, fwd) -> str:
+    """query_seq_lengths=[2, 3]: the rows past a length come back as zero heads (the
+    output bias after the projection), the others unmasked."""
+    lengths = np.asarray([2, 3], np.int32)
+    out = fwd(query_seq_lengths=lengths)
+    past = np.arange(case.inputs.query_len)[None, :] >= lengths[:, None]
+    bias = case_data(case).weights.bo
+    zeros = float(np.max(np.abs(out[past] - (0 if bias is None else bias))))
+    kept = float(np.max(np.abs(out[~past] - output_with(case, None)[~past])))
+    return (f"; query_seq_lengths={lengths.tolist()}: rows past the length {zeros:.1e} from "
+            f"zero heads (the output bias), the others {kept:.1e} from the unmasked oracle")
 
 
 def _flag_cells(case) -> list[Convention]:
