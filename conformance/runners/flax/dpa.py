@@ -8,7 +8,7 @@ reports as its own framework, "jax" (a function of JAX, not of Flax: its arithme
 The function holds no parameters: the canonical projections are made in jnp (q (B, T, N,
 H), k and v (B, S, K, H): JAX's BTNH layout) and the heads go through the canonical output
 projection.  Each part of the case becomes the argument a JAX user passes
-(jax/_src/nn/functions.py, jax 0.10):
+(https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/nn/functions.py):
 - causal upper left (or T == S): `is_causal=True` (`jnp.tril(ones((T, S)))`, upper left);
   lower right with T != S: folded into the boolean `mask`;
 - key padding: `key_value_seq_lengths` (int32 (B,) lengths);
@@ -36,9 +36,8 @@ from conformance.contract.runner import (
     Count, NotExpressible, Observation, Runner, Translation, to_numpy)
 from conformance.oracle.canonical import combine_masks
 from conformance.runners.flax import common as _flax
+from conformance.runners.flax.common import heads_out, project
 
-SOURCE = "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/nn/functions.py"
-DOC = ("https://docs.jax.dev/en/latest/_autosummary/jax.nn.dot_product_attention.html")
 FILLS = {"-inf": -np.inf, "-1e9": -1e9, "-1e4": -1e4}  # finfo_min: the case dtype's
 
 
@@ -89,18 +88,6 @@ def dpa_plan(case) -> DpaPlan | NotExpressible:
         window = (int(left), int(right))
     return DpaPlan(flag, kind, m.fill if kind == "bias" else None,
                    m.key_padding is not None, window, a.scale)
-
-
-def project(jnp, x, w, b):
-    """(B, L, E) x (H, E, d) -> (B, L, H, d) (+ bias (H, d)): JAX's BTNH layout."""
-    y = jnp.einsum("ble,hed->blhd", x, w)
-    return y if b is None else y + b
-
-
-def heads_out(jnp, heads, w):
-    """(B, T, N, H) heads through the canonical output projection (H, d_v, E_o)."""
-    out = jnp.einsum("bthd,hde->bte", heads, w["wo"])
-    return out + w["bo"] if "bo" in w else out
 
 
 def make(plan: DpaPlan, dtype: str):

@@ -34,7 +34,7 @@ def forward(case, layout: str = "btnh"):
     import jax
     import jax.numpy as jnp
 
-    from conformance.runners.flax.dpa import heads_out, project
+    from conformance.runners.flax.common import heads_out, project
 
     d = case_data(case)
     w = {n: jnp.asarray(a, jnp.float32) for n, a in d.weights.arrays().items()}
