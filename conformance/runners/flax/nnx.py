@@ -87,7 +87,7 @@ class FlaxNnx(_flax.FlaxRunner):
             d = case.decode
             obs.notes.append(f"prefill {d.prefill} and {d.steps} steps, all one position per "
                              "call through the layer's cache (cached_key (B, max_length, "
-                             "H_kv, d), preallocated); no is_causal (google/flax#5591)")
+                             f"H_kv, d), preallocated); no is_causal ({FLAX_5591})")
         return obs
 
     def conventions(self):
