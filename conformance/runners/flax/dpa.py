@@ -24,7 +24,8 @@ Masked logits are written in as `-0.7 * finfo(dtype).max` (`_get_large_negative`
 at float32's), so a fully masked row is uniform.  value must have the key's head size.
 float16 runs eagerly: XLA:CPU rejects the F16_F16_F32 dot_general it emits under jit
 ("The precision 'F16_F16_F32' is not supported by dot_general on CPU"); eagerly the
-function's own try/except falls back to the default precision.
+function's own try/except falls back to the default precision (keras-hub works around the same
+limit: https://github.com/keras-team/keras-hub/pull/2354).
 """
 from __future__ import annotations
 
