@@ -65,6 +65,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.mpt:HFMpt", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
+    ("conformance.runners.flax.nnx:FlaxNnx", {"decode": True}),
+    ("conformance.runners.flax.dpa:JaxDPA", {}),
     ("conformance.runners.mlx.mha:MlxMHA", {}),
     ("conformance.runners.mlx.sdpa:MlxSDPA", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {"x64": True}),

@@ -131,6 +131,18 @@ def inputs_for(case, data, jnp, dtype):
     return q, jnp.asarray(x.key, dtype=dtype), jnp.asarray(x.value, dtype=dtype)
 
 
+def project(jnp, x, w, b):
+    """(B, L, E) x (H, E, d) -> (B, L, H, d) (+ bias (H, d)): JAX's BTNH layout."""
+    y = jnp.einsum("ble,hed->blhd", x, w)
+    return y if b is None else y + b
+
+
+def heads_out(jnp, heads, w):
+    """(B, T, N, H) heads through the canonical output projection (H, d_v, E_o)."""
+    out = jnp.einsum("bthd,hde->bte", heads, w["wo"])
+    return out + w["bo"] if "bo" in w else out
+
+
 def mask_for(jnp, allowed):
     return None if allowed is None else jnp.asarray(allowed[:, None])
 
@@ -256,7 +268,7 @@ class FlaxRunner(Runner):
         import jax.numpy as jnp
 
         dt = getattr(jnp, case.inputs.dtype)
-        fn = jitted((self.api, repr(sorted(plan.items())), case.inputs.dtype, dropout,
+        fn = jitted((self.name, repr(sorted(plan.items())), case.inputs.dtype, dropout,
                      deterministic), lambda: self.make(plan, dt, dropout, deterministic))
         params = jax.tree.map(lambda a: jnp.asarray(a, dtype=dt), params_for(data.weights))
         q, k, v = inputs_for(case, data, jnp, dt) if x is None else (jnp.asarray(x),) * 3

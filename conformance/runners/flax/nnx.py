@@ -4,11 +4,23 @@ As linen's layer, but with explicit `in_features` and one `in_kv_features`
 for keys and values (so key and value widths must be equal), `num_kv_heads`
 for grouped-query heads, and an `is_causal` call flag.  Parameters are
 nnx.Param leaves of the module's state: query.kernel (E, H, d), in x out.
+
+decode=True (runner flax.nnx.decode, #20) decodes the case's `decode` section through the
+layer's own cache: `decode=True`, `init_cache((B, P + N, E))`, then one position per call
+(nnx refuses more: "Autoregressive cache shape error, expected query shape (B, 1, ...)"),
+so the prefill of P positions is P single steps too.  The calls pass no causal flag: the
+layer masks the cache slots past `cache_index` itself.  With `is_causal=True` a step sees
+key 0 only (`jnp.tril(ones((1, max_length)))`, google/flax#5591): the
+cache_causal_alignment cell and tests/test_flax_decode.py show it.  The whole loop is
+traced in one jitted function per shape (float16 eager, as below).
 """
 from __future__ import annotations
 
+from conformance.contract.runner import Convention, NotExpressible
 from conformance.runners.flax import common as _flax
 from conformance.runners.flax.probes import flax_cells
+
+FLAX_5591 = "https://github.com/google/flax/issues/5591"
 
 
 class FlaxNnx(_flax.FlaxRunner):
@@ -26,6 +38,28 @@ class FlaxNnx(_flax.FlaxRunner):
         "sum of nnx.state(layer, nnx.Param) sizes",
         "query.kernel (E, H, d) in x heads x dim (LinearGeneral)")
 
+    decode: bool = False  # flax.nnx.decode: decode=True, init_cache, one position per call
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.decode:
+            self.name = "flax.nnx.decode"
+            self.path = "decode=True, init_cache, one position per call"
+            self.features = _flax.FlaxRunner.features | {"decode"}
+            self.call_suffix = ", decode=True, rngs=...); layer.init_cache((B, P + N, E)); " \
+                "layer(x[:, t:t + 1]) for each position (no is_causal)"
+            self.description = (
+                "`flax.nnx.MultiHeadAttention(decode=True)` decoding through its own cache "
+                "(`init_cache`, then one position per call, the prefill too)")
+
+    def translate(self, case):
+        if self.decode and case.decode is None:
+            return NotExpressible("this runner decodes: the case has no decode section (the "
+                                  "plain call is flax.nnx)")
+        if self.decode and case.has_non_causal_mask:
+            return NotExpressible("a decode is causal self-attention with no other mask")
+        return super().translate(case)
+
     def kwargs(self, case):
         a = case.attention
         kw = {"num_heads": a.num_heads, "in_features": a.query_features,
@@ -37,15 +71,36 @@ class FlaxNnx(_flax.FlaxRunner):
         return kw
 
     @staticmethod
-    def layer(plan, dt, dropout):
+    def layer(plan, dt, dropout, decode: bool = False):
         from flax import nnx
 
         return nnx.MultiHeadAttention(**_flax.constructor(plan, nnx.dot_product_attention),
                                       dtype=dt, param_dtype=dt, dropout_rate=dropout,
-                                      decode=False, rngs=nnx.Rngs(0))
+                                      decode=decode, rngs=nnx.Rngs(0))
 
     def probe_cells(self):
         return flax_cells(self.api)
+
+    def run(self, case, translation, data):
+        obs = super().run(case, translation, data)
+        if self.decode:
+            d = case.decode
+            obs.notes.append(f"prefill {d.prefill} and {d.steps} steps, all one position per "
+                             "call through the layer's cache (cached_key (B, max_length, "
+                             f"H_kv, d), preallocated); no is_causal ({FLAX_5591})")
+        return obs
+
+    def conventions(self):
+        """flax.nnx.decode: the layer's own cells (probed with decode off, as flax.nnx;
+        its cache cells are the decode's), but a fully masked row, which a causal decode
+        cannot have."""
+        if not self.decode:
+            return super().conventions()
+        plain = FlaxNnx(**{k: v for k, v in self.params.items() if k != "decode"})
+        return [c for c in plain.conventions() if c.axis != "fully_masked_row"] + [Convention(
+            "fully_masked_row", "not_applicable", "cannot arise: the runner runs causal "
+            "decodes only (translate refuses any other mask), where every query sees at "
+            "least its own key")]
 
     def make(self, plan, dt, dropout, deterministic):
         """The layer built, loaded and called inside one jitted function (its random
@@ -54,10 +109,14 @@ class FlaxNnx(_flax.FlaxRunner):
         import jax
 
         def fn(params, q, k, v, m):
-            layer = self.layer(plan, dt, dropout)
+            layer = self.layer(plan, dt, dropout, self.decode)
             for name, leaves in params.items():
                 for n, a in leaves.items():
                     getattr(getattr(layer, name), n)[...] = a
+            if self.decode:  # the cache of every position, then one position per call
+                layer.init_cache(q.shape, dtype=dt)
+                return jax.numpy.concatenate([layer(q[:, t:t + 1]) for t in
+                                              range(q.shape[1])], axis=1)
             return layer(q, k, v, mask=m, deterministic=deterministic)
         # XLA:CPU rejects the float16 dot_general nnx emits under jit ("The precision
         # 'F16_F16_F32' is not supported by dot_general on CPU"): float16 stays eager

@@ -1,0 +1,108 @@
+"""jax.dpa: the translation of each case part into jax.nn.dot_product_attention's own
+arguments, runs against the oracle, and its window and mask cells, each with a planted
+defect the comparison must catch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.case.loader import parse_case
+from conformance.contract.runner import NotExpressible
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention
+from conformance.runners.flax.dpa import JaxDPA, dpa_plan
+
+pytest.importorskip("jax")
+
+
+def _case(**sections):
+    raw = {"id": "t-dpa", "attention": {"num_heads": 2, "query_features": 8},
+           "inputs": {"batch": 2, "query_len": 8, "self_attention": True}}
+    for k, v in sections.items():
+        raw[k] = {**raw.get(k, {}), **v}
+    return parse_case(raw, "<test>")
+
+
+def _error(case) -> float:
+    r = JaxDPA()
+    out = r.run(case, r.translate(case), case_data(case)).output
+    return float(np.nanmax(np.abs(out - attention(case).output)))
+
+
+def test_arguments_read_from_the_case():
+    plan = dpa_plan(_case(mask={"causal": "upper_left", "window": {"left": 2, "right": 0}}))
+    assert (plan.is_causal, plan.window, plan.mask) == (True, (2, 0), "none")
+    cross = _case(inputs={"self_attention": False, "query_len": 3, "key_len": 5},
+                  mask={"causal": "lower_right", "key_padding": [5, 2]})
+    plan = dpa_plan(cross)
+    assert (plan.is_causal, plan.mask, plan.kv_lengths) == (False, "bool", True)
+    filled = dpa_plan(_case(mask={"attn_mask": {"random": 0.7}, "fill": "-1e9"}))
+    assert (filled.mask, filled.fill) == ("bias", "-1e9")
+    # keys 0.., queries from position 4: the window (2, 0) on positions is (-2, 4) on indices
+    step = _case(inputs={"self_attention": False, "query_len": 1, "key_len": 5,
+                         "position_offset": 4, "key_position_offset": 0},
+                 mask={"window": {"left": 2, "right": 0}})
+    assert dpa_plan(step).window == (-2, 4)
+    assert isinstance(dpa_plan(_case(attention={"v_head_dim": 3})), NotExpressible)
+
+
+@pytest.mark.parametrize("sections", [
+    {"mask": {"causal": "upper_left", "window": {"left": 2, "right": 0}}},
+    {"mask": {"window": {"left": 2, "right": 2}}},
+    {"mask": {"window": {"left": 1, "right": 3}}, "attention": {"num_heads": 4,
+                                                               "num_kv_heads": 2,
+                                                               "query_features": 16}},
+    {"inputs": {"self_attention": False, "query_len": 3, "key_len": 6},
+     "mask": {"causal": "lower_right", "key_padding": [6, 4]}},
+    {"inputs": {"self_attention": False, "query_len": 1, "key_len": 5, "position_offset": 4,
+                "key_position_offset": 0}, "mask": {"window": {"left": 2, "right": 0}}},
+])
+def test_runs_match_the_oracle(sections):
+    assert _error(_case(**sections)) < 1e-5
+
+
+def test_a_window_read_as_one_number_is_caught(monkeypatch):
+    """The planted defect: the pair (left, right) passed as the int left, which JAX reads as
+    (left, left): the causal-free window case then differs from the oracle."""
+    import jax
+
+    dpa = jax.nn.dot_product_attention
+
+    def int_window(*a, local_window_size=None, **kw):
+        w = None if local_window_size is None else local_window_size[0]
+        return dpa(*a, local_window_size=w, **kw)
+
+    monkeypatch.setattr(jax.nn, "dot_product_attention", int_window)
+    case = _case(mask={"window": {"left": 2, "right": 0}}, inputs={"seed": 3})
+    assert _error(case) > 1e-2
+
+
+def test_window_cell_reads_left_then_right(monkeypatch):
+    from conformance.runners.flax.dpa_probes import window_cell
+
+    assert window_cell().value == "left_right"
+    import jax
+
+    dpa = jax.nn.dot_product_attention
+
+    def swapped(*a, local_window_size=None, **kw):  # planted: (right, left)
+        if isinstance(local_window_size, tuple):
+            local_window_size = local_window_size[::-1]
+        return dpa(*a, local_window_size=local_window_size, **kw)
+
+    monkeypatch.setattr(jax.nn, "dot_product_attention", swapped)
+    assert window_cell().value != "left_right"
+
+
+def test_fill_reaches_the_bias():
+    """float16 with -inf in bias=: the fully masked row is NaN, as pinned in the case;
+    with a boolean mask (no fill) it is uniform."""
+    sections = {"attention": {"num_heads": 2, "query_features": 8},
+                "inputs": {"batch": 2, "query_len": 4, "key_len": 5, "dtype": "float16",
+                           "self_attention": False},
+                "mask": {"attn_mask": {"random": 0.7}, "masked_rows": [1]}}
+    r = JaxDPA()
+    for fill, finite in (("-inf", False), (None, True)):
+        case = _case(**{**sections, "mask": {**sections["mask"], "fill": fill}})
+        out = r.run(case, r.translate(case), case_data(case)).output
+        assert bool(np.isfinite(out[:, 1]).all()) is finite
