@@ -21,12 +21,21 @@ torch and transformers are imported inside functions only.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE
-from conformance.runners.hf.rotary import ConfigRotaryHFRunner, position_ids, rope_theta
+from conformance.runners.hf.common import SOURCE, Refusals
+from conformance.runners.hf.rotary import (
+    ROTATE_HALF, ConfigRotaryHFRunner, position_ids, rope_limits, rope_theta)
 
 MASKING = ("https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/"
            "masking_utils.py")
 CACHE = SOURCE.replace("models/", "cache_utils.py")
+
+
+def refusals(model: str, scale: str = "", **kw) -> Refusals:
+    """A self-attention-only decoder module with grouped heads; `scale`: where its fixed
+    scaling is set (none: the scale is a config field)."""
+    return Refusals(f"{model}Attention is self-attention only (hidden_states)", gqa=True,
+                    scale_why=f"a scale other than 1/sqrt(head_dim): {model}Attention.scaling "
+                    f"= {scale}, not a config field" if scale else "", **kw)
 
 
 def window_plan(case) -> dict:
@@ -68,6 +77,30 @@ class DecodingHFRunner(ConfigRotaryHFRunner):
 
     features = ConfigRotaryHFRunner.features | {"decode"}
     layer_types = False
+    # the Llama-style config and modules (Mistral leaves attention_bias out)
+    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
+                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
+                     "attention_bias": "bias"}
+    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                   "attention_bias", "attn_implementation")
+    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
+    rotation = ROTATE_HALF  # how the module pairs rotated dimensions
+
+    def model_limits(self, case):
+        return window_limits(case) or rope_limits(
+            case, style="half_split", why_style=f"{self.model}Attention: {self.rotation}",
+            partial=False, why_partial=f"{self.model}RotaryEmbedding's default rope rotates "
+            "the whole head_dim")
+
+    def probe_cells(self):
+        """The HF probes, with the window, softcap and sinks probes (decoder_probes.py)."""
+        from conformance.runners.hf.decoder_probes import decoder_cells
+
+        return super().probe_cells() + decoder_cells(self)
+
+    def size_evidence(self, case, module, shape):
+        return (f"{self.model}Config(hidden_size=8, num_attention_heads=2, head_dim="
+                f"{module.head_dim}): q_proj.weight {shape}; head_dim any value")
 
     def config_call(self, case):
         """The config call with the case's rope base and window."""
