@@ -16,8 +16,9 @@ from conformance.contract.runner import Convention, to_numpy
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
 from conformance.runners.hf.common import import_torch
-from conformance.runners.hf.decoding import MASKING
 
+MASKING = ("https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/"
+           "masking_utils.py")
 CAP = 1.0  # a softcap that bites on O(1) scores
 FILL = -2.0  # a finite additive mask: softcap(s) + m and softcap(s + m) differ
 

@@ -22,11 +22,10 @@ torch and transformers are imported inside functions only.
 from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, Refusals
+from conformance.runners.hf.decoder_probes import MASKING, decoder_cells
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, ConfigRotaryHFRunner, position_ids, rope_limits, rope_theta)
 
-MASKING = ("https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/"
-           "masking_utils.py")
 CACHE = SOURCE.replace("models/", "cache_utils.py")
 
 
@@ -94,8 +93,6 @@ class DecodingHFRunner(ConfigRotaryHFRunner):
 
     def probe_cells(self):
         """The HF probes, with the window, softcap and sinks probes (decoder_probes.py)."""
-        from conformance.runners.hf.decoder_probes import decoder_cells
-
         return super().probe_cells() + decoder_cells(self)
 
     def size_evidence(self, case, module, shape):
@@ -159,8 +156,8 @@ class DecodingHFRunner(ConfigRotaryHFRunner):
         w = case.mask.window
         if w is not None:
             cfg = module.config
-            notes.append(f"window from the config: sliding_window={cfg.sliding_window}"
-                         f"{', is_causal=False' if getattr(cfg, 'is_causal', True) is False else ''}"
+            both = "" if getattr(cfg, "is_causal", True) else ", is_causal=False"
+            notes.append(f"window from the config: sliding_window={cfg.sliding_window}{both}"
                          f", mask built by {self.mask_builder(cfg).__name__} ({MASKING})")
         cache = getattr(module, "conformance_cache", None)
         if cache is not None:

@@ -33,7 +33,7 @@ class HFLlama(DecodingHFRunner):
     backend = "eager"
     typed_system = "hf.llama"
     description = ("`LlamaAttention` (`head_dim`, grouped-query, half-split rotary or "
-                   "neutralised)")
+                   "neutralised, decoding through `DynamicCache`)")
 
     refusals = Refusals("LlamaAttention is self-attention only (hidden_states)", gqa=True,
                         scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
