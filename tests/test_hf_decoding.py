@@ -180,3 +180,10 @@ def test_refusals_quote_the_system(runner_cls, att, mask, words):
                      mask={"causal": "upper_left", **mask})
     t = runner_cls().translate(case)
     assert isinstance(t, NotExpressible) and words in t.reason, t
+
+
+def test_decode_beside_another_mask_is_refused():
+    case = make_case(attention=NO_BIAS, inputs=SELF, decode={"prefill": 4, "steps": 3},
+                     mask={"causal": "upper_left", "key_padding": [7, 5]})
+    t = HFLlama().translate(case)
+    assert isinstance(t, NotExpressible) and "beside the causal one" in t.reason, t

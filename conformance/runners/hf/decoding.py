@@ -85,6 +85,12 @@ class DecodingHFRunner(ConfigRotaryHFRunner):
     linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
     rotation = ROTATE_HALF  # how the module pairs rotated dimensions
 
+    def limits(self, case):
+        if case.decode is not None and case.has_non_causal_mask:
+            return ("a decode with a mask beside the causal one: the runner decodes as "
+                    "generate does, each call's mask from the model's builder alone")
+        return super().limits(case)
+
     def model_limits(self, case):
         return window_limits(case) or rope_limits(
             case, style="half_split", why_style=f"{self.model}Attention: {self.rotation}",
