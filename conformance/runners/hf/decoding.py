@@ -76,13 +76,6 @@ class DecodingHFRunner(ConfigRotaryHFRunner):
 
     features = ConfigRotaryHFRunner.features | {"decode"}
     layer_types = False
-    # the Llama-style config and modules (Mistral leaves attention_bias out)
-    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
-                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
-                     "attention_bias": "bias"}
-    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                   "attention_bias", "attn_implementation")
-    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
     rotation = ROTATE_HALF  # how the module pairs rotated dimensions
 
     def limits(self, case):
@@ -100,10 +93,6 @@ class DecodingHFRunner(ConfigRotaryHFRunner):
     def probe_cells(self):
         """The HF probes, with the window, softcap and sinks probes (decoder_probes.py)."""
         return super().probe_cells() + decoder_cells(self)
-
-    def size_evidence(self, case, module, shape):
-        return (f"{self.model}Config(hidden_size=8, num_attention_heads=2, head_dim="
-                f"{module.head_dim}): q_proj.weight {shape}; head_dim any value")
 
     def config_call(self, case):
         """The config call with the case's rope base and window."""

@@ -38,7 +38,6 @@ class HFLlama(DecodingHFRunner):
     refusals = Refusals("LlamaAttention is self-attention only (hidden_states)", gqa=True,
                         scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
                         "= head_dim**-0.5, not a config field")
-    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
     rope_source = f"{LLAMA_SOURCE}#L119"
 
     def model_limits(self, case):
@@ -47,13 +46,8 @@ class HFLlama(DecodingHFRunner):
                                "LlamaRotaryEmbedding.compute_default_rope_parameters takes dim = "
                                "head_dim (rope_parameters['partial_rotary_factor'] is ignored)"))
 
-    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
-                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
-                     "attention_bias": "bias"}
     call_template = "LlamaAttention(LlamaConfig({args}), layer_idx=0)"
     module, model = "llama", "Llama"
-    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                   "attention_bias", "attn_implementation")
 
     def notes(self, case, module):
         return self.rope_notes(case) + self.decode_notes(case, module) + [
@@ -63,7 +57,3 @@ class HFLlama(DecodingHFRunner):
                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
                       "(H + H_kv) d E x 2 (+ (H + 2 H_kv) d + E biases)",
                       "probe E=8, H=2, d=4, bias: {n}")
-
-    def size_evidence(self, case, module, shape):
-        return (f"LlamaConfig(hidden_size=8, num_attention_heads=2, head_dim={module.head_dim}): "
-                f"q_proj.weight {shape}; head_dim any value")

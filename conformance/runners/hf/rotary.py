@@ -140,7 +140,17 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
 
     module = ""  # transformers.models.<module>.modeling_<module>
     model = ""  # the class prefix: <model>Config, <model>Attention, <model>RotaryEmbedding
-    config_keys: tuple[str, ...] = ()
+    # the Llama-style config and modules (Mistral leaves attention_bias out, OLMo2 head_dim)
+    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
+                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
+                     "attention_bias": "bias"}
+    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                   "attention_bias", "attn_implementation")
+    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def size_evidence(self, case, module, shape):
+        return (f"{self.model}Config(hidden_size=8, num_attention_heads=2, head_dim="
+                f"{module.head_dim}): q_proj.weight {shape}; head_dim any value")
 
     def _classes(self):
         import importlib
@@ -172,7 +182,7 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
 class QKNormRotaryHFRunner(ConfigRotaryHFRunner):
     """Qwen3 and OLMo2: the same decoder attention (RMS QK-norm, half-split rotary, grouped
     heads); they differ in the norm's scope and in whether the config has a head_dim field
-    (`config_keys`)."""
+    (OLMo2's `config_fields` and `config_keys`)."""
 
     def config_call(self, case):
         call, cfg = super().config_call(case)
