@@ -15,6 +15,7 @@ from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
 from conformance.runners.hf.decoding import window_limits, window_plan
 from conformance.runners.hf.gemma2 import HFGemma2, pre_attn_scalar
+from conformance.runners.hf.gpt_neox import HFGptNeox
 from conformance.runners.hf.gpt_oss import HFGptOss
 from conformance.runners.hf.llama import HFLlama
 from conformance.runners.hf.mistral import HFMistral
@@ -88,6 +89,27 @@ def test_decode_through_the_cache_equals_the_full_forward(runner_cls):
             return super().forward(module, x, mask, **kw)
     wrong = _run(Forgetful(), case).output
     assert np.max(np.abs(wrong[:, 4:] - attention(case).output[:, 4:])) > 1e-2
+
+    class Restart(runner_cls):  # the planted defect: each call rotates from position 0
+        def embeddings(self, module, x, case, start=0):
+            return super().embeddings(module, x, case, 0)
+    wrong = _run(Restart(), case).output
+    assert np.max(np.abs(wrong[:, 4:] - attention(case).output[:, 4:])) > 1e-2
+
+
+@needs_hf
+@pytest.mark.parametrize("runner_cls", [HFLlama, HFGptNeox], ids=lambda c: c.name)
+def test_cache_probe_reaches_the_rotary_modules(runner_cls):
+    """The cache cells of a rotary module: its rotation follows the cache's length, and
+    GPT-NeoX takes the cache as layer_past (passed as cache= it is silently dropped)."""
+    from conformance.runners.hf.cache_probes import cache_cells
+
+    align, layout = cache_cells(runner_cls())
+    assert align.value == "lower_right" and layout.value.startswith("BNSH"), align.evidence
+
+    class Dropped(HFGptNeox):  # the planted defect: the cache under the wrong keyword
+        cache_argument = "cache"
+    assert cache_cells(Dropped())[0].value == "not_applicable"
 
 
 @needs_hf

@@ -71,6 +71,7 @@ class RotaryHFRunner(ProbedHFRunner):
     pair_order = "cos_sin"
     needs_rope = False  # True: a case without rope is not this system's
     rope_source = ""  # the source line of its rotation (rotate_half / rotate_every_two)
+    cache_argument = "cache"  # the forward's cache keyword (GPT-NeoX: layer_past)
 
     def rope_model_limits(self, case) -> str | None:
         if self.needs_rope and case.attention.rope is None:
@@ -109,6 +110,8 @@ class RotaryHFRunner(ProbedHFRunner):
         has seen, as the model computes position_ids from cache.get_seq_length()."""
         cache = kw.get("cache")
         start = 0 if cache is None else cache.get_seq_length()
+        if cache is not None and self.cache_argument != "cache":
+            kw = {**{k: v for k, v in kw.items() if k != "cache"}, self.cache_argument: cache}
         pe = self.embeddings(module, x, module.conformance_case, start)
         return module(x, position_embeddings=pe, attention_mask=mask, **kw)[:2]
 
