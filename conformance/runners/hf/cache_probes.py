@@ -46,8 +46,9 @@ def cache_cells(runner) -> list[Convention]:
     n = case.inputs.query_len
     causal = np.broadcast_to(np.tril(np.ones((n - 1, n - 1), bool)), (x.shape[0], n - 1, n - 1))
     cache = _cache(runner, module)
-    what = (f"{runner.name}: {type(cache).__name__} passed as cache=, prefill with the "
-            "causal mask, then one step with attention_mask=None")
+    what = (f"{runner.name}: {type(cache).__name__} passed as "
+            f"{getattr(runner, 'cache_argument', 'cache')}=, prefill with the causal mask, then "
+            "one step with attention_mask=None")
     try:
         with torch.no_grad():
             mask = hf_mask(torch, causal, torch.float32, runner.attn_implementation)

@@ -241,10 +241,8 @@ class HFRunner(Runner):
         dt = getattr(torch, case.inputs.dtype)
         module = self.module_for(torch, case, translation.plan, data.weights)
         x = torch.tensor(data.inputs.query, dtype=dt)
-        mask = hf_mask(torch, data.inputs.allowed, dt, self.attn_implementation,
-                       case.mask.fill)
         with torch.no_grad():
-            out, weights = self.forward(module, x, mask)
+            out, weights = self.call(torch, case, data, module, x)
         counted = self.counted(module)
         return Observation(
             output=to_numpy(out),
@@ -256,6 +254,13 @@ class HFRunner(Runner):
             extras={"attn_implementation": self.attn_implementation,
                     "mask": "additive float (B, 1, T, S), 0 / finfo.min" if self.attn_implementation
                     == "eager" else "boolean (B, 1, T, S), True = attend"})
+
+    def call(self, torch, case, data, module, x):
+        """-> (output, weights): the module on the case's input with the case's mask in
+        the form the model's mask builder gives it (hf_mask)."""
+        mask = hf_mask(torch, data.inputs.allowed, x.dtype, self.attn_implementation,
+                       case.mask.fill)
+        return self.forward(module, x, mask)
 
     # -- conventions -------------------------------------------------------
     def probe(self, name: str, **inputs):

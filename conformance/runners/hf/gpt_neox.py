@@ -26,6 +26,7 @@ class HFGptNeox(RotaryHFRunner):
     description = "`GPTNeoXAttention` (fused per-head qkv, half-split rotary, `rotary_pct`)"
     needs_rope = True
     rope_source = f"{NEOX_SOURCE}#L100"
+    cache_argument = "layer_past"  # GPTNeoXAttention.forward(..., layer_past=None, ...)
 
     refusals = Refusals(
         "GPTNeoXAttention is self-attention only (hidden_states)",

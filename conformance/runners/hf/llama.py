@@ -14,29 +14,30 @@ expressible, and the default rope type rotates the whole head (a
 `partial_rotary_factor` in rope_parameters is accepted and ignored), so partial
 rotary is refused.  LlamaModel always builds a
 causal mask; the module itself attends to what attention_mask allows (eager:
-the additive (B, 1, T, S) mask; None = every key).
+the additive (B, 1, T, S) mask; None = every key).  A decode case runs through
+DynamicCache with the masks of create_causal_mask (decoding.py).
 """
 from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
-from conformance.runners.hf.rotary import ROTATE_HALF, RotaryHFRunner, rope_limits, rope_theta
+from conformance.runners.hf.decoding import DecodingHFRunner
+from conformance.runners.hf.rotary import ROTATE_HALF, rope_limits
 
 LLAMA_SOURCE = SOURCE + "llama/modeling_llama.py"
 
 
-class HFLlama(RotaryHFRunner):
+class HFLlama(DecodingHFRunner):
     name = "hf.llama"
     system = "transformers.models.llama.modeling_llama.LlamaAttention"
     path = "rotary from LlamaRotaryEmbedding, or neutralised (cos=1, sin=0)"
     backend = "eager"
     typed_system = "hf.llama"
     description = ("`LlamaAttention` (`head_dim`, grouped-query, half-split rotary or "
-                   "neutralised)")
+                   "neutralised, decoding through `DynamicCache`)")
 
     refusals = Refusals("LlamaAttention is self-attention only (hidden_states)", gqa=True,
                         scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
                         "= head_dim**-0.5, not a config field")
-    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
     rope_source = f"{LLAMA_SOURCE}#L119"
 
     def model_limits(self, case):
@@ -45,43 +46,14 @@ class HFLlama(RotaryHFRunner):
                                "LlamaRotaryEmbedding.compute_default_rope_parameters takes dim = "
                                "head_dim (rope_parameters['partial_rotary_factor'] is ignored)"))
 
-    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
-                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
-                     "attention_bias": "bias"}
     call_template = "LlamaAttention(LlamaConfig({args}), layer_idx=0)"
-
-    def build(self, torch, plan):
-        from transformers import LlamaConfig
-        from transformers.models.llama.modeling_llama import LlamaAttention
-
-        keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                "attention_bias", "attn_implementation")
-        rope = {"rope_type": "default", "rope_theta": plan.get("rope_theta", 10000.0)}
-        config = LlamaConfig(**{k: plan[k] for k in keys}, attention_dropout=plan["dropout"],
-                             rope_parameters=rope)
-        return LlamaAttention(config, layer_idx=0)
-
-    def config_call(self, case):
-        call, cfg = super().config_call(case)
-        if case.attention.rope is None:
-            return call, cfg
-        theta = rope_theta(case)
-        return (call.replace(")", f", rope_parameters={{'rope_theta': {theta:g}}})", 1),
-                {**cfg, "rope_theta": theta})
-
-    def rotary(self, torch, config):
-        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-
-        return LlamaRotaryEmbedding(config)
+    module, model = "llama", "Llama"
 
     def notes(self, case, module):
-        return self.rope_notes(case) + [
+        return self.rope_notes(case) + self.decode_notes(case, module) + [
             "attention_bias=True biases q_proj, k_proj, v_proj and o_proj (the suite's bias)"]
 
     sizes = SizeFacts("per_head", f"{LLAMA_SOURCE}#L206", "q_proj.weight", "out x in (nn.Linear)",
                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
                       "(H + H_kv) d E x 2 (+ (H + 2 H_kv) d + E biases)",
                       "probe E=8, H=2, d=4, bias: {n}")
-    def size_evidence(self, case, module, shape):
-        return (f"LlamaConfig(hidden_size=8, num_attention_heads=2, head_dim={module.head_dim}): "
-                f"q_proj.weight {shape}; head_dim any value")

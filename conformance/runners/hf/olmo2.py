@@ -32,7 +32,6 @@ class HFOlmo2(QKNormRotaryHFRunner):
                         "// num_attention_heads",
                         scale_why="a scale other than 1/sqrt(head_dim): Olmo2Attention.scaling "
                         "= head_dim**-0.5, not a config field")
-    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
 
     def model_limits(self, case):
         return qk_norm_limits(case, "all_heads", "Olmo2Attention", (

@@ -30,7 +30,6 @@ class HFQwen3(QKNormRotaryHFRunner):
     refusals = Refusals("Qwen3Attention is self-attention only (hidden_states)", gqa=True,
                         scale_why="a scale other than 1/sqrt(head_dim): Qwen3Attention.scaling "
                         "= head_dim**-0.5, not a config field")
-    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
 
     def model_limits(self, case):
         return qk_norm_limits(case, "per_head", "Qwen3Attention", (
@@ -39,13 +38,8 @@ class HFQwen3(QKNormRotaryHFRunner):
             case, style="half_split", why_style=f"Qwen3Attention: {ROTATE_HALF}", partial=False,
             why_partial="Qwen3RotaryEmbedding's default rope rotates the whole head_dim")
 
-    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
-                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
-                     "attention_bias": "bias"}
     call_template = "Qwen3Attention(Qwen3Config({args}), layer_idx=0)"
     module, model = "qwen3", "Qwen3"
-    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                   "attention_bias", "attn_implementation")
     window_probe = True  # Qwen3Config takes sliding_window: the probe reads what the layer does
 
     def notes(self, case, module):
@@ -56,7 +50,3 @@ class HFQwen3(QKNormRotaryHFRunner):
                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",
                       "(H + H_kv) d E x 2 + 2 d (+ (H + 2 H_kv) d + E biases)",
                       "probe E=8, H=2, d=4, bias: {n}")
-
-    def size_evidence(self, case, module, shape):
-        return (f"Qwen3Config(hidden_size=8, num_attention_heads=2, head_dim={module.head_dim}): "
-                f"q_proj.weight {shape}; head_dim any value")

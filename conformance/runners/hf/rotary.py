@@ -53,10 +53,12 @@ def qk_norm_limits(case, scope: str, module: str, why_scope: str) -> str | None:
     return None
 
 
-def position_ids(torch, case, batch: int):
-    """(B, T) absolute positions, as the model builds them (cache_position + offset)."""
-    p0 = case.inputs.position_offset
-    return torch.arange(p0, p0 + case.inputs.query_len).unsqueeze(0).expand(batch, -1)
+def position_ids(torch, case, batch: int, length: int | None = None, start: int = 0):
+    """(B, T) absolute positions, as the model builds them: the offset, plus the positions
+    the cache has seen (`start`, cache.get_seq_length()), plus t for `length` inputs."""
+    p0 = case.inputs.position_offset + start
+    n = case.inputs.query_len if length is None else length
+    return torch.arange(p0, p0 + n).unsqueeze(0).expand(batch, -1)
 
 
 class RotaryHFRunner(ProbedHFRunner):
@@ -69,6 +71,7 @@ class RotaryHFRunner(ProbedHFRunner):
     pair_order = "cos_sin"
     needs_rope = False  # True: a case without rope is not this system's
     rope_source = ""  # the source line of its rotation (rotate_half / rotate_every_two)
+    cache_argument = "cache"  # the forward's cache keyword (GPT-NeoX: layer_past)
 
     def rope_model_limits(self, case) -> str | None:
         if self.needs_rope and case.attention.rope is None:
@@ -80,14 +83,16 @@ class RotaryHFRunner(ProbedHFRunner):
     def rotary(self, torch, config):
         raise NotImplementedError
 
-    def embeddings(self, module, x, case):
-        """(cos, sin) or (sin, cos) in the module's order, from the model's rotary module,
-        or the identity rotation when the case has no rope."""
+    def embeddings(self, module, x, case, start: int = 0):
+        """(cos, sin) or (sin, cos) in the module's order, from the model's rotary module at
+        the positions of x's rows after `start` cached ones, or the identity rotation when
+        the case has no rope."""
         import torch
 
         rot = self.rotary(torch, module.config)
         with torch.no_grad():
-            pair = rot(x, position_ids(torch, case, x.shape[0] if x.dim() == 3 else 1))
+            pair = rot(x, position_ids(torch, case, x.shape[0] if x.dim() == 3 else 1,
+                                       x.shape[-2], start))
         if case.attention.rope is None:
             first, second = pair
             cos_sin = (torch.ones_like(first), torch.zeros_like(second))
@@ -101,7 +106,13 @@ class RotaryHFRunner(ProbedHFRunner):
         return module
 
     def forward(self, module, x, mask, **kw):
-        pe = self.embeddings(module, x, module.conformance_case)
+        """The module's call, its rotation at the positions after what `cache` (in `kw`)
+        has seen, as the model computes position_ids from cache.get_seq_length()."""
+        cache = kw.get("cache")
+        start = 0 if cache is None else cache.get_seq_length()
+        if cache is not None and self.cache_argument != "cache":
+            kw = {**{k: v for k, v in kw.items() if k != "cache"}, self.cache_argument: cache}
+        pe = self.embeddings(module, x, module.conformance_case, start)
         return module(x, position_embeddings=pe, attention_mask=mask, **kw)[:2]
 
     def rope_notes(self, case) -> list[str]:
@@ -120,18 +131,29 @@ ROTATE_HALF = ("rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2]) pairs dimensio
 ROTATE_EVERY_TWO = ("rotate_every_two(x) stacks (-x[..., 1::2], x[..., ::2]): pairs (2i, 2i+1) "
                     "(interleaved); no argument selects half-split pairs")
 __all__ = ["SOURCE", "MAX_TABLE", "ROTATE_HALF", "ROTATE_EVERY_TWO", "RotaryHFRunner",
+           "ConfigRotaryHFRunner", "QKNormRotaryHFRunner",
            "position_ids", "qk_norm_limits", "rope_limits", "rope_theta"]
 
 
-class QKNormRotaryHFRunner(RotaryHFRunner):
-    """Qwen3 and OLMo2: the same decoder attention (RMS QK-norm, half-split rotary, grouped
-    heads), built from `<Model>Config` and `<Model>Attention` of
-    transformers.models.<module>; they differ in the norm's scope and in whether the config
-    has a head_dim field (`config_keys`)."""
+class ConfigRotaryHFRunner(RotaryHFRunner):
+    """A decoder attention built from `<model>Config` and `<model>Attention` of
+    transformers.models.<module>.modeling_<module>, its rotation from
+    `<model>RotaryEmbedding` (Llama, Mistral, Gemma2, GPT-OSS, Qwen3, OLMo2): the config
+    takes `config_keys` of the plan and what `config_kwargs` adds."""
 
     module = ""  # transformers.models.<module>.modeling_<module>
     model = ""  # the class prefix: <model>Config, <model>Attention, <model>RotaryEmbedding
-    config_keys: tuple[str, ...] = ()
+    # the Llama-style config and modules (Mistral leaves attention_bias out, OLMo2 head_dim)
+    config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
+                     "num_key_value_heads": "num_kv_heads", "head_dim": "qk_head_dim",
+                     "attention_bias": "bias"}
+    config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                   "attention_bias", "attn_implementation")
+    linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def size_evidence(self, case, module, shape):
+        return (f"{self.model}Config(hidden_size=8, num_attention_heads=2, head_dim="
+                f"{module.head_dim}): q_proj.weight {shape}; head_dim any value")
 
     def _classes(self):
         import importlib
@@ -139,6 +161,31 @@ class QKNormRotaryHFRunner(RotaryHFRunner):
         mod = importlib.import_module(f"transformers.models.{self.module}.modeling_"
                                       f"{self.module}")
         return mod, getattr(mod, f"{self.model}Attention")
+
+    def config_kwargs(self, plan: dict) -> dict:
+        """The config's keywords beyond `config_keys` and the rope (QK-norm eps, window)."""
+        return {}
+
+    def build(self, torch, plan):
+        import transformers
+
+        _, attention = self._classes()
+        config = getattr(transformers, f"{self.model}Config")(
+            **{k: plan[k] for k in self.config_keys}, attention_dropout=plan["dropout"],
+            rope_parameters={"rope_type": "default", "rope_theta": plan.get("rope_theta",
+                                                                            10000.0)},
+            **self.config_kwargs(plan))
+        return attention(config, layer_idx=0)
+
+    def rotary(self, torch, config):
+        mod, _ = self._classes()
+        return getattr(mod, f"{self.model}RotaryEmbedding")(config)
+
+
+class QKNormRotaryHFRunner(ConfigRotaryHFRunner):
+    """Qwen3 and OLMo2: the same decoder attention (RMS QK-norm, half-split rotary, grouped
+    heads); they differ in the norm's scope and in whether the config has a head_dim field
+    (OLMo2's `config_fields` and `config_keys`)."""
 
     def config_call(self, case):
         call, cfg = super().config_call(case)
@@ -148,20 +195,8 @@ class QKNormRotaryHFRunner(RotaryHFRunner):
         return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
                             f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
 
-    def build(self, torch, plan):
-        import transformers
-
-        _, attention = self._classes()
-        config = getattr(transformers, f"{self.model}Config")(
-            **{k: plan[k] for k in self.config_keys}, attention_dropout=plan["dropout"],
-            rms_norm_eps=plan.get("rms_norm_eps", 1e-6),
-            rope_parameters={"rope_type": "default", "rope_theta": plan.get("rope_theta",
-                                                                            10000.0)})
-        return attention(config, layer_idx=0)
-
-    def rotary(self, torch, config):
-        mod, _ = self._classes()
-        return getattr(mod, f"{self.model}RotaryEmbedding")(config)
+    def config_kwargs(self, plan):
+        return {"rms_norm_eps": plan.get("rms_norm_eps", 1e-6)}
 
     def state(self, case, weights):
         from conformance.convert.hf import to_qk_norm
