@@ -41,7 +41,7 @@ class OnnxAttentionCache(OnnxAttentionOp):
     path = "KV cache"
     cache = "past"
     seconds = 0.3
-    features = OnnxAttentionOp.features | {"decode"}
+    features = OnnxAttentionOp.features - {"window"} | {"decode"}
 
     def __init__(self, **params):
         super().__init__(**params)

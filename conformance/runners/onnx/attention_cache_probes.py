@@ -90,7 +90,9 @@ def _empty_item(runner) -> Convention:
 
 
 def cache_runner_cells(runner) -> list[Convention]:
-    cells = cache_cells(runner)
+    cells = cache_cells(runner) + [Convention(
+        "window_width", "not_applicable", "this runner's graphs set no window (Attention-25's "
+        "left_window_size / right_window_size run in onnx.attention-op.*)")]
     if runner.cache == "static":
         return cells + errata_cells(runner)
     return cells + [Convention("fully_masked_row", "not_applicable", "cannot arise: the "

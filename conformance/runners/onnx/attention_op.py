@@ -74,10 +74,12 @@ class AttentionPlan:
     softcap: float | None = None  # the `softcap` attribute (Attention-23 has it)
     # Attention-24's nonpad_kv_seqlen (B,): valid keys per item, an external cache's lengths
     nonpad: tuple[int, ...] | None = None
+    # Attention-25's left_window_size / right_window_size (-1: that side unbounded)
+    window: tuple[int, int] | None = None
 
     @property
     def opset(self) -> int:
-        return OPSET if self.nonpad is None else 24
+        return 25 if self.window is not None else OPSET if self.nonpad is None else 24
 
     def attributes(self) -> dict[str, int | float]:
         """The node's attributes (qk_matmul_output_mode aside)."""
@@ -85,6 +87,8 @@ class AttentionPlan:
                                          "kv_num_heads": self.kv_num_heads}
         if self.is_causal:
             attrs["is_causal"] = 1
+        if self.window is not None:
+            attrs.update(left_window_size=self.window[0], right_window_size=self.window[1])
         return {**attrs, **float_attributes(scale=self.scale, softcap=self.softcap)}
 
     def arguments(self) -> str:
@@ -106,7 +110,16 @@ def attention_plan(case) -> AttentionPlan:
     past = i.key_len - i.query_len if case.mask.causal == "lower_right" else 0
     return AttentionPlan(a.num_heads, a.num_kv_heads, is_causal=causal,
                          past_length=max(past, 0), attn_mask=case.has_non_causal_mask,
-                         scale=a.scale, softcap=a.softcap)
+                         scale=a.scale, softcap=a.softcap, window=_window(case))
+
+
+def _window(case) -> tuple[int, int] | None:
+    """mask.window as Attention-25's (left_window_size, right_window_size): "Maximum number
+    of positions to the left of the current absolute query position that may be attended
+    ... -1 leaves the left side unbounded" (the same reading as the case's)."""
+    w = case.mask.window
+    return None if w is None else (-1 if w.left is None else w.left,
+                                   -1 if w.right is None else w.right)
 
 
 def _split_past(g: Graph, case, k: str, v: str, past: int) -> None:
@@ -190,7 +203,8 @@ class OnnxAttentionOp(Runner):
     system = f"onnx Attention-{OPSET}"
     path = "graph"
     description = ("a graph around the ONNX `Attention` operator (opset 23; its `softcap` "
-                   "attribute where a case asks) in onnxruntime "
+                   "attribute, and opset 25's `left_window_size` / `right_window_size` where "
+                   "a case asks) in onnxruntime "
                    "and in `onnx.reference` (`RotaryEmbedding` and `RMSNormalization` / "
                    "`LayerNormalization` nodes before it where a case asks for RoPE or QK-norm)")
     seconds = 0.4
@@ -198,7 +212,7 @@ class OnnxAttentionOp(Runner):
     engine = "ort"
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
     # RotaryEmbedding-23 and RMSNormalization/LayerNormalization-23 nodes before the node
-    features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap"}
+    features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "window"}
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -156,11 +156,38 @@ def contrib_cache_cells() -> list[Convention]:
 
 
 def attention_op_cells_20(engine: str, build, execute) -> list[Convention]:
-    """The cache and softcap-order cells of an Attention-op runner (its graph, engine)."""
+    """The cache, softcap-order and window cells of an Attention-op runner (its graph,
+    engine)."""
     from conformance.runners.onnx.probes import OpProbe
 
     return attention_cache_cells(engine, build) + [
-        softcap_order_cell(engine, OpProbe(engine, build, execute))]
+        softcap_order_cell(engine, OpProbe(engine, build, execute)),
+        window_cell(engine, build, execute)]
+
+
+def window_cell(engine: str, build, execute) -> Convention:
+    """Attention-25 left_window_size=2, right_window_size=1 over 8 positions, no causal
+    mask: the asymmetric band tells a left/right reading from every reading of one number
+    (here 2) as keys counted."""
+    from dataclasses import replace
+
+    from conformance.case.model import Window
+    from conformance.contract.probing import closest, output_with
+    from conformance.oracle.positional import window_allowed
+
+    plain = cp.window_case()
+    case = replace(plain, mask=replace(plain.mask, window=Window(2, 1)))
+    model, feed = build(case, case_data(case))
+    out = np.asarray(execute(model, feed, "float32")[0], np.float64)
+    pos = np.arange(plain.inputs.query_len)
+    cands = {"left_right": output_with(plain, window_allowed(pos, pos, 2, 1)),
+             **cp.window_candidates(plain, 2)}
+    where = "onnxruntime" if engine == "ort" else "onnx.reference"
+    cell = closest("window_width", out, cands, f"Attention-25 graph in {where}, "
+                   "left_window_size=2, right_window_size=1, self-attention over 8 positions, "
+                   "no causal mask (the others read the number 2)", documented="left_right",
+                   **SPEC)
+    return cell if cell.value != "no window" else replace(cell, value="not_applicable")
 
 
 def keras_export_window(versions: list[str], w: int = 3) -> Convention:
