@@ -237,3 +237,14 @@ def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
     cell = _mask_fill(Planted())
     assert (cell.axis, cell.value) == ("mask_fill", word)
     assert _fill_word(np.array([-np.inf, -1e9])) == "other"
+
+
+def test_an_engine_that_is_not_installed_is_one_skipped_row(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "openvino" else real(name, *a))
+    rows = sv.run_engine("openvino")
+    assert [(r["case"], r["outcome"], r["reason"]) for r in rows] == [
+        ("(all)", "skipped", "openvino not installed")]
