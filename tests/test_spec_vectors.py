@@ -167,10 +167,10 @@ def test_the_page_and_the_summary_line_escape_what_they_read_back(tmp_path):
     folder = _written(tmp_path, "a", spec)
     page = (folder / report.SPEC_MD).read_text()
     assert "<script>" not in page and "<b>" not in page and "\\|" in page
-    lines = report.summary_lines(folder)
-    assert "onnxruntime 1 pass" in lines[2] and "openvino 1 fail" in lines[2]
+    text = report.summary_finding(folder).text
+    assert "onnxruntime 1 pass" in text and "openvino 1 fail" in text
     (folder / report.SPEC_JSON).write_text('{"summary": [1, 2')  # damaged: no line, no crash
-    assert report.summary_lines(folder) == []
+    assert report.summary_finding(folder) is None
 
 
 def test_a_finding_lands_in_the_evidence_of_the_ledger_cell_it_bears_on():
@@ -198,7 +198,7 @@ def test_only_a_run_with_a_runner_on_an_engine_wants_the_vectors():
     assert report.wanted([SimpleNamespace(runner="b")], runners)
 
 
-def test_index_md_keeps_the_summary_line_when_re_rendered(tmp_path):
+def test_the_headline_finding_is_in_index_md_and_html_and_kept_when_re_rendered(tmp_path):
     from conformance.__main__ import main
     from conformance.report import write_reports
 
@@ -207,8 +207,10 @@ def test_index_md_keeps_the_summary_line_when_re_rendered(tmp_path):
     runner = stand_in("f.one", "f", "f.Attention")
     folder = _written(tmp_path, "run", _spec())
     write_reports([make_row("a", runner)], [FakeCase("a")], [runner], folder, "full")
-    line = "## ONNX specification test vectors"
+    line = "The ONNX specification's test vectors"
     assert line in (folder / "index.md").read_text()
+    page = (folder / "index.html").read_text()
+    assert "test vectors</strong>" in page and 'href="spec_vectors.md"' in page
     (folder / "index.md").unlink()
     assert main(["report", "--results", str(folder / "results.json")]) == 0
     assert line in (folder / "index.md").read_text()  # spec_vectors.json is kept and read
@@ -237,3 +239,14 @@ def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
     cell = _mask_fill(Planted())
     assert (cell.axis, cell.value) == ("mask_fill", word)
     assert _fill_word(np.array([-np.inf, -1e9])) == "other"
+
+
+def test_an_engine_that_is_not_installed_is_one_skipped_row(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "openvino" else real(name, *a))
+    rows = sv.run_engine("openvino")
+    assert [(r["case"], r["outcome"], r["reason"]) for r in rows] == [
+        ("(all)", "skipped", "openvino not installed")]

@@ -6,7 +6,7 @@
 - keras.py, onnx.py: the sections of the Keras and ONNX rows (onnx.py: also one exported
   model in each runtime);
 - spec_vectors.py: the ONNX specification's Attention test vectors per engine
-  (spec_vectors.md / .json, index.md's summary line, the ledger evidence they add);
+  (spec_vectors.md / .json, the headline finding, the ledger evidence they add);
 - pages.py: one page per case (reports/cases/<id>.md);
 - results_files.py: results.json (the index) and results/<runner>.json and .csv;
 - render.py: index.md, index.html (report/html.py's write_html when it exists), the

@@ -29,7 +29,7 @@ from conformance.report.records import RUNNER_WORDS
 from conformance.report.results_files import write_results
 from conformance.report.sections import ANSWERS, DETAILS
 from conformance.report.spec_vectors import SPEC_JSON
-from conformance.report.spec_vectors import summary_lines as spec_summary
+from conformance.report.spec_vectors import summary_finding as spec_finding
 
 REPORT_FILES = ("results.json", "index.md", "details.md", "index.html")  # + results/<runner>.*
 LEDGER_FILE = "conventions.json"
@@ -199,7 +199,8 @@ def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | No
     pages = write_pages(rows, cases, runners, out, groups)
     written = [p.stem for p in pages]
     found = findings(section_frame(results, rows, runners), cases, ledger, read_drift(out))
-    opening = headline_lines(found) + difference_lines(ledger) + spec_summary(out)
+    found += [f for f in (spec_finding(out),) if f is not None]  # spec_vectors.json's
+    opening = headline_lines(found) + difference_lines(ledger)
     write_markdown(answers, details, meta, selection, out, _case_links(cases, written),
                    opening)
     write_html_page(results, cases, runners, answers, meta, out, selection, ledger, found)

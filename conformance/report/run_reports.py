@@ -5,7 +5,7 @@ Rows are put in full-matrix order (cases in file order x runners in registry ord
 the ledger is built from them and written first (index.md and index.html read
 conventions.json), with the ONNX specification's test vectors where the run ran a
 runner on one of their engines (report/spec_vectors.py: spec_vectors.md / .json, the
-ledger cells they bear on, index.md's summary line), then every report, all inside one
+ledger cells they bear on, the headline finding), then every report, all inside one
 staging folder swapped in whole (staging.py).  The metadata block holds versions, the
 machine, the time and the mean seconds per item of each runner (CPU figures, display
 only).

@@ -1,5 +1,5 @@
 """The report of the ONNX specification's test vectors per engine: spec_vectors.md and
-spec_vectors.json, index.md's summary line, and the ledger cells they bear on.
+spec_vectors.json, the headline finding (index.md, index.html), and the ledger cells they bear on.
 
 The rows come from runners/onnx/spec_cache.py (one per case and engine: outcome, the
 failure's kind, the reason, max_abs_error as a display figure).  They are written
@@ -124,28 +124,30 @@ def _counts_text(counts) -> str:
                       if o in OUTCOMES and isinstance(n, int) and not isinstance(n, bool))
 
 
-def summary_lines(folder: Path) -> list[str]:
-    """index.md's summary of spec_vectors.json in `folder` (read back as untrusted data:
-    bounded, every text escaped), or nothing when there is none or it is unreadable."""
+def summary_finding(folder: Path):
+    """The headline finding (index.md and index.html) of spec_vectors.json in `folder`,
+    read back as untrusted data (bounded, every text escaped); None when there is none or
+    it is unreadable."""
     from conformance.datafile import DataFileError, read_json
+    from conformance.report.findings import Finding
 
     path = Path(folder) / SPEC_JSON
     if not path.is_file():
-        return []
+        return None
     try:
         data = read_json(path, "a spec_vectors.json")
         counts, engines = data["summary"], data["engines"]
         total = len({r["case"] for r in data["rows"]})
     except (DataFileError, KeyError, TypeError):
-        return []
+        return None
     if not isinstance(engines, list) or not isinstance(counts, dict):
-        return []
+        return None
     parts = [f"{md(e)} {_counts_text(counts.get(e))}"
              + (" (its own data: proves little about it)" if e in CAVEAT else "")
              for e in engines if isinstance(e, str)]
-    return ["## ONNX specification test vectors", "",
-            f"The {total} `Attention` cases of onnx's own case code (opsets 23-25) per engine: "
-            + "; ".join(parts) + f". Every case and reason: [{SPEC_MD}]({SPEC_MD}).", ""]
+    return Finding("spec_vectors", f"**The ONNX specification's test vectors** (the {total} "
+                   "`Attention` cases of onnx's own case code, opsets 23-25) per engine: "
+                   + "; ".join(parts) + f" ([{SPEC_MD}]({SPEC_MD})).")
 
 
 # ---- ledger cells the vectors bear on: (axis, test on one failing row); a row bears on

@@ -50,7 +50,11 @@ def _died(engine: str, code: int | None, stderr: str) -> list[dict]:
     if code is None:
         what = f"timed out after {TIMEOUT:.0f} s and was killed"
     elif code < 0:
-        what = f"died (exit {code}, {signal.Signals(-code).name})"
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "an unknown signal"
+        what = f"died (exit {code}, {name})"
     else:
         what = f"exited with status {code}"
     tail = " ".join(stderr.split())[-200:]
