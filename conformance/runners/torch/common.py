@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import NotExpressible, Translation
+from conformance.contract.runner import NotExpressible, Runner, Translation
 from conformance.convert.frameworks import to_torch
 from conformance.oracle.canonical import combine_masks
+
+
+class TorchRunner(Runner):
+    """What every runner of this folder declares alike."""
+
+    framework = "torch"
+    requires = ("torch",)
+    seconds = 0.05
 
 
 def import_torch():
