@@ -17,7 +17,8 @@ machinery (_keras.py) with keras_mha.py; the default call
 from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Translation
-from conformance.runners.keras.common import KerasLayerRunner, causal_limit, layer_translation
+from conformance.runners.keras.common import KerasLayerRunner
+from conformance.runners._export.keras_mha import causal_limit, layer_translation
 from conformance.runners.keras.probes import layer_cells
 
 

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners._export import onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.runner import to_numpy
-from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
+from conformance.runners.onnx.common import built_parameters
+from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
     ROPE_BUFFERS, Graph, in_out, positional_qk, rope_words)
 

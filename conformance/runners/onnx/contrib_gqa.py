@@ -30,8 +30,9 @@ import numpy as np
 
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
-from conformance.runners.onnx import accounting as onnx_accounting
-from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
+from conformance.runners._export import onnx_accounting
+from conformance.runners.onnx.common import built_parameters
+from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, Graph, in_out, rope_caches
 
 FILLS = {None: -np.inf, "-inf": -np.inf, "finfo_min": None, "-1e9": -1e9, "-1e4": -1e4}

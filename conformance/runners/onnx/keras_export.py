@@ -25,17 +25,17 @@ imported inside `run` only.
 from __future__ import annotations
 
 
-from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners._export import onnx_accounting
 from conformance.cache import key
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.versions import package_versions
-from conformance.runners.keras.common import (
+from conformance.runners._export.keras_mha import (
     classify_call_error, explicit_mask, load_weights, mha_translation, storage_dtype, to_f64,
     worker_spec)
-from conformance.runners.onnx.common import (
-    CACHE, FORMAT, KERAS_EXPORT_FORMAT, check, combine_graphs, keras_onnx_bytes, numpy_dtype,
-    ort_session, short)
+from conformance.runners.onnx.common import KERAS_EXPORT_FORMAT, keras_onnx_bytes
+from conformance.runners._export.onnx_runtime import (
+    CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short)
 
 VARIANTS = {"return_attention_scores=False": False, "return_attention_scores=True": True}
 

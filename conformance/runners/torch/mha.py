@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Translation, to_numpy)
-from conformance.runners.torch.common import (
-    TorchRunner, build_mha, fast_call, import_torch, mha_translation, tensors, torch_masks)
+from conformance.runners.torch.common import TorchRunner, fast_call
+from conformance.runners._export.torch_mha import (
+    build_mha, import_torch, mha_translation, tensors, torch_masks)
 from conformance.contract.probing import feature_cells
 from conformance.runners.torch.mha_probes import mha_conventions
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from conformance.contract.runner import Count, Translation
-from conformance.runners.torch.common import (
-    TorchRunner, canonical_projector, import_torch, sdpa_observation, tensors)
+from conformance.runners.torch.common import TorchRunner, canonical_projector, sdpa_observation
+from conformance.runners._export.torch_mha import import_torch, tensors
 from conformance.contract.probing import feature_cells
 from conformance.runners.torch.sdpa_probes import gqa_cell, sdpa_conventions
 

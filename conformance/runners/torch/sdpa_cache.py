@@ -16,8 +16,8 @@ import numpy as np
 
 from conformance.contract.runner import (
     Convention, NotExpressible, Translation, to_numpy)
-from conformance.runners.torch.common import (
-    TorchRunner, canonical_projector, import_torch, sdpa_observation, tensors)
+from conformance.runners.torch.common import TorchRunner, canonical_projector, sdpa_observation
+from conformance.runners._export.torch_mha import import_torch, tensors
 
 LAYOUT = "two tensors, key and value (B, H_kv, S, d) (BNSH), growing by torch.cat on dim 2"
 
