@@ -70,9 +70,6 @@ def mha_translation(case) -> Translation | NotExpressible:
             f"grouped-query attention (num_kv_heads={a.num_kv_heads} < num_heads="
             f"{a.num_heads}): MultiHeadAttention has one key/value head per query head "
             "(see keras.layers.GroupedQueryAttention, runners keras.gqa.*)")
-    reason = causal_limit(case)
-    if reason:
-        return NotExpressible(reason)
     return layer_translation(case, "MultiHeadAttention", {
         "num_heads": a.num_heads, "key_dim": a.qk_head_dim, "value_dim": a.v_head_dim,
         "output_shape": a.output_features})
@@ -80,7 +77,10 @@ def mha_translation(case) -> Translation | NotExpressible:
 
 def layer_translation(case, layer: str, kwargs: dict) -> Translation | NotExpressible:
     """The Keras layer call of `case`: its size arguments, use_bias=False for a bias-free
-    case and the sliding window (keras/window.py), or the window's refusal."""
+    case and the sliding window, or the causal mask's or the window's refusal."""
+    reason = causal_limit(case)
+    if reason:
+        return NotExpressible(reason)
     if not case.attention.bias:
         kwargs["use_bias"] = False
     window = sliding_window(case)

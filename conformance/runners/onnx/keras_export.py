@@ -8,7 +8,7 @@ tf2onnx; 1.17.0 works with TensorFlow 2.21 / Keras 3.15 here).  If it is
 missing or fails, the row is not expressible, quoting the converter.
 
 The layer is the one the `keras.tensorflow` rows run: built, loaded with the
-canonical weights and called by the Keras helpers (_keras.py: mha_translation,
+canonical weights and called by the shared helpers (_export/keras_mha.py: mha_translation,
 load_weights, the merged (B, T, S) attention_mask, True = attend, and
 use_causal_mask for the causal part), wrapped in a functional model whose
 inputs are the query (value, key) and mask tensors.  Two graphs per case, as
@@ -114,7 +114,7 @@ class OnnxKerasExport(Runner):
                                       f"failed: {short(exc)}") from exc
 
     def conventions(self):
-        """Probe graphs exported and run like the rows' (_keras_onnx_probes.py)."""
+        """Probe graphs exported and run like the rows' (keras_export_probes.py)."""
         import keras
 
         from conformance.contract.probing import feature_cells

@@ -11,7 +11,8 @@ Conventions this runner makes explicit:
   `key_padding_mask` (B, S) separate from `attn_mask` ((T, S) or (B*H, T, S));
 - attention weights come back averaged over heads unless
   `average_attn_weights=False`.
-The shared helpers live in _torch.py; torch is imported inside `run` only.
+The shared helpers live in common.py and _export/torch_mha.py (the module, shared with
+the exports); torch is imported inside `run` only.
 """
 from __future__ import annotations
 
