@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.runner import Observation, Runner
-from conformance.runners.keras.common import built_layer, load_weights, mha_translation, worker_spec
+from conformance.runners.keras.common import built_layer
+from conformance.runners._export.keras_mha import load_weights, mha_translation, worker_spec
 
 
 class KerasProbe(Runner):

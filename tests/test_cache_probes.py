@@ -110,7 +110,7 @@ def test_override_replaces_in_place():
 
 def test_keras_sliding_window_translation():
     from conformance.case.loader import load_file
-    from conformance.runners.keras.window import sliding_window
+    from conformance.runners._export.keras_mha import sliding_window
 
     left, sym = (load_file(f"cases/window_{n}.yaml")[0] for n in ("left", "symmetric"))
     assert sliding_window(left) == {"sliding_window": 3}  # causal, keys i-2..i

@@ -12,7 +12,8 @@ import pytest
 from conformance.case.loader import load_cases
 from conformance.contract.runner import NotExpressible
 from conformance.convert import to_keras
-from conformance.runners.keras.common import digest, mha_translation
+from conformance.runners.keras.common import digest
+from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.gqa import KerasGQA, gqa_translation
 from conformance.runners.keras.mha import KerasMHA
 from conformance.runners.onnx.keras_export import OnnxKerasExport

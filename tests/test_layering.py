@@ -12,9 +12,11 @@ and a package's __init__ importing its submodules is an import of them.
 (e) the packages keep the pipeline's order (LAYERS): a module imports only from its own
     layer or below (paths/versions/cache/datafile/settings < case < oracle, contract,
     convert < runners < compare < run < conventions < report < plugin < cli < __main__);
-(f) a module of runners/<framework>/ imports no module of another framework's folder,
-    except where a runner runs another framework's model (ALLOWED_ACROSS: the ONNX
-    exports of the torch and Keras layers).
+(f) a module of runners/<framework>/ imports no module of another framework's folder;
+    what several frameworks' runners build alike (the torch module and the Keras layer
+    the ONNX exports and OpenVINO convert) lives in a shared folder whose name starts
+    with "_" (runners/_export/), which imports no framework folder, nor does a module
+    directly under runners/ (counting.py).
 """
 from __future__ import annotations
 
@@ -31,11 +33,6 @@ MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "cache", "datafile", "settings"), ("case",),
           ("oracle", "contract", "convert"), ("runners",), ("compare",), ("run",),
           ("conventions",), ("report", "history"), ("plugin",), ("cli",), ("__main__",))
-# runners/<framework>/ -> other framework folders it may import: the ONNX runners export
-# the torch module and convert the Keras layer, so they build those with their helpers
-# the deployment runtimes run those same exported or converted modules
-ALLOWED_ACROSS = {"onnx": {"torch", "keras"}, "openvino": {"onnx", "torch"},
-                  "executorch": {"torch"}, "litert": {"keras"}}
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -124,15 +121,27 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def framework_of(module: str) -> str | None:
+    """The framework folder of a module under runners/<framework>/, else None."""
     parts = module.split(".")
-    return parts[2] if parts[:2] == ["conformance", "runners"] and len(parts) > 3 else None
+    inside = parts[:2] == ["conformance", "runners"] and len(parts) > 3
+    return parts[2] if inside and not parts[2].startswith("_") else None
+
+
+def is_shared(module: str) -> bool:
+    """A module of runners/ that no one framework owns: in a folder named _*, or directly
+    under runners/ (not the package itself)."""
+    parts = module.split(".")
+    return parts[:2] == ["conformance", "runners"] and (
+        len(parts) == 3 or len(parts) > 3 and parts[2].startswith("_"))
 
 
 def cross_framework_imports(graph: dict[str, set[str]]) -> list[str]:
-    return [f"{m} imports {t} (another framework's folder)"
-            for m, targets in sorted(graph.items()) for t in sorted(targets)
-            if framework_of(m) and framework_of(t) and framework_of(t) != framework_of(m)
-            and framework_of(t) not in ALLOWED_ACROSS.get(framework_of(m), ())]
+    across = [f"{m} imports {t} (another framework's folder)"
+              for m, targets in sorted(graph.items()) for t in sorted(targets)
+              if framework_of(m) and framework_of(t) and framework_of(t) != framework_of(m)]
+    return across + [f"{m} imports {t} (a shared module imports a framework's folder)"
+                     for m, targets in sorted(graph.items()) if is_shared(m)
+                     for t in sorted(targets) if framework_of(t)]
 
 
 def test_packages_keep_the_pipeline_order():
@@ -244,8 +253,28 @@ def test_planted_upward_imports_are_found():
 
 def test_planted_cross_framework_import_is_found():
     graph = {"conformance.runners.hf.bert": {"conformance.runners.torch.common"},
-             "conformance.runners.onnx.torch_export": {"conformance.runners.torch.common"},
-             "conformance.runners.torch.mha": {"conformance.runners.torch.common"}}
+             "conformance.runners.onnx.torch_export": {"conformance.runners.torch.common",
+                                                       "conformance.runners._export.torch_mha"},
+             "conformance.runners.torch.mha": {"conformance.runners.torch.common",
+                                               "conformance.runners._export.torch_mha"},
+             "conformance.runners._export.torch_mha": {"conformance.contract.runner"}}
     assert cross_framework_imports(graph) == [
         "conformance.runners.hf.bert imports conformance.runners.torch.common "
+        "(another framework's folder)",
+        "conformance.runners.onnx.torch_export imports conformance.runners.torch.common "
         "(another framework's folder)"]
+
+
+def test_planted_shared_module_importing_a_framework_is_found():
+    """The shared folder and the modules directly under runners/ stay below every framework
+    folder: one importing a framework's module is reported, importing another shared
+    module is not."""
+    graph = {"conformance.runners._export.deployed": {"conformance.runners.onnx.common",
+                                                      "conformance.runners._export.torch_mha"},
+             "conformance.runners.counting": {"conformance.runners.keras.common"},
+             "conformance.runners": {"conformance.runners.torch.mha"}}
+    assert cross_framework_imports(graph) == [
+        "conformance.runners._export.deployed imports conformance.runners.onnx.common "
+        "(a shared module imports a framework's folder)",
+        "conformance.runners.counting imports conformance.runners.keras.common "
+        "(a shared module imports a framework's folder)"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conformance import cache
-from conformance.runners.onnx.accounting import account, inventory, relation
+from conformance.runners._export.onnx_accounting import account, inventory, relation
 
 from .helpers import make_case
 
@@ -220,7 +220,7 @@ def test_one_element_parameter_found_under_another_name_and_shape():
 def test_converter_counter_suffixes_are_not_part_of_the_shown_names():
     """tf2onnx numbers the tensors it makes from a process-wide counter: the same graph
     converted after another gets `Reshape__9` for `Reshape__8`.  Reports show `__#`."""
-    from conformance.runners.onnx.accounting import shown_name
+    from conformance.runners._export.onnx_accounting import shown_name
 
     assert shown_name("Reshape__3113:0") == shown_name("Reshape__8:0") == "Reshape__#:0"
     assert shown_name("Reshape__12") == "Reshape__#"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from conformance.contract.runner import NotExpressible
-from conformance.runners.torch.common import build_mha, torch_masks
+from conformance.runners._export.torch_mha import build_mha, torch_masks
 from conformance.runners.torch.mha import TorchMHA, TorchMHAFastPath
 from conformance.oracle.canonical import case_data
 

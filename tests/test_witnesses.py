@@ -115,7 +115,8 @@ def test_float64_reads_the_arithmetic_under_every_reading_of_the_scale():
     import numpy as np
 
     from conformance.contract.probing import output_with
-    from conformance.runners.onnx.probes import float64_cell, split_scale
+    from conformance.runners.onnx.probes import float64_cell
+    from conformance.runners._export.onnx_runtime import split_scale
 
     assert split_scale(16) == 0.25 and split_scale(3) != 1 / np.sqrt(3)
     split = float64_cell(lambda c: output_with(c, None, scale=split_scale(

@@ -62,6 +62,11 @@ class Vocabulary:
 _MATLAB = "https://www.mathworks.com/help/deeplearning/ref/nnet.cnn.layer.selfattentionlayer.html"
 _MLX = ("https://ml-explore.github.io/mlx/build/html/python/nn/_autosummary/"
         "mlx.nn.MultiHeadAttention.html")
+# the Llama family's config words (Qwen3Config takes Llama's names for the same numbers)
+_LLAMA_WORDS = (
+    _w("hidden_size", "query_features", req=True),
+    _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
+    _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias"))
 VOCABULARIES: tuple[Vocabulary, ...] = (
     Vocabulary("matlab", "selfAttentionLayer", (
         _w("num_heads", "num_heads", req=True), _w("num_key_channels", "qk_total", req=True),
@@ -105,11 +110,7 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
     Vocabulary("hf.t5", "T5Config", (
         _w("d_model", "query_features", req=True), _w("num_heads", "num_heads", req=True),
         _w("d_kv", "qk_head", "v_head", req=True)), fixed={"bias": False}),
-    Vocabulary("hf.llama", "LlamaConfig", (
-        _w("hidden_size", "query_features", req=True),
-        _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
-        _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias")),
-        fixed={"bias": False}),
+    Vocabulary("hf.llama", "LlamaConfig", _LLAMA_WORDS, fixed={"bias": False}),
     Vocabulary("hf.gptj", "GPTJConfig", (
         _w("n_embd", "query_features", req=True), _w("n_head", "num_heads", req=True),
         _w("rotary_dim", "rotary_dim")), fixed={"bias": False}),
@@ -117,11 +118,7 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
         _w("hidden_size", "query_features", req=True),
         _w("num_attention_heads", "num_heads", req=True), _w("rotary_pct", "rotary_pct"),
         _w("attention_bias", "bias"))),
-    Vocabulary("hf.qwen3", "Qwen3Config", (
-        _w("hidden_size", "query_features", req=True),
-        _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
-        _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias")),
-        fixed={"bias": False}),
+    Vocabulary("hf.qwen3", "Qwen3Config", _LLAMA_WORDS, fixed={"bias": False}),
     Vocabulary("hf.olmo2", "Olmo2Config", (
         _w("hidden_size", "query_features", req=True),
         _w("num_attention_heads", "num_heads", req=True),

@@ -77,14 +77,7 @@ to_marian, from_marian = linear_pair(MARIAN, "MarianAttention", "MarianAttention
 
 def to_gpt2(weights: CanonicalWeights) -> dict[str, np.ndarray]:
     """Canonical -> GPT2Attention Conv1D weights, (in, out): c_attn (E, 3E) = q|k|v."""
-    d = dims_of(weights)
-    kv_heads_or(d.heads, d.kv_heads, GPT2)
-    e = d.e_q
-    if not (d.e_k == d.e_v == d.e_o == e == d.heads * d.d_k == d.heads * d.d_v):
-        raise ConversionError(
-            f"{GPT2} has one width E = num_heads * head size for input, q, k, v and output; "
-            f"the weights have widths q {d.e_q}, k {d.e_k}, v {d.e_v}, out {d.e_o}, "
-            f"num_heads={d.heads}, d_k={d.d_k}, d_v={d.d_v}")
+    _square(weights, GPT2)  # below, with the GPT-NeoX converters that share it
     bias = all_or_no_biases(weights, ("bq", "bk", "bv"), GPT2)
     lin = to_linear(weights, _GPT2_LINEAR, GPT2)
     out = {"c_attn.weight": np.ascontiguousarray(np.concatenate([lin[n] for n in "qkv"]).T)}
@@ -129,6 +122,7 @@ _FUSED = LinearNames(("q", "k", "v", "dense.weight"), ("bq", "bk", "bv", "dense.
 
 
 def _square(weights: CanonicalWeights, what: str):
+    """The dims of a module with one width E = num_heads * head size for everything."""
     d = dims_of(weights)
     kv_heads_or(d.heads, d.kv_heads, what)
     if not (d.e_k == d.e_v == d.e_o == d.e_q == d.heads * d.d_k == d.heads * d.d_v):

@@ -89,3 +89,39 @@ def float_mask(t, s):
     m[:, 0] = -1e9
     m[0, 2] = -1e9
     return m
+
+
+def row_references(out, qh, kh):
+    """(uniform, unmasked) references for query row 0 of a (B, H, T, d) output computed
+    from projected heads qh, kh (value = key): the mean of the values, and the row with
+    no mask."""
+    uniform = np.broadcast_to(kh.mean(axis=2, keepdims=True), out[:, :, :1].shape)
+    return uniform[:, :, 0], attention(qh, kh, kh)[:, :, 0]
+
+
+def fully_masked_probe(call, t, s):
+    """The fully_masked_row probe of a call(mask) -> (out, qh, kh) on projected tensors:
+    a (T, S) attend mask whose row 0 is all False."""
+    def probe():
+        mask = np.ones((t, s), bool)
+        mask[0] = False
+        out, qh, kh = call(mask)
+        return row_kind(out[:, :, 0], *row_references(out, qh, kh)), \
+            "row 0, every key masked (attend mask all False)"
+    return probe
+
+
+def float_mask_probe(call, t, s, evidence):
+    """The float_mask probe of a call(mask) -> (out, qh, kh): a 0 / -1e9 (T, S) mask; an
+    error while running is the `refused` finding, a missing API stays `api_absent`."""
+    def probe():
+        m = float_mask(t, s)
+        try:
+            out, qh, kh = call(m)
+        except Absent:
+            raise
+        except Exception as e:
+            return "refused", f"{type(e).__name__}: {str(e)[:200]}"
+        return float_kind(out, attention(qh, kh, kh, m == 0), attention(qh, kh, kh, m != 0)), \
+            evidence
+    return probe

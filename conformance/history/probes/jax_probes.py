@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from common import (Absent, attention, causal_kind, causal_masks, float_kind, float_mask,
-                    inputs, polarity_kind, row_kind)
+                    float_mask_probe, fully_masked_probe, inputs, polarity_kind, row_kind)
 
 PACKAGES = ("flax", "jax", "jaxlib", "numpy")
 IMPORTS = ("jax",)
@@ -83,25 +83,6 @@ def _dpa(mask=None, **kw):
 
 
 def _dpa_probes():
-    def fully_masked():
-        mask = np.ones((3, 4), bool)
-        mask[0] = False
-        out, qh, kh = _dpa(mask)
-        uniform = np.broadcast_to(kh.mean(axis=2, keepdims=True), out[:, :, :1].shape)
-        return row_kind(out[:, :, 0], uniform[:, :, 0], attention(qh, kh, kh)[:, :, 0]), \
-            "row 0, every key masked (attend mask all False)"
-
-    def floats():
-        m = float_mask(3, 4)
-        try:
-            out, qh, kh = _dpa(m)
-        except Absent:
-            raise
-        except Exception as e:
-            return "refused", f"{type(e).__name__}: {str(e)[:200]}"
-        return float_kind(out, attention(qh, kh, kh, m == 0), attention(qh, kh, kh, m != 0)), \
-            "0/-1e9 array as mask="
-
     def polarity():
         out, qh, kh = _dpa(np.ones((3, 4), bool))
         return polarity_kind(out, None, attention(qh, kh, kh)), "all-True mask"
@@ -111,7 +92,8 @@ def _dpa_probes():
         out, qh, kh = _dpa(np.ones((2, 4), bool), is_causal=True)
         return causal_kind(out, attention(qh, kh, kh, upper), attention(qh, kh, kh, lower),
                            attention(qh, kh, kh)), "is_causal=True with T=2, S=4"
-    return {"fully_masked_row": fully_masked, "float_mask": floats,
+    return {"fully_masked_row": fully_masked_probe(_dpa, 3, 4),
+            "float_mask": float_mask_probe(_dpa, 3, 4, "0/-1e9 array as mask="),
             "attn_mask_polarity": polarity, "causal_flag": causal}
 
 

@@ -7,8 +7,8 @@ same probe runs from onnxruntime 1.16 on; a missing operator is `api_absent`.
 from __future__ import annotations
 
 import numpy as np
-from common import (Absent, attention, causal_kind, causal_masks, close, float_kind,
-                    float_mask, inputs, polarity_kind, row_kind)
+from common import (Absent, attention, causal_kind, causal_masks, close, float_mask_probe,
+                    fully_masked_probe, inputs, polarity_kind, row_kind, row_references)
 
 PACKAGES = ("onnxruntime", "onnx", "numpy")
 T, S, H, D = 3, 4, 2, 4
@@ -81,31 +81,6 @@ def _op(mask, engine, t=T, **attrs):
     return _run(model, feeds, engine), qh, kh
 
 
-def _fully_masked(call):
-    def probe():
-        mask = np.ones((T, S), bool)
-        mask[0] = False
-        out, qh, kh = call(mask)
-        uniform = np.broadcast_to(kh.mean(axis=2, keepdims=True), out[:, :, :1].shape)
-        return row_kind(out[:, :, 0], uniform[:, :, 0], attention(qh, kh, kh)[:, :, 0]), \
-            "row 0, every key masked (attend mask all False)"
-    return probe
-
-
-def _floats(call):
-    def probe():
-        m = float_mask(T, S)
-        try:
-            out, qh, kh = call(m)
-        except Absent:
-            raise
-        except Exception as e:
-            return "refused", f"{type(e).__name__}: {str(e)[:200]}"
-        return float_kind(out, attention(qh, kh, kh, m == 0), attention(qh, kh, kh, m != 0)), \
-            "0/-1e9 float mask"
-    return probe
-
-
 def _op_probes(engine):
     def polarity():
         out, qh, kh = _op(np.ones((T, S), bool), engine)
@@ -116,17 +91,16 @@ def _op_probes(engine):
         out, qh, kh = _op(None, engine, t=2, is_causal=1)
         return causal_kind(out, attention(qh, kh, kh, upper), attention(qh, kh, kh, lower),
                            attention(qh, kh, kh)), "is_causal=1 with T=2, S=4"
-    return {"fully_masked_row": _fully_masked(lambda m: _op(m, engine)),
-            "float_mask": _floats(lambda m: _op(m, engine)),
+    return {"fully_masked_row": fully_masked_probe(lambda m: _op(m, engine), T, S),
+            "float_mask": float_mask_probe(lambda m: _op(m, engine), T, S, "0/-1e9 float mask"),
             "attn_mask_polarity": polarity, "causal_flag": causal}
 
 
 def _contrib_probes():
     def fully_masked():
         out, qh, kh = _contrib("key_padding_mask", np.zeros((1, S), np.int32))
-        uniform = np.broadcast_to(kh.mean(axis=2, keepdims=True), out[:, :, :1].shape)
-        unmasked = attention(qh, kh, kh)[:, :, 0]
-        kind = row_kind(out[:, :, 0], uniform[:, :, 0], unmasked)
+        uniform, unmasked = row_references(out, qh, kh)
+        kind = row_kind(out[:, :, 0], uniform, unmasked)
         if kind == "finite_other" and close(out[:, :, 0], unmasked, tol=1e-3):
             return "unmasked", ("key_padding_mask all 0: every score gets the same -10000, so "
                                 "the row attends as if unmasked (scores rounded near -1e4 in "
@@ -139,7 +113,8 @@ def _contrib_probes():
     def polarity():
         out, qh, kh = _contrib("key_padding_mask", np.ones((1, S), np.int32))
         return polarity_kind(out, None, attention(qh, kh, kh)), "key_padding_mask all 1"
-    return {"fully_masked_row": fully_masked, "float_mask": _floats(bias),
+    return {"fully_masked_row": fully_masked,
+            "float_mask": float_mask_probe(bias, T, S, "0/-1e9 float mask"),
             "key_padding_polarity": polarity}
 
 

@@ -16,7 +16,8 @@ import sys
 import traceback
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 from outcomes import ABSENT, Absent  # noqa: E402
 
@@ -25,15 +26,16 @@ GROUPS = {"keras": "keras_probes", "flax": "jax_probes", "jax": "jax_probes",
           "transformers": "hf_probes", "toy": "toy_probes"}
 
 
-def _versions(names):
-    from importlib import metadata
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+def _versions_module():
+    """conformance/versions.py, loaded by its path: the one reader of installed versions.
+    It needs only the standard library, so it runs in an env without this package."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "versions.py")
+    spec = importlib.util.spec_from_file_location("conformance_versions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _one(probe):
@@ -51,7 +53,8 @@ def _one(probe):
 def main(library: str) -> dict:
     warnings.filterwarnings("ignore")
     module = importlib.import_module(GROUPS[library])
-    result = {"library": library, "versions": _versions(module.PACKAGES)}
+    result = {"library": library,
+              "versions": _versions_module().package_versions(tuple(module.PACKAGES))}
     try:
         for name in getattr(module, "IMPORTS_BY_LIBRARY", {}).get(library, module.IMPORTS):
             importlib.import_module(name)

@@ -17,7 +17,8 @@ machinery (_keras.py) with keras_mha.py; the default call
 from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Translation
-from conformance.runners.keras.common import KerasLayerRunner, causal_limit, layer_translation
+from conformance.runners.keras.common import KerasLayerRunner
+from conformance.runners._export.keras_mha import layer_translation
 from conformance.runners.keras.probes import layer_cells
 
 
@@ -31,9 +32,6 @@ def gqa_translation(case) -> Translation | NotExpressible:
         return NotExpressible(
             f"output_features={a.output_features} != query_features={a.query_features}: "
             "GroupedQueryAttention has no output_shape; it projects back to the query width")
-    reason = causal_limit(case)
-    if reason:
-        return NotExpressible(reason)
     return layer_translation(case, "GroupQueryAttention", {
         "head_dim": a.qk_head_dim, "num_query_heads": a.num_heads,
         "num_key_value_heads": a.num_kv_heads})

@@ -33,7 +33,8 @@ Conventions this runner makes explicit:
 """
 from __future__ import annotations
 
-from conformance.runners.keras.common import KerasLayerRunner, mha_translation
+from conformance.runners.keras.common import KerasLayerRunner
+from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.probes import layer_cells
 
 

@@ -12,7 +12,6 @@ conformance/ledger.py.  Keras is imported inside the functions only.
 """
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import replace
 
@@ -25,28 +24,19 @@ from conformance.contract.probing import (
 from conformance.oracle.reference import attention
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
-from conformance.runners.keras.common import (
-    jax_compilation_cache, load_weights, numpy_zeros, storage_dtype, tensor, to_f64)
+from conformance.runners._export.keras_mha import (
+    ANSI, base_case, load_weights, storage_dtype, tensor, to_f64)
+from conformance.runners.keras.common import jax_compilation_cache, numpy_zeros
 
 DOCS = "https://keras.io/api/layers/attention_layers/multi_head_attention/"
 CAST_TO_BOOL_PR = "https://github.com/keras-team/keras/pull/20511"
 NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)
-ANSI = re.compile(r"\x1b\[[0-9;]*m|\[1m|\[0m")
 
 
 def refused(axis: str, exc: BaseException, what: str) -> Convention:
     """probes.refusal without the terminal colour codes Keras puts in its messages."""
     text = ANSI.sub("", " ".join(f"{type(exc).__name__}: {exc}".split()))
     return Convention(axis, REFUSED, f"{what}: {text[:300]}")
-
-
-def base_case(dtype: str = "float32", self_attention: bool = False):
-    """Head width 3 on 8 features (neither 8 / 2 nor 8): a per-head size shows as itself."""
-    inputs = {"dtype": dtype}
-    if self_attention:
-        inputs.update(self_attention=True, query_len=4, key_len=4)
-    return probe_case(f"keras-{dtype}{'-self' if self_attention else ''}",
-                      attention={"qk_head_dim": 3, "v_head_dim": 3}, inputs=inputs)
 
 
 class Probe:

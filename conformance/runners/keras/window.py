@@ -1,5 +1,6 @@
 """Keras 3.15's `sliding_window` (MultiHeadAttention, GroupQueryAttention) (#20): the
-case's mask.window translated into it, and the window_width probe.
+window_width probe.  The case's mask.window is translated into it by
+runners/_export/keras_mha.py `sliding_window` (onnx.keras-export translates the same way).
 
 Keras's own words (`_compute_sliding_window_mask`): "a symmetric band where each query
 position attends to keys within `self._sliding_window - 1` positions on either side",
@@ -11,27 +12,9 @@ other window is not one number.  Keras is imported inside the probe only.
 from __future__ import annotations
 
 from conformance.contract import cache_probes as cp
-from conformance.contract.runner import Convention, NotExpressible
+from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
-
-SOURCE = ("https://github.com/keras-team/keras/blob/v3.15.0/keras/src/layers/attention/"
-          "multi_head_attention.py")
-BAND = "|i - j| < sliding_window (Keras _compute_sliding_window_mask, a symmetric band)"
-
-
-def sliding_window(case) -> dict | NotExpressible:
-    """{} (no window), {"sliding_window": w}, or why the case's window is not one w."""
-    win = case.mask.window
-    if win is None:
-        return {}
-    causal = case.mask.causal != "none"
-    if win.left is not None and (win.left == win.right and not causal
-                                 or causal and win.right == 0):
-        return {"sliding_window": win.left + 1}
-    return NotExpressible(f"mask.window left={win.left}, right={win.right}"
-                          f"{' with a causal mask' if causal else ''}: sliding_window is one "
-                          f"number, {BAND}; only left == right (no causal mask) or right 0 "
-                          "with use_causal_mask=True is expressible")
+from conformance.runners._export.keras_mha import SOURCE
 
 
 def window_width(p, w: int = 3) -> Convention:

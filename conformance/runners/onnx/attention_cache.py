@@ -25,7 +25,7 @@ imported inside the functions.
 from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Observation, Translation, to_numpy
-from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners._export import onnx_accounting
 from conformance.runners.onnx.attention_op import AttentionPlan, OnnxAttentionOp
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, rope_words
@@ -99,7 +99,7 @@ class OnnxAttentionCache(OnnxAttentionOp):
             from onnx.reference import ReferenceEvaluator
 
             return ReferenceEvaluator(model).run(names, feed)
-        from conformance.runners.onnx.common import ort_session
+        from conformance.runners._export.onnx_runtime import ort_session
 
         return ort_session(model.SerializeToString(), f"{self.cache}-cache Attention graph in "
                            f"{dtype}", exported=False).run(names, feed)

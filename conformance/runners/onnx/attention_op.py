@@ -44,11 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners._export import onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.runner import to_numpy
-from conformance.runners.onnx.common import built_parameters, ort_session, short
+from conformance.runners.onnx.common import built_parameters
+from conformance.runners._export.onnx_runtime import ort_session, short
 from conformance.runners.onnx.graph_parts import (
     ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, positional_qk, rope_words)
 

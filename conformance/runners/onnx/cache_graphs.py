@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.runners.onnx.common import numpy_dtype
+from conformance.runners._export.onnx_runtime import numpy_dtype
 from conformance.runners.onnx.graph_parts import ELEM, Graph, graph_inputs, in_out, positional_qk
 
 ATTENTION_DOC = "https://onnx.ai/onnx/operators/onnx__Attention.html"

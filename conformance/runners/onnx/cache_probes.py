@@ -197,7 +197,7 @@ def keras_export_window(versions: list[str], w: int = 3) -> Convention:
     from dataclasses import replace
 
     from conformance.case.model import Window
-    from conformance.runners.keras.window import SOURCE
+    from conformance.runners._export.keras_mha import SOURCE
     from conformance.runners.onnx.keras_export_probes import Graphs
 
     g = Graphs(versions)

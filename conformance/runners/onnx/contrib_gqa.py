@@ -39,8 +39,9 @@ import numpy as np
 
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
-from conformance.runners.onnx import accounting as onnx_accounting
-from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session, short
+from conformance.runners._export import onnx_accounting
+from conformance.runners.onnx.common import built_parameters
+from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
     ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, rope_caches)
 

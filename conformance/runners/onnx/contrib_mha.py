@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners._export import onnx_accounting
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.contract.probing import feature_cells_from_names
 from conformance.contract.runner import harness_limit, to_numpy
-from conformance.runners.onnx.common import built_parameters, numpy_dtype, ort_session
+from conformance.runners.onnx.common import built_parameters
+from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session
 from conformance.runners.onnx.graph_parts import ELEM, Graph, graph_inputs, in_out
 
 FILL = -10000.0  # MultiHeadAttention's mask_filter_value default

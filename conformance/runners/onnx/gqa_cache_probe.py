@@ -40,7 +40,7 @@ def _steps(case):
     """(outputs of every position after the output projection, present shapes)."""
     from conformance.oracle.canonical import case_data
     from conformance.oracle.reference import project
-    from conformance.runners.onnx.common import ort_session
+    from conformance.runners._export.onnx_runtime import ort_session
 
     data = case_data(case)
     w, x = data.weights, data.inputs.query

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from conformance.runners.onnx.common import numpy_dtype
+from conformance.runners._export.onnx_runtime import numpy_dtype
 
 ROPE_DOC = "https://onnx.ai/onnx/operators/onnx__RotaryEmbedding.html"
 ROPE_BUFFERS = ("_cos", "_sin")  # initializer names of the caches: constants, not parameters

@@ -8,7 +8,7 @@ tf2onnx; 1.17.0 works with TensorFlow 2.21 / Keras 3.15 here).  If it is
 missing or fails, the row is not expressible, quoting the converter.
 
 The layer is the one the `keras.tensorflow` rows run: built, loaded with the
-canonical weights and called by the Keras helpers (_keras.py: mha_translation,
+canonical weights and called by the shared helpers (_export/keras_mha.py: mha_translation,
 load_weights, the merged (B, T, S) attention_mask, True = attend, and
 use_causal_mask for the causal part), wrapped in a functional model whose
 inputs are the query (value, key) and mask tensors.  Two graphs per case, as
@@ -25,17 +25,17 @@ imported inside `run` only.
 from __future__ import annotations
 
 
-from conformance.runners.onnx import accounting as onnx_accounting
+from conformance.runners._export import onnx_accounting
 from conformance.cache import key
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.versions import package_versions
-from conformance.runners.keras.common import (
+from conformance.runners._export.keras_mha import (
     classify_call_error, explicit_mask, load_weights, mha_translation, storage_dtype, to_f64,
     worker_spec)
-from conformance.runners.onnx.common import (
-    CACHE, FORMAT, KERAS_EXPORT_FORMAT, check, combine_graphs, keras_onnx_bytes, numpy_dtype,
-    ort_session, short)
+from conformance.runners.onnx.common import KERAS_EXPORT_FORMAT, keras_onnx_bytes
+from conformance.runners._export.onnx_runtime import (
+    CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short)
 
 VARIANTS = {"return_attention_scores=False": False, "return_attention_scores=True": True}
 
@@ -114,7 +114,7 @@ class OnnxKerasExport(Runner):
                                       f"failed: {short(exc)}") from exc
 
     def conventions(self):
-        """Probe graphs exported and run like the rows' (_keras_onnx_probes.py)."""
+        """Probe graphs exported and run like the rows' (keras_export_probes.py)."""
         import keras
 
         from conformance.contract.probing import feature_cells

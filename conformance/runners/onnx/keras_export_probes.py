@@ -19,10 +19,10 @@ from conformance.contract.runner import Convention
 from conformance.contract.probing import causal_candidates, closest, output_with, probe_mask
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
-from conformance.runners.keras.common import load_weights, mha_translation
-from conformance.runners.keras.probes import ANSI, base_case
-from conformance.runners.onnx.common import (
-    CACHE, FORMAT, KERAS_EXPORT_FORMAT, keras_onnx_bytes, ort_session)
+from conformance.runners._export.keras_mha import load_weights, mha_translation
+from conformance.runners._export.keras_mha import ANSI, base_case
+from conformance.runners.onnx.common import KERAS_EXPORT_FORMAT, keras_onnx_bytes
+from conformance.runners._export.onnx_runtime import CACHE, FORMAT, ort_session
 
 PROBE_FORMAT = 1  # bump when a probe graph changes
 WHAT = "onnx.keras-export graph in onnxruntime"

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import NA
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
     causal_candidates, closest, distances, feature_cells_from_names, nearest, output_with,
     probe_case, probe_mask)
 from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
-from conformance.runners.onnx.common import short
+from conformance.runners._export.onnx_runtime import float64_readings, split_scale, tried
 
 SPEC = "https://onnx.ai/onnx/operators/onnx__Attention.html"
 OP_DOC = {"documented_source": SPEC}
@@ -153,16 +153,6 @@ def _op_mask_cells(p: OpProbe) -> list[Convention]:
     return cells
 
 
-def tried(axis: str, fn, what: str) -> Convention:
-    try:
-        out = fn()[0]
-    except Exception as exc:  # the runtime's refusal is the observation
-        return Convention(axis, REFUSED, f"{what}: {short(exc, 280)}")
-    word = "accepted" if axis == "unbatched_input" else (
-        "promoted" if np.asarray(out).dtype == np.float64 else "cast_to_layer")
-    return Convention(axis, word, f"{what}: ran, output shape {np.shape(out)}")
-
-
 def _modes(p: OpProbe) -> list[Convention]:
     """softcap=SOFTCAP with a finite float mask, qk_matmul_output_mode 0..3."""
     case = probe_case("op-softcap", mask={"attn_mask": {"random": 0.5}})
@@ -244,24 +234,6 @@ def _scale_precision(p: OpProbe) -> Convention:
              "float64, so the scale's own rounding is not separable" if best > 1e-12 else "")
     return Convention(cell.axis, cell.value, f"{cell.evidence}; output "
                       f"{_ledger.matches(c64, out):.1e} from the float64 oracle{noisy}")
-
-
-def split_scale(d: int) -> float:
-    """The effective scale when sqrt(scale) is rounded to float32 and applied to Q and to K
-    (onnxruntime's CPU Attention): float32(sqrt(float32(1/sqrt(d))))^2, not separable from
-    float64 arithmetic by one head size (exact at d = 1, 16)."""
-    root = float(np.float32(np.sqrt(np.float32(1 / np.sqrt(d)))))
-    return root * root
-
-
-def float64_readings(case, out) -> dict[str, float]:
-    """Distances of a float64 output from the oracle at the exact scale, the float32-rounded
-    scale and the split scale (split_scale)."""
-    d = case.attention.qk_head_dim
-    return distances(out, {"exact scale": output_with(case, None),
-                           "float32 scale": output_with(case, None,
-                                                        scale=float(np.float32(1 / np.sqrt(d)))),
-                           "split float32 scale": output_with(case, None, scale=split_scale(d))})
 
 
 def float64_cell(run, what: str) -> Convention:

@@ -1,8 +1,9 @@
 """nn.MultiheadAttention exported to ONNX by torch.onnx.export, run in onnxruntime.
 
 What a user deploying a PyTorch attention layer gets: the *same* module the
-`torch.mha` row runs (built by _torch.build_mha, so the canonical weights
-are loaded), exported with the default dynamo exporter (`onnx.torch-export`,
+`torch.mha` row runs (built by _export/torch_mha.py build_mha, so the canonical
+weights are loaded), exported by _export/torch_onnx.py (shared with openvino.onnx)
+with the default dynamo exporter (`onnx.torch-export`,
 `OnnxTorchExport(dynamo=True)`) or the TorchScript one
 (`onnx.torch-export-legacy`, dynamo=False, while this torch still ships it),
 checked with onnx.checker and run in onnxruntime's CPUExecutionProvider.
@@ -13,36 +14,25 @@ row's output; the graph of `need_weights=True, average_attn_weights=False`
 gives the per-head weights (B, H, T, S), and its output's difference from
 the first graph is noted.  Masks are graph inputs in torch polarity
 (True = blocked): `key_padding_mask` (B, S) and `attn_mask` ((T, S), or
-(B*H, T, S) per item), exactly as _torch.torch_masks builds them.
+(B*H, T, S) per item), exactly as torch_mha.torch_masks builds them.
 
 Exports are cached (conformance/cache.py) by case content, runner, variant
 and torch/onnx versions, so a second run does no export.  Each graph's
 opset, operators and parameter accounting go to Observation.graphs
-(onnx_accounting.py).  An exporter or runtime that rejects a configuration
+(_export/onnx_accounting.py).  An exporter or runtime that rejects a configuration
 (e.g. onnxruntime has no bfloat16 kernel on CPU) makes the row not
 expressible, quoting its own error.  torch, onnx, onnxruntime are imported
 inside `run` only.
 """
 from __future__ import annotations
 
-import io
-
-import numpy as np
-
-from conformance.runners.onnx import accounting as onnx_accounting
-from conformance.cache import key
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
-from conformance.runners.onnx.common import (
-    CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short)
-from conformance.runners.torch.common import (
-    build_mha, import_torch, mha_translation, tensors, torch_masks)
-
-VARIANTS = {  # variant label -> forward keyword arguments
-    "need_weights=False": {"need_weights": False},
-    "need_weights=True, average_attn_weights=False": {"need_weights": True,
-                                                      "average_attn_weights": False},
-}
+from conformance.runners._export import onnx_accounting
+from conformance.runners._export.onnx_runtime import check, combine_graphs, ort_session, short
+from conformance.runners._export.torch_mha import import_torch, mha_translation
+from conformance.runners._export.torch_onnx import (
+    VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
 
 
 def _upstream(exc) -> str:
@@ -58,31 +48,7 @@ def _upstream(exc) -> str:
             "https://github.com/microsoft/onnxruntime/pull/25156 (no upstream issue found)")
 
 
-def _framework_params(mha) -> dict[str, np.ndarray]:
-    return {n: p.detach().double().numpy() for n, p in mha.named_parameters()}
-
-
-class _Wrapped:
-    """Builds the nn.Module whose forward is the call a user would export."""
-
-    @staticmethod
-    def make(torch, mha, self_attention: bool, mask_names: tuple[str, ...], kwargs: dict):
-        class Exported(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.mha = mha
-
-            def forward(self, *args):
-                n = 1 if self_attention else 3
-                qkv = args[:1] * 3 if self_attention else args[:3]
-                masks = dict(zip(mask_names, args[n:]))
-                out, weights = self.mha(*qkv, **masks, **kwargs)
-                return out if weights is None else (out, weights)
-
-        return Exported().eval()
-
-
-class OnnxTorchExport(Runner):
+class OnnxTorchExport(TorchOnnxExporter, Runner):
     """`dynamo=True`: the default exporter (onnx.torch-export, needs onnxscript);
     `dynamo=False`: the TorchScript one (onnx.torch-export-legacy), deprecated
     but still shipped."""
@@ -120,43 +86,10 @@ class OnnxTorchExport(Runner):
         return Translation(call, t.plan)
 
     def conventions(self):
-        """_onnx_export_probes: five small graphs exported like the rows' (cached)."""
-        from conformance.runners.onnx.export_probes import export_cells
+        """_export/torch_onnx_probes.py: five small graphs exported like the rows' (cached)."""
+        from conformance.runners._export.torch_onnx_probes import export_cells
 
-        return export_cells(self, _Wrapped.make)
-
-    def _export(self, torch, module, args, names) -> bytes:
-        if self.dynamo:
-            extra = {"opset_version": self.opset} if self.opset else {}
-            program = torch.onnx.export(module, args, dynamo=True, input_names=list(names),
-                                        verbose=False, **extra)
-            return program.model_proto.SerializeToString()
-        buf = io.BytesIO()
-        try:
-            torch.onnx.export(module, args, buf, dynamo=False, input_names=list(names))
-        except TypeError as exc:  # a torch that dropped the TorchScript exporter
-            if "dynamo" in str(exc):
-                raise NotExpressibleError(f"torch {torch.__version__} has no TorchScript "
-                                          f"exporter: {short(exc)}") from exc
-            raise
-        return buf.getvalue()
-
-    def _graph(self, torch, case, module, args, names, variant) -> tuple[bytes, bool]:
-        import onnx
-
-        k = key(self.name, variant, case.fingerprint(), torch.__version__, onnx.__version__,
-                FORMAT)
-
-        def make() -> bytes:
-            try:
-                return self._export(torch, module, args, names)
-            except NotExpressibleError:
-                raise
-            except Exception as exc:  # the exporter rejected this configuration
-                raise NotExpressibleError(f"torch.onnx.export(dynamo={self.dynamo}, {variant}) "
-                                          f"failed: {short(exc)}") from exc
-
-        return CACHE.get_or_make(k, make)
+        return export_cells(self, wrap_module)
 
     def run(self, case, translation, data):
         import logging
@@ -165,29 +98,21 @@ class OnnxTorchExport(Runner):
         torch = import_torch()
 
         logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-        mha, shapes = build_mha(torch, case, translation, data.weights)
-        q, k, v = tensors(torch, case, data.inputs)
-        kpm, am = torch_masks(torch, case, data.inputs)
-        masks = {n: m for n, m in (("key_padding_mask", kpm), ("attn_mask", am)) if m is not None}
-        args = (q,) if case.inputs.self_attention else (q, k, v)
-        names = ("query",) if case.inputs.self_attention else ("query", "key", "value")
-        args, names = args + tuple(masks.values()), names + tuple(masks)
-        params = _framework_params(mha)
-        feed_all = {n: a.numpy() if a.dtype == torch.bool else
-                    a.double().numpy().astype(numpy_dtype(case.inputs.dtype))
-                    for n, a in zip(names, args)}
+        call = module_call(torch, case, translation, data)
+        mask_names = call.names[1 if case.inputs.self_attention else 3:]
+        params = framework_params(call.mha)
         graphs, results, notes = {}, {}, []
         for variant, kwargs in VARIANTS.items():
-            module = _Wrapped.make(torch, mha, case.inputs.self_attention, tuple(masks), kwargs)
+            module = wrap_module(torch, call.mha, case.inputs.self_attention, mask_names, kwargs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                blob, _ = self._graph(torch, case, module, args, names, variant)
+                blob, _ = self._graph(torch, case, module, call.args, call.names, variant)
             model = check(blob)
             graphs[variant] = onnx_accounting.account(model, params)
             session = ort_session(blob, f"graph exported with {variant}")
             inputs = {i.name for i in session.get_inputs()}
             try:
-                results[variant] = session.run(None, {n: a for n, a in feed_all.items()
+                results[variant] = session.run(None, {n: a for n, a in call.feed.items()
                                                       if n in inputs})
             except Exception as exc:  # ORT's kernel refuses the exported graph at run time
                 if "Non-zero status code returned while running" not in str(exc):
@@ -197,9 +122,9 @@ class OnnxTorchExport(Runner):
         out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
         return Observation(
             output=out, attention_weights=weights, weights_returned="per_head",
-            parameters=sum(p.numel() for p in mha.parameters()), weight_shapes=shapes,
+            parameters=sum(p.numel() for p in call.mha.parameters()), weight_shapes=call.shapes,
             notes=notes,
             extras={"mask_polarity": "True = blocked (torch polarity, as graph inputs)",
-                    "graph_inputs": list(names),
+                    "graph_inputs": list(call.names),
                     "need_weights_output_delta": float(f"{delta:.2e}")},
             graphs=graphs)

@@ -25,12 +25,13 @@ from __future__ import annotations
 from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, NotExpressibleError, Observation, Runner
 from conformance.contract.runner import Translation
-from conformance.runners.deployed import module_call, runtime_cells
-from conformance.runners.onnx import accounting as onnx_accounting
-from conformance.runners.onnx.common import check, combine_graphs
-from conformance.runners.onnx.torch_export import VARIANTS, OnnxTorchExport, _Wrapped
+from conformance.runners._export import onnx_accounting
+from conformance.runners._export.deployed import runtime_cells
+from conformance.runners._export.onnx_runtime import check, combine_graphs
+from conformance.runners._export.torch_mha import import_torch, mha_translation
+from conformance.runners._export.torch_onnx import (
+    VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
 from conformance.runners.openvino import common as ovc
-from conformance.runners.torch.common import import_torch, mha_translation
 
 IR_CACHE = BytesCache("openvino", ".ir", covers=("conformance/oracle/canonical.py",))
 FORMAT = 1  # bump when what is converted changes
@@ -74,7 +75,7 @@ class OpenVINOMHA(Runner):
             ("onnx", "f16"): "the same graphs compiled with `INFERENCE_PRECISION_HINT=f16`",
             ("torch", "f32"): "`openvino.convert_model` on `torch.export` of the `torch.mha` "
                               "module, CPU"}[(self.source, self.precision)]
-        self.exporter = OnnxTorchExport(dynamo=True)  # its name keys the shared ONNX cache
+        self.exporter = TorchOnnxExporter()  # onnx.torch-export's: its name keys the shared cache
 
     def translate(self, case):
         t = mha_translation(case)
@@ -102,7 +103,7 @@ class OpenVINOMHA(Runner):
 
     def conventions(self):
         exporter = self.exporter if self.source == "onnx" else _TorchConverter()
-        return runtime_cells(exporter, self.execute, _Wrapped.make,
+        return runtime_cells(exporter, self.execute, wrap_module,
                              f"{self.name} probe model (OpenVINO CPU, {self.precision})")
 
     def run(self, case, translation, data):
@@ -110,10 +111,10 @@ class OpenVINOMHA(Runner):
 
         torch = import_torch()
         call = module_call(torch, case, translation, data)
-        params = {n: p.detach().double().numpy() for n, p in call.mha.named_parameters()}
+        params = framework_params(call.mha)
         graphs, results, accounts = {}, {}, {}
         for variant, kwargs in VARIANTS.items():
-            module = _Wrapped.make(torch, call.mha, case.inputs.self_attention,
+            module = wrap_module(torch, call.mha, case.inputs.self_attention,
                                    call.names[1 if case.inputs.self_attention else 3:], kwargs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -1,124 +1,24 @@
-"""What the torch runners share: the import, dtypes, the nn.MultiheadAttention
-translation and build, masks in torch's polarity and the input tensors.
-
-Used by torch_mha, torch_sdpa and onnx_export (which exports the very module
-torch_mha runs).  torch is imported inside the functions only.
+"""What the torch runners share beyond the nn.MultiheadAttention module (which the
+exports share too: runners/_export/torch_mha.py): their class attributes, the fast-path
+spy and SDPA's hand-made projections and observation.  torch is imported inside the
+functions only.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from conformance.contract.runner import NotExpressible, Translation
-from conformance.convert.frameworks import to_torch
-from conformance.oracle.canonical import combine_masks
+from conformance.contract.runner import Runner
+from conformance.runners._export.torch_mha import torch_dtype
 
 
-def import_torch():
-    """torch with one intra-op thread: reductions then sum in one order on every
-    machine, which keeps the reported figures identical wherever the matrix runs."""
-    import torch
+class TorchRunner(Runner):
+    """What every runner of this folder declares alike."""
 
-    torch.set_num_threads(1)
-    return torch
-
-
-def torch_dtype(torch, name: str):
-    return getattr(torch, name)
+    framework = "torch"
+    requires = ("torch",)
+    seconds = 0.05
 
 
-def _limits(case) -> str | None:
-    a = case.attention
-    even = a.query_features % a.num_heads == 0 and a.query_features // a.num_heads
-    if a.num_kv_heads != a.num_heads:
-        return (f"grouped-query attention (num_kv_heads={a.num_kv_heads} < num_heads="
-                f"{a.num_heads}): nn.MultiheadAttention has one key/value head per query head")
-    if not even or a.qk_head_dim != even or a.v_head_dim != even:
-        return (f"per-head widths qk_head_dim={a.qk_head_dim}, v_head_dim={a.v_head_dim}: "
-                "nn.MultiheadAttention fixes head_dim = embed_dim // num_heads = "
-                f"{a.query_features} // {a.num_heads}"
-                + (f" = {even}" if even else " (does not divide: 'embed_dim must be divisible "
-                   "by num_heads')"))
-    if a.output_features != a.query_features:
-        return (f"output_features={a.output_features} != query_features={a.query_features}: "
-                "out_proj is Linear(embed_dim, embed_dim)")
-    return None
-
-
-def mha_translation(case) -> Translation | NotExpressible:
-    """nn.MultiheadAttention's constructor call; the plan is its keyword arguments."""
-    reason = _limits(case)
-    if reason:
-        return NotExpressible(reason)
-    a = case.attention
-    kwargs = {"embed_dim": a.query_features, "num_heads": a.num_heads}
-    if a.key_features != a.query_features or a.value_features != a.query_features:
-        kwargs.update(kdim=a.key_features, vdim=a.value_features)
-    if not a.bias:
-        kwargs["bias"] = False
-    kwargs["batch_first"] = True
-    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    return Translation(f"torch.nn.MultiheadAttention({args})", kwargs)
-
-
-def build_mha(torch, case, translation: Translation, weights):
-    """The module with the canonical weights loaded into torch's (out, in) layout."""
-    dt = torch_dtype(torch, case.inputs.dtype)
-    # Built in the case dtype, so float64 weights are never rounded through float32.
-    mha = torch.nn.MultiheadAttention(**translation.plan, dtype=dt)
-    # the layout's one definition (convert/): packed in_proj_weight exactly when torch packs
-    state = to_torch(weights, packed=mha._qkv_same_embed_dim)
-    mha.load_state_dict({n: torch.tensor(a, dtype=dt) for n, a in state.items()}, strict=True)
-    shapes = {n: tuple(p.shape) for n, p in mha.named_parameters()}
-    return mha.eval(), shapes
-
-
-def torch_masks(torch, case, inputs):
-    """Canonical (True = attend) -> PyTorch MHA (True = blocked).
-
-    Key padding goes to `key_padding_mask` (B, S); causal and explicit masks
-    are merged into `attn_mask`, (T, S) when shared by the batch, else
-    (B * H, T, S) as MHA requires for per-item masks.
-    """
-    kpm = None if inputs.key_valid is None else torch.from_numpy(~inputs.key_valid)
-    allowed = combine_masks((inputs.causal, inputs.attn_mask))
-    if allowed is None:
-        return kpm, None
-    if allowed.ndim == 3 and (allowed == allowed[:1]).all():
-        allowed = allowed[0]
-    if allowed.ndim == 3:
-        allowed = np.repeat(allowed, case.attention.num_heads, axis=0)
-    return kpm, torch.from_numpy(np.ascontiguousarray(~allowed))
-
-
-def tensors(torch, case, inputs):
-    dt = torch_dtype(torch, case.inputs.dtype)
-    q = torch.tensor(inputs.query, dtype=dt)
-    if case.inputs.self_attention:
-        return q, q, q  # the same tensor object: MHA's fast path checks `query is key`
-    return q, torch.tensor(inputs.key, dtype=dt), torch.tensor(inputs.value, dtype=dt)
-
-
-# ---- convention probes (Runner.conventions) shared by torch_mha, torch_sdpa, onnx_export
-
-MHA_DOC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html"
 SDPA_DOC = ("https://docs.pytorch.org/docs/stable/generated/"
             "torch.nn.functional.scaled_dot_product_attention.html")
-
-
-def probe_mha(torch, case, **ctor):
-    """nn.MultiheadAttention on a probe case (canonical weights, eval) and its q, k, v;
-    `ctor` overrides constructor arguments (batch_first, dropout)."""
-    from conformance.oracle.canonical import case_data
-
-    data = case_data(case)
-    t = mha_translation(case)
-    mha, _ = build_mha(torch, case, Translation(t.call, {**t.plan, **ctor}), data.weights)
-    return mha, tensors(torch, case, data.inputs)
-
-
-def per_head(torch, case, mask: np.ndarray):
-    """A probe's (B, T, S) mask as MHA's (B*H, T, S) attn_mask, passed raw (bool or float)."""
-    return torch.from_numpy(np.ascontiguousarray(np.repeat(mask, case.attention.num_heads, 0)))
 
 
 def fast_call(torch, mha, args, **kwargs):
@@ -137,53 +37,6 @@ def fast_call(torch, mha, args, **kwargs):
     finally:
         torch._native_multi_head_attention = native
     return out, weights, bool(calls)
-
-
-def key_padding_cell(case, fwd, what: str, **doc):
-    """A (B, S) boolean key-padding mask passed raw: True = attends or True = blocks."""
-    from conformance.contract.probing import closest, output_with, probe_mask, refusal
-
-    kp = probe_mask(case)[:, 0, :]  # key 0 True, the last False: both readings defined
-    allowed = np.broadcast_to(kp[:, None, :], probe_mask(case).shape)
-    try:
-        out = fwd(kp)
-    except Exception as exc:  # the system's refusal is the observation
-        return refusal("key_padding_polarity", exc, what)
-    return closest("key_padding_polarity", out, {"true_attends": output_with(case, allowed),
-                                                 "true_blocks": output_with(case, ~allowed)},
-                   what, **doc)
-
-
-def float_mask_cell(case, fwd, what: str, **doc):
-    """_ledger.float_mask (0 / -1e9), and the same with -inf, quoted beside it."""
-    from dataclasses import replace
-
-    from conformance.contract.probing import distances, output_with, probe_mask
-    from conformance.contract.probe_cells import float_mask
-
-    cell = float_mask(case, fwd, what, **doc)
-    if cell.value != "added":
-        return cell
-    m = probe_mask(case)
-    d = distances(fwd(np.where(m, 0.0, -np.inf)), {"added": output_with(case, m)})
-    return replace(cell, evidence=f"{cell.evidence}; 0 / -inf mask: added {d['added']:.1e}")
-
-
-def scale_probe_case():
-    """float64, d_k = 3: 1/sqrt(3) is not a float32 number, so its rounding shows."""
-    from conformance.contract.probing import probe_case
-
-    return probe_case("scale-precision", attention={"num_heads": 2, "query_features": 6},
-                      inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
-
-
-def scale_precision_cell(case64, out, what: str):
-    from conformance.contract.probing import closest, output_with
-
-    s32 = float(np.float32(1 / np.sqrt(case64.attention.qk_head_dim)))
-    cands = {"float64": output_with(case64, None),
-             "float32_rounded": output_with(case64, None, scale=s32)}
-    return closest("scale_precision", out, cands, what)
 
 
 def canonical_projector(torch, case, data):

@@ -11,26 +11,25 @@ Conventions this runner makes explicit:
   `key_padding_mask` (B, S) separate from `attn_mask` ((T, S) or (B*H, T, S));
 - attention weights come back averaged over heads unless
   `average_attn_weights=False`.
-The shared helpers live in _torch.py; torch is imported inside `run` only.
+The shared helpers live in common.py and _export/torch_mha.py (the module, shared with
+the exports); torch is imported inside `run` only.
 """
 from __future__ import annotations
 
 from conformance.contract.runner import (
-    NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
-from conformance.runners.torch.common import (
-    build_mha, fast_call, import_torch, mha_translation, tensors, torch_masks)
+    NotExpressible, NotExpressibleError, Observation, Translation, to_numpy)
+from conformance.runners.torch.common import TorchRunner, fast_call
+from conformance.runners._export.torch_mha import (
+    build_mha, import_torch, mha_translation, tensors, torch_masks)
 from conformance.contract.probing import feature_cells
 from conformance.runners.torch.mha_probes import mha_conventions
 
 
-class TorchMHA(Runner):
+class TorchMHA(TorchRunner):
     name = "torch.mha"
-    framework = "torch"
     system = "torch.nn.MultiheadAttention"
     path = "ordinary"
-    requires = ("torch",)
     description = "`torch.nn.MultiheadAttention`, ordinary path, per-head weights"
-    seconds = 0.05
     typed_system = "torch"
     need_weights = True  # False: torch.mha.no-weights, forward(..., need_weights=False)
 

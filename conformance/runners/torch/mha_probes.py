@@ -21,9 +21,10 @@ from conformance.contract.probing import (
     causal_candidates, closest, output_with, probe_case, probe_mask, refusal)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
-from conformance.runners.torch.common import (
-    MHA_DOC, fast_call, float_mask_cell, key_padding_cell, per_head, probe_mha,
-    scale_precision_cell, scale_probe_case)
+from conformance.runners.torch.common import fast_call
+from conformance.runners._export.torch_mha import (
+    MHA_DOC, float_mask_cell, key_padding_cell, per_head, probe_mha, scale_precision_cell,
+    scale_probe_case)
 
 DOC = {"documented_source": MHA_DOC}
 SELF = {"self_attention": True, "query_len": 5, "key_len": 5}

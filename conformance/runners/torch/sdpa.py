@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from conformance.contract.runner import Count, Runner, Translation
-from conformance.runners.torch.common import (
-    canonical_projector, import_torch, sdpa_observation, tensors)
+from conformance.contract.runner import Count, Translation
+from conformance.runners.torch.common import TorchRunner, canonical_projector, sdpa_observation
+from conformance.runners._export.torch_mha import import_torch, tensors
 from conformance.contract.probing import feature_cells
 from conformance.runners.torch.sdpa_probes import gqa_cell, sdpa_conventions
 
@@ -65,14 +65,11 @@ def sdpa_plan(case, gqa: bool = False) -> SdpaPlan:
     return SdpaPlan(mask="bool" if causal or case.has_non_causal_mask else "none", **common)
 
 
-class TorchSDPA(Runner):
+class TorchSDPA(TorchRunner):
     name = "torch.sdpa"
-    framework = "torch"
     system = "torch.nn.functional.scaled_dot_product_attention"
-    requires = ("torch",)
     description = ("`F.scaled_dot_product_attention` with explicit projections (GQA, any "
                    "head size)")
-    seconds = 0.05
     no_parameters_label = "torch SDPA"
     sets_scale = True  # scale= (default 1/sqrt(E), E = the last dim of q)
     gqa = False  # torch.sdpa.gqa: enable_gqa=True on every case

@@ -15,24 +15,21 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import (
-    Convention, NotExpressible, Runner, Translation, to_numpy)
-from conformance.runners.torch.common import (
-    canonical_projector, import_torch, sdpa_observation, tensors)
+    Convention, NotExpressible, Translation, to_numpy)
+from conformance.runners.torch.common import TorchRunner, canonical_projector, sdpa_observation
+from conformance.runners._export.torch_mha import import_torch, tensors
 
 LAYOUT = "two tensors, key and value (B, H_kv, S, d) (BNSH), growing by torch.cat on dim 2"
 
 
-class TorchSDPACache(Runner):
+class TorchSDPACache(TorchRunner):
     name = "torch.sdpa.cache"
-    framework = "torch"
     system = "torch.nn.functional.scaled_dot_product_attention"
     path = "hand-kept KV cache"
-    requires = ("torch",)
     description = ("`F.scaled_dot_product_attention` decoding through a hand-kept KV cache "
                    "(prefill, then one position per step)")
-    seconds = 0.05
     no_parameters_label = "torch SDPA"
-    features = Runner.features | {"decode"}
+    features = TorchRunner.features | {"decode"}
 
     def translate(self, case):
         if case.decode is None:

@@ -16,8 +16,9 @@ from conformance.contract.probing import (
     causal_candidates, closest, output_with, probe_case, refusal)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
-from conformance.runners.torch.common import (
-    SDPA_DOC, float_mask_cell, scale_precision_cell, scale_probe_case)
+from conformance.runners.torch.common import SDPA_DOC
+from conformance.runners._export.torch_mha import (
+    float_mask_cell, scale_precision_cell, scale_probe_case)
 
 DOC = {"documented_source": SDPA_DOC}
 

@@ -19,8 +19,7 @@ from conformance.contract.probing import (
     causal_candidates, closest, feature_cells, output_with, probe_case, probe_mask)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
-from conformance.runners.onnx.common import short
-from conformance.runners.onnx.probes import tried
+from conformance.runners._export.onnx_runtime import short, tried
 
 
 PROBE_FORMAT = 1  # bump when an export probe graph changes
@@ -33,7 +32,7 @@ class ExportProbe:
     def __init__(self, runner, wrap):
         import onnx
 
-        from conformance.runners.torch.common import import_torch
+        from conformance.runners._export.torch_mha import import_torch
 
         self.runner, self.wrap, self.torch = runner, wrap, import_torch()
         self.versions = (self.torch.__version__, onnx.__version__)
@@ -45,8 +44,8 @@ class ExportProbe:
         import warnings
 
         from conformance.cache import key
-        from conformance.runners.onnx.common import CACHE, FORMAT
-        from conformance.runners.torch.common import probe_mha
+        from conformance.runners._export.onnx_runtime import CACHE, FORMAT
+        from conformance.runners._export.torch_mha import probe_mha
 
         torch = self.torch
         mha, qkv = probe_mha(torch, case, **ctor)
@@ -67,7 +66,7 @@ class ExportProbe:
 
     def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
             strict: bool = False) -> np.ndarray:
-        from conformance.runners.onnx.common import ort_session
+        from conformance.runners._export.onnx_runtime import ort_session
 
         import onnx
 
@@ -105,7 +104,7 @@ def _qkv_feed(case, dtype=np.float32) -> dict:
 def _default_call_cells(e: ExportProbe) -> list[Convention]:
     """The default call (need_weights=True, averaged) of a dropout=0.5 module in eval, with a
     bool attn_mask (B*H, T, S) input fed raw."""
-    from conformance.runners.torch.common import MHA_DOC, per_head
+    from conformance.runners._export.torch_mha import MHA_DOC, per_head
 
     case = probe_case("export-mask")
     m = probe_mask(case)
@@ -155,7 +154,7 @@ def _default_call_cells(e: ExportProbe) -> list[Convention]:
 def _mask_graph_cells(e: ExportProbe) -> list[Convention]:
     """need_weights=False (the inference form the rows' output comes from): key_padding_mask
     (B, S) bool, float attn_mask (B*H, T, S), is_causal=True beside a non-causal attn_mask."""
-    from conformance.runners.torch.common import (
+    from conformance.runners._export.torch_mha import (
         MHA_DOC, float_mask_cell, key_padding_cell, per_head)
 
     torch, case = e.torch, probe_case("export-mask")
@@ -192,7 +191,7 @@ def _best(cell: Convention) -> float:
 def _float64_cell(e: ExportProbe) -> list[Convention]:
     """A float64 module exported twice: need_weights=False (the rows' output) and the
     default call (need_weights=True, the kind of graph the rows' weights come from)."""
-    from conformance.runners.torch.common import scale_precision_cell, scale_probe_case
+    from conformance.runners._export.torch_mha import scale_precision_cell, scale_probe_case
 
     c64, cells, outs = scale_probe_case(), [], []
     for label, kwargs, what in (("float64", {"need_weights": False}, "need_weights=False"),
@@ -214,7 +213,7 @@ def _float64_cell(e: ExportProbe) -> list[Convention]:
 def _float64_compute(case, out, what: str) -> Convention:
     """float64_compute of the export's float64 graph: float64 when one reading of the scale
     (exact, float32, split float32: probes.float64_readings) is within 1e-12."""
-    from conformance.runners.onnx.probes import float64_readings
+    from conformance.runners._export.onnx_runtime import float64_readings
 
     r = float64_readings(case, out)
     best = min(r, key=r.get)
@@ -226,8 +225,8 @@ def _float64_compute(case, out, what: str) -> Convention:
 def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convention]:
     """Every probe of an onnx.torch-export runner; `wrap` is the runner's module wrapper
     (torch, mha, self_attention, mask_names, kwargs) -> nn.Module.  `probe` replaces the
-    onnxruntime probe (runners/deployed.py runs the same probes in another runtime)."""
-    from conformance.runners.torch.common import MHA_DOC
+    onnxruntime probe (_export/deployed.py runs the same probes in another runtime)."""
+    from conformance.runners._export.torch_mha import MHA_DOC
 
     e = probe or ExportProbe(runner, wrap)
     cells = _default_call_cells(e) + _mask_graph_cells(e) + _float64_cell(e)

@@ -1,10 +1,10 @@
-"""What the runners of deployment runtimes share (OpenVINO, ExecuTorch): the torch module
-a user ships, fed as the `onnx.torch-export` rows feed it, and the convention probes of a
-converted module.
+"""What the runners of deployment runtimes share (OpenVINO): the convention probes of a
+converted nn.MultiheadAttention (the module a user ships, fed as the `onnx.torch-export`
+rows feed it: torch_onnx.module_call).
 
 A deployment runtime runs an *artifact* (an ONNX graph, an OpenVINO IR, an ExecuTorch
 program), not a Python module, so its probes are the export probes of
-runners/onnx/export_probes.py (the same small probe modules, converted the runtime's way
+runners/_export/torch_onnx_probes.py (the same small probe modules, converted the runtime's way
 and cached) executed in the runtime (`RuntimeProbe`), plus two of this module's own on the
 key-padding graph: which number masked scores are filled with (`mask_fill`) and whether a
 NaN behind the mask reaches the output (`masked_kv_nonfinite`).  A runtime runner provides
@@ -13,7 +13,7 @@ NaN behind the mask reaches the output (`masked_kv_nonfinite`).  A runtime runne
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -21,35 +21,7 @@ from conformance.contract.runner import Convention
 from conformance.contract.probing import probe_case
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import project
-from conformance.runners.onnx.export_probes import ExportProbe, export_cells
-
-
-@dataclass
-class ModuleCall:
-    """The canonical nn.MultiheadAttention of a case and the graph inputs a user feeds."""
-
-    mha: object
-    shapes: dict
-    args: tuple  # torch tensors, in `names` order
-    names: tuple[str, ...]
-    feed: dict  # name -> NumPy array in the case dtype (bool masks as they are)
-
-
-def module_call(torch, case, translation, data) -> ModuleCall:
-    """As onnx.torch-export builds its export: masks in torch polarity (True = blocked)."""
-    from conformance.runners.onnx.common import numpy_dtype
-    from conformance.runners.torch.common import build_mha, tensors, torch_masks
-
-    mha, shapes = build_mha(torch, case, translation, data.weights)
-    q, k, v = tensors(torch, case, data.inputs)
-    kpm, am = torch_masks(torch, case, data.inputs)
-    masks = {n: m for n, m in (("key_padding_mask", kpm), ("attn_mask", am)) if m is not None}
-    args = ((q,) if case.inputs.self_attention else (q, k, v)) + tuple(masks.values())
-    names = (("query",) if case.inputs.self_attention else ("query", "key", "value")) + tuple(
-        masks)
-    feed = {n: a.numpy() if a.dtype == torch.bool else
-            a.double().numpy().astype(numpy_dtype(case.inputs.dtype)) for n, a in zip(names, args)}
-    return ModuleCall(mha, shapes, args, names, feed)
+from conformance.runners._export.torch_onnx_probes import ExportProbe, export_cells
 
 
 class RuntimeProbe(ExportProbe):
@@ -141,7 +113,7 @@ def runtime_cells(exporter, execute, wrap, what: str) -> list[Convention]:
     """Every probe of a runtime that runs the converted nn.MultiheadAttention: `exporter`
     has the `name` that keys the cached artifacts and `_export(torch, module, args, names)`;
     `execute(blob, feed)` runs one in the runtime."""
-    from conformance.runners.torch.common import import_torch
+    from conformance.runners._export.torch_mha import import_torch
 
     torch = import_torch()
     e = RuntimeProbe(exporter, execute, wrap, what)

@@ -1,0 +1,23 @@
+"""What several frameworks' runners build alike: the module a framework runner runs and
+the export and deployment runners convert (#16).
+
+`onnx.torch-export` exports the very nn.MultiheadAttention `torch.mha` runs, `openvino.*`
+compiles that export, `onnx.keras-export` converts the Keras layer `keras.tensorflow`
+runs.  So the builders live here, and both the framework's own folder and the runners of
+another framework import them from here; no runners/<framework>/ folder imports another
+(tests/test_layering.py), and nothing here imports a framework folder.
+
+- torch_mha.py: nn.MultiheadAttention's translation, build, masks, tensors and its
+  probe helpers;
+- keras_mha.py: keras.layers.MultiHeadAttention's translation (sliding window included),
+  worker, weight load and call errors;
+- onnx_runtime.py: the ONNX export cache, onnxruntime sessions, the checker, combining
+  two exported graphs and the scale readings of a float64 graph;
+- onnx_accounting.py: what an ONNX graph's initializers hold, against the framework;
+- torch_onnx.py: nn.MultiheadAttention exported by torch.onnx (cached);
+- torch_onnx_probes.py: the convention probes of that export, in any runtime;
+- deployed.py: the convention probes of a converted module in a deployment runtime
+  (OpenVINO).
+
+Frameworks are imported inside functions only.
+"""
