@@ -62,6 +62,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.mlx.mha:MlxMHA", {}),
     ("conformance.runners.mlx.sdpa:MlxSDPA", {}),
+    ("conformance.runners.mlx.sdpa_cache:MlxSDPACache", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {"x64": True}),
     ("conformance.runners.flax.nnx:FlaxNnx", {"x64": True}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
