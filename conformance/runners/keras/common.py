@@ -280,9 +280,9 @@ def built_layer(keras, layer_name: str, layer_cls: str, case, translation, data)
         return _BUILT[key]
     _BUILT.clear()
     try:
-        # NumPy zeros initialisers: the weights are overwritten; Keras's own
-        # initialisers cost a JAX compilation per kernel shape.
-        layer = getattr(keras.layers, layer_cls)(
+        # NumPy zeros initialisers: the weights are overwritten; Keras's own initialisers
+        # cost a JAX compilation per kernel shape.  layer_cls: a keras.layers name or a class
+        layer = (getattr(keras.layers, layer_cls) if isinstance(layer_cls, str) else layer_cls)(
             **translation.plan, flash_attention=False, dtype=dtype, name=layer_name,
             kernel_initializer=numpy_zeros(keras), bias_initializer=numpy_zeros(keras))
         q = tensor(keras, data.inputs.query, dtype)
