@@ -17,6 +17,8 @@ from conformance.contract.runner import Runner
 
 _T, _K, _G = ("conformance.runners.torch.mha:TorchMHA", "conformance.runners.keras.mha:KerasMHA",
               "conformance.runners.keras.gqa:KerasGQA")
+_R, _C = ("conformance.runners.keras.rope:KerasRope",
+          "conformance.runners.keras.cached:KerasCached")
 _X, _A = ("conformance.runners.onnx.torch_export:OnnxTorchExport",
           "conformance.runners.onnx.attention_op:OnnxAttentionOp")
 
@@ -36,6 +38,12 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_G, {"backend": "tensorflow"}),
     (_G, {"backend": "jax"}),
     (_G, {"backend": "torch"}),
+    (_R, {"backend": "tensorflow"}),
+    (_R, {"backend": "jax"}),
+    (_R, {"backend": "torch"}),
+    (_C, {"backend": "tensorflow"}),
+    (_C, {"backend": "jax"}),
+    (_C, {"backend": "torch"}),
     (_X, {"dynamo": True}),
     (_X, {"dynamo": False}),
     (_X, {"dynamo": True, "opset": 23}),
