@@ -34,7 +34,8 @@ class KerasCached(KerasLayerRunner):
                    "`compute_causal_mask`)")
     path = "cache"
     layer_cls, layer_name = "MultiHeadAttention", "cached"
-    features = KerasLayerRunner.features | {"decode"}
+    # no "window": the constructor takes sliding_window and the call ignores it (hub_probes)
+    features = frozenset({"fill", "decode"})
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -1,14 +1,19 @@
 """Convention cells of the Keras Hub runners (keras.rope.*, keras.cached.*), in the worker of
 their backend.
 
-Both run Keras attention underneath, so every axis the plain layer settles is probed on that
-layer as the keras.<backend> rows probe it (probes.layer_cells, MultiHeadAttention; the
-grouped mapping on GroupQueryAttention), and the Keras Hub parts override their axes:
+keras.rope runs Keras attention underneath (its subclass overrides _compute_attention only),
+so every axis the plain layer settles is probed on that layer as the keras.<backend> rows
+probe it (probes.layer_cells, MultiHeadAttention; the grouped mapping on
+GroupQueryAttention).  keras.cached's CachedMultiHeadAttention replaces `call` (no
+use_causal_mask, no value_mask, none of MultiHeadAttention's mask computation), so its
+cells are probed on it (called without a cache where the axis needs none).  The Keras Hub
+parts override their axes:
 - keras.rope: rope_style (RotaryEmbedding at start_index 3 against both pairings of the
   oracle) and rope_partial (the first 4 of 8 features rotated, the rest passed);
 - keras.cached: cache_causal_alignment (a step at position 3 over a cache of 6 slots, with
   no attention_mask, as the layer's call allows, and with keras_hub's compute_causal_mask),
-  cache_layout (the cache tensor's shape), causal_flag (its call has no use_causal_mask).
+  cache_layout (the cache tensor's shape), causal_flag (its call has no use_causal_mask),
+  window_width (sliding_window=3 given to its constructor: the call ignores it).
 Keras and keras_hub are imported inside the functions only.
 """
 from __future__ import annotations
@@ -150,5 +155,45 @@ def cache_cells(runner) -> list[Convention]:
     return [align, layout, causal, rows]
 
 
+def _cached_window(p: Probe) -> Convention:
+    """sliding_window=3 given to the constructor (inherited from MultiHeadAttention), the
+    layer called with no cache: does the call apply it?"""
+    from conformance.runners.keras.window import SOURCE
+
+    case = cp.window_case(causal=False)
+    data = case_data(case)
+    out = p.call(p.layer(case, data, sliding_window=3), data)[0]
+    cell = closest("window_width", out, cp.window_candidates(case, 3),
+                   f"{p.what}(sliding_window=3), self-attention over 8 positions, no cache",
+                   documented_source=SOURCE)
+    if cell.value != "no window":
+        return cell
+    return replace(cell, value=NA, evidence=f"{cell.evidence}: the constructor takes "
+                   "sliding_window (MultiHeadAttention's) and the call ignores it "
+                   "(CachedMultiHeadAttention.call never computes MultiHeadAttention's masks)")
+
+
 def cached_conventions(runner) -> list[Convention]:
-    return layer_base(cache_cells(runner))
+    """The cells of CachedMultiHeadAttention itself (called without a cache where a probe
+    needs no cache), the cache cells in place of the signature's."""
+    import keras_hub
+
+    from conformance.runners.keras.probes import (
+        attention_mask_cells, base_case, dropout_cells, dtype_cells, implicit_mask,
+        layout_cells, scale_precision)
+
+    cls = keras_hub.layers.CachedMultiHeadAttention
+    p = Probe(SimpleNamespace(layer_cls=cls, scores=False, translate=mha_translation))
+    case = base_case()
+    layer, data = p.layer(case), case_data(case)
+    masks = attention_mask_cells(p, case, lambda **kw: p.call(layer, data, **kw)[0])
+    padding = Convention("key_padding_polarity", NA, "CachedMultiHeadAttention.call(query, "
+                         "value, key, attention_mask, cache, cache_update_index, ...) has no "
+                         "value_mask / key-padding argument: padding goes into attention_mask",
+                         documented_source=CACHED_SRC)
+    probed = (layout_cells(p, case) + masks + [padding] + dropout_cells(p, case)
+              + [scale_precision(p)] + dtype_cells(p, case) + [implicit_mask(p),
+                                                               _cached_window(p)])
+    cells = probed + feature_cells("keras_hub.layers.CachedMultiHeadAttention",
+                                   cls.__init__, cls.call, skip=tuple(c.axis for c in probed))
+    return cp.override(cells, cache_cells(runner))
