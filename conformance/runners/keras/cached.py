@@ -18,14 +18,14 @@ import numpy as np
 
 from conformance.contract.runner import NotExpressible, Observation, Translation
 from conformance.runners.keras.common import (
-    FLASH_NOTE, JIT_NOTE, KerasLayerRunner, built_layer, digest, mha_translation)
-from conformance.runners.keras.hub import CACHED_SRC, decode, missing_hub
+    FLASH_NOTE, JIT_NOTE, built_layer, digest, mha_translation)
+from conformance.runners.keras.hub import CACHED_SRC, KerasHubRunner, decode
 
 LAYOUT = ("one tensor (B, 2, S, H, d), keys and values stacked on axis 1, preallocated "
           "for the whole sequence, written by ops.slice_update at cache_update_index")
 
 
-class KerasCached(KerasLayerRunner):
+class KerasCached(KerasHubRunner):
     """keras_hub.layers.CachedMultiHeadAttention on `backend`: a prefill, then steps."""
 
     system = "keras_hub.layers.CachedMultiHeadAttention"
@@ -33,19 +33,9 @@ class KerasCached(KerasLayerRunner):
                    "(prefill, then one position per call at `cache_update_index`, keras_hub's "
                    "`compute_causal_mask`)")
     path = "cache"
-    layer_cls, layer_name = "MultiHeadAttention", "cached"
+    layer_cls, layer_name, kind = "MultiHeadAttention", "cached", "cached"
     # no "window": the constructor takes sliding_window and the call ignores it (hub_probes)
     features = frozenset({"fill", "decode"})
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.requires = self.requires + ("keras_hub",)
-
-    def default_name(self) -> str:
-        return f"keras.cached.{self.backend}"
-
-    def available(self) -> str | None:
-        return missing_hub() or super().available()
 
     def translate(self, case):
         a = case.attention

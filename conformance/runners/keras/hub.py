@@ -29,6 +29,7 @@ import importlib.util
 import numpy as np
 
 from conformance.contract.runner import NotExpressible
+from conformance.runners.keras.common import KerasLayerRunner
 
 INSTALL = "pip install --no-deps 'keras-hub==0.32.*'"
 WHY_NO_DEPS = ("--no-deps: keras-hub's dependency tensorflow-text would pull the full "
@@ -45,6 +46,23 @@ def missing_hub() -> str | None:
     if importlib.util.find_spec("keras_hub") is None:
         return f"keras_hub not installed ({INSTALL}; {WHY_NO_DEPS})"
     return None
+
+
+class KerasHubRunner(KerasLayerRunner):
+    """A Keras layer runner that also needs keras_hub: named keras.<kind>.<backend>, and a
+    skip naming the install line where keras_hub is missing."""
+
+    kind = ""  # "rope" or "cached"
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.requires = self.requires + ("keras_hub",)
+
+    def default_name(self) -> str:
+        return f"keras.{self.kind}.{self.backend}"
+
+    def available(self) -> str | None:
+        return missing_hub() or super().available()
 
 
 def rope_refusal(case) -> NotExpressible | None:

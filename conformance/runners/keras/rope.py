@@ -11,17 +11,17 @@ skip naming the install line.  Keras and keras_hub are imported inside the funct
 from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Translation
-from conformance.runners.keras.common import KerasLayerRunner, mha_translation, run_layer
+from conformance.runners.keras.common import mha_translation, run_layer
 from conformance.runners.keras.gqa import gqa_translation
 from conformance.runners.keras.hub import (
-    ROPE_KEYS, missing_hub, rope_call, rope_refusal, rotary_class)
+    ROPE_KEYS, KerasHubRunner, rope_call, rope_refusal, rotary_class)
 
 
 def base_layer(case) -> str:
     return "GroupQueryAttention" if case.grouped else "MultiHeadAttention"
 
 
-class KerasRope(KerasLayerRunner):
+class KerasRope(KerasHubRunner):
     """RotaryEmbedding + keras.layers.MultiHeadAttention / GroupQueryAttention on `backend`."""
 
     system = "keras_hub.layers.RotaryEmbedding + keras.layers.MultiHeadAttention"
@@ -29,18 +29,8 @@ class KerasRope(KerasLayerRunner):
                    "`keras.layers.MultiHeadAttention` (`GroupQueryAttention` for grouped "
                    "heads), rope cases only")
     path = "fused"
-    layer_cls, layer_name = "MultiHeadAttention", "rope"
-    features = KerasLayerRunner.features | {"rope", "position_offset"}
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.requires = self.requires + ("keras_hub",)
-
-    def default_name(self) -> str:
-        return f"keras.rope.{self.backend}"
-
-    def available(self) -> str | None:
-        return missing_hub() or super().available()
+    layer_cls, layer_name, kind = "MultiHeadAttention", "rope", "rope"
+    features = KerasHubRunner.features | {"rope", "position_offset"}
 
     def translate(self, case):
         refusal = rope_refusal(case)
