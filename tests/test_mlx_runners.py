@@ -43,10 +43,15 @@ MODERN = [
                    "rope": {"style": "half_split"}}},
     {"attention": {"num_heads": 6, "query_features": 12, "alibi": True},
      "inputs": {"self_attention": True, "key_len": 3}, "mask": {"causal": "lower_right"}},
+    {"attention": {"num_heads": 4, "query_features": 16, "sinks": True},
+     "mask": {"causal": "lower_right"}},
+    {"inputs": {"self_attention": True, "query_len": 8, "key_len": 8},
+     "mask": {"window": {"left": 2, "right": 1}}},
 ]
 
 
-@pytest.mark.parametrize("sections", MODERN, ids=["rope-interleaved", "qknorm-gqa", "alibi"])
+@pytest.mark.parametrize("sections", MODERN, ids=["rope-interleaved", "qknorm-gqa", "alibi",
+                                                  "sinks", "window"])
 def test_sdpa_row_matches_the_oracle(sections):
     from conformance.runners.mlx.sdpa import MlxSDPA
 
@@ -79,3 +84,49 @@ def test_mha_loads_and_refuses_grouped_heads():
     assert obs.parameters == runner.count(case).parameters == case_data(case).weights.count()
     grouped = probe_case("mlx-gqa", attention={"num_heads": 4, "num_kv_heads": 2})
     assert "num_kv_heads" in runner.translate(grouped).reason
+
+
+DECODE = {"attention": {"num_heads": 4, "num_kv_heads": 2, "query_features": 16,
+                        "rope": {"style": "half_split"}},
+          "inputs": {"self_attention": True, "query_len": 7, "key_len": 7},
+          "mask": {"causal": "upper_left"}, "decode": {"prefill": 4, "steps": 3}}
+
+
+def _decode_case():
+    from conformance.case.loader import parse_case
+
+    return parse_case({"id": "mlx-decode", **DECODE}, "<test>")
+
+
+def test_cache_decode_equals_the_full_forward_and_grows_its_blocks():
+    from conformance.runners.mlx.sdpa_cache import STEP, MlxSDPACache
+
+    case, runner = _decode_case(), MlxSDPACache()
+    obs = runner.run(case, runner.translate(case), case_data(case))
+    assert np.max(np.abs(obs.output - attention(case).output)) < 1e-5
+    backing = obs.notes[0].split("backing key array ")[1]
+    assert f"(2, 2, {STEP}, 4) -> (2, 2, {2 * STEP}, 4)" in backing  # grew by a block
+
+
+def test_cache_decode_rejects_a_planted_cache_that_forgets(monkeypatch):
+    """A cache that returns only the new position (the prefill forgotten) is far off."""
+    from conformance.runners.mlx import kv_cache, sdpa_cache
+
+    def forgetful(self, k, v):
+        self.offset += k.shape[2]
+        self.shapes.append(tuple(k.shape))
+        return k, v
+
+    monkeypatch.setattr(kv_cache.BlockCache, "update_and_fetch", forgetful)
+    case, runner = _decode_case(), sdpa_cache.MlxSDPACache()
+    obs = runner.run(case, runner.translate(case), case_data(case))
+    assert np.max(np.abs(obs.output - attention(case).output)) > 1e-2
+
+
+def test_cache_cells_name_the_lower_right_step():
+    from conformance.runners.mlx.cache_probes import cache_cells
+
+    cells = {c.axis: c for c in cache_cells()}
+    assert cells["cache_causal_alignment"].value == "lower_right"
+    assert cells["cache_layout"].value.startswith("BNSH, two arrays")
+    assert cells["float64_compute"].value == "below_float64"

@@ -35,15 +35,17 @@ OTHER = {"half_split": "interleaved", "interleaved": "half_split"}
 CONVERT = {"half_split": interleaved_to_half_split, "interleaved": half_split_to_interleaved}
 
 
+DECODE = {"mask": {"causal": "upper_left"}, "decode": {"prefill": 3, "steps": 2}}
+
+
 def rope_case(style: str, decode: bool = False, **att):
-    """Self-attention over 5 positions; with `decode`, causal and run as a prefill of 3 and
-    2 steps (for runners that only decode)."""
-    steps = {"mask": {"causal": "upper_left"}, "decode": {"prefill": 3, "steps": 2}}
+    """The case; with `decode`, causal and run as a prefill of 3 and 2 steps (a runner that
+    only decodes takes it so)."""
     return parse_case({"id": f"rope-permutation-{style}", "attention": {
         "num_heads": 4, "num_kv_heads": 2, "query_features": 64,
         "rope": {"style": style}, **att}, "inputs": {"batch": 1, "query_len": 5,
                                                     "self_attention": True, "seed": 3},
-        **(steps if decode else {})}, "<test>")
+        **(DECODE if decode else {})}, "<test>")
 
 
 def variants(runner) -> list[dict]:
@@ -85,8 +87,9 @@ def permutation_distances(target: str, params: dict) -> dict:
     the key rows permuted by the query head count; {"refused": reason} when the runner
     takes neither pairing."""
     runner = load(target, params)
-    tries = [(style, att, dec) for dec in (False, True)[:1 + ("decode" in runner.features)]
-             for att in variants(runner) for style in ("half_split", "interleaved")]
+    decodes = (False, True) if "decode" in runner.features else (False,)
+    tries = [(style, att, dec) for dec in decodes for att in variants(runner)
+             for style in ("half_split", "interleaved")]
     for style, att, dec in tries:
         case = rope_case(style, dec, **att)
         translation = runner.translate(case)

@@ -17,6 +17,8 @@ from conformance.contract.runner import Runner
 
 _T, _K, _G = ("conformance.runners.torch.mha:TorchMHA", "conformance.runners.keras.mha:KerasMHA",
               "conformance.runners.keras.gqa:KerasGQA")
+_R, _KC = ("conformance.runners.keras.rope:KerasRope",
+           "conformance.runners.keras.cached:KerasCached")
 _X, _A, _C = ("conformance.runners.onnx.torch_export:OnnxTorchExport",
               "conformance.runners.onnx.attention_op:OnnxAttentionOp",
               "conformance.runners.onnx.attention_cache:OnnxAttentionCache")
@@ -37,6 +39,12 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     (_G, {"backend": "tensorflow"}),
     (_G, {"backend": "jax"}),
     (_G, {"backend": "torch"}),
+    (_R, {"backend": "tensorflow"}),
+    (_R, {"backend": "jax"}),
+    (_R, {"backend": "torch"}),
+    (_KC, {"backend": "tensorflow"}),
+    (_KC, {"backend": "jax"}),
+    (_KC, {"backend": "torch"}),
     (_X, {"dynamo": True}),
     (_X, {"dynamo": False}),
     (_X, {"dynamo": True, "opset": 23}),
@@ -72,6 +80,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.flax.dpa:JaxDPA", {}),
     ("conformance.runners.mlx.mha:MlxMHA", {}),
     ("conformance.runners.mlx.sdpa:MlxSDPA", {}),
+    ("conformance.runners.mlx.sdpa_cache:MlxSDPACache", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {"x64": True}),
     ("conformance.runners.flax.nnx:FlaxNnx", {"x64": True}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),

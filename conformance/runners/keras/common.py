@@ -113,17 +113,20 @@ def built_layer(keras, layer_name: str, layer_cls: str, case, translation, data)
 
     The `.scores` row calls the very layer its fused-path row just called (one
     build and one load per case and layer class, not two): the worker gets the
-    rows of a case one after the other, so one remembered layer is enough.
+    rows of a case one after the other, so one remembered layer is enough.  Keyed by the
+    weights object too (held in the entry, so its id stays unique): other weights for the
+    same case (tests/test_rope_permutation.py) get a fresh layer, never a stale one.
     """
     dtype, i = case.inputs.dtype, case.inputs
-    key = (layer_cls, case.fingerprint(), repr(sorted(translation.plan.items())))
+    key = (layer_cls, case.fingerprint(), repr(sorted(translation.plan.items())),
+           id(data.weights))
     if key in _BUILT:
-        return _BUILT[key]
+        return _BUILT[key][:3]
     _BUILT.clear()
     try:
-        # NumPy zeros initialisers: the weights are overwritten; Keras's own
-        # initialisers cost a JAX compilation per kernel shape.
-        layer = getattr(keras.layers, layer_cls)(
+        # NumPy zeros initialisers: the weights are overwritten; Keras's own initialisers
+        # cost a JAX compilation per kernel shape.  layer_cls: a keras.layers name or a class
+        layer = (getattr(keras.layers, layer_cls) if isinstance(layer_cls, str) else layer_cls)(
             **translation.plan, flash_attention=False, dtype=dtype, name=layer_name,
             kernel_initializer=numpy_zeros(keras), bias_initializer=numpy_zeros(keras))
         q = tensor(keras, data.inputs.query, dtype)
@@ -132,8 +135,9 @@ def built_layer(keras, layer_name: str, layer_cls: str, case, translation, data)
         layer.build(tuple(q.shape), tuple(v.shape), tuple(k.shape))
     except (ValueError, TypeError) as exc:
         raise NotExpressibleError(f"keras rejected the configuration: {exc}") from exc
-    _BUILT[key] = layer, (q, k, v), load_weights(keras, layer, data.weights, dtype)
-    return _BUILT[key]
+    _BUILT[key] = (layer, (q, k, v), load_weights(keras, layer, data.weights, dtype),
+                   data.weights)
+    return _BUILT[key][:3]
 
 
 def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:

@@ -51,14 +51,17 @@ class Probe:
         if self.backend == "jax":  # compiled probes are reused from the second session on
             jax_compilation_cache()
         self.scores = bool(getattr(runner, "scores", False))
-        self.what = (f"keras.layers.{runner.layer_cls} ({self.backend}, "
+        cls = runner.layer_cls  # a keras.layers name, or a class (a keras_hub layer)
+        self.cls = getattr(keras.layers, cls) if isinstance(cls, str) else cls
+        where = "keras.layers" if isinstance(cls, str) else self.cls.__module__.split(".")[0]
+        self.what = (f"{where}.{self.cls.__name__} ({self.backend}, "
                      f"return_attention_scores={self.scores})")
 
     def layer(self, case, data=None, dtype=None, rank: int = 3, **options):
         """A layer built for `case` (or its 2-D inputs) holding the canonical weights."""
         k, data = self.keras, data or case_data(case)
         dtype = dtype or case.inputs.dtype
-        layer = getattr(k.layers, self.runner.layer_cls)(
+        layer = self.cls(
             **self.runner.translate(case).plan, **options, flash_attention=False, dtype=dtype,
             kernel_initializer=numpy_zeros(k), bias_initializer=numpy_zeros(k))
         x = data.inputs
@@ -117,7 +120,7 @@ def layout_cells(p: Probe, case) -> list[Convention]:
     plan = ", ".join(f"{k}={v}" for k, v in p.runner.translate(case).plan.items())
     size = Convention(
         "size_arguments", "per_head",
-        f"{p.runner.layer_cls}({plan}) on 8 features: query/kernel {shape}, i.e. 3 per head "
+        f"{p.cls.__name__}({plan}) on 8 features: query/kernel {shape}, i.e. 3 per head "
         f"(not 8 / 2 = 4, not a total of 3); output {_ledger.matches(case, out):.1e} from the "
         "oracle with d_k = 3", "per_head", DOCS)
     order = closest("argument_order", out,
@@ -142,6 +145,21 @@ def mask_cells(p: Probe, case) -> list[Convention]:
     def fwd(**kw):
         return p.call(layer, data, **kw)[0]
 
+    cells = attention_mask_cells(p, case, fwd)
+    m = probe_mask(case)
+    pad = m[:, 0, :]
+    kp = closest("key_padding_polarity", fwd(value_mask=pad),
+                 {"true_attends": output_with(case, pad[:, None, :]),
+                  "true_blocks": output_with(case, ~pad[:, None, :])},
+                 f"(B, S) value_mask passed raw to {p.what} (an undocumented call argument, "
+                 "the slot of the value's Keras mask)")
+    causal = closest("causal_flag", fwd(use_causal_mask=True), causal_candidates(case),
+                     f"use_causal_mask=True with T=3 != S=5 on {p.what}")
+    return cells + [kp, causal]
+
+
+def attention_mask_cells(p: Probe, case, fwd) -> list[Convention]:
+    """attention_mask polarity and a float mask; fwd(**call kwargs) -> the output."""
     m = probe_mask(case)
     what = f"(B, T, S) attention_mask passed raw to {p.what}"
     cells = [_ledger.mask_polarity(case, lambda mask: fwd(attention_mask=mask),
@@ -156,15 +174,7 @@ def mask_cells(p: Probe, case) -> list[Convention]:
         "reading; _compute_attention_mask casts any attention_mask to bool since "
         f"{CAST_TO_BOOL_PR}; the documentation describes a boolean mask only: '1 "
         "indicates attention and 0 indicates no attention')"))
-    pad = m[:, 0, :]
-    kp = closest("key_padding_polarity", fwd(value_mask=pad),
-                 {"true_attends": output_with(case, pad[:, None, :]),
-                  "true_blocks": output_with(case, ~pad[:, None, :])},
-                 f"(B, S) value_mask passed raw to {p.what} (an undocumented call argument, "
-                 "the slot of the value's Keras mask)")
-    causal = closest("causal_flag", fwd(use_causal_mask=True), causal_candidates(case),
-                     f"use_causal_mask=True with T=3 != S=5 on {p.what}")
-    return cells + [kp, causal]
+    return cells
 
 
 def dropout_cells(p: Probe, case) -> list[Convention]:
@@ -268,8 +278,7 @@ def implicit_mask(p: Probe) -> Convention:
     data = replace(data, inputs=replace(data.inputs, query=x, key=x, value=x))
     tokens = k.Input((t,), batch_size=b, dtype="int32")
     emb = k.layers.Embedding(b * t + 1, e, mask_zero=True)
-    layer = getattr(k.layers, p.runner.layer_cls)(**p.runner.translate(case).plan,
-                                                  flash_attention=False)
+    layer = p.cls(**p.runner.translate(case).plan, flash_attention=False)
     hidden = emb(tokens)
     with warnings.catch_warnings():  # "query (EinsumDense) ... will destroy the mask"
         warnings.simplefilter("ignore", UserWarning)
@@ -280,7 +289,7 @@ def implicit_mask(p: Probe) -> Convention:
     both = valid[:, :, None] & valid[:, None, :]
     return closest("implicit_mask", out, {"propagated": output_with(case, both, data),
                                           "none": output_with(case, None, data)},
-                   f"Embedding(mask_zero=True) output fed to {p.runner.layer_cls} in a "
+                   f"Embedding(mask_zero=True) output fed to {p.cls.__name__} in a "
                    "functional model, token id 0 at 3 of 8 positions (compared on the "
                    "unpadded query rows)")
 

@@ -16,8 +16,10 @@ from its docstrings (mlx 0.32.4):
   pairs; dimensions past `dims` pass unchanged; positions start at `offset`.
 - `nn.ALiBi.create_alibi_matrix(T + offset, S, H, offset)`: query positions
   offset .. offset + T - 1, key positions 0 .. S - 1, bias -slope_h * |i - j|.
-Keeping the core here lets later parts (decode with a cache, sinks, windows)
-extend one function.  mlx is imported inside functions only.
+- `sinks=` (H,) logits join each row's softmax denominator (GPT-OSS attention sinks).
+The core is kept in parts (`positional`: QK-norm and RoPE; `fused`: the op) so the decode
+(sdpa_cache.py) rotates keys at the cache offset before caching them, as mlx-lm does.
+mlx is imported inside functions only.
 """
 from __future__ import annotations
 
@@ -78,6 +80,7 @@ class CorePlan:
     offsets: tuple[int, int] = (0, 0)  # rope offset= of queries and keys
     alibi_offset: int | None = None  # create_alibi_matrix offset (query - key start)
     qk_norm: tuple[str, str, float] | None = None  # (rms | layer, per_head | all_heads, eps)
+    sinks: bool = False  # sinks= (H,) logits, the fused op's own argument
 
     def arguments(self) -> str:
         """The fused call's arguments, e.g. "q, k, v, scale=0.5, mask='causal'"."""
@@ -86,7 +89,8 @@ class CorePlan:
                  "additive": f", mask=additive (B, H, T, S) (fill {self.fill:g}"
                  + (", + nn.ALiBi.create_alibi_matrix)" if self.alibi_offset is not None
                     else ")")}
-        return f"q, k, v, scale={self.scale!r}{words[self.mask]}"
+        sinks = ", sinks=(H,) logits" if self.sinks else ""
+        return f"q, k, v, scale={self.scale!r}{words[self.mask]}{sinks}"
 
     def before(self) -> str:
         """The ops applied to q and k before the fused call, as a user writes them."""
@@ -115,6 +119,8 @@ def core_plan(case) -> CorePlan:
         extra["qk_norm"] = (a.qk_norm.kind, a.qk_norm.scope, a.qk_norm.eps)
     if m.fill is not None:
         extra["fill"] = FILLS[m.fill]
+    if a.sinks:
+        extra["sinks"] = True
     causal = m.causal != "none"
     if a.alibi:
         extra["alibi_offset"] = i.position_offset - i.key_position_offset
@@ -160,20 +166,32 @@ def mask_array(mx, plan: CorePlan, case, allowed: np.ndarray | None, dtype: str)
     return None
 
 
-def attend(mx, plan: CorePlan, case, q, k, v, weights: dict, mask):
-    """QK-norm, RoPE, the fused attention: (B, H, T, d) q, (B, H_kv, S, d) k and v."""
+def positional(mx, plan: CorePlan, q, k, weights: dict, offsets: tuple[int, int]):
+    """QK-norm, then RoPE at positions starting at `offsets` (queries, keys), of (B, H, T, d)
+    q and (B, H_kv, S, d) k: what mlx-lm's attention modules do before the fused call."""
     if plan.qk_norm is not None:
         kind, scope, eps = plan.qk_norm
         q = _norm(mx, q, kind, scope, eps, weights["q_norm"], weights.get("q_norm_bias"))
         k = _norm(mx, k, kind, scope, eps, weights["k_norm"], weights.get("k_norm_bias"))
     if plan.rope is not None:
         dims, trad, base = plan.rope
-        q = mx.fast.rope(q, dims, traditional=trad, base=base, scale=1.0,
-                         offset=plan.offsets[0])
-        k = mx.fast.rope(k, dims, traditional=trad, base=base, scale=1.0,
-                         offset=plan.offsets[1])
+        q = mx.fast.rope(q, dims, traditional=trad, base=base, scale=1.0, offset=offsets[0])
+        k = mx.fast.rope(k, dims, traditional=trad, base=base, scale=1.0, offset=offsets[1])
+    return q, k
+
+
+def fused(mx, plan: CorePlan, q, k, v, weights: dict, mask):
+    """mx.fast.scaled_dot_product_attention with the plan's scale, `mask` and sinks."""
     kw = {} if mask is None else {"mask": mask}
+    if plan.sinks:
+        kw["sinks"] = weights["sinks"]
     return mx.fast.scaled_dot_product_attention(q, k, v, scale=plan.scale, **kw)
+
+
+def attend(mx, plan: CorePlan, case, q, k, v, weights: dict, mask):
+    """QK-norm, RoPE, the fused attention: (B, H, T, d) q, (B, H_kv, S, d) k and v."""
+    q, k = positional(mx, plan, q, k, weights, plan.offsets)
+    return fused(mx, plan, q, k, v, weights, mask)
 
 
 def project(mx, x, w, b):

@@ -2,7 +2,9 @@
 parts of today's attention through MLX's own ops: `mx.fast.rope` (half-split, or
 interleaved with `traditional=True`; `dims` partial; `offset`), QK-norm with
 `mx.fast.rms_norm` / `layer_norm`, ALiBi with `nn.ALiBi.create_alibi_matrix` as an
-additive mask, grouped-query heads passed untiled (common.py states the facts).
+additive mask, grouped-query heads passed untiled, attention sinks through the op's own
+`sinks=` argument (one logit per head), and a sliding window (mask.window) as a boolean
+mask: MLX has no window argument (common.py states the facts).
 
 Why a row of its own: it is what MLX users (mlx-lm's model files) write, the
 fused op holds no parameters and takes any head width, and its grouped-query
@@ -22,10 +24,12 @@ class MlxSDPA(MlxRunner):
     name = "mlx.sdpa"
     system = "mlx.core.fast.scaled_dot_product_attention"
     description = ("`mx.fast.scaled_dot_product_attention` with explicit projections, "
-                   "`mx.fast.rope`, `nn.ALiBi`, `mx.fast.rms_norm` (GQA untiled)")
+                   "`mx.fast.rope`, `nn.ALiBi`, `mx.fast.rms_norm` (GQA untiled), its "
+                   "`sinks=`; windows as a boolean mask")
     no_parameters_label = "mlx sdpa"
     sets_scale = True  # scale= is a required argument
-    features = MlxRunner.features | {"rope", "position_offset", "qk_norm", "alibi"}
+    features = MlxRunner.features | {"rope", "position_offset", "qk_norm", "alibi", "sinks",
+                                     "window"}
 
     def translate(self, case):
         i = case.inputs
@@ -56,6 +60,9 @@ class MlxSDPA(MlxRunner):
                  "returns no attention weights"]
         if held != case.inputs.dtype:
             notes.append(f"output computed in {held}, not the requested {case.inputs.dtype}")
+        if case.mask.window is not None:
+            notes.append("mask.window passed as a boolean mask (True = attend): MLX's fused "
+                         "op has no window argument")
         if case.grouped:
             notes.append(f"k, v passed with {case.attention.num_kv_heads} heads, not tiled")
         return Observation(

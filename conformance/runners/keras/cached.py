@@ -1,0 +1,94 @@
+"""KV-cache decoding through `keras_hub.layers.CachedMultiHeadAttention` on each Keras
+backend (#20).
+
+One class parametrised by `backend` (`KerasCached(backend="torch")` is
+`keras.cached.torch`), in the backend's Keras worker.  The decode is keras_hub's own
+pattern (its TransformerDecoder and CausalLM generate loops): a cache tensor of zeros
+[B, 2, S, num_heads, key_dim] for the whole sequence, the prefill written at
+cache_update_index 0, then one position per call at its index, each call given
+`compute_causal_mask(B, S, T, cache_index)` (hub.py).  The outputs, concatenated, are
+judged against the full causal forward.  One cache tensor stacks keys and values, so
+key_dim must equal value_dim; CachedMultiHeadAttention is a MultiHeadAttention (no grouped
+heads, no rotary embedding of its own).  A missing keras_hub is a skip naming the install
+line.  Keras and keras_hub are imported inside the functions only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.runner import NotExpressible, Observation, Translation
+from conformance.runners.keras.common import (
+    FLASH_NOTE, JIT_NOTE, built_layer, digest, mha_translation)
+from conformance.runners.keras.hub import CACHED_SRC, KerasHubRunner, decode
+
+LAYOUT = ("one tensor (B, 2, S, H, d), keys and values stacked on axis 1, preallocated "
+          "for the whole sequence, written by ops.slice_update at cache_update_index")
+
+
+class KerasCached(KerasHubRunner):
+    """keras_hub.layers.CachedMultiHeadAttention on `backend`: a prefill, then steps."""
+
+    system = "keras_hub.layers.CachedMultiHeadAttention"
+    description = ("`keras_hub.layers.CachedMultiHeadAttention` decoding through its cache "
+                   "(prefill, then one position per call at `cache_update_index`, keras_hub's "
+                   "`compute_causal_mask`)")
+    path = "cache"
+    layer_cls, layer_name, kind = "MultiHeadAttention", "cached", "cached"
+    # no "window": the constructor takes sliding_window and the call ignores it (hub_probes)
+    features = frozenset({"fill", "decode"})
+
+    def translate(self, case):
+        a = case.attention
+        if case.decode is None:
+            return NotExpressible("this runner decodes: the case has no decode section (the "
+                                  "plain layer is the keras.<backend> row)")
+        if case.has_non_causal_mask:
+            return NotExpressible("a decode is causal self-attention with no other mask")
+        if a.qk_head_dim != a.v_head_dim:
+            return NotExpressible(
+                f"qk_head_dim={a.qk_head_dim} != v_head_dim={a.v_head_dim}: the cache is one "
+                "tensor [B, 2, S, num_heads, key_dims] stacking keys and values "
+                f"({CACHED_SRC})")
+        base = mha_translation(case)
+        if isinstance(base, NotExpressible):
+            return base
+        d, n = case.decode, case.inputs.query_len
+        call = base.call.replace("keras.layers.MultiHeadAttention",
+                                 "keras_hub.layers.CachedMultiHeadAttention")
+        return Translation(
+            f"{call}; cache = zeros((B, 2, {n}, {a.num_heads}, {a.qk_head_dim})); prefill: "
+            f"out, cache = layer(x[:, :{d.prefill}], x[:, :{d.prefill}], attention_mask="
+            f"compute_causal_mask(B, {n}, {d.prefill}, 0), cache=cache, cache_update_index=0)"
+            f"; {d.steps} steps t: the same on x[:, t:t+1] with compute_causal_mask(B, {n}, 1, "
+            "t), cache_update_index=t", base.plan)
+
+    def run(self, case, translation, data):
+        import keras
+        import keras_hub
+
+        keras.config.disable_flash_attention()
+        dtype = case.inputs.dtype
+        layer, (x, _, _), notes = built_layer(keras, self.layer_name,
+                                              keras_hub.layers.CachedMultiHeadAttention, case,
+                                              translation, data)
+        outs, shapes, held = decode(keras, layer, x, case.decode.prefill,
+                                    case.inputs.query_len)
+        output = np.concatenate(outs, axis=1)
+        notes = [FLASH_NOTE, *notes, f"prefill {case.decode.prefill}, then "
+                 f"{len(outs) - 1} steps through the cache: {LAYOUT}; cache "
+                 + " -> ".join(str(s) for s in shapes[:2])]
+        if keras.backend.backend() == "jax":
+            notes.append(JIT_NOTE)
+        if held != dtype:
+            notes.append(f"output computed in {held}, not the requested {dtype}")
+        return Observation(
+            output=output, parameters=int(layer.count_params()),
+            weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
+            notes=notes, extras={"backend": self.backend, "cache_layout": LAYOUT,
+                                 "output_dtype": held, "mask_polarity": "True = attend"},
+            output_digest=digest(output, dtype))
+
+    def conventions(self):
+        from conformance.runners.keras.hub_probes import cached_conventions
+
+        return cached_conventions(self)

@@ -1,0 +1,199 @@
+"""Convention cells of the Keras Hub runners (keras.rope.*, keras.cached.*), in the worker of
+their backend.
+
+keras.rope runs Keras attention underneath (its subclass overrides _compute_attention only),
+so every axis the plain layer settles is probed on that layer as the keras.<backend> rows
+probe it (probes.layer_cells, MultiHeadAttention; the grouped mapping on
+GroupQueryAttention).  keras.cached's CachedMultiHeadAttention replaces `call` (no
+use_causal_mask, no value_mask, none of MultiHeadAttention's mask computation), so its
+cells are probed on it (called without a cache where the axis needs none).  The Keras Hub
+parts override their axes:
+- keras.rope: rope_style (RotaryEmbedding at start_index 3 against both pairings of the
+  oracle) and rope_partial (the first 4 of 8 features rotated, the rest passed);
+- keras.cached: cache_causal_alignment (a step at position 3 over a cache of 6 slots, with
+  no attention_mask, as the layer's call allows, and with keras_hub's compute_causal_mask),
+  cache_layout (the cache tensor's shape), causal_flag (its call has no use_causal_mask),
+  window_width (sliding_window=3 given to its constructor: the call ignores it).
+Keras and keras_hub are imported inside the functions only.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+
+from conformance.contract import cache_probes as cp
+from conformance.contract.axes import NA, REFUSED
+from conformance.contract.probing import closest, distances, feature_cells, probe_case
+from conformance.contract.runner import Convention
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention, project
+from conformance.runners.keras.common import load_weights, mha_translation, numpy_zeros, tensor
+from conformance.runners.keras.hub import (
+    CACHED_SRC, MASK_SRC, ROPE_SRC, decode, rotary_class)
+from conformance.runners.keras.probes import Probe, kv_head_mapping, layer_cells
+
+SLOTS = 6  # cache positions allocated for a prefill of 3 and one step: 2 stay empty
+
+
+def _stand_in(layer_cls: str):
+    """What probes.Probe reads of a runner, for the plain Keras layer underneath."""
+    from conformance.runners.keras.gqa import gqa_translation
+
+    return SimpleNamespace(layer_cls=layer_cls, scores=False, translate=(
+        gqa_translation if layer_cls == "GroupQueryAttention" else mha_translation))
+
+
+def layer_base(extra: list[Convention], layer: str = "MultiHeadAttention") -> list[Convention]:
+    """The plain layer's cells (and its signature's feature cells) with `extra` in place."""
+    import keras
+
+    cls = getattr(keras.layers, layer)
+    probed = layer_cells(_stand_in(layer)) + [kv_head_mapping(Probe(
+        _stand_in("GroupQueryAttention")))]
+    cells = probed + feature_cells(f"keras.layers.{layer}", cls.__init__, cls.call,
+                                   skip=tuple(c.axis for c in probed))
+    return cp.override(cells, extra)
+
+
+def _rope_out(p: Probe, runner, case) -> np.ndarray:
+    k, data = p.keras, case_data(case)
+    layer = rotary_class(k, "MultiHeadAttention")(
+        **runner.translate(case).plan, flash_attention=False, dtype="float32",
+        kernel_initializer=numpy_zeros(k), bias_initializer=numpy_zeros(k))
+    x = data.inputs
+    layer.build(x.query.shape, x.value.shape, x.key.shape)
+    load_weights(k, layer, data.weights, "float32")
+    return p.call(layer, data)[0]
+
+
+def rope_cells(runner) -> list[Convention]:
+    p = Probe(_stand_in("MultiHeadAttention"))
+    what = f"keras_hub.layers.RotaryEmbedding in keras.layers.MultiHeadAttention ({p.backend})"
+    case = probe_case("keras-rope", attention={"qk_head_dim": 8, "v_head_dim": 8,
+                                               "rope": {"style": "half_split"}},
+                      inputs={"position_offset": 3})
+    cands = {s: attention(replace(case, attention=replace(
+        case.attention, rope=replace(case.attention.rope, style=s)))).output
+        for s in ("half_split", "interleaved")}
+    style = closest("rope_style", _rope_out(p, runner, case), cands,
+                    f"{what}, start_index 3, head dim 8; no pairing argument",
+                    documented="half_split", documented_source=ROPE_SRC)
+    part = probe_case("keras-rope-partial", attention={
+        "qk_head_dim": 8, "v_head_dim": 8, "rope": {"style": "half_split", "rotary_dim": 4}})
+    whole = attention(replace(part, attention=replace(part.attention, rope=replace(
+        part.attention.rope, rotary_dim=8)))).output
+    partial = closest("rope_partial", _rope_out(p, runner, part), {
+        "supported": attention(part).output, REFUSED: whole},
+        f"{what}: RotaryEmbedding has no rotary_dim (it rotates the whole axis it is "
+        "given); the first 4 of 8 features passed to it, the rest concatenated back, as "
+        "keras_hub's GPTNeoXAttention slices them (refused stands for 'all 8 rotate')",
+        documented_source=ROPE_SRC)
+    return [style, partial]
+
+
+def rope_conventions(runner) -> list[Convention]:
+    return layer_base(rope_cells(runner))
+
+
+# ---- keras.cached
+
+
+def _full_candidate(case, slots: int) -> np.ndarray:
+    """(B, 1, E): the step at position P attending its P + 1 keys and the unwritten slots
+    (zero keys and values: score 0, value 0)."""
+    data = case_data(case)
+    x, w = data.inputs, data.weights
+    q = project(x.query, w.wq, w.bq)[:, :, -1:]
+    k, v = project(x.key, w.wk, w.bk), project(x.value, w.wv, w.bv)
+    pad = [(0, 0), (0, 0), (0, slots - k.shape[2]), (0, 0)]
+    k, v = np.pad(k, pad), np.pad(v, pad)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(case.attention.qk_head_dim)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    out = np.einsum("bhtd,hde->bte", (p / p.sum(-1, keepdims=True)) @ v, w.wo)
+    return out if w.bo is None else out + w.bo
+
+
+def cache_cells(runner) -> list[Convention]:
+    import keras
+    import keras_hub
+
+    case = cp.decode_case()
+    data = case_data(case)
+    layer = keras_hub.layers.CachedMultiHeadAttention(
+        num_heads=2, key_dim=4, output_shape=8, dtype="float32",
+        kernel_initializer=numpy_zeros(keras), bias_initializer=numpy_zeros(keras))
+    x = data.inputs.query
+    layer.build(x.shape, x.shape, x.shape)
+    load_weights(keras, layer, data.weights, "float32")
+    xt = tensor(keras, x, "float32")
+    what = (f"keras_hub.layers.CachedMultiHeadAttention ({keras.backend.backend()}), cache "
+            f"of {SLOTS} slots, prefill 3 then a step at position 3 (cache_update_index 3)")
+    plain, shapes, _ = decode(keras, layer, xt, 3, SLOTS, masked=False)
+    masked = decode(keras, layer, xt, 3, SLOTS, masked=True)[0]
+    cands = {**cp.step_candidates(case), "full": _full_candidate(case, SLOTS)}
+    cell = closest("cache_causal_alignment", plain[-1], cands, f"{what}, attention_mask=None "
+                   "(its call has no causal switch)", documented_source=CACHED_SRC)
+    helper = distances(masked[-1], cp.step_candidates(case))
+    align = replace(cell, evidence=f"{cell.evidence}: the step attends every slot, the "
+                    f"{SLOTS - 4} unwritten zeros included; with keras_hub's compute_causal_"
+                    "mask(B, 6, 1, cache_index=3) (its decoders' mask, " + MASK_SRC + "): "
+                    + "; ".join(f"{k} {v:.1e}" for k, v in helper.items()))
+    layout = Convention("cache_layout", f"BSNH, one tensor (B, 2, S, H, d): keys and values "
+                        f"stacked on axis 1, preallocated ({shapes[0]} -> {shapes[-1]})",
+                        f"{what}: the cache argument and the returned cache, "
+                        f"{' -> '.join(str(t) for t in shapes)} (updated by ops.slice_update "
+                        "at cache_update_index)", documented_source=CACHED_SRC)
+    causal = Convention("causal_flag", NA, "CachedMultiHeadAttention.call(query, value, key, "
+                        "attention_mask, cache, cache_update_index, ...) has no "
+                        "use_causal_mask (passing it raises TypeError): the caller builds the "
+                        "mask (keras_hub's compute_causal_mask)", documented_source=CACHED_SRC)
+    rows = Convention("fully_masked_row", NA, "cannot arise: the runner runs causal decodes "
+                      "only (translate refuses any other mask), where every query sees at "
+                      "least its own key")
+    return [align, layout, causal, rows]
+
+
+def _cached_window(p: Probe) -> Convention:
+    """sliding_window=3 given to the constructor (inherited from MultiHeadAttention), the
+    layer called with no cache: does the call apply it?"""
+    from conformance.runners.keras.window import SOURCE
+
+    case = cp.window_case(causal=False)
+    data = case_data(case)
+    out = p.call(p.layer(case, data, sliding_window=3), data)[0]
+    cell = closest("window_width", out, cp.window_candidates(case, 3),
+                   f"{p.what}(sliding_window=3), self-attention over 8 positions, no cache",
+                   documented_source=SOURCE)
+    if cell.value != "no window":
+        return cell
+    return replace(cell, value=NA, evidence=f"{cell.evidence}: the constructor takes "
+                   "sliding_window (MultiHeadAttention's) and the call ignores it "
+                   "(CachedMultiHeadAttention.call never computes MultiHeadAttention's masks)")
+
+
+def cached_conventions(runner) -> list[Convention]:
+    """The cells of CachedMultiHeadAttention itself (called without a cache where a probe
+    needs no cache), the cache cells in place of the signature's."""
+    import keras_hub
+
+    from conformance.runners.keras.probes import (
+        attention_mask_cells, base_case, dropout_cells, dtype_cells, implicit_mask,
+        layout_cells, scale_precision)
+
+    cls = keras_hub.layers.CachedMultiHeadAttention
+    p = Probe(SimpleNamespace(layer_cls=cls, scores=False, translate=mha_translation))
+    case = base_case()
+    layer, data = p.layer(case), case_data(case)
+    masks = attention_mask_cells(p, case, lambda **kw: p.call(layer, data, **kw)[0])
+    padding = Convention("key_padding_polarity", NA, "CachedMultiHeadAttention.call(query, "
+                         "value, key, attention_mask, cache, cache_update_index, ...) has no "
+                         "value_mask / key-padding argument: padding goes into attention_mask",
+                         documented_source=CACHED_SRC)
+    probed = (layout_cells(p, case) + masks + [padding] + dropout_cells(p, case)
+              + [scale_precision(p)] + dtype_cells(p, case) + [implicit_mask(p),
+                                                               _cached_window(p)])
+    cells = probed + feature_cells("keras_hub.layers.CachedMultiHeadAttention",
+                                   cls.__init__, cls.call, skip=tuple(c.axis for c in probed))
+    return cp.override(cells, cache_cells(runner))

@@ -1,0 +1,77 @@
+"""KV-cache decoding through `mx.fast.scaled_dot_product_attention` the way mlx-lm decodes
+(#20): a prefill of P positions, then one position per step, each through a KV cache.
+
+The pattern is mlx-lm's `KVCache` (mlx_lm/models/cache.py): two arrays, keys and values
+(B, H_kv, S, d), preallocated in blocks of `step` positions (mlx-lm: 256; here 4, so the
+4 + 3 decode of the cases crosses a block and the growth by `mx.concatenate` runs), each
+update written into the block by slice assignment and the filled part returned.  Its
+attention modules rotate q and k at `offset=cache.offset` (mx.fast.rope) before the update,
+and pass the mask of `create_attention_mask`: "causal" for a chunk of several positions
+(MLX's causal is lower-right aligned, ml-explore/mlx#2835, so a chunk after the cache sees
+the cache), None for a single position.  The cache is the suite's own code after that
+pattern (mlx-lm is not a dependency); the attention is MLX's.  mlx is imported inside the
+functions only.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from conformance.contract.runner import Convention, NotExpressible, Observation, Translation
+from conformance.runners.mlx.common import MlxRunner, core_plan, import_mlx, to_f64, to_mx
+from conformance.runners.mlx.kv_cache import LAYOUT, STEP, DecodePlan, decode
+
+class MlxSDPACache(MlxRunner):
+    name = "mlx.sdpa.cache"
+    system = "mlx.core.fast.scaled_dot_product_attention"
+    path = "KV cache (mlx-lm KVCache pattern)"
+    description = ("`mx.fast.scaled_dot_product_attention` decoding through a KV cache as "
+                   "mlx-lm does (preallocated blocks, `mask=\"causal\"` for the prefill, "
+                   "none per step; RoPE at the cache offset)")
+    no_parameters_label = "mlx sdpa"
+    sets_scale = True
+    features = MlxRunner.features | {"decode", "rope", "position_offset", "qk_norm", "sinks"}
+
+    def translate(self, case):
+        if case.decode is None:
+            return NotExpressible("this runner decodes: the case has no decode section (the "
+                                  "plain call is mlx.sdpa)")
+        if case.has_non_causal_mask:
+            return NotExpressible("a decode is causal self-attention with no other mask")
+        d, core = case.decode, core_plan(case)
+        before = core.before()
+        rope = "; " + before.replace("offset=...", "offset=cache.offset") if before else ""
+        return Translation(
+            f"cache = KVCache() (step {STEP}){rope}; keys, values = cache.update_and_fetch(k, "
+            f"v); prefill {d.prefill}: mx.fast.scaled_dot_product_attention("
+            f"{replace(core, mask='causal').arguments()}); {d.steps} steps: the same with no "
+            "mask", DecodePlan(replace(core, mask="none"), d.prefill))
+
+    def run(self, case, translation, data):
+        mx, _ = import_mlx()
+        dtype = case.inputs.dtype
+        w = {n: to_mx(mx, a, dtype) for n, a in data.weights.arrays().items()}
+        outs, cache = decode(mx, translation.plan, w, to_mx(mx, data.inputs.query, dtype),
+                             case.inputs.position_offset)
+        out = mx.concatenate(outs, axis=1)
+        mx.eval(out)
+        arrays = data.weights.arrays()
+        return Observation(
+            output=to_f64(mx, out), parameters=None,
+            projection_parameters=sum(a.size for a in arrays.values()),
+            weight_shapes={n: tuple(a.shape) for n, a in arrays.items()},
+            notes=[f"prefill {translation.plan.prefill}, then {len(outs) - 1} steps through "
+                   f"the cache: {LAYOUT}; backing key array "
+                   + " -> ".join(str(s) for s in cache.shapes), "returns no attention weights"],
+            extras={"cache_layout": LAYOUT, "mask_polarity": "True = attend"})
+
+    def conventions(self):
+        """The fused op's cells (mlx.sdpa's probes: the function every step calls), with
+        the cells a decode settles in their place."""
+        from conformance.contract.cache_probes import override
+        from conformance.runners.mlx.cache_probes import cache_cells
+        from conformance.runners.mlx.probes import sdpa_cells
+
+        return override(sdpa_cells(), cache_cells() + [Convention(
+            "fully_masked_row", "not_applicable", "cannot arise: the runner runs causal "
+            "decodes only (translate refuses any other mask), where every query sees at "
+            "least its own key")])
