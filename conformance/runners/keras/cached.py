@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import NotExpressible, Observation, Translation
-from conformance.runners.keras.common import (
-    FLASH_NOTE, JIT_NOTE, built_layer, digest, mha_translation)
+from conformance.runners.keras.common import FLASH_NOTE, JIT_NOTE, built_layer, digest
+from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.hub import CACHED_SRC, KerasHubRunner, decode
 
 LAYOUT = ("one tensor (B, 2, S, H, d), keys and values stacked on axis 1, preallocated "

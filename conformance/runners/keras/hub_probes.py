@@ -29,7 +29,8 @@ from conformance.contract.probing import closest, distances, feature_cells, prob
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention, project
-from conformance.runners.keras.common import load_weights, mha_translation, numpy_zeros, tensor
+from conformance.runners.keras.common import numpy_zeros
+from conformance.runners._export.keras_mha import load_weights, mha_translation, tensor
 from conformance.runners.keras.hub import (
     CACHED_SRC, MASK_SRC, ROPE_SRC, decode, rotary_class)
 from conformance.runners.keras.probes import Probe, kv_head_mapping, layer_cells

@@ -11,7 +11,8 @@ skip naming the install line.  Keras and keras_hub are imported inside the funct
 from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Translation
-from conformance.runners.keras.common import mha_translation, run_layer
+from conformance.runners.keras.common import run_layer
+from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.gqa import gqa_translation
 from conformance.runners.keras.hub import (
     ROPE_KEYS, KerasHubRunner, rope_call, rope_refusal, rotary_class)
