@@ -236,3 +236,19 @@ def test_membership_masking_touches_the_cluster_sections_only():
     masked = membership_masked(text)
     assert "| a | ‹groups› | with the largest group |" in masked
     assert "x, y" not in masked and "- torch.mha: pass" in masked and "| a | b | c |" in masked
+
+
+def test_a_workers_flags_join_the_callers_xla_flags():
+    """Under the sse4.2 profile the Keras JAX worker ran without --xla_cpu_max_isa=AVX: the
+    Keras workers' single-thread XLA_FLAGS replaced the caller's.  Joined now; any other
+    variable of a worker still replaces the caller's."""
+    from conformance.run.workers import worker_env
+    from conformance.runners.keras.common import SINGLE_THREAD
+
+    env = worker_env(SINGLE_THREAD, {"XLA_FLAGS": "--xla_cpu_max_isa=AVX", "PATH": "/bin"})
+    assert env["XLA_FLAGS"].split() == ["--xla_cpu_max_isa=AVX",
+                                        *SINGLE_THREAD["XLA_FLAGS"].split()]
+    assert env["PATH"] == "/bin" and env["OMP_NUM_THREADS"] == "1"
+    assert worker_env(SINGLE_THREAD, {})["XLA_FLAGS"] == SINGLE_THREAD["XLA_FLAGS"]
+    assert worker_env({"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "8"}) == {
+        "OMP_NUM_THREADS": "1"}

@@ -116,6 +116,20 @@ def exit_text(code: int | None) -> str:
     return f"exit {code}"
 
 
+# Flag lists a worker's environment adds to instead of replacing: the caller's own flags
+# stay (benchmarks/portability.py's XLA_FLAGS=--xla_cpu_max_isa=AVX reached no Keras JAX
+# worker while the Keras workers' single-thread flags replaced it).
+APPENDED_ENV = ("XLA_FLAGS",)
+
+
+def worker_env(extra: dict[str, str], base=None) -> dict[str, str]:
+    """The process environment `base` (os.environ) with a worker's `extra` variables over
+    it, the flag lists of APPENDED_ENV joined (the caller's first)."""
+    base = dict(os.environ if base is None else base)
+    joined = {k: f"{base[k]} {extra[k]}" for k in APPENDED_ENV if base.get(k) and k in extra}
+    return {**base, **extra, **joined}
+
+
 class _Worker:
     """One subprocess and the thread that feeds it requests in order.  A request
     that kills the worker, or outlives the item timeout (the worker is killed),
@@ -138,7 +152,7 @@ class _Worker:
         log = tempfile.NamedTemporaryFile(prefix=f"conformance-worker-{spec.key}-",
                                           suffix=".log", delete=False)
         self.log_path = log.name
-        env = {**os.environ, **spec.env, HIDE_ENV: ",".join(spec.hide), "PYTHONUNBUFFERED": "1"}
+        env = {**worker_env(spec.env), HIDE_ENV: ",".join(spec.hide), "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, "-m", "conformance.run.workers"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
