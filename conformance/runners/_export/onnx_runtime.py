@@ -80,6 +80,8 @@ def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str
     return out, to_numpy(results[with_weights][1]), delta
 
 
+# ---- readings the ONNX probes share (onnx/probes.py and torch_onnx_probes.py)
+
 def tried(axis: str, fn, what: str) -> Convention:
     try:
         out = fn()[0]
