@@ -25,7 +25,8 @@ import numpy as np
 
 from conformance.contract import cache_probes as cp
 from conformance.contract.axes import NA, REFUSED
-from conformance.contract.probing import closest, distances, feature_cells, probe_case
+from conformance.contract.probing import (
+    closest, distances, feature_cells, probe_case, refusal)
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention, project
@@ -94,8 +95,41 @@ def rope_cells(runner) -> list[Convention]:
     return [style, partial]
 
 
+def float64_cell(runner, case, what: str) -> Convention:
+    """The runner's own row on a float64 probe case against the float64 oracle."""
+    try:
+        out = runner.run(case, runner.translate(case), case_data(case)).output
+    except Exception as exc:
+        return refusal("float64_compute", exc, what)
+    d = float(np.max(np.abs(np.asarray(out, np.float64) - attention(case).output)))
+    return Convention("float64_compute", "float64" if d <= 1e-12 else "below_float64",
+                      f"probe_case {case.id}: {what} in float64, max |output - float64 "
+                      f"oracle| {d:.1e} (float64 means <= 1e-12)")
+
+
+def masked_row_cell(runner, case, what: str) -> Convention:
+    """The runner's own row on a probe case whose query row 1 attends no key."""
+    out = np.asarray(runner.run(case, runner.translate(case), case_data(case)).output)
+    exp = attention(case)
+    got = out[exp.fully_masked]
+    if np.isnan(got).any():
+        return Convention("fully_masked_row", "nan", f"probe_case {case.id}: {what}, query "
+                          "row 1 fully masked: NaN")
+    d = distances(got, {"zeros": exp.output_if_zeros[exp.fully_masked],
+                        "uniform": exp.output_if_uniform[exp.fully_masked]})
+    word = min(d, key=d.get) if min(d.values()) <= 1e-4 else "finite_other"
+    return Convention("fully_masked_row", word, f"probe_case {case.id}: {what}, query row 1 "
+                      "fully masked (masked_rows [1]): max |row - reading| " + "; ".join(
+                          f"{k} {v:.1e}" for k, v in d.items()))
+
+
 def rope_conventions(runner) -> list[Convention]:
-    return layer_base(rope_cells(runner))
+    rope = {"qk_head_dim": 8, "v_head_dim": 8, "rope": {"style": "half_split"}}
+    what = f"{runner.name}'s own row (RotaryEmbedding in MultiHeadAttention)"
+    f64 = probe_case("keras-rope-64", attention=rope, inputs={"dtype": "float64"})
+    row = probe_case("keras-rope-masked-row", attention=rope, mask={"masked_rows": [1]})
+    return layer_base(rope_cells(runner) + [float64_cell(runner, f64, what),
+                                            masked_row_cell(runner, row, what)])
 
 
 # ---- keras.cached
@@ -197,4 +231,8 @@ def cached_conventions(runner) -> list[Convention]:
                                                                _cached_window(p)])
     cells = probed + feature_cells("keras_hub.layers.CachedMultiHeadAttention",
                                    cls.__init__, cls.call, skip=tuple(c.axis for c in probed))
-    return cp.override(cells, cache_cells(runner))
+    f64 = probe_case("keras-cached-64", mask={"causal": "upper_left"}, inputs={
+        "self_attention": True, "query_len": 4, "key_len": 4, "dtype": "float64"},
+        decode={"prefill": 3, "steps": 1})
+    return cp.override(cells, cache_cells(runner) + [float64_cell(
+        runner, f64, f"{runner.name}'s own decode (prefill 3, one step)")])
