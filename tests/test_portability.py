@@ -243,7 +243,7 @@ def test_a_workers_flags_join_the_callers_xla_flags():
     Keras workers' single-thread XLA_FLAGS replaced the caller's.  Joined now; any other
     variable of a worker still replaces the caller's."""
     from conformance.run.workers import worker_env
-    from conformance.runners.keras.common import SINGLE_THREAD
+    from conformance.runners._export.keras_mha import SINGLE_THREAD
 
     env = worker_env(SINGLE_THREAD, {"XLA_FLAGS": "--xla_cpu_max_isa=AVX", "PATH": "/bin"})
     assert env["XLA_FLAGS"].split() == ["--xla_cpu_max_isa=AVX",
