@@ -252,3 +252,19 @@ def test_a_workers_flags_join_the_callers_xla_flags():
     assert worker_env(SINGLE_THREAD, {})["XLA_FLAGS"] == SINGLE_THREAD["XLA_FLAGS"]
     assert worker_env({"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "8"}) == {
         "OMP_NUM_THREADS": "1"}
+
+
+def test_openvinos_compiled_kernel_list_is_display_only_its_operations_are_not():
+    """The sse4.2 run: OpenVINO compiled fill-1e4 into a fused Subgraph on AVX-512 and into
+    Eltwise, MatMul and Softmax kernels under SSE4.1 (21 rows)."""
+    from conformance.report.drift import field_agrees
+
+    def extras(kernels, operations=("MatMul", "Softmax")):
+        return {"mask_polarity": "True = blocked", "openvino": {
+            "operations": list(operations), "kernels": list(kernels)}}
+
+    fused = extras(["Const", "FullyConnected", "Subgraph"])
+    split = extras(["Const", "Eltwise", "FullyConnected", "MatMul", "Softmax"])
+    assert field_agrees("extras", fused, split)
+    assert fused["openvino"]["kernels"] == ["Const", "FullyConnected", "Subgraph"]  # unchanged
+    assert not field_agrees("extras", fused, extras(["Subgraph"], ("MatMul", "Select")))
