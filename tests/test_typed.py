@@ -152,7 +152,7 @@ def test_no_parameter_rows_come_from_the_registry():
     from conformance.report.typed import no_parameters_labels
 
     labels = ("torch SDPA", "ONNX Attention op", "ORT contrib MultiHeadAttention",
-              "ORT contrib GroupQueryAttention", "mlx sdpa")
+              "ORT contrib GroupQueryAttention", "jax.nn.dot_product_attention", "mlx sdpa")
     assert no_parameters_labels() == labels
     rows = [m.system for m in meaning(MATLAB_4, no_parameters_labels())]
     assert rows == [*BY_KEY, *labels]

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from conformance.case.model import BIAS_VALUES, CAUSAL, DTYPES, Case
+from conformance.case.model import BIAS_VALUES, CAUSAL, DTYPES, FILLS, Case
 
 
 def _head_width_one_length_equals_heads(case: Case) -> bool:
@@ -72,6 +72,8 @@ CONDITIONS: dict[str, Condition] = {
                                 lambda c: c.inputs.self_attention),
     "grouped": Condition("fewer key/value heads than query heads", lambda c: c.grouped),
     "causal": Condition("the causal alignment", lambda c: c.mask.causal, CAUSAL),
+    "fill": Condition("the fill of the additive float mask (mask.fill; a case without one "
+                      "never matches)", lambda c: c.mask.fill, FILLS),
     "fully_masked_rows": Condition("a query row may attend to no key (derived from the mask)",
                                    lambda c: c.has_fully_masked_rows),
     "nonfinite_key": Condition("a NaN or infinity is placed in the key tensor (inputs.nonfinite)",

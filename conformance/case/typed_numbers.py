@@ -111,6 +111,9 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
         _w("d_model", "query_features", req=True), _w("num_heads", "num_heads", req=True),
         _w("d_kv", "qk_head", "v_head", req=True)), fixed={"bias": False}),
     Vocabulary("hf.llama", "LlamaConfig", _LLAMA_WORDS, fixed={"bias": False}),
+    Vocabulary("hf.mistral", "MistralConfig", _LLAMA_WORDS[:4], fixed={"bias": False}),
+    Vocabulary("hf.gemma2", "Gemma2Config", _LLAMA_WORDS, fixed={"bias": False}),
+    Vocabulary("hf.gpt_oss", "GptOssConfig", _LLAMA_WORDS, fixed={"bias": True}),
     Vocabulary("hf.gptj", "GPTJConfig", (
         _w("n_embd", "query_features", req=True), _w("n_head", "num_heads", req=True),
         _w("rotary_dim", "rotary_dim")), fixed={"bias": False}),

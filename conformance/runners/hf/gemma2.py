@@ -32,6 +32,7 @@ def pre_attn_scalar(case) -> int | None:
 
 class HFGemma2(DecodingHFRunner):
     name = "hf.gemma2"
+    typed_system = "hf.gemma2"
     system = "transformers.models.gemma2.modeling_gemma2.Gemma2Attention"
     path = "rotary from Gemma2RotaryEmbedding, or neutralised; window from the mask builder"
     backend = "eager"

@@ -23,6 +23,7 @@ GPT_OSS_SOURCE = SOURCE + "gpt_oss/modeling_gpt_oss.py"
 
 class HFGptOss(DecodingHFRunner):
     name = "hf.gpt_oss"
+    typed_system = "hf.gpt_oss"
     system = "transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention"
     path = "rotary from GptOssRotaryEmbedding, or neutralised; window from the mask builder"
     backend = "eager"

@@ -20,6 +20,7 @@ MISTRAL_SOURCE = SOURCE + "mistral/modeling_mistral.py"
 
 class HFMistral(DecodingHFRunner):
     name = "hf.mistral"
+    typed_system = "hf.mistral"
     system = "transformers.models.mistral.modeling_mistral.MistralAttention"
     path = "rotary from MistralRotaryEmbedding, or neutralised; window from the mask builder"
     backend = "eager"

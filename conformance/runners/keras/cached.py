@@ -29,6 +29,7 @@ class KerasCached(KerasHubRunner):
     """keras_hub.layers.CachedMultiHeadAttention on `backend`: a prefill, then steps."""
 
     system = "keras_hub.layers.CachedMultiHeadAttention"
+    typed_system = "keras"  # a MultiHeadAttention subclass: num_heads / key_dim
     description = ("`keras_hub.layers.CachedMultiHeadAttention` decoding through its cache "
                    "(prefill, then one position per call at `cache_update_index`, keras_hub's "
                    "`compute_causal_mask`)")

@@ -26,6 +26,7 @@ class KerasRope(KerasHubRunner):
     """RotaryEmbedding + keras.layers.MultiHeadAttention / GroupQueryAttention on `backend`."""
 
     system = "keras_hub.layers.RotaryEmbedding + keras.layers.MultiHeadAttention"
+    typed_system = "keras"  # MultiHeadAttention's num_heads / key_dim
     description = ("`keras_hub.layers.RotaryEmbedding` on the projected query and key of "
                    "`keras.layers.MultiHeadAttention` (`GroupQueryAttention` for grouped "
                    "heads), rope cases only")
