@@ -55,9 +55,11 @@ def module_call(torch, case, translation, data) -> ModuleCall:
 class RuntimeProbe(ExportProbe):
     """ExportProbe whose graphs are the runner's artifacts, run in the runner's runtime."""
 
-    def __init__(self, exporter, execute, wrap, what: str):
+    def __init__(self, exporter, execute, wrap, what: str, versions=()):
         super().__init__(exporter, wrap)
         self.what, self.execute = what, execute
+        if versions:  # the runtime's own versions key its cached probe artifacts too
+            self.versions = (*self.versions, *versions)
 
     def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
             strict: bool = False) -> np.ndarray:
@@ -137,14 +139,14 @@ def mask_cells(e: ExportProbe, kp_blob: bytes, what: str) -> list[Convention]:
     return [fill, kv]
 
 
-def runtime_cells(exporter, execute, wrap, what: str) -> list[Convention]:
+def runtime_cells(exporter, execute, wrap, what: str, versions=()) -> list[Convention]:
     """Every probe of a runtime that runs the converted nn.MultiheadAttention: `exporter`
     has the `name` that keys the cached artifacts and `_export(torch, module, args, names)`;
-    `execute(blob, feed)` runs one in the runtime."""
+    `execute(blob, feed)` runs one in the runtime; `versions` join the cache key."""
     from conformance.runners.torch.common import import_torch
 
     torch = import_torch()
-    e = RuntimeProbe(exporter, execute, wrap, what)
+    e = RuntimeProbe(exporter, execute, wrap, what, versions)
     cells = export_cells(exporter, wrap, probe=e)
     case = probe_case("export-mask")
     m = np.zeros((2, 5), bool)
