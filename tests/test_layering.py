@@ -33,9 +33,10 @@ LAYERS = (("paths", "versions", "cache", "datafile", "settings"), ("case",),
           ("conventions",), ("report", "history"), ("plugin",), ("cli",), ("__main__",))
 # runners/<framework>/ -> other framework folders it may import: the ONNX runners export
 # the torch module and convert the Keras layer, so they build those with their helpers
-# the deployment runtimes run those same exported or converted modules
+# the deployment runtimes run those same exported or converted modules, probed by the ONNX
+# export probes (runners/deployed.py, onnx/keras_export_probes.py) run in their runtime
 ALLOWED_ACROSS = {"onnx": {"torch", "keras"}, "openvino": {"onnx", "torch"},
-                  "executorch": {"torch"}, "litert": {"keras"}}
+                  "executorch": {"torch", "onnx"}, "litert": {"keras", "onnx"}}
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:

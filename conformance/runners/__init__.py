@@ -67,6 +67,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.documented.marian:MarianCppModel", {}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
     ("conformance.runners.executorch.xnnpack:ExecuTorchXnnpack", {}),
+    ("conformance.runners.litert.keras:LiteRTKeras", {}),
+    ("conformance.runners.litert.keras:LiteRTKeras", {"precision": "f16"}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 
