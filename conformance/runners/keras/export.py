@@ -10,12 +10,13 @@ from conformance.runners.keras.common import explicit_mask, load_weights
 
 
 def functional_model(keras, case, translation, data, calls: tuple[bool, ...]):
-    """(model, layer, feeds, load notes): the layer called once per flag of `calls`
-    (return_attention_scores); each call adds its output (and its scores) to the model's
-    outputs; one output alone is the model's output as it is."""
+    """(model, layer, feeds, load notes): one layer per flag of `calls`
+    (return_attention_scores), each loaded with the canonical weights (Keras refuses one
+    layer called twice with and without scores in one functional model: "Output with path
+    `2` is not connected to `inputs`"); each adds its output (and its scores) to the
+    model's outputs, and one output alone is the model's output as it is.  `layer` is the
+    first one."""
     i, a, dt = case.inputs, case.attention, case.inputs.dtype
-    layer = keras.layers.MultiHeadAttention(**translation.plan, flash_attention=False,
-                                            dtype=dt, name="mha")
     query = keras.Input((i.query_len, a.query_features), batch_size=i.batch, dtype=dt,
                         name="query")
     inputs, feeds = [query], [data.inputs.query]
@@ -36,11 +37,14 @@ def functional_model(keras, case, translation, data, calls: tuple[bool, ...]):
         feeds.append(mask)
     if case.mask.causal != "none":
         kw["use_causal_mask"] = True
-    outputs = []
-    for scores in calls:
-        result = layer(query, value, **({} if i.self_attention else {"key": key_}), **kw,
-                       return_attention_scores=scores)
+    outputs, layers = [], []
+    for n, scores in enumerate(calls):
+        layers.append(keras.layers.MultiHeadAttention(
+            **translation.plan, flash_attention=False, dtype=dt,
+            name="mha" if n == 0 else f"mha_{n}"))
+        result = layers[-1](query, value, **({} if i.self_attention else {"key": key_}), **kw,
+                            return_attention_scores=scores)
         outputs += list(result) if scores else [result]
     model = keras.Model(inputs, outputs if len(outputs) > 1 else outputs[0])
-    notes = load_weights(keras, layer, data.weights, dt)
-    return model, layer, feeds, notes
+    notes = [note for layer in layers for note in load_weights(keras, layer, data.weights, dt)]
+    return model, layers[0], feeds, list(dict.fromkeys(notes))

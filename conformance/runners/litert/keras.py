@@ -8,8 +8,9 @@ use_causal_mask for a causal case) in a functional model, converted by Keras 3's
 f16 row adds `optimizations=[tf.lite.Optimize.DEFAULT], target_spec={"supported_types":
 [tf.float16]}`, which stores the weights as float16 and DEQUANTIZEs them to float32 at load)
 and run by ai_edge_litert's interpreter through the model's serving signature
-(litert/common.py says why that interpreter).  One model per case calls the layer twice,
-without and with return_attention_scores, so one conversion gives the output and the
+(litert/common.py says why that interpreter).  One model per case holds the layer twice
+(same weights), called without and with return_attention_scores (Keras refuses one layer
+called both ways in one functional model), so one conversion gives the output and the
 per-head scores.  Models are cached under `.cache/litert/`, keyed by case content, format
 and the keras / tensorflow / ai-edge-litert versions.  Each row reports the operators the
 model became and its float constants (the parameters the artifact holds).  The probes are
@@ -113,10 +114,10 @@ class LiteRTKeras(Runner):
                                       f"{ltc.short(exc)}") from exc
         keras.backend.clear_session(free_memory=False)
         params = int(layer.count_params())
-        held = ltc.constants(blob)
-        if sum(held.values()) != params:
-            notes.append(f"the converted model holds {held} float constant elements; Keras "
-                         f"counts {params} parameters")
+        held = ltc.constants(blob)  # two layers' (output, scores), same weights
+        if sum(held.values()) != 2 * params:
+            notes.append(f"the converted model holds {held} float constant elements for its "
+                         f"two layers (output, scores); Keras counts {params} parameters each")
         delta = float(np.nanmax(np.abs(np.asarray(out_w, np.float64) - out), initial=0.0))
         return Observation(
             output=np.asarray(out, np.float64), attention_weights=np.asarray(weights, np.float64),
