@@ -66,6 +66,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.flax.nnx:FlaxNnx", {"x64": True}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
+    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}),
     ("conformance.runners.executorch.xnnpack:ExecuTorchXnnpack", {}),
     ("conformance.runners.litert.keras:LiteRTKeras", {}),
     ("conformance.runners.litert.keras:LiteRTKeras", {"precision": "f16"}),

@@ -52,6 +52,27 @@ def module_call(torch, case, translation, data) -> ModuleCall:
     return ModuleCall(mha, shapes, args, names, feed)
 
 
+def both_calls(torch, mha, self_attention: bool, mask_names: tuple[str, ...]):
+    """One module making both calls the ONNX rows export apart, so a runtime whose
+    conversion costs seconds converts once per case: (output of need_weights=False, output
+    of need_weights=True, its per-head weights)."""
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, *args):
+            n = 1 if self_attention else 3
+            qkv = args[:1] * 3 if self_attention else args[:3]
+            masks = dict(zip(mask_names, args[n:]))
+            out, _ = self.mha(*qkv, **masks, need_weights=False)
+            out_w, weights = self.mha(*qkv, **masks, need_weights=True,
+                                      average_attn_weights=False)
+            return out, out_w, weights
+
+    return Both().eval()
+
+
 class RuntimeProbe(ExportProbe):
     """ExportProbe whose graphs are the runner's artifacts, run in the runner's runtime."""
 

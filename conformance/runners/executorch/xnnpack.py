@@ -19,7 +19,7 @@ import numpy as np
 
 from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
-from conformance.runners.deployed import module_call, runtime_cells
+from conformance.runners.deployed import both_calls, module_call, runtime_cells
 from conformance.runners.executorch import common as etc
 from conformance.runners.onnx.torch_export import _Wrapped
 from conformance.runners.torch.common import import_torch, mha_translation
@@ -31,25 +31,6 @@ FORMAT = 1  # bump when what is lowered changes
 
 def _versions() -> list[str]:
     return [f"{p}=={v}" for p, v in package_versions(("torch", "executorch")).items()]
-
-
-def _both(torch, mha, self_attention: bool, mask_names: tuple[str, ...]):
-    """One module computing both calls: (output, output with weights, per-head weights)."""
-    class Both(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.mha = mha
-
-        def forward(self, *args):
-            n = 1 if self_attention else 3
-            qkv = args[:1] * 3 if self_attention else args[:3]
-            masks = dict(zip(mask_names, args[n:]))
-            out, _ = self.mha(*qkv, **masks, need_weights=False)
-            out_w, weights = self.mha(*qkv, **masks, need_weights=True,
-                                      average_attn_weights=False)
-            return out, out_w, weights
-
-    return Both().eval()
 
 
 class ExecuTorchXnnpack(Runner):
@@ -91,7 +72,7 @@ class ExecuTorchXnnpack(Runner):
 
         torch = import_torch()
         call = module_call(torch, case, translation, data)
-        module = _both(torch, call.mha, case.inputs.self_attention,
+        module = both_calls(torch, call.mha, case.inputs.self_attention,
                        call.names[1 if case.inputs.self_attention else 3:])
         k = key(self.name, case.fingerprint(), _versions(), FORMAT)
         with warnings.catch_warnings():

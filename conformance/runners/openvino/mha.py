@@ -25,7 +25,7 @@ from __future__ import annotations
 from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, NotExpressibleError, Observation, Runner
 from conformance.contract.runner import Translation
-from conformance.runners.deployed import module_call, runtime_cells
+from conformance.runners.deployed import both_calls, module_call, runtime_cells
 from conformance.runners.onnx import accounting as onnx_accounting
 from conformance.runners.onnx.common import check, combine_graphs
 from conformance.runners.onnx.torch_export import VARIANTS, OnnxTorchExport, _Wrapped
@@ -101,15 +101,20 @@ class OpenVINOMHA(Runner):
         return ovc.execute(ovc.compile_model(model, self.precision), feed)
 
     def conventions(self):
+        import openvino as ov
+
         exporter = self.exporter if self.source == "onnx" else _TorchConverter()
         return runtime_cells(exporter, self.execute, _Wrapped.make,
-                             f"{self.name} probe model (OpenVINO CPU, {self.precision})")
+                             f"{self.name} probe model (OpenVINO CPU, {self.precision})",
+                             versions=() if self.source == "onnx" else (ov.__version__,))
 
     def run(self, case, translation, data):
-        import warnings
-
         torch = import_torch()
         call = module_call(torch, case, translation, data)
+        if self.source == "torch":
+            return self._run_converted(torch, case, call)
+        import warnings
+
         params = {n: p.detach().double().numpy() for n, p in call.mha.named_parameters()}
         graphs, results, accounts = {}, {}, {}
         for variant, kwargs in VARIANTS.items():
@@ -118,33 +123,45 @@ class OpenVINOMHA(Runner):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 blob = self._artifact(torch, case, module, call, variant)
-            if self.source == "onnx":
-                graphs[variant] = onnx_accounting.account(check(blob), params)
-            model = ovc.read(blob, onnx=self.source == "onnx")
+            graphs[variant] = onnx_accounting.account(check(blob), params)
+            model = ovc.read(blob, onnx=True)
             compiled = ovc.compile_model(model, self.precision)
             accounts[variant] = ovc.accounting(model, compiled)
             results[variant] = ovc.execute(compiled, call.feed)
         notes: list[str] = []
-        if self.source == "onnx":
-            out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
-        else:
-            import numpy as np
+        out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
+        return self._observation(call, out, weights, delta, accounts[list(VARIANTS)[0]],
+                                 notes, graphs)
 
-            from conformance.contract.runner import to_numpy
+    def _run_converted(self, torch, case, call):
+        """openvino.torch: one model making both calls (deployed.both_calls), one
+        conversion per case."""
+        import warnings
 
-            out, weights = to_numpy(results[list(VARIANTS)[0]][0]), to_numpy(
-                results[list(VARIANTS)[1]][1])
-            delta = float(np.nanmax(np.abs(to_numpy(results[list(VARIANTS)[1]][0]) - out),
-                                    initial=0.0))
-        plain = accounts[list(VARIANTS)[0]]
+        import numpy as np
+
+        module = both_calls(torch, call.mha, case.inputs.self_attention,
+                            call.names[1 if case.inputs.self_attention else 3:])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            blob = self._artifact(torch, case, module, call, "both calls")
+        model = ovc.read(blob, onnx=False)
+        compiled = ovc.compile_model(model, self.precision)
+        out, out_w, weights = (np.asarray(r, np.float64)
+                               for r in ovc.execute(compiled, call.feed))
+        delta = float(np.nanmax(np.abs(out_w - out), initial=0.0))
+        account = ovc.accounting(model, compiled)
+        return self._observation(call, out, weights, delta, account, [], {})
+
+    def _observation(self, call, out, weights, delta, account, notes, graphs):
         framework = sum(p.numel() for p in call.mha.parameters())
-        if plain["constant_elements"] != framework:
-            notes.append(f"the converted model holds {plain['constant_elements']} float "
+        if account["constant_elements"] != framework:
+            notes.append(f"the converted model holds {account['constant_elements']} float "
                          f"constant elements; torch counts {framework} parameters")
         return Observation(
             output=out, attention_weights=weights, weights_returned="per_head",
             parameters=framework, weight_shapes=call.shapes, notes=notes,
             extras={"mask_polarity": "True = blocked (torch polarity, as model inputs)",
-                    "model_inputs": list(call.names), "openvino": plain,
+                    "model_inputs": list(call.names), "openvino": account,
                     "need_weights_output_delta": float(f"{delta:.2e}")},
             graphs=graphs)
