@@ -37,6 +37,14 @@ def _versions() -> list[str]:
     return [f"{pkg}=={version}" for pkg, version in found.items()]
 
 
+def _numpy_dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
+
+
 class LiteRTKeras(Runner):
     framework = "litert"
     system = "keras.layers.MultiHeadAttention"
@@ -103,7 +111,9 @@ class LiteRTKeras(Runner):
         k = key(self.name, case.fingerprint(), _versions(), ltc.FORMAT)
         blob, _ = ltc.CACHE.get_or_make(k, lambda: ltc.tflite_bytes(model, self.precision))
         session = ltc.open_session(blob, "converted model")
-        named = dict(zip([t.name for t in model.inputs], feeds))
+        dtype = _numpy_dtype(case.inputs.dtype)
+        named = {t.name: f if f.dtype == bool else f.astype(dtype)
+                 for t, f in zip(model.inputs, feeds)}
         if set(session.inputs) != set(named):
             raise RuntimeError(f"the converted model's inputs {session.inputs} are not the "
                                f"Keras model's {sorted(named)}")
