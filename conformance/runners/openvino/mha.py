@@ -5,10 +5,9 @@ exporter, one graph with need_weights=False for the output, one with per-head we
 read by OpenVINO's ONNX frontend; they come from the same export cache, so they cost no
 export when the onnx rows ran.  `openvino.torch` (`source="torch"`): `openvino.convert_model`
 on `torch.export.export(module, args)` (OpenVINO's TorchScript path fails its own trace check
-on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached as bytes;
-not in the default registry: its conversions (and its probes' conversions) cost about 8
-minutes on a cold 2-core run, past the README run's budget; register it with
-("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}) to run it.
+on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached as bytes.
+Its rows convert one model per case that makes both calls (deployed.both_calls): with one
+model per call its conversions (and its probes') cost about 8 minutes on a cold 2-core run.
 `openvino.onnx.f16` (not in the default registry: whether OpenVINO's CPU plugin compiles
 a reduced-precision model depends on the CPU's instruction set: with AVX-512 it runs bf16,
 3e-3 off; with oneDNN capped at SSE4.1 it refuses ("Supported primitive descriptors list is
