@@ -56,19 +56,18 @@ def both_calls(torch, mha, self_attention: bool, mask_names: tuple[str, ...]):
     """One module making both calls the ONNX rows export apart, so a runtime whose
     conversion costs seconds converts once per case: (output of need_weights=False, output
     of need_weights=True, its per-head weights)."""
+    from conformance.runners.onnx.torch_export import VARIANTS, _Wrapped
+
+    plain, weighted = (_Wrapped.make(torch, mha, self_attention, mask_names, kwargs)
+                       for kwargs in VARIANTS.values())
+
     class Both(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.mha = mha
+            self.plain, self.weighted = plain, weighted
 
         def forward(self, *args):
-            n = 1 if self_attention else 3
-            qkv = args[:1] * 3 if self_attention else args[:3]
-            masks = dict(zip(mask_names, args[n:]))
-            out, _ = self.mha(*qkv, **masks, need_weights=False)
-            out_w, weights = self.mha(*qkv, **masks, need_weights=True,
-                                      average_attn_weights=False)
-            return out, out_w, weights
+            return (self.plain(*args), *self.weighted(*args))
 
     return Both().eval()
 
