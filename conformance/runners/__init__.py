@@ -85,6 +85,10 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.flax.nnx:FlaxNnx", {"x64": True}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),
     ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "onnx"}),
+    ("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}),
+    ("conformance.runners.executorch.xnnpack:ExecuTorchXnnpack", {}),
+    ("conformance.runners.litert.keras:LiteRTKeras", {}),
+    ("conformance.runners.litert.keras:LiteRTKeras", {"precision": "f16"}),
 )
 EXTRA_ENV = "CONFORMANCE_EXTRA_RUNNERS"  # "module:Class,module:Class": out-of-tree runners
 

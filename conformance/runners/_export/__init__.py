@@ -2,9 +2,10 @@
 the export and deployment runners convert (#16).
 
 `onnx.torch-export` exports the very nn.MultiheadAttention `torch.mha` runs, `openvino.*`
-compiles that export, `onnx.keras-export` converts the Keras layer `keras.tensorflow`
-runs.  So the builders live here, and both the framework's own folder and the runners of
-another framework import them from here; no runners/<framework>/ folder imports another
+compiles that export (or converts the module), `executorch.xnnpack` lowers it,
+`onnx.keras-export` and `litert.keras*` convert the Keras layer `keras.tensorflow` runs.
+So the builders live here, and both the framework's own folder and the runners of another
+framework import them from here; no runners/<framework>/ folder imports another
 (tests/test_layering.py), and nothing here imports a framework folder.
 
 - torch_mha.py: nn.MultiheadAttention's translation, build, masks, tensors and its
@@ -17,7 +18,11 @@ another framework import them from here; no runners/<framework>/ folder imports 
 - torch_onnx.py: nn.MultiheadAttention exported by torch.onnx (cached);
 - torch_onnx_probes.py: the convention probes of that export, in any runtime;
 - deployed.py: the convention probes of a converted module in a deployment runtime
-  (OpenVINO).
+  (OpenVINO, ExecuTorch) and `both_calls`, one module making both exported calls;
+- keras_export.py: the functional Keras model a user converts (ONNX, LiteRT) and its
+  ONNX bytes;
+- keras_export_probes.py: the convention probes of that converted model, in onnxruntime
+  or another runtime (LiteRT).
 
 Frameworks are imported inside functions only.
 """

@@ -1,6 +1,7 @@
-"""What the runners of deployment runtimes share (OpenVINO): the convention probes of a
-converted nn.MultiheadAttention (the module a user ships, fed as the `onnx.torch-export`
-rows feed it: torch_onnx.module_call).
+"""What the runners of deployment runtimes share (OpenVINO, ExecuTorch): the convention
+probes of a converted nn.MultiheadAttention (the module a user ships, fed as the
+`onnx.torch-export` rows feed it: torch_onnx.module_call), and `both_calls`, one module
+making both of those rows' calls so a runtime converts once per case.
 
 A deployment runtime runs an *artifact* (an ONNX graph, an OpenVINO IR, an ExecuTorch
 program), not a Python module, so its probes are the export probes of
@@ -24,12 +25,34 @@ from conformance.oracle.reference import project
 from conformance.runners._export.torch_onnx_probes import ExportProbe, export_cells
 
 
+def both_calls(torch, mha, self_attention: bool, mask_names: tuple[str, ...]):
+    """One module making both calls the ONNX rows export apart, so a runtime whose
+    conversion costs seconds converts once per case: (output of need_weights=False, output
+    of need_weights=True, its per-head weights)."""
+    from conformance.runners._export.torch_onnx import VARIANTS, wrap_module
+
+    plain, weighted = (wrap_module(torch, mha, self_attention, mask_names, kwargs)
+                       for kwargs in VARIANTS.values())
+
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.plain, self.weighted = plain, weighted
+
+        def forward(self, *args):
+            return (self.plain(*args), *self.weighted(*args))
+
+    return Both().eval()
+
+
 class RuntimeProbe(ExportProbe):
     """ExportProbe whose graphs are the runner's artifacts, run in the runner's runtime."""
 
-    def __init__(self, exporter, execute, wrap, what: str):
+    def __init__(self, exporter, execute, wrap, what: str, versions=()):
         super().__init__(exporter, wrap)
         self.what, self.execute = what, execute
+        if versions:  # the runtime's own versions key its cached probe artifacts too
+            self.versions = (*self.versions, *versions)
 
     def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
             strict: bool = False) -> np.ndarray:
@@ -109,14 +132,14 @@ def mask_cells(e: ExportProbe, kp_blob: bytes, what: str) -> list[Convention]:
     return [fill, kv]
 
 
-def runtime_cells(exporter, execute, wrap, what: str) -> list[Convention]:
+def runtime_cells(exporter, execute, wrap, what: str, versions=()) -> list[Convention]:
     """Every probe of a runtime that runs the converted nn.MultiheadAttention: `exporter`
     has the `name` that keys the cached artifacts and `_export(torch, module, args, names)`;
-    `execute(blob, feed)` runs one in the runtime."""
+    `execute(blob, feed)` runs one in the runtime; `versions` join the cache key."""
     from conformance.runners._export.torch_mha import import_torch
 
     torch = import_torch()
-    e = RuntimeProbe(exporter, execute, wrap, what)
+    e = RuntimeProbe(exporter, execute, wrap, what, versions)
     cells = export_cells(exporter, wrap, probe=e)
     case = probe_case("export-mask")
     m = np.zeros((2, 5), bool)

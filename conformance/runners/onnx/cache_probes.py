@@ -198,7 +198,7 @@ def keras_export_window(versions: list[str], w: int = 3) -> Convention:
 
     from conformance.case.model import Window
     from conformance.runners._export.keras_mha import SOURCE
-    from conformance.runners.onnx.keras_export_probes import Graphs
+    from conformance.runners._export.keras_export_probes import Graphs
 
     g = Graphs(versions)
     runs = {}

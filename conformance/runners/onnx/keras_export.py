@@ -30,10 +30,10 @@ from conformance.cache import key
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.versions import package_versions
+from conformance.runners._export.keras_export import (
+    KERAS_EXPORT_FORMAT, functional_model, keras_onnx_bytes)
 from conformance.runners._export.keras_mha import (
-    classify_call_error, explicit_mask, load_weights, mha_translation, storage_dtype, to_f64,
-    worker_spec)
-from conformance.runners.onnx.common import KERAS_EXPORT_FORMAT, keras_onnx_bytes
+    classify_call_error, mha_translation, storage_dtype, to_f64, worker_spec)
 from conformance.runners._export.onnx_runtime import (
     CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short)
 
@@ -48,34 +48,7 @@ def _versions() -> list[str]:
 
 def _model(keras, case, translation, data, scores: bool):
     """A functional model around one layer loaded with the canonical weights."""
-    i, a, dt = case.inputs, case.attention, case.inputs.dtype
-    layer = keras.layers.MultiHeadAttention(**translation.plan, flash_attention=False,
-                                            dtype=dt, name="mha")
-    query = keras.Input((i.query_len, a.query_features), batch_size=i.batch, dtype=dt,
-                        name="query")
-    inputs, feeds = [query], [data.inputs.query]
-    value = key_ = query
-    if not i.self_attention:
-        value = keras.Input((i.key_len, a.value_features), batch_size=i.batch, dtype=dt,
-                            name="value")
-        key_ = keras.Input((i.key_len, a.key_features), batch_size=i.batch, dtype=dt,
-                           name="key")
-        inputs += [value, key_]
-        feeds += [data.inputs.value, data.inputs.key]
-    kw = {}
-    mask = explicit_mask(data.inputs)
-    if mask is not None:
-        kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
-                                           dtype="bool", name="attention_mask")
-        inputs.append(kw["attention_mask"])
-        feeds.append(mask)
-    if case.mask.causal != "none":
-        kw["use_causal_mask"] = True
-    result = layer(query, value, **({} if i.self_attention else {"key": key_}), **kw,
-                   return_attention_scores=scores)
-    model = keras.Model(inputs, list(result) if scores else result)
-    notes = load_weights(keras, layer, data.weights, dt)
-    return model, layer, feeds, notes
+    return functional_model(keras, case, translation, data, (scores,))
 
 
 class OnnxKerasExport(Runner):
@@ -114,11 +87,11 @@ class OnnxKerasExport(Runner):
                                       f"failed: {short(exc)}") from exc
 
     def conventions(self):
-        """Probe graphs exported and run like the rows' (keras_export_probes.py)."""
+        """Probe graphs exported and run like the rows' (_export/keras_export_probes.py)."""
         import keras
 
         from conformance.contract.probing import feature_cells
-        from conformance.runners.onnx.keras_export_probes import onnx_cells
+        from conformance.runners._export.keras_export_probes import onnx_cells
 
         from conformance.contract.cache_probes import override
         from conformance.runners.onnx.cache_probes import keras_export_window

@@ -5,10 +5,9 @@ exporter, one graph with need_weights=False for the output, one with per-head we
 read by OpenVINO's ONNX frontend; they come from the same export cache, so they cost no
 export when the onnx rows ran.  `openvino.torch` (`source="torch"`): `openvino.convert_model`
 on `torch.export.export(module, args)` (OpenVINO's TorchScript path fails its own trace check
-on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached as bytes;
-not in the default registry: its conversions (and its probes' conversions) cost about 8
-minutes on a cold 2-core run, past the README run's budget; register it with
-("conformance.runners.openvino.mha:OpenVINOMHA", {"source": "torch"}) to run it.
+on nn.MultiheadAttention: "Graphs differed across invocations!"), the IR cached as bytes.
+Its rows convert one model per case that makes both calls (deployed.both_calls): with one
+model per call its conversions (and its probes') cost about 8 minutes on a cold 2-core run.
 `openvino.onnx.f16` (not in the default registry: whether OpenVINO's CPU plugin compiles
 a reduced-precision model depends on the CPU's instruction set: with AVX-512 it runs bf16,
 3e-3 off; with oneDNN capped at SSE4.1 it refuses ("Supported primitive descriptors list is
@@ -26,7 +25,7 @@ from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, NotExpressibleError, Observation, Runner
 from conformance.contract.runner import Translation
 from conformance.runners._export import onnx_accounting
-from conformance.runners._export.deployed import runtime_cells
+from conformance.runners._export.deployed import both_calls, runtime_cells
 from conformance.runners._export.onnx_runtime import check, combine_graphs
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import (
@@ -102,50 +101,67 @@ class OpenVINOMHA(Runner):
         return ovc.execute(ovc.compile_model(model, self.precision), feed)
 
     def conventions(self):
+        import openvino as ov
+
         exporter = self.exporter if self.source == "onnx" else _TorchConverter()
         return runtime_cells(exporter, self.execute, wrap_module,
-                             f"{self.name} probe model (OpenVINO CPU, {self.precision})")
+                             f"{self.name} probe model (OpenVINO CPU, {self.precision})",
+                             versions=() if self.source == "onnx" else (ov.__version__,))
 
     def run(self, case, translation, data):
-        import warnings
-
         torch = import_torch()
         call = module_call(torch, case, translation, data)
+        if self.source == "torch":
+            return self._run_converted(torch, case, call)
+        import warnings
+
         params = framework_params(call.mha)
         graphs, results, accounts = {}, {}, {}
         for variant, kwargs in VARIANTS.items():
             module = wrap_module(torch, call.mha, case.inputs.self_attention,
-                                   call.names[1 if case.inputs.self_attention else 3:], kwargs)
+                                 call.names[1 if case.inputs.self_attention else 3:], kwargs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 blob = self._artifact(torch, case, module, call, variant)
-            if self.source == "onnx":
-                graphs[variant] = onnx_accounting.account(check(blob), params)
-            model = ovc.read(blob, onnx=self.source == "onnx")
+            graphs[variant] = onnx_accounting.account(check(blob), params)
+            model = ovc.read(blob, onnx=True)
             compiled = ovc.compile_model(model, self.precision)
             accounts[variant] = ovc.accounting(model, compiled)
             results[variant] = ovc.execute(compiled, call.feed)
         notes: list[str] = []
-        if self.source == "onnx":
-            out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
-        else:
-            import numpy as np
+        out, weights, delta = combine_graphs(results, graphs, notes, "torch", *VARIANTS)
+        return self._observation(call, out, weights, delta, accounts[list(VARIANTS)[0]],
+                                 notes, graphs)
 
-            from conformance.contract.runner import to_numpy
+    def _run_converted(self, torch, case, call):
+        """openvino.torch: one model making both calls (deployed.both_calls), one
+        conversion per case."""
+        import warnings
 
-            out, weights = to_numpy(results[list(VARIANTS)[0]][0]), to_numpy(
-                results[list(VARIANTS)[1]][1])
-            delta = float(np.nanmax(np.abs(to_numpy(results[list(VARIANTS)[1]][0]) - out),
-                                    initial=0.0))
-        plain = accounts[list(VARIANTS)[0]]
+        import numpy as np
+
+        module = both_calls(torch, call.mha, case.inputs.self_attention,
+                            call.names[1 if case.inputs.self_attention else 3:])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            blob = self._artifact(torch, case, module, call, "both calls")
+        model = ovc.read(blob, onnx=False)
+        compiled = ovc.compile_model(model, self.precision)
+        out, out_w, weights = (np.asarray(r, np.float64)
+                               for r in ovc.execute(compiled, call.feed))
+        delta = float(np.nanmax(np.abs(out_w - out), initial=0.0))
+        account = ovc.accounting(model, compiled)
+        return self._observation(call, out, weights, delta, account, [], {})
+
+    def _observation(self, call, out, weights, delta, account, notes, graphs):
         framework = sum(p.numel() for p in call.mha.parameters())
-        if plain["constant_elements"] != framework:
-            notes.append(f"the converted model holds {plain['constant_elements']} float "
+        if account["constant_elements"] != framework:
+            notes.append(f"the converted model holds {account['constant_elements']} float "
                          f"constant elements; torch counts {framework} parameters")
         return Observation(
             output=out, attention_weights=weights, weights_returned="per_head",
             parameters=framework, weight_shapes=call.shapes, notes=notes,
             extras={"mask_polarity": "True = blocked (torch polarity, as model inputs)",
-                    "model_inputs": list(call.names), "openvino": plain,
+                    "model_inputs": list(call.names), "openvino": account,
                     "need_weights_output_delta": float(f"{delta:.2e}")},
             graphs=graphs)

@@ -1,4 +1,5 @@
-"""Convention probes of onnx.keras-export (Runner.conventions), in the TensorFlow worker.
+"""Convention probes of onnx.keras-export and litert.keras (Runner.conventions), in the
+TensorFlow worker.
 
 Small Keras models around keras.layers.MultiHeadAttention (2 heads of width 3
 on 8 features, batch 2, T 3, S 5, the canonical weights) are exported the way
@@ -21,7 +22,7 @@ from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
 from conformance.runners._export.keras_mha import load_weights, mha_translation
 from conformance.runners._export.keras_mha import ANSI, base_case
-from conformance.runners.onnx.common import KERAS_EXPORT_FORMAT, keras_onnx_bytes
+from conformance.runners._export.keras_export import KERAS_EXPORT_FORMAT, keras_onnx_bytes
 from conformance.runners._export.onnx_runtime import CACHE, FORMAT, ort_session
 
 PROBE_FORMAT = 1  # bump when a probe graph changes
@@ -53,23 +54,30 @@ def _model(keras, case, mask: str | None, causal: bool, dropout: float):
 class Graphs:
     """One exported probe graph per configuration, from the cache when it holds it."""
 
-    def __init__(self, versions: list[str]):
+    def __init__(self, versions: list[str], what: str = WHAT, label="onnx.keras-export probe",
+                 convert=None, cache=CACHE, opener=None, runtime="onnxruntime",
+                 artifact="ONNX graph"):
+        """`convert(model) -> bytes` and `opener(blob, what) -> session` (get_inputs(),
+        run(None, feed)) default to the ONNX export and onnxruntime; litert.keras passes
+        its conversion and interpreter, its cache and its `what` for the evidence."""
         import keras
 
-        self.keras, self.versions = keras, versions
+        self.keras, self.versions, self.what, self.label = keras, versions, what, label
+        self.convert = convert or (lambda m: keras_onnx_bytes(m, "conformance-keras-onnx-probe-"))
+        self.cache, self.opener = cache, opener or ort_session
+        self.runtime, self.artifact = runtime, artifact
         self.exported = 0
 
     def session(self, case, mask=None, causal=False, dropout=0.0):
         def make():
             self.exported += 1
-            return keras_onnx_bytes(_model(self.keras, case, mask, causal, dropout),
-                                    "conformance-keras-onnx-probe-")
+            return self.convert(_model(self.keras, case, mask, causal, dropout))
 
-        k = key("onnx.keras-export probe", case.fingerprint(), mask, causal, dropout,
+        k = key(self.label, case.fingerprint(), mask, causal, dropout,
                 self.versions, FORMAT, PROBE_FORMAT, KERAS_EXPORT_FORMAT)
-        blob, _ = CACHE.get_or_make(k, make)
+        blob, _ = self.cache.get_or_make(k, make)
         self.keras.backend.clear_session(free_memory=False)
-        return ort_session(blob, f"probe graph (mask={mask}, causal={causal})")
+        return self.opener(blob, f"probe graph (mask={mask}, causal={causal})")
 
     @staticmethod
     def run(session, case, data=None, **feeds) -> np.ndarray:
@@ -103,38 +111,39 @@ def bool_graph_cells(g: Graphs, case) -> list[Convention]:
     x = data.inputs
     return [
         _ledger.mask_polarity(case, lambda mask: g.run(s, case, attention_mask=mask),
-                              f"boolean (B, T, S) attention_mask fed raw to the {WHAT}"),
-        Convention("input_layout", "batch_first", f"{WHAT}: (B=2, T=3, E=8) inputs read "
+                              f"boolean (B, T, S) attention_mask fed raw to the {g.what}"),
+        Convention("input_layout", "batch_first", f"{g.what}: (B=2, T=3, E=8) inputs read "
                    f"batch-first: {_ledger.matches(case, full):.1e} from the oracle"),
         closest("softmax_scale", full, {"inv_sqrt_head_dim": output_with(case, None),
                                         "none": output_with(case, None, scale=1.0)},
-                f"{WHAT}, d_k = 3, all-True mask"),
-        Convention("dropout", "never", f"{WHAT} of a layer with dropout=0.5: output "
+                f"{g.what}, d_k = 3, all-True mask"),
+        Convention("dropout", "never", f"{g.what} of a layer with dropout=0.5: output "
                    f"{_ledger.matches(case, full):.1e} from the oracle without dropout (the "
                    "export traces the inference call; the graph has no training input)"
                    if _ledger.matches(case, full) < _ledger.NEAR else
-                   f"{WHAT}, dropout=0.5: {_ledger.matches(case, full):.1e} off"),
-        Convention("weights_dropout", NA, f"{WHAT}: the exported graphs are inference "
+                   f"{g.what}, dropout=0.5: {_ledger.matches(case, full):.1e} off"),
+        Convention("weights_dropout", NA, f"{g.what}: the exported graphs are inference "
                    "graphs with no dropout (a dropout=0.5 layer exports to output "
                    f"{_ledger.matches(case, full):.1e} from the oracle), so "
                    "the weights the scores graph returns carry none"),
-        Convention("argument_order", NA, f"{WHAT}: graph inputs are named, {names}, in the "
+        Convention("argument_order", NA, f"{g.what}: graph inputs are named, {names}, in the "
                    "order the exported keras.Model declares; the layer inside is called "
                    "layer(query, value, key=key) (Keras: query_value_key)"),
         _refused("unbatched_input", lambda: s.run(None, {"query": np.float32(x.query[0]),
                                                          "value": np.float32(x.value[0]),
                                                          "key": np.float32(x.key[0]),
                                                          "attention_mask": m[0]}),
-                 f"2-D (T, E) inputs fed to the {WHAT} (exported with batch 2)"),
+                 f"2-D (T, E) inputs fed to the {g.what} (exported with batch 2)"),
         _refused("mixed_dtype", lambda: s.run(None, {"query": x.query, "value": x.value,
                                                      "key": x.key, "attention_mask": m}),
-                 f"float64 inputs fed to the float32 {WHAT}"),
+                 f"float64 inputs fed to the float32 {g.what}"),
     ]
 
 
-def onnx_cells(versions: list[str]) -> list[Convention]:
-    """Every probe of onnx.keras-export (four small graphs, cached)."""
-    g, case = Graphs(versions), base_case()
+def onnx_cells(versions: list[str], g: Graphs | None = None) -> list[Convention]:
+    """Every probe of onnx.keras-export (four small graphs, cached); `g` converts and runs
+    them another way (litert.keras)."""
+    g, case = g or Graphs(versions), base_case()
     cells = bool_graph_cells(g, case)
     m = probe_mask(case)
     floats = np.where(m, 0.0, -1e9).astype(np.float32)
@@ -142,33 +151,38 @@ def onnx_cells(versions: list[str]) -> list[Convention]:
         "float_mask", g.run(g.session(case, mask="float32"), case, attention_mask=floats),
         {"added": output_with(case, m), "cast_to_bool": output_with(case, ~m),
          "ignored": output_with(case, None)},
-        f"0 / -1e9 float32 attention_mask input fed to the {WHAT} (cast_to_bool: 0 blocks, "
+        f"0 / -1e9 float32 attention_mask input fed to the {g.what} (cast_to_bool: 0 blocks, "
         "-1e9 attends; Keras casts the mask to bool inside the traced layer)"))
     cells.append(closest("causal_flag", g.run(g.session(case, causal=True), case),
                          causal_candidates(case),
-                         "use_causal_mask=True (T=3 != S=5) exported, in onnxruntime"))
+                         f"use_causal_mask=True (T=3 != S=5) exported, in {g.runtime}"))
     cells += [
-        Convention("size_arguments", "per_head", f"{WHAT}: the exported layer is "
+        Convention("size_arguments", "per_head", f"{g.what}: the exported layer is "
                    f"{mha_translation(case).call}; key_dim=3 is per head (query kernel "
                    "(8, 2, 3) in the layer the graph is traced from)"),
-        Convention("key_padding_polarity", NA, f"{WHAT}: the exported model has one mask "
+        Convention("key_padding_polarity", NA, f"{g.what}: the exported model has one mask "
                    "input, the (B, T, S) attention_mask (True = attend); a key-padding mask "
                    "reaches the graph only merged into it"),
-        Convention("implicit_mask", "none", f"{WHAT}: ONNX graph inputs are plain tensors; "
-                   "no mask travels with a tensor into onnxruntime (a Keras mask inside the "
+        Convention("implicit_mask", "none", f"{g.what}: {g.artifact} inputs are plain tensors; "
+                   f"no mask travels with a tensor into {g.runtime} (a Keras mask inside the "
                    "exported model is traced as ops)"),
         scale_precision_cell(g)]
     return cells
 
 
 def scale_precision_cell(g: Graphs) -> Convention:
-    """A float64 layer exported: the scale 1/sqrt(3) as float64 or through float32."""
+    """A float64 layer exported: the scale 1/sqrt(3) as float64 or through float32 (a
+    runtime that refuses the float64 model: not_applicable, quoting it)."""
     case = base_case("float64")
-    out = g.run(g.session(case), case, **{n: v for n, v in (
-        ("query", case_data(case).inputs.query), ("value", case_data(case).inputs.value),
-        ("key", case_data(case).inputs.key))})
+    x = case_data(case).inputs
+    try:
+        out = g.run(g.session(case), case, query=x.query, value=x.value, key=x.key)
+    except Exception as exc:  # the converter or the runtime refuses a float64 model
+        text = ANSI.sub("", " ".join(f"{type(exc).__name__}: {exc}".split()))
+        return Convention("scale_precision", NA, f"{g.what}, dtype='float64' layer exported, "
+                          f"d_k = 3: refused: {text[:300]}")
     exact = 1 / np.sqrt(3.0)
     return closest("scale_precision", out,
                    {"float64": output_with(case, None, scale=exact),
                     "float32_rounded": output_with(case, None, scale=float(np.float32(exact)))},
-                   f"{WHAT}, dtype='float64' layer exported, d_k = 3")
+                   f"{g.what}, dtype='float64' layer exported, d_k = 3")

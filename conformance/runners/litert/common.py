@@ -1,0 +1,115 @@
+"""What the LiteRT runners share: Keras 3's own conversion (`model.export(path,
+format="litert")`: an ExportArchive SavedModel, then TFLiteConverter.from_saved_model), with
+the float16 weight conversion a user asks for (`optimizations=[tf.lite.Optimize.DEFAULT]`,
+`target_spec={"supported_types": [tf.float16]}`), the model run by `ai_edge_litert`'s
+interpreter through its signature runner, and the model's own accounting (the operators it
+became and the float constants its flatbuffer holds).
+
+The interpreter: `ai_edge_litert.interpreter.Interpreter` (ai-edge-litert 2.3.0).  TensorFlow
+2.21 still bundles `tf.lite.Interpreter`, which warns that it "is deprecated and is scheduled
+for deletion" and points to ai_edge_litert; on a probe model both gave bit-identical outputs
+(3.6e-7 from Keras, float32; 4.7e-4 for the float16 conversion), so the row runs the
+supported one.  tensorflow, keras and ai_edge_litert are imported inside the functions.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from types import SimpleNamespace
+
+import numpy as np
+
+from conformance.cache import BytesCache
+from conformance.contract.runner import NotExpressibleError
+
+CACHE = BytesCache("litert", ".tflite", covers=("conformance/oracle/canonical.py",))
+FORMAT = 1  # bump when what is converted changes
+DOC = "https://ai.google.dev/edge/litert/models/post_training_float16_quant"
+CONVERTER_DOC = "https://keras.io/api/models/model_saving_apis/export/"
+
+
+def short(exc: BaseException, limit: int = 500) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:limit]}" + ("..." if len(text) > limit else "")
+
+
+def export_kwargs(precision: str) -> dict:
+    import tensorflow as tf
+
+    if precision == "f16":
+        return {"optimizations": [tf.lite.Optimize.DEFAULT],
+                "target_spec": {"supported_types": [tf.float16]}}
+    return {}
+
+
+def tflite_bytes(model, precision: str) -> bytes:
+    """Keras 3's `model.export(..., format="litert")` as bytes."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="conformance-litert-") as tmp:
+            path = os.path.join(tmp, "model.tflite")
+            model.export(path, format="litert", verbose=False, **export_kwargs(precision))
+            with open(path, "rb") as fh:
+                return fh.read()
+    except Exception as exc:  # the converter rejected this configuration
+        raise NotExpressibleError(f"keras model.export(format='litert'"
+                                  f"{', float16' if precision == 'f16' else ''}) failed: "
+                                  f"{short(exc)}") from exc
+
+
+class Session:
+    """A LiteRT model's serving signature with an onnxruntime-like face: get_inputs() (each
+    with .name) and run(None, feed) -> outputs in the signature's order (output_0, ...)."""
+
+    def __init__(self, blob: bytes, what: str):
+        from ai_edge_litert.interpreter import Interpreter
+
+        try:
+            self.interpreter = Interpreter(model_content=blob, num_threads=1)
+            signature = self.interpreter.get_signature_list()
+            (name, io), = signature.items()
+            self.runner = self.interpreter.get_signature_runner(name)
+        except Exception as exc:  # the interpreter refuses the model
+            raise NotExpressibleError(f"the LiteRT interpreter refuses the {what}: "
+                                      f"{short(exc)}") from exc
+        self.inputs = list(io["inputs"])
+        self.outputs = sorted(io["outputs"], key=lambda n: (len(n), n))
+
+    def get_inputs(self):
+        return [SimpleNamespace(name=n) for n in self.inputs]
+
+    def run(self, _names, feed: dict) -> list[np.ndarray]:
+        result = self.runner(**feed)
+        return [np.asarray(result[n]) for n in self.outputs]
+
+    def operators(self) -> list[str]:
+        return sorted({d["op_name"] for d in self.interpreter._get_ops_details()})
+
+
+def open_session(blob: bytes, what: str) -> Session:
+    return Session(blob, what)
+
+
+def constants(blob: bytes) -> dict[str, int]:
+    """Elements of the flatbuffer's float constants of rank >= 1 (tensors backed by a
+    buffer holding data), by element type: the weights the converted model stores."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    names = {getattr(schema.TensorType, k): k.lower() for k in dir(schema.TensorType)
+             if k.isupper() and k.startswith(("FLOAT", "BFLOAT"))}
+    model = schema.Model.GetRootAs(blob, 0)
+    counts: dict[str, int] = {}
+    seen: set[int] = set()
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for t in range(graph.TensorsLength()):
+            tensor = graph.Tensors(t)
+            b = tensor.Buffer()
+            if tensor.Type() not in names or b in seen or tensor.ShapeLength() == 0:
+                continue
+            buffer = model.Buffers(b)
+            if b == 0 or (buffer.DataLength() == 0 and buffer.Size() == 0):
+                continue
+            seen.add(b)
+            n = int(np.prod(tensor.ShapeAsNumpy()))
+            counts[names[tensor.Type()]] = counts.get(names[tensor.Type()], 0) + n
+    return counts
