@@ -130,7 +130,7 @@ def test_every_free_text_field_is_escaped():
     case = parsed["cases"][0]
     assert case["description"] == PAYLOAD and case["title"] == PAYLOAD
     cell = page_html.expand_cell(case["cells"][0], parsed["strings"])
-    assert cell["native_call"] == PAYLOAD  # notes are cut at NOTE_LIMIT in the page
+    assert cell["reason"] == PAYLOAD  # notes are cut at NOTE_LIMIT in the page
     assert any(PAYLOAD.startswith(n.rstrip("…")) for n in cell["notes"])
     assert case["config"]["typed"] == {PAYLOAD: 1}
     evidence = parsed["ledger"][0]["cells"][0]["evidence"]  # cut at EVIDENCE_LIMIT
@@ -208,6 +208,6 @@ def test_case_configuration_and_ledger_in_the_case_view():
     first = data["cases"][0]
     assert first["config"]["attention"]["num_heads"] >= 1 and first["file"].endswith(".yaml")
     cells = [page_html.expand_cell(c, data["strings"]) for c in first["cells"]]
-    assert all(c["native_call"] or c["label"] == "not_expressible" for c in cells)
+    assert all(c["runner"] and c["label"] for c in cells)
     assert [s["system"] for s in data["ledger"]] == [runners[0].name]
     assert "/" not in first["file"]  # no machine path in the page

@@ -215,12 +215,14 @@ def ledger_data(ledger, names) -> list[dict]:
     return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
 
 
-CELL_FIELDS = ("runner", "native_call", "weight_shapes", "label", "figures", "reason", "notes")
+# the case view's cells; each runner's native call and weight names and shapes are on the
+# case's own page (cases/<id>.md, linked from the view): in the page they were a fifth of it
+CELL_FIELDS = ("runner", "label", "figures", "reason", "notes")
 
 
 class Strings:
-    """One table of the stable texts the case view shows (runner, native call, weight
-    shapes): a cell holds indices into it, so a text repeated over cases is
+    """One table of the stable texts the case view shows (runner names, refusals, stable
+    notes): a cell holds indices into it, so a text repeated over cases is
     written once.  Texts that may quote CPU-dependent figures (figures, reason, notes)
     stay in the cell: interning them would make the table's length depend on the CPU."""
 
@@ -235,12 +237,7 @@ class Strings:
         return list(self.index)
 
 
-def shapes_text(shapes) -> str:
-    return "\n".join(f"{k} ({', '.join(str(n) for n in v)})" for k, v in
-                      (plain(shapes or {}) or {}).items())
-
-
-INTERNED = 3  # the first CELL_FIELDS are indices into the string table
+INTERNED = 1  # the first CELL_FIELDS are indices into the string table
 # labels whose reason is the system's refusal or a missing framework: interned as {"s": i}
 STABLE_REASONS = ("not_expressible", "skipped")
 # a figure CPU kernels move (1.23e-07): a text holding one stays in its cell, never interned
@@ -256,8 +253,7 @@ def _row_data(r, s: Strings) -> list:
     notes = [n if len(n) <= NOTE_LIMIT else n[:NOTE_LIMIT - 1] + "…"
              for n in (str(n) for n in r["notes"] or ())]
     notes = [n if CPU_FIGURE.search(n) else {"s": s(n)} for n in notes]  # stable: interned
-    return [s(r["runner"]), s(r["native_call"]), s(shapes_text(r["weight_shapes"])), label(r),
-            figures_text(r), reason, notes]
+    return [s(r["runner"]), label(r), figures_text(r), reason, notes]
 
 
 def expand_cell(cell: list, strings: list[str]) -> dict:

@@ -93,8 +93,24 @@ def render_markdown(ledger: Ledger) -> str:
     return "\n".join(lines + _evidence(ledger)).rstrip() + "\n"
 
 
+KEPT = ("system", "axis", "value", "evidence")  # every cell has them, even when empty
+
+
 def render_json(ledger: Ledger) -> str:
-    return json.dumps(ledger.as_dict(), indent=1, ensure_ascii=False) + "\n"
+    """One axis, system or cell per line (a diff names the cell that changed), and a cell's
+    optional fields only where they say something (no documented word, no contradiction,
+    no second witness): the file stays under 1 MB as systems are added.  Readers take the
+    missing fields as empty (`.get`)."""
+    def item(x) -> str:
+        if isinstance(x, dict) and "axis" in x and "system" in x:
+            x = {k: v for k, v in x.items()
+                 if k in KEPT or not (v == "" or v is None or v is False)}
+        return json.dumps(x, ensure_ascii=False, separators=(",", ":"))
+
+    parts = [json.dumps(k) + ": " + ("[\n" + ",\n".join(item(x) for x in v) + "\n]"
+                                     if isinstance(v, list) else json.dumps(v))
+             for k, v in ledger.as_dict().items()]
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def write_ledger(ledger: Ledger, out_dir) -> list[Path]:

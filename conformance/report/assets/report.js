@@ -91,15 +91,14 @@
   function runnerTable(c) {
     var t = el("table");
     var head = el("tr");
-    ["runner", "outcome", "native call", "weights (native names and shapes)", "figures",
-     "reason and notes"].forEach(function (h) { head.appendChild(el("th", h)); });
+    ["runner", "outcome", "figures", "reason and notes"].forEach(function (h) {
+      head.appendChild(el("th", h));
+    });
     t.appendChild(head);
     c.cells.forEach(function (x) {
       var tr = el("tr", null, "o-" + x.label.replace(/ /g, "-"));
       tr.appendChild(el("td", x.runner));
       tr.appendChild(el("td", x.label));
-      tr.appendChild(el("td", x.native_call, "wrap"));
-      tr.appendChild(el("td", x.weight_shapes, "wrap"));
       tr.appendChild(el("td", x.figures, "wrap"));
       var why = el("td", [x.reason].concat(x.notes).filter(Boolean).join("\n"), "wrap");
       var ledger = ledgerCells(x.runner);
@@ -120,6 +119,11 @@
     view.appendChild(el("h3", "Configuration"));
     view.appendChild(el("pre", JSON.stringify(c.config, null, 1)));
     view.appendChild(el("h3", "Each runner"));
+    var page = el("a", "cases/" + c.id + ".md");  /* ids are slugs (the loader's rule) */
+    page.setAttribute("href", "cases/" + encodeURIComponent(c.id) + ".md");
+    var where = el("p", "Each runner's native call and weight names and shapes: ");
+    where.appendChild(page);
+    view.appendChild(where);
     view.appendChild(runnerTable(c));
   }
   /* the two-system comparison: every axis where the two systems' ledger values differ */

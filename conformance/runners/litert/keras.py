@@ -24,6 +24,7 @@ import numpy as np
 
 from conformance.cache import key
 from conformance.contract.runner import (
+    Convention,
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.runners._export.keras_export import functional_model
 from conformance.runners._export.keras_mha import (
@@ -86,8 +87,10 @@ class LiteRTKeras(Runner):
                    convert=lambda m: ltc.tflite_bytes(m, self.precision),
                    runtime="the LiteRT interpreter", artifact="LiteRT model")
         mha = keras.layers.MultiHeadAttention
-        return onnx_cells(g.versions, g) + feature_cells(
-            "keras.layers.MultiHeadAttention (converted)", mha.__init__, mha.call)
+        cells = onnx_cells(g.versions, g)
+        return cells + _float64_cell(cells) + [_window_cell(g)] + feature_cells(
+            "keras.layers.MultiHeadAttention (converted)", mha.__init__, mha.call,
+            skip=("window_width",))
 
     def _model(self, keras, case, translation, data):
         try:
@@ -139,3 +142,37 @@ class LiteRTKeras(Runner):
                         keras, layer.weights[0].value),
                     "litert": {"operators": session.operators(), "constants": held},
                     "scores_output_delta": float(f"{delta:.2e}")})
+
+
+def _float64_cell(cells) -> list:
+    """float64_compute from the float64 probe model: the interpreter refusing it (its Flex
+    ops) is the answer for every float64 layer, which the rows only see as not expressible."""
+    scale = next((c for c in cells if c.axis == "scale_precision"), None)
+    if scale is None or ": refused: " not in scale.evidence:
+        return []
+    return [Convention("float64_compute", "refused", scale.evidence)]
+
+
+def _window_cell(g, w: int = 3):
+    """window_width: MultiHeadAttention(sliding_window=w) converted and run in the LiteRT
+    interpreter, without and with use_causal_mask (does the band survive conversion?)."""
+    from dataclasses import replace
+
+    from conformance.case.model import Window
+    from conformance.contract import cache_probes as cp
+    from conformance.runners._export.keras_mha import SOURCE
+
+    runs = {}
+    for causal in (False, True):
+        case = cp.window_case(causal=causal)
+        windowed = replace(case, mask=replace(case.mask, window=Window(w - 1, 0 if causal
+                                                                       else w - 1)))
+        runs[f"sliding_window={w}{', use_causal_mask=True' if causal else ', no causal mask'}"
+             ] = (case, lambda c=windowed, k=causal: g.run(g.session(c, causal=k), c))
+    try:
+        return cp.window_width(w, runs, f"{g.what}: MultiHeadAttention(sliding_window={w}), "
+                               "self-attention over 8 positions",
+                               documented="2w_minus_1_keys", documented_source=SOURCE)
+    except Exception as exc:  # the converter or the interpreter refuses the windowed layer
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        return Convention("window_width", "refused", f"{g.what}: sliding_window={w}: {text}")
