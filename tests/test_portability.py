@@ -66,7 +66,7 @@ def test_the_element_count_of_a_nan_spread_known_mismatch_holds(tmp_path):
     60 of 80 under oneDNN SSE4.1 (the finite elements compared move too)."""
     base = write(tmp_path, "here", _spread_rows(80, 100))
     moved = write(tmp_path, "there", _spread_rows(60, 80))
-    for name in ("results/k.one.json", "results/k.one.csv", "index.md", "index.html"):
+    for name in ("results/k.one.json", "results/k.one.csv", "details.md", "index.html"):
         assert (base / name).read_text() != (moved / name).read_text(), name
     assert differences(base, moved) == []
 

@@ -196,8 +196,12 @@ EVIDENCE_LIMIT = 60  # characters of a cell's evidence in the page (conventions.
 NOTE_LIMIT = 90  # characters of a row's note in the page (the case's page, cases/<id>.md: all)
 
 
+LEDGER_FIELDS = ("axis", "value", "source", "evidence")  # a cell of the page's ledger
+
+
 def ledger_data(ledger, names) -> list[dict]:
-    """[{system, cells: [{axis, value, source, evidence}]}] of the ledger (a Ledger or
+    """[{system, cells: [[axis, value, source, evidence]]}] (LEDGER_FIELDS: lists, not
+    mappings, the keys once in the page) of the ledger (a Ledger or
     its as_dict()), for the runners shown; [] when no ledger is passed.  Cells that say
     nothing (SILENT_CELLS) are left out and evidence is cut at EVIDENCE_LIMIT, so the
     page stays small as axes are added."""
@@ -211,7 +215,8 @@ def ledger_data(ledger, names) -> list[dict]:
         cell = {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")}
         if len(cell["evidence"]) > EVIDENCE_LIMIT:
             cell["evidence"] = cell["evidence"][:EVIDENCE_LIMIT - 1] + "…"
-        by_system.setdefault(str(c.get("system")), []).append(cell)
+        by_system.setdefault(str(c.get("system")), []).append(
+            [cell[k] for k in LEDGER_FIELDS])
     return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
 
 
@@ -339,6 +344,7 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
                                                          if (cid, n) in by_cell], strings)
                       for cid in case_ids],
             "cell_fields": list(CELL_FIELDS), "interned": INTERNED,
+            "ledger_fields": list(LEDGER_FIELDS),
             "ledger": ledger_data(ledger, names), "axes": diff_axes(ledger)}
     data["strings"] = strings.table
     systems = [d["system"] for d in data["ledger"]]

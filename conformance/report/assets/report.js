@@ -19,6 +19,13 @@
       return o;
     });
   });
+  data.ledger.forEach(function (s) {  /* a ledger cell is a list of data.ledger_fields */
+    s.cells = s.cells.map(function (a) {
+      var o = {};
+      data.ledger_fields.forEach(function (f, i) { o[f] = a[i]; });
+      return o;
+    });
+  });
   var table = document.getElementById("matrix");
   var rows = Array.prototype.slice.call(table.tBodies[0].rows);
   var filters = { framework: "", runner: "", tag: "", outcome: "" };
