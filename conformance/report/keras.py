@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.report.base import Section
+from conformance.report.base import MAX_COLUMNS, Section, chunks
 
 FRAMEWORK = "keras"
 # Short labels of column titles; other names label themselves (last dotted part).
@@ -99,9 +99,12 @@ def section_keras_backends(frame, cases, runners):
     table = pd.DataFrame({t: [max_difference(digests.get((cid, a)), digests.get((cid, b)))
                               for cid in ids] for t, a, b in columns},
                          index=pd.Index(ids, name="case"))
-    return Section("Keras: differences between backends",
-                   "Max |a − b| between the outputs of two Keras rows on the same case "
-                   "(float32-rounded digests unless the case is float64; empty = one side "
-                   "did not run). fused = return_attention_scores=False "
-                   "(ops.dot_product_attention), scores = return_attention_scores=True.",
-                   table)
+    intro = ("Max |a − b| between the outputs of two Keras rows on the same case "
+             "(float32-rounded digests unless the case is float64; empty = one side "
+             "did not run). fused = return_attention_scores=False "
+             "(ops.dot_product_attention), scores = return_attention_scores=True.")
+    parts = chunks(list(table.columns), MAX_COLUMNS)  # at most 8 data columns a table
+    if len(parts) == 1:
+        return Section("Keras: differences between backends", intro, table)
+    return Section("Keras: differences between backends", intro, table[parts[0]], tuple(
+        (f"pairs ({n} of {len(parts)})", table[part]) for n, part in enumerate(parts, 1)))
