@@ -186,3 +186,25 @@ def scale_precision_cell(g: Graphs) -> Convention:
                    {"float64": output_with(case, None, scale=exact),
                     "float32_rounded": output_with(case, None, scale=float(np.float32(exact)))},
                    f"{g.what}, dtype='float64' layer exported, d_k = 3")
+
+
+def window_cell(g: Graphs, what: str, w: int = 3) -> Convention:
+    # `what`: the whole description the evidence opens with
+    """window_width of a converted Keras layer: MultiHeadAttention(sliding_window=w)
+    converted by `g` and run in its runtime, without and with use_causal_mask (does the
+    band survive the conversion?)."""
+    from dataclasses import replace
+
+    from conformance.case.model import Window
+    from conformance.contract import cache_probes as cp
+    from conformance.runners._export.keras_mha import SOURCE
+
+    runs = {}
+    for causal in (False, True):
+        case = cp.window_case(causal=causal)
+        windowed = replace(case, mask=replace(case.mask, window=Window(w - 1, 0 if causal
+                                                                       else w - 1)))
+        runs[f"sliding_window={w}{', use_causal_mask=True' if causal else ', no causal mask'}"
+             ] = (case, lambda c=windowed, k=causal: g.run(g.session(c, causal=k), c))
+    return cp.window_width(w, runs, what, documented="2w_minus_1_keys",
+                           documented_source=SOURCE)

@@ -154,25 +154,13 @@ def _float64_cell(cells) -> list:
 
 
 def _window_cell(g, w: int = 3):
-    """window_width: MultiHeadAttention(sliding_window=w) converted and run in the LiteRT
-    interpreter, without and with use_causal_mask (does the band survive conversion?)."""
-    from dataclasses import replace
+    """window_width through the shared converted-layer probe; a converter or interpreter
+    refusing the windowed layer is the answer, quoted."""
+    from conformance.runners._export.keras_export_probes import window_cell
 
-    from conformance.case.model import Window
-    from conformance.contract import cache_probes as cp
-    from conformance.runners._export.keras_mha import SOURCE
-
-    runs = {}
-    for causal in (False, True):
-        case = cp.window_case(causal=causal)
-        windowed = replace(case, mask=replace(case.mask, window=Window(w - 1, 0 if causal
-                                                                       else w - 1)))
-        runs[f"sliding_window={w}{', use_causal_mask=True' if causal else ', no causal mask'}"
-             ] = (case, lambda c=windowed, k=causal: g.run(g.session(c, causal=k), c))
     try:
-        return cp.window_width(w, runs, f"{g.what}: MultiHeadAttention(sliding_window={w}), "
-                               "self-attention over 8 positions",
-                               documented="2w_minus_1_keys", documented_source=SOURCE)
+        return window_cell(g, f"{g.what}: MultiHeadAttention(sliding_window={w}), "
+                           "self-attention over 8 positions", w)
     except Exception as exc:  # the converter or the interpreter refuses the windowed layer
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         return Convention("window_width", "refused", f"{g.what}: sliding_window={w}: {text}")

@@ -191,23 +191,9 @@ def window_cell(engine: str, build, execute) -> Convention:
 
 
 def keras_export_window(versions: list[str], w: int = 3) -> Convention:
-    """window_width of onnx.keras-export: MultiHeadAttention(sliding_window=w) exported
-    by the runner's exporter (cached like its other probe graphs) and run in
-    onnxruntime, without and with use_causal_mask: does the band survive the export?"""
-    from dataclasses import replace
+    """window_width of onnx.keras-export: the layer exported by the runner's exporter
+    (cached like its other probe graphs) and run in onnxruntime."""
+    from conformance.runners._export.keras_export_probes import Graphs, window_cell
 
-    from conformance.case.model import Window
-    from conformance.runners._export.keras_mha import SOURCE
-    from conformance.runners._export.keras_export_probes import Graphs
-
-    g = Graphs(versions)
-    runs = {}
-    for causal in (False, True):
-        case = cp.window_case(causal=causal)
-        windowed = replace(case, mask=replace(case.mask, window=Window(w - 1, 0 if causal
-                                                                       else w - 1)))
-        runs[f"sliding_window={w}{', use_causal_mask=True' if causal else ', no causal mask'}"
-             ] = (case, lambda c=windowed, k=causal: g.run(g.session(c, causal=k), c))
-    return cp.window_width(w, runs, "onnx.keras-export graph of MultiHeadAttention("
-                           f"sliding_window={w}) in onnxruntime, self-attention over 8 "
-                           "positions", documented="2w_minus_1_keys", documented_source=SOURCE)
+    return window_cell(Graphs(versions), "onnx.keras-export graph of MultiHeadAttention("
+                       f"sliding_window={w}) in onnxruntime, self-attention over 8 positions", w)
