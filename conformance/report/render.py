@@ -142,11 +142,11 @@ def read_ledger(out: Path) -> dict | None:
         return None
 
 
-def build_sections(results, rows, cases, runners, ledger: dict | None = None):
+def build_sections(results, rows, cases, runners):
     """(answers, details): every section that has something to show for these rows
-    (`results`: their results frame)."""
+    (`results`: their results frame).  Nothing rides in the frame's `attrs`: pandas
+    deep-copies them on every operation (the ledger there once cost 21 s of a report)."""
     frame = section_frame(results, rows, runners)
-    frame.attrs["ledger"] = ledger
     made = [[s for s in (f(frame, cases, runners) for f in group) if s is not None]
             for group in (ANSWERS, DETAILS)]
     return made[0], made[1]
@@ -192,7 +192,7 @@ def write_reports(rows, cases, runners, out: Path, selection: str,
 def _write_into(rows, cases, runners, out: Path, selection: str, meta: dict | None):
     results = results_frame(rows)
     ledger = read_ledger(out)
-    answers, details = build_sections(results, rows, cases, runners, ledger)
+    answers, details = build_sections(results, rows, cases, runners)
     groups = clusters(rows, cases)
     agreement = section_clusters(groups)
     details = details + ([agreement] if agreement is not None else [])

@@ -1,8 +1,7 @@
 """The core report sections, and SECTIONS: the one list of every section.
 
 A section is a function `(frame, cases, runners) -> Section | None`: `frame`
-is the section frame (base.py: typed columns; `frame.attrs["ledger"]` holds
-reports/conventions.json when one was there at render time), `cases` the run's
+is the section frame (base.py: typed columns), `cases` the run's
 cases in file order, `runners` the run's Runner objects in column order.  A
 section selects rows by framework and typed fields, never by runner name; None
 = it has nothing to show for this run.  Wide case x runner tables are split by

@@ -13,6 +13,12 @@ import os
 from conformance.runners._export.keras_mha import explicit_mask, load_weights
 
 
+# Keras names an unnamed model from a process-wide counter (`functional_1`, then
+# `functional_2` after another model was built), and the exported graph's tensor names
+# carry it: one fixed name makes them depend on the model alone, not on what ran before.
+MODEL_NAME = "conformance"
+
+
 def functional_model(keras, case, translation, data, calls: tuple[bool, ...]):
     """(model, layer, feeds, load notes): one layer per flag of `calls`
     (return_attention_scores), each loaded with the canonical weights (Keras refuses one
@@ -49,12 +55,12 @@ def functional_model(keras, case, translation, data, calls: tuple[bool, ...]):
         result = layers[-1](query, value, **({} if i.self_attention else {"key": key_}), **kw,
                             return_attention_scores=scores)
         outputs += list(result) if scores else [result]
-    model = keras.Model(inputs, outputs if len(outputs) > 1 else outputs[0])
+    model = keras.Model(inputs, outputs if len(outputs) > 1 else outputs[0], name=MODEL_NAME)
     notes = [note for layer in layers for note in load_weights(keras, layer, data.weights, dt)]
     return model, layers[0], feeds, list(dict.fromkeys(notes))
 
 
-KERAS_EXPORT_FORMAT = 2  # 2: tf2onnx's name counter reset before each export
+KERAS_EXPORT_FORMAT = 3  # 2: tf2onnx's name counter reset before each export; 3: named model
 
 
 def keras_onnx_bytes(model, prefix: str = "conformance-keras-onnx-") -> bytes:

@@ -22,7 +22,8 @@ from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
 from conformance.runners._export.keras_mha import load_weights, mha_translation
 from conformance.runners._export.keras_mha import ANSI, base_case
-from conformance.runners._export.keras_export import KERAS_EXPORT_FORMAT, keras_onnx_bytes
+from conformance.runners._export.keras_export import (
+    KERAS_EXPORT_FORMAT, MODEL_NAME, keras_onnx_bytes)
 from conformance.runners._export.onnx_runtime import CACHE, FORMAT, ort_session
 
 PROBE_FORMAT = 1  # bump when a probe graph changes
@@ -42,7 +43,7 @@ def _model(keras, case, mask: str | None, causal: bool, dropout: float):
         kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
                                            dtype=mask, name="attention_mask")
         inputs.append(kw["attention_mask"])
-    model = keras.Model(inputs, layer(inputs[0], inputs[1], key=inputs[2], **kw))
+    model = keras.Model(inputs, layer(inputs[0], inputs[1], key=inputs[2], **kw), name=MODEL_NAME)
     x = case_data(case).inputs
     load_weights(keras, layer, case_data(case).weights, dt)
     feeds = [x.query, x.value, x.key] + ([np.ones((i.batch, i.query_len, i.key_len), mask)]
