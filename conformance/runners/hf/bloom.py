@@ -17,6 +17,7 @@ import numpy as np
 
 from conformance.convert.hf import to_gpt_neox
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild
 from conformance.runners.hf.probes import ProbedHFRunner
 
 BLOOM_SOURCE = SOURCE + "bloom/modeling_bloom.py"
@@ -56,15 +57,8 @@ class HFBloom(ProbedHFRunner):
 
     config_fields = {"hidden_size": "query_features", "n_head": "num_heads"}
     call_template = "BloomAttention(BloomConfig({args}), layer_idx=0)"
-
-    def build(self, torch, plan):
-        from transformers import BloomConfig
-        from transformers.models.bloom.modeling_bloom import BloomAttention
-
-        config = BloomConfig(hidden_size=plan["hidden_size"], n_head=plan["n_head"],
-                             attention_dropout=plan["dropout"], hidden_dropout=0.0,
-                             attn_implementation=plan["attn_implementation"])
-        return BloomAttention(config, layer_idx=0)
+    config_build = ConfigBuild("bloom", "BloomConfig", "BloomAttention",
+                               dropout="attention_dropout", residual_dropout="hidden_dropout")
 
     def state(self, case, weights):
         return to_gpt_neox(weights)

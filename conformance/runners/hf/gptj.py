@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from conformance.convert.hf import to_gptj
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild
 from conformance.runners.hf.rotary import (
     MAX_TABLE, ROTATE_EVERY_TWO, RotaryHFRunner, rope_limits)
 
@@ -53,6 +54,9 @@ class HFGptj(RotaryHFRunner):
 
     config_fields = {"n_embd": "query_features", "n_head": "num_heads"}
     call_template = "GPTJAttention(GPTJConfig({args}), layer_idx=0)"
+    config_build = ConfigBuild("gptj", "GPTJConfig", "GPTJAttention", dropout="attn_pdrop",
+                               residual_dropout="resid_pdrop", optional={
+                                   "rotary_dim": None, "max_position_embeddings": 2048})
 
     def config_call(self, case):
         call, cfg = super().config_call(case)
@@ -60,17 +64,6 @@ class HFGptj(RotaryHFRunner):
         cfg = {**cfg, "rotary_dim": case.attention.qk_head_dim if r is None else r.rotary_dim,
                "max_position_embeddings": max(2048, i.position_offset + i.query_len)}
         return call.replace(")", f", rotary_dim={cfg['rotary_dim']})", 1), cfg
-
-    def build(self, torch, plan):
-        from transformers import GPTJConfig
-        from transformers.models.gptj.modeling_gptj import GPTJAttention
-
-        config = GPTJConfig(n_embd=plan["n_embd"], n_head=plan["n_head"],
-                            rotary_dim=plan.get("rotary_dim"), attn_pdrop=plan["dropout"],
-                            resid_pdrop=0.0, max_position_embeddings=plan.get(
-                                "max_position_embeddings", 2048),
-                            attn_implementation=plan["attn_implementation"])
-        return GPTJAttention(config, layer_idx=0)
 
     def rotary(self, torch, config):
         from transformers.models.gptj.modeling_gptj import GPTJRotaryEmbedding

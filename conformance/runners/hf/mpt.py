@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from conformance.convert.hf import to_mpt
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild
 from conformance.runners.hf.probes import ProbedHFRunner
 
 MPT_SOURCE = SOURCE + "mpt/modeling_mpt.py"
@@ -53,6 +54,7 @@ class HFMpt(ProbedHFRunner):
 
     config_fields = {"d_model": "query_features", "n_heads": "num_heads"}
     call_template = "MptAttention(MptConfig({args}), layer_idx=0)"
+    config_build = ConfigBuild("mpt", "MptConfig", "MptAttention", dropout=None)
 
     def config_call(self, case):
         call, cfg = super().config_call(case)
@@ -63,13 +65,8 @@ class HFMpt(ProbedHFRunner):
                 {**cfg, "softmax_scale": s})
 
     def build(self, torch, plan):
-        from transformers import MptConfig
-        from transformers.models.mpt.modeling_mpt import MptAttention
-
-        config = MptConfig(d_model=plan["d_model"], n_heads=plan["n_heads"],
-                           attn_config={"softmax_scale": plan.get("softmax_scale")},
-                           attn_implementation=plan["attn_implementation"])
-        module = MptAttention(config, layer_idx=0)
+        module = self.config_build.build(plan, self.config_fields,
+                                         attn_config={"softmax_scale": plan.get("softmax_scale")})
         # MptAttentionConfig types attn_pdrop as int (0.5 is rejected: "Field 'attn_pdrop'
         # expected int"); the module reads the attribute, so the probes set it there
         module.attn_dropout_p = plan["dropout"]

@@ -1,0 +1,49 @@
+"""What the HF runners declare as data rather than write as code: how a module is
+built from its config.
+
+Most runners build `<Attention>(<Config>(...), layer_idx=0)` exactly alike (the
+config's keywords from the plan, the plan's dropout in the config's attention
+dropout, the residual dropout off, the plan's attn_implementation); they differ
+only in the names, so a `ConfigBuild` holds the names and `HFRunner.build`
+builds from it.  transformers is imported inside functions only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+
+@dataclass(frozen=True)
+class ConfigBuild:
+    """`<attention>(<config>(...), layer_idx=0)` from transformers.models.<module>.
+    modeling_<module>, as the model builds its layers.  The config takes the plan's
+    config keywords, the plan's dropout in `dropout` (the config's attention-dropout
+    field), 0.0 in `residual_dropout` (the dropout on the module's output: held off, so
+    that the dropout probes in train() see the attention dropout alone) and `optional`
+    keywords from the plan, their default where the plan has none."""
+
+    module: str  # transformers.models.<module>.modeling_<module>
+    config: str  # the config class (transformers exports it)
+    attention: str  # the attention class of modeling_<module>
+    dropout: str | None  # the config's attention-dropout field; None: the runner sets it
+    residual_dropout: str | None = None  # the config's residual-dropout field, held at 0.0
+    optional: Mapping[str, Any] = field(default_factory=dict)  # plan key -> default
+
+    def build(self, plan: Mapping[str, Any], keys: Iterable[str], **extra):
+        """The module for `plan`: `keys` are the plan's config keywords (the runner's
+        config_fields), `extra` further config keywords the runner computes."""
+        import importlib
+
+        import transformers
+
+        kw = {k: plan[k] for k in keys}
+        kw.update({k: plan.get(k, default) for k, default in self.optional.items()})
+        if self.dropout:
+            kw[self.dropout] = plan["dropout"]
+        if self.residual_dropout:
+            kw[self.residual_dropout] = 0.0
+        config = getattr(transformers, self.config)(
+            **kw, **extra, attn_implementation=plan["attn_implementation"])
+        mod = importlib.import_module(f"transformers.models.{self.module}.modeling_{self.module}")
+        return getattr(mod, self.attention)(config, layer_idx=0)
+
