@@ -83,7 +83,3 @@ class HFBloom(ProbedHFRunner):
                       "out x in (nn.Linear), rows per head [q_h; k_h; v_h]",
                       "one nn.Linear(E, 3E) viewed as (B, T, H, 3, head_dim)",
                       "4E^2 + 4E")
-
-    def size_evidence(self, case, module, shape):
-        return (f"BloomConfig(hidden_size=8, n_head=2): head_dim {module.head_dim}, "
-                f"query_key_value.weight {shape}; no head-size field")

@@ -305,8 +305,14 @@ class HFRunner(Runner):
     sizes: SizeFacts
 
     def size_evidence(self, case, module, shape: tuple) -> str:
-        """What the probe module's size attributes and `first_weight` `shape` show."""
-        raise NotImplementedError
+        """What the probe module's size attributes and `first_weight` `shape` show; by
+        default, for a module `config_build` builds with head_dim derived from the width,
+        the config call of the probe case and the head_dim that follows."""
+        if self.config_build is None or self.sizes.word != "derived_from_width":
+            raise NotImplementedError
+        args = ", ".join(f"{k}={getattr(case.attention, f)}" for k, f in self.config_fields.items())
+        return (f"{self.config_build.config}({args}): head_dim {module.head_dim}, "
+                f"{self.sizes.first_weight} {shape}; no head-size field")
 
     def size_cells(self, case) -> list[Convention]:
         """size_arguments, parameter_formula, weight_layout, from the probe module."""

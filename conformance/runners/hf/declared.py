@@ -4,8 +4,9 @@ built from its config.
 Most runners build `<Attention>(<Config>(...), layer_idx=0)` exactly alike (the
 config's keywords from the plan, the plan's dropout in the config's attention
 dropout, the residual dropout off, the plan's attn_implementation); they differ
-only in the names, so a `ConfigBuild` holds the names and `HFRunner.build`
-builds from it.  transformers is imported inside functions only.
+only in the names, so a `ConfigBuild` holds the names, `HFRunner.build` builds
+from it and `HFRunner.size_evidence` quotes its config call.  transformers is
+imported inside functions only.
 """
 from __future__ import annotations
 

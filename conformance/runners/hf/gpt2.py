@@ -70,6 +70,3 @@ class HFGpt2(ProbedHFRunner):
                       "in x out (Conv1D), [W_q | W_k | W_v]",
                       "Conv1D computes x @ weight + bias: (in, out), the transpose of "
                       "nn.Linear; q, k, v fused along the columns", "4E^2 + 4E")
-    def size_evidence(self, case, module, shape):
-        return (f"GPT2Config(n_embd=8, n_head=2): head_dim {module.head_dim}, c_attn.weight "
-                f"{shape}; no head-size field")

@@ -79,7 +79,3 @@ class HFGptj(RotaryHFRunner):
     sizes = SizeFacts("derived_from_width", f"{GPTJ_SOURCE}#L114", "q_proj.weight",
                       "out x in (nn.Linear)", "q_proj, k_proj, v_proj, out_proj are "
                       "nn.Linear(bias=False): (out, in)", "4E^2")
-
-    def size_evidence(self, case, module, shape):
-        return (f"GPTJConfig(n_embd=8, n_head=2): head_dim {module.head_dim}, q_proj.weight "
-                f"{shape}; no head-size field")

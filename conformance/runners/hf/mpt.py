@@ -92,7 +92,3 @@ class HFMpt(ProbedHFRunner):
     sizes = SizeFacts("derived_from_width", f"{MPT_SOURCE}#L80", "Wqkv.weight",
                       "out x in (nn.Linear), [W_q; W_k; W_v]",
                       "one nn.Linear(E, 3E, bias=False) chunked in three", "4E^2")
-
-    def size_evidence(self, case, module, shape):
-        return (f"MptConfig(d_model=8, n_heads=2): head_dim {module.head_dim}, Wqkv.weight "
-                f"{shape}; no head-size field")
