@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.convert.hf import to_gpt_neox
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
-from conformance.runners.hf.declared import ConfigBuild
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
 from conformance.runners.hf.probes import ProbedHFRunner
 
 BLOOM_SOURCE = SOURCE + "bloom/modeling_bloom.py"
@@ -41,13 +41,10 @@ class HFBloom(ProbedHFRunner):
     features = ProbedHFRunner.features | {"alibi"}
     probe_attention = {"alibi": True}
 
-    refusals = Refusals(
-        "BloomAttention is self-attention only (hidden_states)",
-        width_fixed="BloomAttention sets head_dim = hidden_size // num_heads",
-        fixed_bias=(True, "query_key_value and dense are nn.Linear(bias=True); BloomConfig has "
-                    "no switch"),
-        scale_why="a scale other than 1/sqrt(head_dim): BloomAttention.inv_norm_factor = "
-        "1 / sqrt(head_dim), not a config field")
+    refusals = self_attention_refusals(
+        "BloomAttention", head_dim="hidden_size // num_heads",
+        scaling="inv_norm_factor = 1 / sqrt(head_dim)", fixed_bias=(
+            True, "query_key_value and dense are nn.Linear(bias=True); BloomConfig has no switch"))
 
     def model_limits(self, case):
         if not case.attention.alibi:

@@ -20,7 +20,7 @@ from conformance.contract.runner import (
 from conformance.contract.probing import probe_case
 from conformance.contract import probe_cells as _ledger
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # declared.py builds on Refusals: the runtime import goes one way
     from conformance.runners.hf.declared import ConfigBuild
 
 DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en/model_doc/"

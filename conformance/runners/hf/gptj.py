@@ -11,8 +11,8 @@ allows (eager: additive (B, 1, T, S)).
 from __future__ import annotations
 
 from conformance.convert.hf import to_gptj
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
-from conformance.runners.hf.declared import ConfigBuild
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
 from conformance.runners.hf.rotary import (
     MAX_TABLE, ROTATE_EVERY_TWO, RotaryHFRunner, rope_limits)
 
@@ -32,13 +32,11 @@ class HFGptj(RotaryHFRunner):
     rope_source = f"{GPTJ_SOURCE}#L67"
     probe_attention = {"bias": False}
 
-    refusals = Refusals(
-        "GPTJAttention is self-attention only (hidden_states)",
-        width_fixed="GPTJAttention sets head_dim = embed_dim // num_attention_heads",
-        fixed_bias=(False, "GPTJAttention builds q_proj, k_proj, v_proj, out_proj with "
-                    "bias=False; GPTJConfig has no switch"),
-        scale_why="a scale other than 1/sqrt(head_dim): GPTJAttention.scaling = "
-        "head_dim**-0.5, not a config field")
+    refusals = self_attention_refusals(
+        "GPTJAttention", head_dim="embed_dim // num_attention_heads",
+        scaling="scaling = head_dim**-0.5", fixed_bias=(
+            False, "GPTJAttention builds q_proj, k_proj, v_proj, out_proj with bias=False; "
+            "GPTJConfig has no switch"))
 
     def model_limits(self, case):
         i = case.inputs

@@ -12,8 +12,8 @@ bool: True = MASKED (masked_fill with finfo.min).
 from __future__ import annotations
 
 from conformance.convert.hf import to_mpt
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
-from conformance.runners.hf.declared import ConfigBuild
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
 from conformance.runners.hf.probes import ProbedHFRunner
 
 MPT_SOURCE = SOURCE + "mpt/modeling_mpt.py"
@@ -37,11 +37,10 @@ class HFMpt(ProbedHFRunner):
     probe_attention = {"alibi": True, "bias": False}
     sets_scale = True
 
-    refusals = Refusals(
-        "MptAttention is self-attention only (hidden_states)",
-        width_fixed="MptAttention sets head_dim = hidden_size // n_heads",
-        fixed_bias=(False, "Wqkv and out_proj are nn.Linear(bias=False); MptConfig's no_bias "
-                    "reaches only the blocks' norms"))
+    refusals = self_attention_refusals(
+        "MptAttention", head_dim="hidden_size // n_heads", fixed_bias=(
+            False, "Wqkv and out_proj are nn.Linear(bias=False); MptConfig's no_bias reaches "
+            "only the blocks' norms"))
 
     def model_limits(self, case):
         if not case.attention.alibi:
