@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.convert.hf import to_gpt_neox
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
 from conformance.runners.hf.probes import ProbedHFRunner
 
 BLOOM_SOURCE = SOURCE + "bloom/modeling_bloom.py"
@@ -40,13 +41,10 @@ class HFBloom(ProbedHFRunner):
     features = ProbedHFRunner.features | {"alibi"}
     probe_attention = {"alibi": True}
 
-    refusals = Refusals(
-        "BloomAttention is self-attention only (hidden_states)",
-        width_fixed="BloomAttention sets head_dim = hidden_size // num_heads",
-        fixed_bias=(True, "query_key_value and dense are nn.Linear(bias=True); BloomConfig has "
-                    "no switch"),
-        scale_why="a scale other than 1/sqrt(head_dim): BloomAttention.inv_norm_factor = "
-        "1 / sqrt(head_dim), not a config field")
+    refusals = self_attention_refusals(
+        "BloomAttention", head_dim="hidden_size // num_heads",
+        scaling="inv_norm_factor = 1 / sqrt(head_dim)", fixed_bias=(
+            True, "query_key_value and dense are nn.Linear(bias=True); BloomConfig has no switch"))
 
     def model_limits(self, case):
         if not case.attention.alibi:
@@ -56,15 +54,8 @@ class HFBloom(ProbedHFRunner):
 
     config_fields = {"hidden_size": "query_features", "n_head": "num_heads"}
     call_template = "BloomAttention(BloomConfig({args}), layer_idx=0)"
-
-    def build(self, torch, plan):
-        from transformers import BloomConfig
-        from transformers.models.bloom.modeling_bloom import BloomAttention
-
-        config = BloomConfig(hidden_size=plan["hidden_size"], n_head=plan["n_head"],
-                             attention_dropout=plan["dropout"], hidden_dropout=0.0,
-                             attn_implementation=plan["attn_implementation"])
-        return BloomAttention(config, layer_idx=0)
+    config_build = ConfigBuild("bloom", "BloomConfig", "BloomAttention",
+                               dropout="attention_dropout", residual_dropout="hidden_dropout")
 
     def state(self, case, weights):
         return to_gpt_neox(weights)
@@ -89,7 +80,3 @@ class HFBloom(ProbedHFRunner):
                       "out x in (nn.Linear), rows per head [q_h; k_h; v_h]",
                       "one nn.Linear(E, 3E) viewed as (B, T, H, 3, head_dim)",
                       "4E^2 + 4E")
-
-    def size_evidence(self, case, module, shape):
-        return (f"BloomConfig(hidden_size=8, n_head=2): head_dim {module.head_dim}, "
-                f"query_key_value.weight {shape}; no head-size field")

@@ -11,7 +11,7 @@ functions only.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from conformance.contract.runner import (
     Convention, NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
 from conformance.contract.probing import probe_case
 from conformance.contract import probe_cells as _ledger
+
+if TYPE_CHECKING:  # declared.py builds on Refusals: the runtime import goes one way
+    from conformance.runners.hf.declared import ConfigBuild
 
 DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en/model_doc/"
 SOURCE = "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/"
@@ -180,6 +183,7 @@ class HFRunner(Runner):
     config_fields: dict[str, str] = {}  # the config's keyword -> the case's attention field
     # the call a user types: {args} the config's keywords, {<keyword>} each, {impl}
     call_template = ""
+    config_build: ConfigBuild | None = None  # the module as data (declared.py), for build
 
     def config_call(self, case) -> tuple[str, dict]:
         """(the call's text, the plan: the config's keywords and values)."""
@@ -188,7 +192,10 @@ class HFRunner(Runner):
         return self.call_template.format(args=args, impl=self.attn_implementation, **cfg), cfg
 
     def build(self, torch, plan: dict):
-        raise NotImplementedError
+        """The module for the plan; by default as `config_build` declares it."""
+        if self.config_build is None:
+            raise NotImplementedError
+        return self.config_build.build(plan, self.config_fields)
 
     def state(self, case, weights) -> dict[str, np.ndarray]:
         return linear_state(weights, self.linear_names, case.attention.bias)
@@ -298,8 +305,14 @@ class HFRunner(Runner):
     sizes: SizeFacts
 
     def size_evidence(self, case, module, shape: tuple) -> str:
-        """What the probe module's size attributes and `first_weight` `shape` show."""
-        raise NotImplementedError
+        """What the probe module's size attributes and `first_weight` `shape` show; by
+        default, for a module `config_build` builds with head_dim derived from the width,
+        the config call of the probe case and the head_dim that follows."""
+        if self.config_build is None or self.sizes.word != "derived_from_width":
+            raise NotImplementedError
+        args = ", ".join(f"{k}={getattr(case.attention, f)}" for k, f in self.config_fields.items())
+        return (f"{self.config_build.config}({args}): head_dim {module.head_dim}, "
+                f"{self.sizes.first_weight} {shape}; no head-size field")
 
     def size_cells(self, case) -> list[Convention]:
         """size_arguments, parameter_formula, weight_layout, from the probe module."""

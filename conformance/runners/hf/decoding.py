@@ -22,6 +22,7 @@ torch and transformers are imported inside functions only.
 from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, Refusals
+from conformance.runners.hf.declared import self_attention_refusals
 from conformance.runners.hf.decoder_probes import MASKING, decoder_cells
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, ConfigRotaryHFRunner, position_ids, rope_limits, rope_theta)
@@ -32,9 +33,8 @@ CACHE = SOURCE.replace("models/", "cache_utils.py")
 def refusals(model: str, scale: str = "", **kw) -> Refusals:
     """A self-attention-only decoder module with grouped heads; `scale`: where its fixed
     scaling is set (none: the scale is a config field)."""
-    return Refusals(f"{model}Attention is self-attention only (hidden_states)", gqa=True,
-                    scale_why=f"a scale other than 1/sqrt(head_dim): {model}Attention.scaling "
-                    f"= {scale}, not a config field" if scale else "", **kw)
+    return self_attention_refusals(f"{model}Attention", gqa=True,
+                                   scaling=f"scaling = {scale}" if scale else "", **kw)
 
 
 def window_plan(case) -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild
 from conformance.runners.hf.probes import ProbedHFRunner
 
 GPT2_SOURCE = SOURCE + "gpt2/modeling_gpt2.py"
@@ -50,15 +51,8 @@ class HFGpt2(ProbedHFRunner):
 
     config_fields = {"n_embd": "query_features", "n_head": "num_heads"}
     call_template = "GPT2Attention(GPT2Config({args}))"
-
-    def build(self, torch, plan):
-        from transformers import GPT2Config
-        from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
-
-        config = GPT2Config(n_embd=plan["n_embd"], n_head=plan["n_head"],
-                            attn_pdrop=plan["dropout"], resid_pdrop=0.0,
-                            attn_implementation=plan["attn_implementation"])
-        return GPT2Attention(config, layer_idx=0)
+    config_build = ConfigBuild("gpt2", "GPT2Config", "GPT2Attention", dropout="attn_pdrop",
+                               residual_dropout="resid_pdrop")
 
     def state(self, case, weights):
         return {"c_attn.weight": np.concatenate([in_out(weights.wq), in_out(weights.wk),
@@ -76,6 +70,3 @@ class HFGpt2(ProbedHFRunner):
                       "in x out (Conv1D), [W_q | W_k | W_v]",
                       "Conv1D computes x @ weight + bias: (in, out), the transpose of "
                       "nn.Linear; q, k, v fused along the columns", "4E^2 + 4E")
-    def size_evidence(self, case, module, shape):
-        return (f"GPT2Config(n_embd=8, n_head=2): head_dim {module.head_dim}, c_attn.weight "
-                f"{shape}; no head-size field")

@@ -11,7 +11,8 @@ allows (eager: additive (B, 1, T, S)).
 from __future__ import annotations
 
 from conformance.convert.hf import to_gptj
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
 from conformance.runners.hf.rotary import (
     MAX_TABLE, ROTATE_EVERY_TWO, RotaryHFRunner, rope_limits)
 
@@ -31,13 +32,11 @@ class HFGptj(RotaryHFRunner):
     rope_source = f"{GPTJ_SOURCE}#L67"
     probe_attention = {"bias": False}
 
-    refusals = Refusals(
-        "GPTJAttention is self-attention only (hidden_states)",
-        width_fixed="GPTJAttention sets head_dim = embed_dim // num_attention_heads",
-        fixed_bias=(False, "GPTJAttention builds q_proj, k_proj, v_proj, out_proj with "
-                    "bias=False; GPTJConfig has no switch"),
-        scale_why="a scale other than 1/sqrt(head_dim): GPTJAttention.scaling = "
-        "head_dim**-0.5, not a config field")
+    refusals = self_attention_refusals(
+        "GPTJAttention", head_dim="embed_dim // num_attention_heads",
+        scaling="scaling = head_dim**-0.5", fixed_bias=(
+            False, "GPTJAttention builds q_proj, k_proj, v_proj, out_proj with bias=False; "
+            "GPTJConfig has no switch"))
 
     def model_limits(self, case):
         i = case.inputs
@@ -53,6 +52,9 @@ class HFGptj(RotaryHFRunner):
 
     config_fields = {"n_embd": "query_features", "n_head": "num_heads"}
     call_template = "GPTJAttention(GPTJConfig({args}), layer_idx=0)"
+    config_build = ConfigBuild("gptj", "GPTJConfig", "GPTJAttention", dropout="attn_pdrop",
+                               residual_dropout="resid_pdrop", optional={
+                                   "rotary_dim": None, "max_position_embeddings": 2048})
 
     def config_call(self, case):
         call, cfg = super().config_call(case)
@@ -60,17 +62,6 @@ class HFGptj(RotaryHFRunner):
         cfg = {**cfg, "rotary_dim": case.attention.qk_head_dim if r is None else r.rotary_dim,
                "max_position_embeddings": max(2048, i.position_offset + i.query_len)}
         return call.replace(")", f", rotary_dim={cfg['rotary_dim']})", 1), cfg
-
-    def build(self, torch, plan):
-        from transformers import GPTJConfig
-        from transformers.models.gptj.modeling_gptj import GPTJAttention
-
-        config = GPTJConfig(n_embd=plan["n_embd"], n_head=plan["n_head"],
-                            rotary_dim=plan.get("rotary_dim"), attn_pdrop=plan["dropout"],
-                            resid_pdrop=0.0, max_position_embeddings=plan.get(
-                                "max_position_embeddings", 2048),
-                            attn_implementation=plan["attn_implementation"])
-        return GPTJAttention(config, layer_idx=0)
 
     def rotary(self, torch, config):
         from transformers.models.gptj.modeling_gptj import GPTJRotaryEmbedding
@@ -86,7 +77,3 @@ class HFGptj(RotaryHFRunner):
     sizes = SizeFacts("derived_from_width", f"{GPTJ_SOURCE}#L114", "q_proj.weight",
                       "out x in (nn.Linear)", "q_proj, k_proj, v_proj, out_proj are "
                       "nn.Linear(bias=False): (out, in)", "4E^2")
-
-    def size_evidence(self, case, module, shape):
-        return (f"GPTJConfig(n_embd=8, n_head=2): head_dim {module.head_dim}, q_proj.weight "
-                f"{shape}; no head-size field")

@@ -12,7 +12,8 @@ bool: True = MASKED (masked_fill with finfo.min).
 from __future__ import annotations
 
 from conformance.convert.hf import to_mpt
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
 from conformance.runners.hf.probes import ProbedHFRunner
 
 MPT_SOURCE = SOURCE + "mpt/modeling_mpt.py"
@@ -36,11 +37,10 @@ class HFMpt(ProbedHFRunner):
     probe_attention = {"alibi": True, "bias": False}
     sets_scale = True
 
-    refusals = Refusals(
-        "MptAttention is self-attention only (hidden_states)",
-        width_fixed="MptAttention sets head_dim = hidden_size // n_heads",
-        fixed_bias=(False, "Wqkv and out_proj are nn.Linear(bias=False); MptConfig's no_bias "
-                    "reaches only the blocks' norms"))
+    refusals = self_attention_refusals(
+        "MptAttention", head_dim="hidden_size // n_heads", fixed_bias=(
+            False, "Wqkv and out_proj are nn.Linear(bias=False); MptConfig's no_bias reaches "
+            "only the blocks' norms"))
 
     def model_limits(self, case):
         if not case.attention.alibi:
@@ -53,6 +53,7 @@ class HFMpt(ProbedHFRunner):
 
     config_fields = {"d_model": "query_features", "n_heads": "num_heads"}
     call_template = "MptAttention(MptConfig({args}), layer_idx=0)"
+    config_build = ConfigBuild("mpt", "MptConfig", "MptAttention", dropout=None)
 
     def config_call(self, case):
         call, cfg = super().config_call(case)
@@ -63,13 +64,8 @@ class HFMpt(ProbedHFRunner):
                 {**cfg, "softmax_scale": s})
 
     def build(self, torch, plan):
-        from transformers import MptConfig
-        from transformers.models.mpt.modeling_mpt import MptAttention
-
-        config = MptConfig(d_model=plan["d_model"], n_heads=plan["n_heads"],
-                           attn_config={"softmax_scale": plan.get("softmax_scale")},
-                           attn_implementation=plan["attn_implementation"])
-        module = MptAttention(config, layer_idx=0)
+        module = self.config_build.build(plan, self.config_fields,
+                                         attn_config={"softmax_scale": plan.get("softmax_scale")})
         # MptAttentionConfig types attn_pdrop as int (0.5 is rejected: "Field 'attn_pdrop'
         # expected int"); the module reads the attribute, so the probes set it there
         module.attn_dropout_p = plan["dropout"]
@@ -95,7 +91,3 @@ class HFMpt(ProbedHFRunner):
     sizes = SizeFacts("derived_from_width", f"{MPT_SOURCE}#L80", "Wqkv.weight",
                       "out x in (nn.Linear), [W_q; W_k; W_v]",
                       "one nn.Linear(E, 3E, bias=False) chunked in three", "4E^2")
-
-    def size_evidence(self, case, module, shape):
-        return (f"MptConfig(d_model=8, n_heads=2): head_dim {module.head_dim}, Wqkv.weight "
-                f"{shape}; no head-size field")

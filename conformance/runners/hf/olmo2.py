@@ -9,7 +9,8 @@ field (head_dim = hidden_size // num_attention_heads); grouped-query with
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import self_attention_refusals
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, QKNormRotaryHFRunner, qk_norm_limits, rope_limits)
 
@@ -27,11 +28,9 @@ class HFOlmo2(QKNormRotaryHFRunner):
     rope_source = f"{OLMO2_SOURCE}#L70"
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "all_heads"}}
 
-    refusals = Refusals("Olmo2Attention is self-attention only (hidden_states)", gqa=True,
-                        width_fixed="Olmo2Config has no head_dim field: head_dim = hidden_size "
-                        "// num_attention_heads",
-                        scale_why="a scale other than 1/sqrt(head_dim): Olmo2Attention.scaling "
-                        "= head_dim**-0.5, not a config field")
+    refusals = self_attention_refusals(
+        "Olmo2Attention", gqa=True, scaling="scaling = head_dim**-0.5", width_fixed=(
+            "Olmo2Config has no head_dim field: head_dim = hidden_size // num_attention_heads"))
 
     def model_limits(self, case):
         return qk_norm_limits(case, "all_heads", "Olmo2Attention", (

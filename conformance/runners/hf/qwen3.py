@@ -9,7 +9,8 @@ position_offset + t, or are the identity rotation for a case without rope.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import self_attention_refusals
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, QKNormRotaryHFRunner, qk_norm_limits, rope_limits)
 
@@ -27,9 +28,8 @@ class HFQwen3(QKNormRotaryHFRunner):
     rope_source = f"{QWEN3_SOURCE}#L90"
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "per_head"}}
 
-    refusals = Refusals("Qwen3Attention is self-attention only (hidden_states)", gqa=True,
-                        scale_why="a scale other than 1/sqrt(head_dim): Qwen3Attention.scaling "
-                        "= head_dim**-0.5, not a config field")
+    refusals = self_attention_refusals("Qwen3Attention", gqa=True,
+                                       scaling="scaling = head_dim**-0.5")
 
     def model_limits(self, case):
         return qk_norm_limits(case, "per_head", "Qwen3Attention", (
