@@ -15,7 +15,8 @@ F.scaled_dot_product_attention, which reads a boolean mask as True = attend).
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import DOCS, SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import DOCS, SOURCE, SizeFacts
+from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.probes import ProbedHFRunner
 
 BERT_SOURCE = SOURCE + "bert/modeling_bert.py"

@@ -11,7 +11,7 @@ functions only.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,8 +20,7 @@ from conformance.contract.runner import (
 from conformance.contract.probing import probe_case
 from conformance.contract import probe_cells as _ledger
 
-if TYPE_CHECKING:  # declared.py builds on Refusals: the runtime import goes one way
-    from conformance.runners.hf.declared import ConfigBuild
+from conformance.runners.hf.declared import ConfigBuild, Refusals
 
 DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en/model_doc/"
 SOURCE = "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/"
@@ -89,17 +88,6 @@ def out_in(w: np.ndarray) -> np.ndarray:
 def out_proj(wo: np.ndarray) -> np.ndarray:
     """(H, d_v, E_o) -> (E_o, H*d_v)."""
     return np.ascontiguousarray(wo.reshape(-1, wo.shape[-1]).T)
-
-
-class Refusals(NamedTuple):
-    """What an HF attention module cannot express beyond shape_limits, as reasons."""
-
-    cross_how: str  # how the module takes keys and values (cross_reason)
-    width_fixed: str | None = None  # set: no head-size setting, how d follows (width_limits)
-    gqa: bool = False  # num_key_value_heads < num_heads possible
-    fixed_bias: tuple[bool, str] | None = None  # the projections' bias when no field sets it,
-    # and why (after "bias=<the case's>: ")
-    scale_why: str = ""  # the reason a scale other than the default is refused
 
 
 class SizeFacts(NamedTuple):

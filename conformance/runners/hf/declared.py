@@ -14,9 +14,18 @@ functions only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
-from conformance.runners.hf.common import Refusals
+
+class Refusals(NamedTuple):
+    """What an HF attention module cannot express beyond shape_limits, as reasons."""
+
+    cross_how: str  # how the module takes keys and values (cross_reason)
+    width_fixed: str | None = None  # set: no head-size setting, how d follows (width_limits)
+    gqa: bool = False  # num_key_value_heads < num_heads possible
+    fixed_bias: tuple[bool, str] | None = None  # the projections' bias when no field sets it,
+    # and why (after "bias=<the case's>: ")
+    scale_why: str = ""  # the reason a scale other than the default is refused
 
 
 @dataclass(frozen=True)

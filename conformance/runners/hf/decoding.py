@@ -21,7 +21,8 @@ torch and transformers are imported inside functions only.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, Refusals
+from conformance.runners.hf.common import SOURCE
+from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.declared import self_attention_refusals
 from conformance.runners.hf.decoder_probes import MASKING, decoder_cells
 from conformance.runners.hf.rotary import (

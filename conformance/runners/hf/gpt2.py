@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.declared import ConfigBuild
 from conformance.runners.hf.probes import ProbedHFRunner
 

@@ -11,7 +11,8 @@ hidden_size // num_attention_heads; scale head_size**-0.5.
 from __future__ import annotations
 
 from conformance.convert.hf import to_gpt_neox
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.rotary import ROTATE_HALF, RotaryHFRunner, rope_limits, rope_theta
 
 NEOX_SOURCE = SOURCE + "gpt_neox/modeling_gpt_neox.py"

@@ -19,7 +19,8 @@ DynamicCache with the masks of create_causal_mask (decoding.py).
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.decoding import DecodingHFRunner
 from conformance.runners.hf.rotary import ROTATE_HALF, rope_limits
 

@@ -9,7 +9,8 @@ the constructor's `bias=` is reached by no MarianConfig field.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.probes import ProbedHFRunner
 
 MARIAN_SOURCE = SOURCE + "marian/modeling_marian.py"

@@ -11,7 +11,8 @@ a zero position_bias.  Masks: T5's eager path adds the 4-D mask to the scores.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, Refusals, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.probes import ProbedHFRunner
 
 T5_SOURCE = SOURCE + "t5/modeling_t5.py"
