@@ -10,6 +10,18 @@ from conformance.contract.runner import (
     NotExpressibleError, Observation, Runner, Translation, WorkerSpec)
 
 
+SERVED: list[str] = []  # in a worker: the case ids it ran, in order
+
+
+def served() -> tuple[int, list[str]]:
+    """For workers.call_in_worker: the worker's pid and the case ids it has run so far."""
+    return os.getpid(), list(SERVED)
+
+
+def broken() -> None:
+    raise ArithmeticError("broken on purpose")
+
+
 class FakeWorkerRunner(Runner):
     name, framework = "fake.worker", "fake"
     worker = WorkerSpec("fake", {"FAKE_WORKER_FLAVOUR": "reference"}, hide=("wave",))
@@ -29,6 +41,9 @@ class FakeWorkerRunner(Runner):
                 time.sleep(60)
         if case.inputs.seed == 6:
             sys.exit(4)  # a SystemExit: an error reply, the worker lives on
+        if case.inputs.seed == 9:
+            time.sleep(0.5)  # a slow run, for the queue's order
+        SERVED.append(case.id)
         try:
             import wave  # noqa: F401  (hidden by WorkerSpec.hide: must fail)
             hidden = "wave importable"

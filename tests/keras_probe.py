@@ -1,7 +1,8 @@
 """A runner that probes the Keras runners' own machinery inside a Keras worker
 (tests/test_keras_runner.py): layer sharing between a case's rows, and the
 weight readback that must reject values the layer does not hold exactly.
-Its own worker key, so it never queues behind the matrix's Keras items."""
+It runs in the keras.jax rows' worker (warm in a full run); its request is urgent, so it
+never queues behind the matrix's prefetched Keras items (workers.URGENT)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -16,7 +17,7 @@ from conformance.runners._export.keras_mha import load_weights, mha_translation,
 class KerasProbe(Runner):
     name, framework = "keras.probe", "keras"
     requires = ("keras", "jax")
-    worker = replace(worker_spec("jax"), key="keras-probe")
+    worker = worker_spec("jax")
 
     def translate(self, case):
         return mha_translation(case)

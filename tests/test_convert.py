@@ -3,10 +3,7 @@ converted arrays giving the reference output, and errors that say what is wrong.
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -198,36 +195,38 @@ def test_flax_module_takes_the_params_and_matches_the_reference():
     assert back.wq.shape == (2, 8, 3) and back.wo.shape == (2, 3, 7)
 
 
-KERAS_SCRIPT = """
-import numpy as np, keras
-from conformance.convert import from_keras, keras_weights, set_keras_weights, to_keras
-from conformance.oracle.reference import attention
-from conformance.oracle.canonical import case_data
-from tests.test_convert import float32_case
-case = float32_case("general")
-data = case_data(case); x = data.inputs
-q, k, v = (np.asarray(t, np.float32) for t in (x.query, x.key, x.value))
-layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=4, output_shape=7)
-layer(q, v, key=k)
-set_keras_weights(layer, to_keras(data.weights))
-out = keras.ops.convert_to_numpy(layer(q, v, key=k))
-np.testing.assert_allclose(out, attention(case).output, rtol=1e-5, atol=1e-5)
-back = from_keras(keras_weights(layer), num_heads=2)
-for n, a in data.weights.arrays().items():
-    assert getattr(back, n).dtype == np.float32 and np.array_equal(getattr(back, n), a), n
-print("keras ok")
-"""
+def keras_round_trip() -> str:
+    """In a Keras worker (its backend fixed there): the canonical weights into a real
+    MultiHeadAttention, its output against the reference, and back bit-identical."""
+    import keras
+
+    from conformance.convert import from_keras, keras_weights, set_keras_weights, to_keras
+
+    case = float32_case("general")
+    data = case_data(case)
+    x = data.inputs
+    q, k, v = (np.asarray(t, np.float32) for t in (x.query, x.key, x.value))
+    layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=4, output_shape=7)
+    layer(q, v, key=k)
+    set_keras_weights(layer, to_keras(data.weights))
+    out = keras.ops.convert_to_numpy(layer(q, v, key=k))
+    np.testing.assert_allclose(out, attention(case).output, rtol=1e-5, atol=1e-5)
+    back = from_keras(keras_weights(layer), num_heads=2)
+    for n, a in data.weights.arrays().items():
+        assert getattr(back, n).dtype == np.float32 and np.array_equal(getattr(back, n), a), n
+    return "keras ok"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason="keras not installed")
 def test_real_keras_layer_takes_the_weights_and_matches_the_reference():
-    """In a subprocess: a Keras backend is fixed per process (torch backend here)."""
+    """In the keras.torch rows' worker: a Keras backend is fixed per process."""
+    from conformance.run.workers import call_in_worker
+    from conformance.runners import load
+
     if importlib.util.find_spec("torch") is None:
         pytest.skip("the Keras torch backend needs torch")
-    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", KERAS_SCRIPT], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0 and "keras ok" in run.stdout, run.stderr[-3000:]
+    assert call_in_worker(load("conformance.runners.keras.mha:KerasMHA", {"backend": "torch"}),
+                          "tests.test_convert:keras_round_trip") == "keras ok"
 
 
 class FakeVariable:

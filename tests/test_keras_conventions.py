@@ -1,9 +1,7 @@
-"""The Keras runners' convention probes, run where the matrix runs them: in a Keras
-worker of one backend (torch: the cheapest to start), under a worker key of their
-own so they never queue behind the matrix's Keras items."""
+"""The Keras runners' convention probes, run where the matrix runs them: in the Keras
+worker of one backend (torch: the cheapest to start), the matrix's own (warm in a full
+run); the request is urgent, so it never queues behind the matrix's prefetched items."""
 from __future__ import annotations
-
-from dataclasses import replace
 
 import pytest
 
@@ -18,11 +16,7 @@ def probe_in_worker(**params):
     runner = load("conformance.runners.keras.mha:KerasMHA", params)
     if runner.available():
         pytest.skip(runner.available())
-    runner.worker = replace(runner.worker, key="keras-conventions-test")
-    try:
-        return {c.axis: c for c in workers.conventions_in_worker(runner)}
-    finally:
-        workers.close(runner.worker.key)
+    return {c.axis: c for c in workers.conventions_in_worker(runner)}
 
 
 def test_keras_scores_path_probes_name_its_conventions():

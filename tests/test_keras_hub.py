@@ -5,12 +5,8 @@ rows are run by tests/test_rope_permutation.py on every backend."""
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conformance.case.loader import parse_case
@@ -18,9 +14,6 @@ from conformance.contract.runner import NotExpressible
 from conformance.runners.keras.cached import KerasCached
 from conformance.runners.keras.hub import INSTALL
 from conformance.runners.keras.rope import KerasRope
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def case(**sections):
     base = {"id": "hub", "attention": {"num_heads": 2, "query_features": 8},
@@ -64,26 +57,31 @@ def test_missing_keras_hub_is_a_skip_naming_the_install_line(monkeypatch):
         assert reason and INSTALL in reason and "--no-deps" in reason
 
 
-SCRIPT = """
-import json, numpy as np, keras, keras_hub
-from conformance.contract import cache_probes as cp
-from conformance.oracle.canonical import case_data
-from conformance.runners.keras.common import load_weights, numpy_zeros, tensor
-from conformance.runners.keras.hub import decode
-case = cp.decode_case()
-data = case_data(case)
-layer = keras_hub.layers.CachedMultiHeadAttention(num_heads=2, key_dim=4, output_shape=8,
-    kernel_initializer=numpy_zeros(keras), bias_initializer=numpy_zeros(keras))
-x = data.inputs.query
-layer.build(x.shape, x.shape, x.shape)
-load_weights(keras, layer, data.weights, "float32")
-full = cp.step_candidates(case)["lower_right"]
-out = {}
-for masked in (True, False):
-    steps = decode(keras, layer, tensor(keras, x, "float32"), 3, 6, masked)[0]
-    out[str(masked)] = float(np.max(np.abs(steps[-1] - full)))
-print(json.dumps(out))
-"""
+def cached_decode_distances() -> dict[str, float]:
+    """In a Keras worker: max |last decoded step - causal forward| with keras_hub's causal
+    mask (True) and with it dropped (False), through a 6-slot cache."""
+    import keras
+    import keras_hub
+
+    from conformance.contract import cache_probes as cp
+    from conformance.oracle.canonical import case_data
+    from conformance.runners.keras.common import load_weights, numpy_zeros, tensor
+    from conformance.runners.keras.hub import decode
+
+    case = cp.decode_case()
+    data = case_data(case)
+    layer = keras_hub.layers.CachedMultiHeadAttention(
+        num_heads=2, key_dim=4, output_shape=8, kernel_initializer=numpy_zeros(keras),
+        bias_initializer=numpy_zeros(keras))
+    x = data.inputs.query
+    layer.build(x.shape, x.shape, x.shape)
+    load_weights(keras, layer, data.weights, "float32")
+    full = cp.step_candidates(case)["lower_right"]
+    out = {}
+    for masked in (True, False):
+        steps = decode(keras, layer, tensor(keras, x, "float32"), 3, 6, masked)[0]
+        out[str(masked)] = float(np.max(np.abs(steps[-1] - full)))
+    return out
 
 
 def test_cached_decode_needs_keras_hubs_causal_mask():
@@ -91,11 +89,12 @@ def test_cached_decode_needs_keras_hubs_causal_mask():
     and is far from it with the mask dropped (it attends the unwritten zero slots)."""
     if importlib.util.find_spec("keras_hub") is None or importlib.util.find_spec("torch") is None:
         pytest.skip(f"keras_hub or torch not installed ({INSTALL})")
-    runner = KerasCached(backend="torch")
-    env = {**os.environ, **runner.worker.env, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    from conformance.run.workers import call_in_worker
+
+    from conformance.runners import load
+
+    cached = load("conformance.runners.keras.cached:KerasCached", {"backend": "torch"})
+    found = call_in_worker(cached,  # in its worker: Keras on torch
+                           "tests.test_keras_hub:cached_decode_distances")
     assert found["True"] < 1e-5
     assert found["False"] > 1e-2

@@ -94,10 +94,7 @@ def test_worker_machinery_shares_layers_and_refuses_bad_readback():
     if probe.available():
         pytest.skip(probe.available())
     case = CASES["no-bias"]
-    try:
-        notes = workers.run_in_worker(probe, case, probe.translate(case)).notes
-    finally:
-        workers.close(probe.worker.key)
+    notes = workers.run_in_worker(probe, case, probe.translate(case)).notes
     assert notes[:2] == ["scores row shares the layer: True", "another case shares it: False"]
     assert re.match(r"readback refused: readback of \S+/query/kernel differs", notes[2])
 

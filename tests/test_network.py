@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from conformance.report.digit_network import build_keras, build_torch, layer_counts, totals
+from conformance.report.digit_network import build_torch, layer_counts, totals
 
 MATLAB_4 = {"system": "matlab", "num_heads": 4, "num_key_channels": 784, "input_features": 3136}
 MATLAB_8 = {"system": "matlab", "num_heads": 8, "num_key_channels": 392, "input_features": 3136}
@@ -43,7 +43,12 @@ def test_torch_built_for_real_matches_the_count():
                     or importlib.util.find_spec("torch") is None,
                     reason="keras (with the torch backend) not installed")
 def test_keras_built_for_real_matches_the_count():
-    got = build_keras([(4, 784), (8, 392), (4, 196)], backend="torch")
+    from conformance.run.workers import call_in_worker
+    from conformance.runners import load
+
+    got = call_in_worker(load("conformance.runners.keras.mha:KerasMHA", {"backend": "torch"}),
+                         "conformance.report.digit_network:keras_counts",
+                         [(4, 784), (8, 392), (4, 196)])
     assert got[0] == got[1] == {"trainable": 39_400_906, "total": 39_401_098}
     # MATLAB's (4, 784) layer in Keras's words is key_dim=196: MATLAB's count
     assert got[2]["trainable"] == 9_839_984 + REST

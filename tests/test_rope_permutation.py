@@ -8,14 +8,10 @@ head count, W_k rows with the kv head count) must give, in the runner, what the 
 for the OTHER pairing with the original weights.  Permuting W_k with the query head count
 (the converter bug of ggml-org/llama.cpp#2376, karpathy/llama2.c#286) must not: the test
 fails unless that output is far from it.  A runner with a worker (a Keras backend) runs
-the check in a subprocess with its worker's environment.
+the check in that worker (workers.call_in_worker).
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,14 +112,11 @@ def rope_runners() -> list:
 
 
 def _in_worker(runner, target: str, params: dict) -> dict:
-    env = {**os.environ, **runner.worker.env, "PYTHONPATH": str(ROOT)}
-    script = ("import json, sys; from tests.test_rope_permutation import "
-              "permutation_distances as p; print(json.dumps(p(sys.argv[1], "
-              "json.loads(sys.argv[2]))))")
-    done = subprocess.run([sys.executable, "-c", script, target, json.dumps(params)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """permutation_distances in the runner's own worker (the matrix's, warm in a full run)."""
+    from conformance.run.workers import call_in_worker
+
+    return call_in_worker(runner, "tests.test_rope_permutation:permutation_distances",
+                          target, params)
 
 
 @pytest.mark.parametrize("target,params", rope_runners())

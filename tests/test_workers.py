@@ -84,6 +84,24 @@ def test_sys_exit_in_a_worker_is_an_error_reply_not_a_death():
     assert workers.run_in_worker(RUNNER, ok, None).notes[0] == pid
 
 
+def test_a_call_overtakes_the_prefetched_runs_and_its_error_comes_back():
+    """call_in_worker runs in the worker (its pid, not ours) ahead of the queue of
+    prefetched runs: with three slow runs queued it sees at most the one under way."""
+    slow = [make_case(id=f"slow{n}", inputs={"seed": 9}) for n in range(3)]
+    for case in slow:
+        workers.prefetch(RUNNER, case, RUNNER.translate(case))
+    pid, ran = workers.call_in_worker(RUNNER, "tests.fake_runner:served")
+    assert pid != os.getpid() and len([c for c in ran if c.startswith("slow")]) <= 1
+    for case in slow:
+        workers.run_in_worker(RUNNER, case, None)
+    assert workers.call_in_worker(RUNNER, "tests.fake_runner:served")[1][-3:] == [
+        "slow0", "slow1", "slow2"]  # then in their own order
+    with pytest.raises(workers.RaisedInWorker, match="ArithmeticError: broken on purpose"):
+        workers.call_in_worker(RUNNER, "tests.fake_runner:broken")
+    with pytest.raises(ValueError, match="no target"):
+        workers.call_in_worker(type(RUNNER)(), "tests.fake_runner:served")
+
+
 def test_exit_text_names_the_signal():
     assert workers.exit_text(-11) == "exit -11, SIGSEGV"
     assert workers.exit_text(1) == "exit 1"

@@ -20,16 +20,12 @@ counted from each system's documented learnables:
 - Keras: the same trainable weights; BatchNormalization's moving_mean and
   moving_variance are non-trainable weights that count_params() includes, so
   Keras's total is the trainable count plus 2C per batch norm.
-`build_torch` and `build_keras` build the networks for real (no forward pass);
+`build_torch` and `keras_counts` build the networks for real (no forward pass);
 the tests check them against these counts, and the report shows the counts (it
 stays deterministic and needs no framework).
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -117,32 +113,25 @@ def build_torch(num_heads: int) -> int:
     return sum(p.numel() for p in net.parameters())
 
 
-_KERAS = """
-import json, sys
-import keras
-def count(heads, key_dim):
-    inp = keras.Input((28, 28, 1))
-    x = inp
-    for filters in (32, 64):
-        x = keras.layers.Conv2D(filters, 3, padding="same")(x)
-        x = keras.layers.BatchNormalization()(x)
-        x = keras.layers.ReLU()(x)
-        x = keras.layers.MaxPooling2D(2)(x)
-    x = keras.layers.Reshape((1, 3136))(keras.layers.Flatten()(x))
-    x = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=key_dim)(x, x)
-    out = keras.layers.Dense(10)(keras.layers.Flatten()(x))
-    model = keras.Model(inp, out)
-    trainable = sum(int(w.numpy().size) for w in model.trainable_weights)
-    return {"trainable": trainable, "total": model.count_params()}
-print(json.dumps([count(*pair) for pair in json.loads(sys.argv[1])]))
-"""
+def keras_counts(configs: list[tuple[int, int]]) -> list[dict]:
+    """The network in Keras (functional model, MultiHeadAttention(num_heads, key_dim) on
+    one position) for each (num_heads, key_dim): [{"trainable": ..., "total":
+    count_params()}].  Run it where Keras's backend is set (a Keras worker:
+    workers.call_in_worker): the backend is fixed per process."""
+    import keras
 
-
-def build_keras(configs: list[tuple[int, int]], backend: str = "torch") -> list[dict]:
-    """The network in Keras (functional model, MultiHeadAttention(num_heads, key_dim)
-    on one position) for each (num_heads, key_dim), built in ONE subprocess (a Keras
-    backend is fixed per process): [{"trainable": ..., "total": count_params()}]."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run([sys.executable, "-c", _KERAS, json.dumps(configs)], env=env,
-                          capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    def count(heads, key_dim):
+        inp = keras.Input((28, 28, 1))
+        x = inp
+        for filters in (32, 64):
+            x = keras.layers.Conv2D(filters, 3, padding="same")(x)
+            x = keras.layers.BatchNormalization()(x)
+            x = keras.layers.ReLU()(x)
+            x = keras.layers.MaxPooling2D(2)(x)
+        x = keras.layers.Reshape((1, 3136))(keras.layers.Flatten()(x))
+        x = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=key_dim)(x, x)
+        out = keras.layers.Dense(10)(keras.layers.Flatten()(x))
+        model = keras.Model(inp, out)
+        trainable = sum(int(w.numpy().size) for w in model.trainable_weights)
+        return {"trainable": trainable, "total": model.count_params()}
+    return [count(*pair) for pair in configs]

@@ -28,6 +28,8 @@ and the same pump restarts the process for the next request of its queue.
 from __future__ import annotations
 
 import atexit
+import importlib
+import itertools
 import os
 import pickle
 import queue
@@ -130,6 +132,9 @@ def worker_env(extra: dict[str, str], base=None) -> dict[str, str]:
     return {**base, **extra, **joined}
 
 
+URGENT, PREFETCH, CLOSING = 0, 1, 2  # request priorities: lower first
+
+
 class _Worker:
     """One subprocess and the thread that feeds it requests in order.  A request
     that kills the worker, or outlives the item timeout (the worker is killed),
@@ -139,7 +144,8 @@ class _Worker:
         self.spec, self.key = spec, spec.key
         self.proc: subprocess.Popen | None = None
         self.log_path = ""
-        self.requests: queue.Queue = queue.Queue()
+        self.requests: queue.PriorityQueue = queue.PriorityQueue()  # (priority, seq, item)
+        self.sequence = itertools.count()  # first in, first out within one priority
         self.restarts = 0
         self.closed = False
         self.lock = threading.Lock()  # close() (main thread) against a restart (pump)
@@ -166,20 +172,24 @@ class _Worker:
         except OSError:
             return ""
 
-    def submit(self, runner, case, translation, op: str = "run") -> Future:
-        """`op`: "run" (runner.run on the case), "count" (runner.count) or
-        "conventions" (its probes)."""
+    def submit(self, runner, case, translation, op: str = "run",
+               priority: int = URGENT) -> Future:
+        """`op`: "run" (runner.run on the case), "count" (runner.count), "conventions"
+        (its probes) or "call" (`translation` is (function, args): call_in_worker).
+        `priority`: PREFETCH requests wait behind every URGENT one, so a request an item
+        waits for now never queues behind the matrix's prefetched runs."""
         future: Future = Future()
         what = (f"{runner.name} on case {case.id}" if op == "run"
                 else f"the count of {runner.name} on case {case.id}" if op == "count"
+                else f"{translation[0]} in the worker of {runner.name}" if op == "call"
                 else f"the {op} probes of {runner.name}")
-        self.requests.put(((runner.target, dict(runner.params)), op, case, translation,
-                           what, future))
+        self.requests.put((priority, next(self.sequence), (
+            (runner.target, dict(runner.params)), op, case, translation, what, future)))
         return future
 
     def _pump(self) -> None:
         while True:
-            item = self.requests.get()
+            item = self.requests.get()[2]
             if item is None:
                 return
             *request, what, future = item
@@ -245,7 +255,7 @@ class _Worker:
         on the suite's wall time."""
         with self.lock:
             self.closed = True
-            self.requests.put(None)
+            self.requests.put((CLOSING, next(self.sequence), None))
             self._discard()
 
 
@@ -270,7 +280,8 @@ def _key(runner, case) -> tuple[str, str]:
 def prefetch(runner, case, translation) -> None:
     """Queue a worker run now; `run_in_worker` collects it later."""
     if _key(runner, case) not in _PREFETCHED:
-        _PREFETCHED[_key(runner, case)] = _worker(runner).submit(runner, case, translation)
+        _PREFETCHED[_key(runner, case)] = _worker(runner).submit(runner, case, translation,
+                                                                 priority=PREFETCH)
 
 
 def run_in_worker(runner, case, translation):
@@ -288,6 +299,21 @@ def run_in_worker(runner, case, translation):
 def count_in_worker(runner, case):
     """The runner's `count` of the case (contract.Count), run in its worker."""
     status, payload = _worker(runner).submit(runner, case, None, "count").result()
+    if status == "ok":
+        return payload
+    raise RaisedInWorker(payload)
+
+
+def call_in_worker(runner, function: str, *args) -> Any:
+    """`function(*args)` run in the runner's worker and its answer, for code that needs
+    the runner's framework environment (a Keras backend, JAX's x64) without a process of
+    its own: the suite's tests, which would otherwise pay a framework import each.
+    `function` is "package.module:name", importable in the worker (the repository root
+    is on its path); args and answer are pickled.  Ahead of the prefetched matrix runs.
+    `runner` as `runners.load` makes it (its `target` names it to the worker)."""
+    if not runner.target:
+        raise ValueError(f"{runner.name}: no target; make it with conformance.runners.load")
+    status, payload = _worker(runner).submit(runner, None, (function, args), "call").result()
     if status == "ok":
         return payload
     raise RaisedInWorker(payload)
@@ -371,6 +397,9 @@ def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
     try:
         if op == "count":  # allocation-free: never generates the case's arrays
             return ("ok", runner.count(case))
+        if op == "call":
+            module, name = translation[0].split(":")
+            return ("ok", getattr(importlib.import_module(module), name)(*translation[1]))
         return ("ok", ledger_conventions(runner) if op == "conventions"
                 else runner.run(case, translation, case_data(case)))
     except NotExpressibleError as exc:
