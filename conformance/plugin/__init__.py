@@ -180,17 +180,24 @@ def pytest_runtest_setup(item):
 
 
 def pytest_collection_finish(session):
-    """Queue every selected worker item now, so worker subprocesses (other Keras
-    backends) compute in parallel with everything else (workers.py)."""
+    """Queue every selected worker item now, then the worker runners' convention probes,
+    so worker subprocesses (other Keras backends) compute in parallel with everything
+    else (workers.py)."""
     from conformance.plugin.parallel import is_worker
 
     if session.config.option.collectonly or is_worker(session.config):
         return  # an xdist worker queues a group when its first item arrives
+    from conformance.plugin.conventions_items import ConventionsItem
     from conformance.run.evaluate import prefetch
+    from conformance.run.workers import prefetch_conventions
 
     for item in session.items:
         if isinstance(item, MatrixItem):
             prefetch(item.case, item.runner)  # a translate that raises queues nothing
+    for item in session.items:  # the probes behind every matrix run of their worker
+        if isinstance(item, ConventionsItem) and item.runner.worker \
+                and not item.runner.available():
+            prefetch_conventions(item.runner)
 
 
 def pytest_sessionfinish(session, exitstatus):

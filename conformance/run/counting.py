@@ -48,10 +48,15 @@ def over_budget(case: Case) -> str | None:
     return None
 
 
-def count_of(runner: Runner, case: Case) -> Count:
-    """The runner's count, in its worker when it has one and counts natively
+def counts_in_worker(runner: Runner) -> bool:
+    """Whether the runner's count runs in its worker: it has one and counts natively
     (the default formula needs no framework, so it stays here)."""
-    if runner.worker and type(runner).count is not Runner.count:
+    return bool(runner.worker) and type(runner).count is not Runner.count
+
+
+def count_of(runner: Runner, case: Case) -> Count:
+    """The runner's count, in its worker when `counts_in_worker`."""
+    if counts_in_worker(runner):
         from conformance.run.workers import count_in_worker
 
         return count_in_worker(runner, case)

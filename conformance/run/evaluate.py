@@ -17,14 +17,14 @@ import numpy as np
 
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation, agreement_sample)
-from conformance.run.counting import counted, over_budget
+from conformance.run.counting import counted, counts_in_worker, over_budget
 from conformance.run.isolation import ItemTimeout, deadline, item_timeout
 from conformance.oracle.reference import Expected, attention, formula_parameters
 from conformance.compare.verdict import (
     Failure, FailureKind, Outcome, Verdict, judge, nonfinite_applies)
 from conformance.oracle.canonical import case_data
 from conformance.run.workers import WorkerFault, described, run_in_worker
-from conformance.run.workers import prefetch as queue_in_worker
+from conformance.run.workers import prefetch as queue_in_worker, prefetch_count
 
 
 @dataclass(frozen=True)
@@ -102,15 +102,19 @@ def observe(runner: Runner, case: Case, translation) -> Observation:
 
 
 def prefetch(case: Case, runner: Runner) -> None:
-    """Queue a worker runner's run now (the plugin, once collection is done), so
-    workers compute in parallel (workers.py).  A translate that raises, refuses or
+    """Queue a worker runner's run (an over-budget case: its count) now (the plugin, once
+    collection is done), so workers compute in parallel (workers.py).  A translate that raises, refuses or
     hangs queues nothing: the item's own evaluate makes its row."""
-    if not runner.worker or runner.available() or over_budget(case):
-        return  # an over-budget item is counted, never run
+    if not runner.worker or runner.available():
+        return
     with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):
         translation, _ = _attempt(runner.translate, case)
-    if isinstance(translation, Translation):
+    if not isinstance(translation, Translation):
+        return
+    if not over_budget(case):
         queue_in_worker(runner, case, translation)
+    elif counts_in_worker(runner):  # an over-budget item is counted, never run
+        prefetch_count(runner, case)
 
 
 def _row(case: Case, runner: Runner, outcome: Outcome, reason: str, native_call: str = "",

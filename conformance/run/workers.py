@@ -260,7 +260,7 @@ class _Worker:
 
 
 _WORKERS: dict[str, _Worker] = {}
-_PREFETCHED: dict[tuple[str, str], Future] = {}
+_PREFETCHED: dict[tuple[str, ...], Future] = {}  # (runner, case), ("count", ...), ...
 
 
 def _worker(runner) -> _Worker:
@@ -296,9 +296,20 @@ def run_in_worker(runner, case, translation):
     raise RaisedInWorker(payload)
 
 
+def prefetch_count(runner, case) -> None:
+    """Queue a count-only item's count now; `count_in_worker` collects it later."""
+    key = ("count", *_key(runner, case))
+    if key not in _PREFETCHED:
+        _PREFETCHED[key] = _worker(runner).submit(runner, case, None, "count",
+                                                  priority=PREFETCH)
+
+
 def count_in_worker(runner, case):
     """The runner's `count` of the case (contract.Count), run in its worker."""
-    status, payload = _worker(runner).submit(runner, case, None, "count").result()
+    future = _PREFETCHED.pop(("count", *_key(runner, case)), None)
+    if future is None:
+        future = _worker(runner).submit(runner, case, None, "count")
+    status, payload = future.result()
     if status == "ok":
         return payload
     raise RaisedInWorker(payload)
@@ -319,9 +330,21 @@ def call_in_worker(runner, function: str, *args) -> Any:
     raise RaisedInWorker(payload)
 
 
+def prefetch_conventions(runner) -> None:
+    """Queue the runner's convention probes now, behind the matrix runs queued before
+    them: the workers probe in parallel while the matrix items are judged."""
+    key = ("conventions", runner.name)
+    if key not in _PREFETCHED:
+        _PREFETCHED[key] = _worker(runner).submit(runner, None, None, "conventions",
+                                                  priority=PREFETCH)
+
+
 def conventions_in_worker(runner) -> list:
     """The runner's convention probes, run in its worker."""
-    status, payload = _worker(runner).submit(runner, None, None, "conventions").result()
+    future = _PREFETCHED.pop(("conventions", runner.name), None)
+    if future is None:
+        future = _worker(runner).submit(runner, None, None, "conventions")
+    status, payload = future.result()
     if status == "ok":
         return payload
     raise RaisedInWorker(payload)
