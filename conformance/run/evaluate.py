@@ -103,8 +103,8 @@ def observe(runner: Runner, case: Case, translation) -> Observation:
 
 def prefetch(case: Case, runner: Runner) -> None:
     """Queue a worker runner's run (an over-budget case: its count) now (the plugin, once
-    collection is done), so workers compute in parallel (workers.py).  A translate that raises, refuses or
-    hangs queues nothing: the item's own evaluate makes its row."""
+    collection is done), so workers compute in parallel (workers.py).  A translate that
+    raises, refuses or hangs queues nothing: the item's own evaluate makes its row."""
     if not runner.worker or runner.available():
         return
     with deadline(item_timeout(), f"translate of {runner.name} on case {case.id}"):

@@ -16,7 +16,8 @@ in-process runners, instead of adding up item by item.  One thread per
 worker does the request/reply exchange, so a pipe never fills up.
 
 Worker stdout is reserved for the protocol; whatever the framework prints
-goes to a log file whose tail is quoted when the worker dies.
+goes to a log file whose tail is quoted when the worker dies.  The loop a worker
+runs is worker_process.py; this module is the suite's side.
 
 Faults cost one request, never the queue: a runner's exception (SystemExit
 included) is an error reply; a worker that dies (os._exit, a segfault: its
@@ -28,7 +29,6 @@ and the same pump restarts the process for the next request of its queue.
 from __future__ import annotations
 
 import atexit
-import importlib
 import itertools
 import os
 import pickle
@@ -48,6 +48,7 @@ from conformance.contract.runner import NotExpressibleError, WorkerSpec
 from conformance.run.isolation import item_timeout
 from conformance.paths import ROOT
 
+PROCESS_MODULE = "conformance.run.worker_process"  # what a worker subprocess runs
 HIDE_ENV = "CONFORMANCE_WORKER_HIDE"  # "mod,mod": WorkerSpec.hide, passed to the worker
 
 
@@ -77,7 +78,7 @@ class WorkerTimeout(WorkerFault):
     pass
 
 
-def _send(stream: IO[bytes], obj: Any, data: bytes | None = None) -> None:
+def send_message(stream: IO[bytes], obj: Any, data: bytes | None = None) -> None:
     """Send `obj` (or `data`, already pickled), length-prefixed."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if data is None else data
     stream.write(struct.pack("<Q", len(data)) + data)
@@ -100,7 +101,7 @@ def _read(fd: int, size: int, deadline: float | None) -> bytes:
     return b"".join(chunks)
 
 
-def _recv(stream: IO[bytes], deadline: float | None = None) -> Any:
+def receive_message(stream: IO[bytes], deadline: float | None = None) -> Any:
     fd = stream.fileno()
     (size,) = struct.unpack("<Q", _read(fd, 8, deadline))
     return pickle.loads(_read(fd, size, deadline))
@@ -160,7 +161,7 @@ class _Worker:
         self.log_path = log.name
         env = {**worker_env(spec.env), HIDE_ENV: ",".join(spec.hide), "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "conformance.run.workers"], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", PROCESS_MODULE], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      bufsize=0)
         log.close()
@@ -209,8 +210,9 @@ class _Worker:
                 self._start()
         timeout = item_timeout()
         try:
-            _send(self.proc.stdin, request)
-            return _recv(self.proc.stdout, time.monotonic() + timeout if timeout else None)
+            send_message(self.proc.stdin, request)
+            deadline = time.monotonic() + timeout if timeout else None
+            return receive_message(self.proc.stdout, deadline)
         except TimeoutError:
             self._kill(streams=True)
             raise WorkerTimeout(f"timed out after {timeout:g} s: worker '{self.key}' was "
@@ -367,74 +369,3 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
-
-
-def hide_modules(names: str) -> list[str]:
-    """Make `import name` raise ImportError in this process, as if the package
-    were not installed.  For optional packages a framework imports merely
-    because they are there (Keras imports jax and pandas when installed, on
-    every backend), which would cost a worker seconds of imports it never uses."""
-    hidden = [n.strip() for n in names.split(",") if n.strip()]
-    for name in hidden:
-        if name not in sys.modules:
-            sys.modules[name] = None  # the import system's "not importable" marker
-    return hidden
-
-
-def _serve() -> None:
-    """The worker loop: read requests until stdin closes."""
-    import faulthandler
-
-    hide_modules(os.environ.get(HIDE_ENV, ""))
-    faulthandler.enable()  # a segfault leaves its Python stack in the log the parent quotes
-    from conformance.runners import load
-
-    proto_in, proto_out = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything the frameworks print goes to the log, not the protocol
-    runners: dict[str, Any] = {}
-    while True:
-        try:
-            (target, params), op, case, translation = _recv(proto_in)
-        except EOFError:
-            return
-        key = (target, repr(sorted(params.items())))
-        try:
-            if key not in runners:
-                runners[key] = load(target, params)
-            reply = _answer(runners[key], op, case, translation)
-        except Exception as exc:  # loading the runner failed
-            reply = ("error", f"{type(exc).__name__}: {exc}")
-        try:
-            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # an unpicklable observation: the row's error
-            data = pickle.dumps(("error", f"the {op} reply could not be sent back: "
-                                          f"{type(exc).__name__}: {exc}"))
-        _send(proto_out, None, data)
-
-
-def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
-    """One request's reply; only KeyboardInterrupt escapes."""
-    from conformance.contract.fill_probes import ledger_conventions
-    from conformance.oracle.canonical import case_data
-
-    try:
-        if op == "count":  # allocation-free: never generates the case's arrays
-            return ("ok", runner.count(case))
-        if op == "call":
-            module, name = translation[0].split(":")
-            return ("ok", getattr(importlib.import_module(module), name)(*translation[1]))
-        return ("ok", ledger_conventions(runner) if op == "conventions"
-                else runner.run(case, translation, case_data(case)))
-    except NotExpressibleError as exc:
-        return ("not_expressible", str(exc))
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # reported to the parent as the row's error
-        return ("error", f"{type(exc).__name__}: {exc}")
-    except BaseException as exc:  # SystemExit and the like: a row, not a dead worker
-        extra = " (sys.exit was called)" if isinstance(exc, SystemExit) else ""
-        return ("error", f"{op} raised {type(exc).__name__}: {exc}{extra}")
-
-
-if __name__ == "__main__":
-    _serve()
