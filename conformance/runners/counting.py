@@ -27,7 +27,12 @@ def torch_mha_count(torch, case, plan: dict) -> Count:
 def keras_count(keras, layer_cls: str, case, plan: dict) -> Count:
     """A keras.layers attention layer built for the case's input shapes, with no
     variable initialised; the deferred variables are dropped from Keras's global
-    list afterwards, so no later scope initialises (allocates) them."""
+    list afterwards, so no later scope initialises (allocates) them.  The layer is named
+    as Keras names the first one of its class (`grouped_query_attention`): its default
+    name counts the layers the process built before, and the weight paths would say
+    what ran earlier in the worker, not what this case asks."""
+    import re
+
     from keras.src.backend.common import global_state
 
     a, i = case.attention, case.inputs
@@ -36,7 +41,8 @@ def keras_count(keras, layer_cls: str, case, plan: dict) -> Count:
     layer = None
     try:
         with keras.StatelessScope(initialize_variables=False):
-            layer = getattr(keras.layers, layer_cls)(**plan, dtype=case.inputs.dtype)
+            name = re.sub(r"(?<!^)(?=[A-Z])", "_", layer_cls).lower()
+            layer = getattr(keras.layers, layer_cls)(**plan, dtype=case.inputs.dtype, name=name)
             layer.build(q, v, k)
             shapes = {w.path: tuple(int(d) for d in w.shape) for w in layer.weights}
             count = int(layer.count_params())
