@@ -41,8 +41,9 @@ def keras_count(keras, layer_cls: str, case, plan: dict) -> Count:
     layer = None
     try:
         with keras.StatelessScope(initialize_variables=False):
-            name = re.sub(r"(?<!^)(?=[A-Z])", "_", layer_cls).lower()
-            layer = getattr(keras.layers, layer_cls)(**plan, dtype=case.inputs.dtype, name=name)
+            cls = getattr(keras.layers, layer_cls)  # GroupQueryAttention: GroupedQueryAttention
+            name = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+            layer = cls(**plan, dtype=case.inputs.dtype, name=name)
             layer.build(q, v, k)
             shapes = {w.path: tuple(int(d) for d in w.shape) for w in layer.weights}
             count = int(layer.count_params())
