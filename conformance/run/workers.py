@@ -279,17 +279,18 @@ def _key(runner, case) -> tuple[str, str]:
     return runner.name, case.fingerprint()
 
 
-def prefetch(runner, case, translation) -> None:
-    """Queue a worker run now; `run_in_worker` collects it later."""
-    if _key(runner, case) not in _PREFETCHED:
-        _PREFETCHED[_key(runner, case)] = _worker(runner).submit(runner, case, translation,
-                                                                 priority=PREFETCH)
+def _queue(key: tuple, runner, case, translation, op: str) -> None:
+    """Queue a request now (PREFETCH), to be collected later under `key`."""
+    if key not in _PREFETCHED:
+        _PREFETCHED[key] = _worker(runner).submit(runner, case, translation, op,
+                                                  priority=PREFETCH)
 
 
-def run_in_worker(runner, case, translation):
-    future = _PREFETCHED.pop(_key(runner, case), None)
+def _collect(key: tuple, runner, case, translation, op: str) -> Any:
+    """The answer of the request queued under `key`, or of one sent now (URGENT)."""
+    future = _PREFETCHED.pop(key, None)
     if future is None:
-        future = _worker(runner).submit(runner, case, translation)
+        future = _worker(runner).submit(runner, case, translation, op)
     status, payload = future.result()
     if status == "ok":
         return payload
@@ -298,23 +299,23 @@ def run_in_worker(runner, case, translation):
     raise RaisedInWorker(payload)
 
 
+def prefetch(runner, case, translation) -> None:
+    """Queue a worker run now; `run_in_worker` collects it later."""
+    _queue(_key(runner, case), runner, case, translation, "run")
+
+
+def run_in_worker(runner, case, translation):
+    return _collect(_key(runner, case), runner, case, translation, "run")
+
+
 def prefetch_count(runner, case) -> None:
     """Queue a count-only item's count now; `count_in_worker` collects it later."""
-    key = ("count", *_key(runner, case))
-    if key not in _PREFETCHED:
-        _PREFETCHED[key] = _worker(runner).submit(runner, case, None, "count",
-                                                  priority=PREFETCH)
+    _queue(("count", *_key(runner, case)), runner, case, None, "count")
 
 
 def count_in_worker(runner, case):
     """The runner's `count` of the case (contract.Count), run in its worker."""
-    future = _PREFETCHED.pop(("count", *_key(runner, case)), None)
-    if future is None:
-        future = _worker(runner).submit(runner, case, None, "count")
-    status, payload = future.result()
-    if status == "ok":
-        return payload
-    raise RaisedInWorker(payload)
+    return _collect(("count", *_key(runner, case)), runner, case, None, "count")
 
 
 def call_in_worker(runner, function: str, *args) -> Any:
@@ -326,30 +327,18 @@ def call_in_worker(runner, function: str, *args) -> Any:
     `runner` as `runners.load` makes it (its `target` names it to the worker)."""
     if not runner.target:
         raise ValueError(f"{runner.name}: no target; make it with conformance.runners.load")
-    status, payload = _worker(runner).submit(runner, None, (function, args), "call").result()
-    if status == "ok":
-        return payload
-    raise RaisedInWorker(payload)
+    return _collect(("call",), runner, None, (function, args), "call")  # never queued
 
 
 def prefetch_conventions(runner) -> None:
     """Queue the runner's convention probes now, behind the matrix runs queued before
     them: the workers probe in parallel while the matrix items are judged."""
-    key = ("conventions", runner.name)
-    if key not in _PREFETCHED:
-        _PREFETCHED[key] = _worker(runner).submit(runner, None, None, "conventions",
-                                                  priority=PREFETCH)
+    _queue(("conventions", runner.name), runner, None, None, "conventions")
 
 
 def conventions_in_worker(runner) -> list:
     """The runner's convention probes, run in its worker."""
-    future = _PREFETCHED.pop(("conventions", runner.name), None)
-    if future is None:
-        future = _worker(runner).submit(runner, None, None, "conventions")
-    status, payload = future.result()
-    if status == "ok":
-        return payload
-    raise RaisedInWorker(payload)
+    return _collect(("conventions", runner.name), runner, None, None, "conventions")
 
 
 def close(key: str) -> None:
