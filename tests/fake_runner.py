@@ -41,9 +41,11 @@ class FakeWorkerRunner(Runner):
                 time.sleep(60)
         if case.inputs.seed == 6:
             sys.exit(4)  # a SystemExit: an error reply, the worker lives on
+        started = time.time()
         if case.inputs.seed == 9:
-            time.sleep(0.5)  # a slow run, for the queue's order
+            time.sleep(0.5)  # a slow run, for the queue's order and the busy cap
         SERVED.append(case.id)
+        span = [f"ran {started!r} {time.time()!r}"]
         try:
             import wave  # noqa: F401  (hidden by WorkerSpec.hide: must fail)
             hidden = "wave importable"
@@ -51,4 +53,4 @@ class FakeWorkerRunner(Runner):
             hidden = f"wave hidden: {exc}"
         return Observation(output=attention(case, data).output,
                            notes=[f"pid {os.getpid()}", os.environ["FAKE_WORKER_FLAVOUR"],
-                                  hidden])
+                                  hidden, *span])

@@ -102,6 +102,27 @@ def test_a_call_overtakes_the_prefetched_runs_and_its_error_comes_back():
         workers.call_in_worker(type(RUNNER)(), "tests.fake_runner:served")
 
 
+def test_busy_workers_are_capped(monkeypatch):
+    """With one slot, two workers' slow runs never overlap (workers.BUSY: at most one
+    busy worker per core)."""
+    import threading
+    from dataclasses import replace
+
+    monkeypatch.setattr(workers, "BUSY", threading.BoundedSemaphore(1))
+    other = load("tests.fake_runner:FakeWorkerRunner")
+    other.worker = replace(other.worker, key="fake-other")
+    try:
+        pairs = [(r, make_case(id=f"busy{n}", inputs={"seed": 9}))
+                 for n, r in enumerate((RUNNER, other))]
+        for runner, case in pairs:
+            workers.prefetch(runner, case, runner.translate(case))
+        spans = sorted(tuple(map(float, workers.run_in_worker(r, c, None).notes[3].split()[1:]))
+                       for r, c in pairs)
+    finally:
+        workers.close("fake-other")
+    assert spans[0][1] <= spans[1][0], spans  # the second started after the first ended
+
+
 def test_exit_text_names_the_signal():
     assert workers.exit_text(-11) == "exit -11, SIGSEGV"
     assert workers.exit_text(1) == "exit 1"

@@ -134,6 +134,10 @@ def worker_env(extra: dict[str, str], base=None) -> dict[str, str]:
 
 
 URGENT, PREFETCH, CLOSING = 0, 1, 2  # request priorities: lower first
+# Workers computing at once.  Isolation gives every framework its own worker (about 14 in a
+# full run); all of them importing and computing together on 2 cores made each slower than
+# alone and slowed the pytest process 3-9 times for the first minutes.
+BUSY = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
 
 
 class _Worker:
@@ -202,6 +206,10 @@ class _Worker:
                 future.set_exception(exc)
 
     def _exchange(self, request: tuple, what: str) -> Any:
+        with BUSY:  # at most one busy worker per core, start-up and imports included
+            return self._exchange_now(request, what)
+
+    def _exchange_now(self, request: tuple, what: str) -> Any:
         with self.lock:
             if self.closed:
                 raise WorkerDied(f"worker '{self.key}' was closed before running {what}")
