@@ -9,3 +9,23 @@ def make_case(**sections):
     raw = {"id": sections.pop("id", "t"), **sections}
     raw.setdefault("attention", {"num_heads": 2, "query_features": 8})
     return parse_case(raw, "<test>")
+
+
+EXTRA = {"torch": "torch", "flax": "flax", "jax": "flax", "onnx": "onnx",
+         "onnxruntime": "onnx"}  # module -> the pyproject extra that installs it
+
+
+def require(*modules: str, reason: str = "") -> None:
+    """Skip the calling test module when a module is not installed, without importing it:
+    pytest.importorskip imports it at collection (torch and jax cost about 3 s each, in a
+    process whose runners run in workers and never need them)."""
+    import importlib.util
+
+    import pytest
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        extras = sorted({EXTRA.get(m, m) for m in missing})
+        pytest.skip(reason or f"{', '.join(missing)} not installed (pip install -e "
+                              f"'.[{','.join(extras)}]')", allow_module_level=True)
+

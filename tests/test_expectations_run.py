@@ -12,8 +12,9 @@ import pytest
 
 from conformance.paths import ROOT
 from conformance.report.results_files import read_results
+from tests.helpers import require
 
-pytest.importorskip("torch", reason="needs the torch extra: pip install -e '.[torch]'")
+require("torch", reason="needs the torch extra: pip install -e '.[torch]'")
 
 # Written by someone who never read expectations/: fully masked rows the mask implies
 # (no masked_rows), float64 with and without a mask, and nothing pinned per runner.

@@ -4,15 +4,15 @@ the full causal forward; the same steps with is_causal=True see key 0 only
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from conformance.case.loader import parse_case
 from conformance.contract.runner import NotExpressible
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
 from conformance.runners.flax.nnx import FlaxNnx
+from tests.helpers import require
 
-pytest.importorskip("flax")
+require("flax")
 
 CASE = {"id": "t-nnx-decode", "attention": {"num_heads": 4, "num_kv_heads": 2,
                                             "query_features": 16},

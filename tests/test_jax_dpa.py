@@ -11,8 +11,9 @@ from conformance.contract.runner import NotExpressible
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
 from conformance.runners.flax.dpa import JaxDPA, dpa_plan
+from tests.helpers import require
 
-pytest.importorskip("jax")
+require("jax")
 
 
 def _case(**sections):

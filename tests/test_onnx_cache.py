@@ -11,9 +11,9 @@ from conformance.case.loader import parse_case
 from conformance.contract.runner import NotExpressible
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
+from tests.helpers import require
 
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
+require("onnx", "onnxruntime")
 
 CACHE_RUNNERS = ["onnx.attention-op.cache.ort", "onnx.attention-op.cache.reference",
                  "onnx.attention-op.static-cache.ort", "onnx.attention-op.static-cache.reference",

@@ -6,9 +6,9 @@ import pytest
 
 from conformance.contract.axes import AXIS_IDS
 from conformance.conventions.ledger import DERIVERS, cell_problem
+from tests.helpers import require
 
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
+require("onnx", "onnxruntime")
 
 
 def _cells(runner):

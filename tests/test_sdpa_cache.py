@@ -3,13 +3,13 @@ causal forward; a step that passes is_causal=True (upper-left: key 0 only) does 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from conformance.case.loader import parse_case
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
+from tests.helpers import require
 
-pytest.importorskip("torch")
+require("torch")
 
 from conformance.runners.torch.sdpa_cache import TorchSDPACache  # noqa: E402
 
