@@ -5,9 +5,9 @@ selection.  pytest autoloads every installed `pytest11` plugin there, and rewrit
 asserts of each plugin's whole package: hydra-core (pulled in by executorch), anyio,
 hypothesis and kgb cost 2.8 s per subprocess on this 2-core machine, more than the tiny
 selection itself, and far more where PYTHONDONTWRITEBYTECODE is set (the rewritten
-modules are then never cached).  No subprocess run needs them: generated cases use
-hypothesis as a library, not its pytest plugin.  `-p no:NAME` of a plugin that is not
-installed is accepted, so the list holds on a machine without them.
+modules are then never cached).  pyproject's addopts leave them out of runs rooted in
+the repository; a subprocess rooted elsewhere (pytester's temporary folder) does not
+read it, so the same `-p no:NAME` options reach it through PYTEST_ADDOPTS.
 """
 from __future__ import annotations
 
@@ -15,21 +15,26 @@ import os
 
 import pytest
 
-UNUSED_PLUGINS = ("hydra_pytest", "anyio", "hypothesispytest", "kgb")
-PLUGINS_OFF = " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS)
+
+def plugins_off(config) -> str:
+    """The `-p no:NAME` options of pyproject's addopts, as one string."""
+    args = config.getini("addopts")
+    return " ".join(f"-p {value}" for flag, value in zip(args, args[1:])
+                    if flag == "-p" and value.startswith("no:"))
 
 
 @pytest.fixture(scope="session", autouse=True)
-def subprocess_pytest_without_unused_plugins():
+def subprocess_pytest_without_unused_plugins(request):
     """PYTEST_ADDOPTS for every pytest the tests start (kept: what the user set)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {PLUGINS_OFF}".strip())
+        mp.setenv("PYTEST_ADDOPTS",
+                  f"{os.environ.get('PYTEST_ADDOPTS', '')} {plugins_off(request.config)}".strip())
         yield
 
 
 @pytest.fixture
-def pytester(pytester, monkeypatch):
+def pytester(pytester, monkeypatch, request):
     """pytester clears PYTEST_ADDOPTS to isolate its runs; set it again, to the plugins
     its subprocesses leave out, so that they too skip them."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", PLUGINS_OFF)
+    monkeypatch.setenv("PYTEST_ADDOPTS", plugins_off(request.config))
     return pytester

@@ -294,9 +294,10 @@ def _queue(key: tuple, runner, case, translation, op: str) -> None:
                                                   priority=PREFETCH)
 
 
-def _collect(key: tuple, runner, case, translation, op: str) -> Any:
-    """The answer of the request queued under `key`, or of one sent now (URGENT)."""
-    future = _PREFETCHED.pop(key, None)
+def _collect(key: tuple | None, runner, case, translation, op: str) -> Any:
+    """The answer of the request queued under `key`, or of one sent now (URGENT; a None
+    key: never queued)."""
+    future = None if key is None else _PREFETCHED.pop(key, None)
     if future is None:
         future = _worker(runner).submit(runner, case, translation, op)
     status, payload = future.result()
@@ -335,7 +336,7 @@ def call_in_worker(runner, function: str, *args) -> Any:
     `runner` as `runners.load` makes it (its `target` names it to the worker)."""
     if not runner.target:
         raise ValueError(f"{runner.name}: no target; make it with conformance.runners.load")
-    return _collect(("call",), runner, None, (function, args), "call")  # never queued
+    return _collect(None, runner, None, (function, args), "call")
 
 
 def prefetch_conventions(runner) -> None:
