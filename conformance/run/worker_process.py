@@ -11,10 +11,13 @@ import importlib
 import os
 import pickle
 import sys
+import time
 from typing import Any
 
 from conformance.contract.runner import NotExpressibleError
 from conformance.run.workers import HIDE_ENV, receive_message, send_message
+
+PROFILE_ENV = "CONFORMANCE_WORKER_PROFILE"  # a file: one line per request answered
 
 
 def hide_modules(names: str) -> list[str]:
@@ -40,12 +43,14 @@ def _serve() -> None:
     proto_in, proto_out = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the frameworks print goes to the log, not the protocol
     runners: dict[str, Any] = {}
+    profile = os.environ.get(PROFILE_ENV, "")
     while True:
         try:
             (target, params), op, case, translation = receive_message(proto_in)
         except EOFError:
             return
         key = (target, repr(sorted(params.items())))
+        started = (time.perf_counter(), time.process_time())
         try:
             if key not in runners:
                 runners[key] = load(target, params)
@@ -58,6 +63,19 @@ def _serve() -> None:
             data = pickle.dumps(("error", f"the {op} reply could not be sent back: "
                                           f"{type(exc).__name__}: {exc}"))
         send_message(proto_out, None, data)
+        if profile:
+            _profile(profile, getattr(runners.get(key), "name", target), op, case, started,
+                     reply[0])
+
+
+def _profile(path: str, name: str, op: str, case, started: tuple, status: str) -> None:
+    """Append one request's wall and CPU seconds to `path` (benchmarks/matrix_profile.py
+    reads it): which runners and which operations the matrix's time goes to."""
+    wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
+    line = "\t".join([str(os.getpid()), str(name), op, getattr(case, "id", "-") or "-",
+                      f"{wall:.4f}", f"{cpu:.4f}", status])
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
