@@ -67,6 +67,21 @@ def checked(name: str, value: float, unit: str, *, allow_zero: bool = False,
     return value
 
 
+FIGURES_ENV = "CONFORMANCE_FIGURES"
+
+
+def figures_wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """CONFORMANCE_FIGURES: the reports draw their PNG figures unless it says 0 / false /
+    no / off (drawing them costs a matplotlib import, about 1.5 s of CPU, in every run
+    that writes reports: the suite's own tests turn it off in their pytest subprocesses)."""
+    raw = (os.environ if environ is None else environ).get(FIGURES_ENV, "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingError(f"{FIGURES_ENV}={_shown(raw)}: expected 1 or 0 (on / off)")
+
+
 def item_timeout(option: float | None, environ=None) -> float:
     """--item-timeout, else CONFORMANCE_ITEM_TIMEOUT, else 300 s; 0 = no limit."""
     if option is not None:

@@ -15,6 +15,8 @@ import os
 
 import pytest
 
+from conformance.settings import FIGURES_ENV
+
 
 def plugins_off(config) -> str:
     """The `-p no:NAME` options of pyproject's addopts, as one string."""
@@ -29,6 +31,9 @@ def subprocess_pytest_without_unused_plugins(request):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTEST_ADDOPTS",
                   f"{os.environ.get('PYTEST_ADDOPTS', '')} {plugins_off(request.config)}".strip())
+        # No test of a subprocess run looks at its PNGs: drawing them costs each run a
+        # matplotlib import (~1.5 s of CPU).  This session read the variable at configure.
+        mp.setenv(FIGURES_ENV, "0")
         yield
 
 

@@ -175,8 +175,9 @@ def test_cells_coloured_by_outcome_with_both_views():
     assert '<option value="planted">planted</option>' in text
 
 
-def test_deterministic_across_two_renders(tmp_path):
+def test_deterministic_across_two_renders(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
+    monkeypatch.setattr(page_html.plots, "_wanted", True)
     rows = planted_rows() + [make_row("b", FAKE, max_abs_error=3e-4, typed={"heads": 2})]
     frame = results_frame(rows)
     one = page_html.write_html(frame, PLANTED_CASES, [FAKE, OTHER], [], {"time": "1"},
@@ -191,6 +192,20 @@ def test_deterministic_across_two_renders(tmp_path):
     assert pngs and all((tmp_path / "one" / n).read_bytes() == (tmp_path / "two" / n)
                         .read_bytes() for n in pngs)
     assert page_html.FIGURES_START in a and 'href="error_heatmap.png"' in a  # linked
+
+
+def test_figures_left_out_when_turned_off(tmp_path, monkeypatch):
+    """CONFORMANCE_FIGURES=0 (what the suite's tests give their pytest subprocesses): no
+    PNG, no figures block, and the rest of the page as with figures."""
+    rows = planted_rows()
+    frame = results_frame(rows)
+    monkeypatch.setattr(page_html.plots, "_wanted", None)  # read the environment
+    monkeypatch.setenv("CONFORMANCE_FIGURES", "0")
+    page = page_html.write_html(frame, PLANTED_CASES, [FAKE, OTHER], [], {"time": "1"},
+                                tmp_path / "off", "s").read_text(encoding="utf-8")
+    assert not list((tmp_path / "off").glob("*.png"))
+    assert page_html.FIGURES_START not in page and "error_heatmap.png" not in page
+    assert page_html.plots.available() == "CONFORMANCE_FIGURES=0; figures left out"
 
 
 def test_script_json_cannot_end_the_script():

@@ -24,7 +24,7 @@ from conformance.datafile import DataFileError
 from conformance.paths import ROOT
 from conformance.report import write_reports
 from conformance.report.results_files import read_results
-from conformance.settings import SettingError, extra_runners, item_timeout
+from conformance.settings import SettingError, extra_runners, figures_wanted, item_timeout
 
 from .report_rows import FakeCase, make_row, stand_in
 
@@ -323,6 +323,10 @@ def test_settings_read_as_written():
         extra_runners({"CONFORMANCE_EXTRA_RUNNERS": "nocolon"})
     assert extra_runners({"CONFORMANCE_EXTRA_RUNNERS": "a.b:C, d:E"}) == [("a.b", "C"),
                                                                            ("d", "E")]
+    assert figures_wanted({}) and figures_wanted({"CONFORMANCE_FIGURES": " On "})
+    assert not figures_wanted({"CONFORMANCE_FIGURES": "0"})
+    with pytest.raises(SettingError, match="CONFORMANCE_FIGURES='nope': expected 1 or 0"):
+        figures_wanted({"CONFORMANCE_FIGURES": "nope"})
 
 
 def test_a_bad_environment_value_is_a_usage_error_before_anything_runs(odd_cases):

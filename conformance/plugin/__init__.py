@@ -97,11 +97,14 @@ def _configured(config) -> dict:
     from conformance.case.loader import load_budget
     from conformance.report.staging import check_writable
     from conformance.run.isolation import env_isolate
-    from conformance.settings import SettingError, item_timeout
+    from conformance.settings import SettingError, figures_wanted, item_timeout
 
     try:
         load_budget()
         env_isolate()
+        from conformance.report import plots
+
+        plots.configure(figures_wanted())  # read once: tests change it for subprocesses
         item_timeout(config.getoption("item_timeout"))
         state = session_state(config)
         if config.getoption("report_dir"):

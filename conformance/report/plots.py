@@ -27,8 +27,24 @@ BEHAVIOURS = ("nan", "zeros", "uniform", "finite_other", "error")
 _BEHAVIOUR_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#7f7f7f")
 
 
+_wanted: bool | None = None  # set once by the pytest plugin; None: read the environment
+
+
+def configure(wanted: bool | None) -> None:
+    """Fix whether this process draws figures (the plugin reads CONFORMANCE_FIGURES once,
+    at configure, so a test that changes the variable for its subprocesses does not change
+    its own session's reports)."""
+    global _wanted
+    _wanted = wanted
+
+
 def available() -> str:
-    """'' when matplotlib can be imported, else why not."""
+    """'' when the figures are drawn, else why not: matplotlib missing, or
+    CONFORMANCE_FIGURES=0."""
+    from conformance.settings import FIGURES_ENV, figures_wanted
+
+    if not (figures_wanted() if _wanted is None else _wanted):
+        return f"{FIGURES_ENV}=0; figures left out"
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:
