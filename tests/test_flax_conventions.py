@@ -1,4 +1,6 @@
-"""Flax convention probes (_flax_probes): every cell a word of its axis, with figures."""
+"""Flax convention probes (runners/flax/probes.py): every cell a word of its axis, with
+figures.  Read where the ledger reads them: the runner's probes in its worker, answered
+once per session (the matrix's own, warm in a full run), not a second probe run here."""
 from __future__ import annotations
 
 import importlib.util
@@ -14,14 +16,25 @@ AXES = ("key_padding_polarity", "weights_dropout", "causal_flag", "scale_precisi
         "float64_compute", "mixed_dtype", "implicit_mask", *FEATURE_ARGUMENTS)
 
 
-@pytest.mark.parametrize("api, causal", [("flax.linen.MultiHeadDotProductAttention",
-                                          "not_applicable"),
-                                         ("flax.nnx.MultiHeadAttention", "upper_left")])
-def test_flax_probe_cells_are_vocabulary_words(api, causal):
-    from conformance.runners.flax.probes import flax_cells
+def probed_in_worker(target: str) -> list:
+    """The runner's ledger cells (its probes and the mask-encoding cells), from its worker."""
+    from conformance.run import isolation, workers
+    from conformance.runners import load
 
-    cells = {c.axis: c for c in flax_cells(api)}
-    assert tuple(cells) == AXES
+    runner = load(target)
+    runner.worker = runner.worker or isolation.isolated_spec(runner)  # as the matrix runs it
+    return workers.conventions_in_worker(runner)
+
+
+@pytest.mark.parametrize("target, api, causal", [
+    ("conformance.runners.flax.linen:FlaxLinen", "flax.linen.MultiHeadDotProductAttention",
+     "not_applicable"),
+    ("conformance.runners.flax.nnx:FlaxNnx", "flax.nnx.MultiHeadAttention", "upper_left")])
+def test_flax_probe_cells_are_vocabulary_words(target, api, causal):
+    probed = probed_in_worker(target)
+    cells = {c.axis: c for c in probed if c.axis in AXES}
+    assert tuple(cells) == AXES  # the probes' cells, in the probes' order, each once
+    assert len(cells) == sum(c.axis in AXES for c in probed)
     for c in cells.values():  # a free-text axis (vocabulary None) takes any short text
         vocab = BY_ID[c.axis].vocabulary
         assert c.evidence and (vocab is None or c.value in vocab), (c.axis, c.value)

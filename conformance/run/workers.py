@@ -345,9 +345,17 @@ def prefetch_conventions(runner) -> None:
     _queue(("conventions", runner.name), runner, None, None, "conventions")
 
 
+_PROBED: dict[str, list] = {}  # runner name -> its probe cells, once answered
+
+
 def conventions_in_worker(runner) -> list:
-    """The runner's convention probes, run in its worker."""
-    return _collect(("conventions", runner.name), runner, None, None, "conventions")
+    """The runner's convention probes, run in its worker once per session: the ledger's
+    item and the suite's tests of the same runner read one answer (a failure is not kept:
+    the next caller asks again)."""
+    if runner.name not in _PROBED:
+        _PROBED[runner.name] = list(_collect(("conventions", runner.name), runner, None, None,
+                                             "conventions"))
+    return list(_PROBED[runner.name])
 
 
 def close(key: str) -> None:
@@ -361,6 +369,7 @@ def shutdown() -> None:
     for future in _PREFETCHED.values():
         future.cancel()  # runs never collected (a -x stop): not worth waiting for
     _PREFETCHED.clear()
+    _PROBED.clear()
     for worker in _WORKERS.values():
         worker.close()
     _WORKERS.clear()
