@@ -175,8 +175,9 @@ def test_torch_module_loads_the_state_and_matches_the_reference(shape, self_atte
     assert all(back[k].tobytes() == t.numpy().tobytes() for k, t in module_state.items())
 
 
-def test_flax_module_takes_the_params_and_matches_the_reference():
-    pytest.importorskip("flax", reason="flax not installed")
+def flax_round_trip() -> str:
+    """In the flax runners' worker (jax and flax imported there once): the canonical
+    weights as a linen module's params give the reference output, and back."""
     import jax
     import jax.numpy as jnp
     from flax import linen as nn
@@ -193,6 +194,26 @@ def test_flax_module_takes_the_params_and_matches_the_reference():
     np.testing.assert_allclose(np.asarray(out), attention(case).output, rtol=1e-5, atol=1e-5)
     back = FORMATS["flax"][1](init)  # jax arrays, with the 'params' level
     assert back.wq.shape == (2, 8, 3) and back.wo.shape == (2, 3, 7)
+    return "flax ok"
+
+
+def in_worker_of(target: str, function: str, *args):
+    """`function(*args)` in the worker the matrix runs `target`'s runner in (its own, or
+    its framework's isolated one): the framework is imported there once per session."""
+    from conformance.run import isolation
+    from conformance.run.workers import call_in_worker
+    from conformance.runners import load
+
+    runner = load(target)
+    if runner.available():
+        pytest.skip(runner.available())
+    runner.worker = runner.worker or isolation.isolated_spec(runner)
+    return call_in_worker(runner, function, *args)
+
+
+def test_flax_module_takes_the_params_and_matches_the_reference():
+    assert in_worker_of("conformance.runners.flax.linen:FlaxLinen",
+                        "tests.test_convert:flax_round_trip") == "flax ok"
 
 
 def keras_round_trip() -> str:
@@ -292,10 +313,10 @@ HF = {"bert": {}, "gpt2": {}, "t5": {"bias": False}, "marian": {},
       "llama": {"num_heads": 4, "num_kv_heads": 2, "query_features": 16}}
 
 
-@pytest.mark.parametrize("name", list(HF))
-def test_hf_module_loads_the_state_and_matches_the_reference(name):
-    pytest.importorskip("torch", reason="torch not installed")
-    pytest.importorskip("transformers", reason="transformers not installed")
+def hf_round_trip(name: str) -> str:
+    """In the HF runners' worker (torch and transformers imported there once): the
+    canonical weights in a module built from a config give the reference output, and the
+    module's own state converts back bit for bit."""
     import torch
 
     case = float32_case("square", self_attention=True, **HF[name])
@@ -317,6 +338,13 @@ def test_hf_module_loads_the_state_and_matches_the_reference(name):
     module_state = module.state_dict()  # the module's own dict converts back, bit for bit
     back = FORMATS[name][1](module_state, case.attention.num_heads, case.attention.num_kv_heads)
     assert_identical(back, w)
+    return f"{name} ok"
+
+
+@pytest.mark.parametrize("name", list(HF))
+def test_hf_module_loads_the_state_and_matches_the_reference(name):
+    assert in_worker_of("conformance.runners.hf.bert:HFBert", "tests.test_convert:hf_round_trip",
+                        name) == f"{name} ok"
 
 
 # -- errors name the tensor, the expected and the found shape -------------------------
