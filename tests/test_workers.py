@@ -102,6 +102,22 @@ def test_a_call_overtakes_the_prefetched_runs_and_its_error_comes_back():
         workers.call_in_worker(type(RUNNER)(), "tests.fake_runner:served")
 
 
+def test_a_queued_request_collected_now_overtakes_the_rest():
+    """Collecting a prefetched request that has not started sends it again as urgent: with
+    three slow runs queued before it, it sees at most the one under way."""
+    slow = [make_case(id=f"slow{n}", inputs={"seed": 9}) for n in range(3)]
+    last = make_case(id="wanted", inputs={"seed": 4})
+    for case in (*slow, last):
+        workers.prefetch(RUNNER, case, RUNNER.translate(case))
+    workers.run_in_worker(RUNNER, last, None)
+    ran = workers.call_in_worker(RUNNER, "tests.fake_runner:served")[1]
+    assert ran.index("wanted") <= 1, ran  # not behind the three slow runs
+    for case in slow:  # the others are still answered, each once
+        workers.run_in_worker(RUNNER, case, None)
+    assert sorted(c for c in workers.call_in_worker(RUNNER, "tests.fake_runner:served")[1]
+                  if c.startswith(("slow", "wanted"))) == ["slow0", "slow1", "slow2", "wanted"]
+
+
 def test_busy_workers_are_capped(monkeypatch):
     """With one slot, two workers' slow runs never overlap (workers.BUSY: at most one
     busy worker per core)."""

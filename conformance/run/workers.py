@@ -296,8 +296,12 @@ def _queue(key: tuple, runner, case, translation, op: str) -> None:
 
 def _collect(key: tuple | None, runner, case, translation, op: str) -> Any:
     """The answer of the request queued under `key`, or of one sent now (URGENT; a None
-    key: never queued)."""
+    key: never queued).  A queued request that has not started yet is taken back and sent
+    again as URGENT: what a caller waits for now never waits behind the prefetched rest
+    (a test reading a runner's probes would otherwise wait for all its matrix runs)."""
     future = None if key is None else _PREFETCHED.pop(key, None)
+    if future is not None and future.cancel():  # still queued: ask now, ahead of the queue
+        future = None
     if future is None:
         future = _worker(runner).submit(runner, case, translation, op)
     status, payload = future.result()
