@@ -47,7 +47,10 @@ def fmt(x: float | None) -> str:
 def plain(text) -> str:
     """One line of text: ANSI codes and control characters removed, line breaks and tabs
     as spaces."""
-    text = _ANSI.sub("", str(text))
+    text = str(text)
+    if text.isprintable():  # no escape, line break, tab, control or bidi character
+        return text
+    text = _ANSI.sub("", text)
     text = re.sub(r"[\r\n\t]+", " ", text)
     return _CONTROL.sub("", text)
 
