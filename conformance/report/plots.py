@@ -50,9 +50,13 @@ def _figure(width: float, height: float):
 def _png(fig) -> bytes:
     """The figure cropped to its artists plus 0.1 in, as PNG bytes.  The crop box is
     computed here (what bbox_inches='tight' computes, without its extra layout pass over
-    every artist before the real draw: same bytes, one draw instead of two)."""
+    every artist before the real draw: same bytes, one draw instead of two), measuring
+    text on a 1x1 canvas of the same dpi (text extents depend on the dpi only; a canvas of
+    the figure's size is a cleared 25 MB buffer)."""
     buf = io.BytesIO()
-    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    bbox = fig.get_tightbbox(RendererAgg(1, 1, fig.dpi)).padded(0.1)
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches=bbox,
                 metadata={"Software": None})
     return buf.getvalue()
