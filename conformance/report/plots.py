@@ -36,12 +36,17 @@ def available() -> str:
     return ""
 
 
-def _figure(width: float, height: float):
+def _settings() -> None:
     from matplotlib import rcParams
+
+    rcParams["svg.hashsalt"] = "attention-conformance"  # no random ids anywhere
+
+
+def _figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    rcParams["svg.hashsalt"] = "attention-conformance"  # no random ids anywhere
+    _settings()
     fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
@@ -202,12 +207,24 @@ CAPTIONS = {
 
 
 def make_figures(frame, cases, runners) -> dict[str, bytes]:
-    """{file name: PNG bytes} of every figure that has data ({} without matplotlib)."""
+    """{file name: PNG bytes} of every figure that has data ({} without matplotlib); a
+    figure drawn before from the same values, code and libraries comes from the cache
+    (report/figure_cache.py)."""
+    from conformance.cache import key
+    from conformance.report.figure_cache import cached, drawing_key, keep
+
     if available():
         return {}
+    _settings()
+    drawn_from = drawing_key(frame, cases, runners)
     out = {}
     for name, maker in _MAKERS.items():
-        png = maker(frame, cases, runners)
+        k = key(name, drawn_from)
+        png = cached(k)
+        if png is None:
+            png = maker(frame, cases, runners)
+            if png is not None:
+                keep(k, png)
         if png is not None:
             out[name] = png
     return out
