@@ -9,8 +9,9 @@ did not move.  A PNG is a pure function of
 - the values the makers read (`DRAWN_FROM`: those columns of the results frame, in row
   order, each value with its type; the case ids and runner names in order);
 - the drawing code (report/plots.py, hashed into every key by BytesCache `covers`);
-- what rasterises and encodes it: the versions of Python, numpy, matplotlib, FreeType,
-  Pillow and its zlib, matplotlib's rcParams, and every font file matplotlib knows
+- what rasterises and encodes it: the versions of Python, numpy, matplotlib, FreeType
+  (and FREETYPE_PROPERTIES), Pillow and its zlib, the machine and CPU (model and
+  numpy's CPU features), matplotlib's rcParams, and every font file matplotlib knows
   (path, name, style, weight, size and mtime of each).
 
 So its bytes are cached under a hash of all of these and taken from the cache when
@@ -53,10 +54,26 @@ def _environment() -> list:
                     repr(f.size), _stamp(f.fname))
                    for f in manager.ttflist + manager.afmlist)
     return [platform.python_version(), numpy.__version__, matplotlib.__version__,
-            ft2font.__freetype_version__, PIL.__version__,
-            getattr(Image.core, "zlib_version", ""),
+            ft2font.__freetype_version__, os.environ.get("FREETYPE_PROPERTIES", ""),
+            PIL.__version__, getattr(Image.core, "zlib_version", ""), _cpu(),
             sorted((k, repr(matplotlib.rcParams[k])) for k in matplotlib.rcParams
                    if k != "backend"), fonts]  # the Agg canvas is used directly
+
+
+def _cpu() -> list[str]:
+    """The machine and CPU (numpy's and zlib's code paths may follow its features)."""
+    import numpy
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.lower().startswith("model name")), "")
+    except OSError:
+        pass
+    core = getattr(getattr(numpy, "_core", None), "_multiarray_umath", None)
+    features = getattr(core, "__cpu_features__", None) or {}
+    return [platform.machine(), model, " ".join(sorted(k for k, v in features.items() if v))]
 
 
 def _stamp(path: str) -> list[int]:
