@@ -84,18 +84,21 @@ def read_text(path: Path | str, what: str, limit: int | None = None) -> str:
 
 
 def depth(value: Any) -> int:
-    """How deep `value` nests (iterative: a deep value cannot exhaust the stack)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        deepest = max(deepest, d)
-        if d > MAX_DEPTH:
+    """How deep `value` nests: 1 for a scalar or an empty dict or list, else 1 + the
+    deepest item; counting stops at MAX_DEPTH + 1.  Iterative, one level at a time (a
+    deep value cannot exhaust the stack; each value is looked at once)."""
+    level, d = [value], 1
+    while d <= MAX_DEPTH:
+        below = []
+        for v in level:
+            if isinstance(v, dict):
+                below += v.values()
+            elif isinstance(v, list):
+                below += v
+        if not below:
             return d
-        if isinstance(v, dict):
-            stack += [(x, d + 1) for x in v.values()]
-        elif isinstance(v, list):
-            stack += [(x, d + 1) for x in v]
-    return deepest
+        level, d = below, d + 1
+    return d
 
 
 def read_json(path: Path | str, what: str, limit: int | None = None) -> Any:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conformance.paths import ROOT
+from conformance.paths import CACHE_ENV, ROOT
 from conformance.report import html as page_html
 from conformance.report.base import results_frame
 from conformance.compare.verdict import Failure, FailureKind, Outcome
@@ -180,8 +180,10 @@ def test_deterministic_across_two_renders(tmp_path, monkeypatch):
     monkeypatch.setattr(page_html.plots, "_wanted", True)
     rows = planted_rows() + [make_row("b", FAKE, max_abs_error=3e-4, typed={"heads": 2})]
     frame = results_frame(rows)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache-one"))  # each render draws
     one = page_html.write_html(frame, PLANTED_CASES, [FAKE, OTHER], [], {"time": "1"},
                                tmp_path / "one", "s")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache-two"))
     two = page_html.write_html(frame, PLANTED_CASES, [FAKE, OTHER], [], {"time": "2"},
                                tmp_path / "two", "s")
     a, b = one.read_text(encoding="utf-8"), two.read_text(encoding="utf-8")

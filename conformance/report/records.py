@@ -40,13 +40,20 @@ _DEFAULTED = {  # field -> (kind, default when absent)
 }
 
 
+_TYPES = {_STR: str, _BOOL: bool, _DICT: dict, _LIST: list}
+_OUTCOMES = frozenset(o.value for o in Outcome)
+_FAILURE_KINDS = frozenset(f.value for f in FailureKind)
+
+
 def _is(value: Any, kind: str) -> bool:
     if kind == _NUMBER:
+        if type(value) is float or type(value) is int:  # the usual case, without the ABC
+            return True
         return (isinstance(value, Real) and not isinstance(value, bool)) or value in (
             "inf", "-inf", "nan")
     if kind == _INT:
         return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, {_STR: str, _BOOL: bool, _DICT: dict, _LIST: list}[kind])
+    return isinstance(value, _TYPES[kind])
 
 
 def number(value):
@@ -86,12 +93,11 @@ def check_record(path: Path | str, d: Any, where: str) -> dict:
 
 def _check_words(path, where: str, d: dict) -> None:
     """Enumerations and the inner types of lists and weight shapes."""
-    if d["outcome"] not in {o.value for o in Outcome}:
+    if d["outcome"] not in _OUTCOMES:
         raise DataFileError(path, f"{where}.outcome: {excerpt(repr(d['outcome']), 40)} is "
                             f"not one of {[o.value for o in Outcome]}")
     kinds = d.get("failure_kinds") or []
-    if not isinstance(kinds, list) or any(k not in {f.value for f in FailureKind}
-                                          for k in kinds):
+    if not isinstance(kinds, list) or any(k not in _FAILURE_KINDS for k in kinds):
         raise DataFileError(path, f"{where}.failure_kinds: expected a list of "
                             f"{[f.value for f in FailureKind]}")
     for name in ("notes", "failures"):

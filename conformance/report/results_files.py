@@ -20,28 +20,17 @@ the split) is read as it is.
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
 from conformance.datafile import DataFileError, excerpt, inside, read_json
+from conformance.report.json_text import dumps, json_safe  # noqa: F401 (json_safe: kept here)
 
 RESULTS_FILE = "results.json"
 ROWS_DIR = "results"
 MAX_ROW_FILES = 1000  # runners of one run; the registry holds about 50
 CSV_DROPPED = ("output_digest",)  # re-rendering data, kept in the JSON rows only
 _PART = re.compile(rf"{ROWS_DIR}/([A-Za-z0-9][A-Za-z0-9._-]{{0,99}})\.json")
-
-
-def json_safe(obj):
-    """Strict JSON: NaN becomes null, an infinity the string 'inf' / '-inf'."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else str(obj)
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 def part_name(runner: str) -> str:
@@ -53,8 +42,8 @@ def part_name(runner: str) -> str:
     return name
 
 
-def _dump(value) -> str:
-    return json.dumps(value, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+def _dump(value, safe: bool = False) -> str:
+    return dumps(value, safe) + "\n"
 
 
 def write_results(frame, meta: dict, selection: str, out: Path,
@@ -66,20 +55,62 @@ def write_results(frame, meta: dict, selection: str, out: Path,
     present = list(dict.fromkeys(frame["runner"])) if "runner" in frame else []
     order = [n for n in names if n in present] + [n for n in present if n not in names]
     (out / ROWS_DIR).mkdir(parents=True, exist_ok=True)
+    by_runner = _plain_rows(frame)
     written, parts = [], []
     for runner in order:
-        rows = frame[frame["runner"] == runner]
         part = part_name(runner)
         target = inside(out, out / part)
-        target.write_text(_dump({"runner": runner, "rows": json_safe(
-            rows.to_dict(orient="records"))}), encoding="utf-8")
         csv_path = target.with_suffix(".csv")
-        write_csv(rows, csv_path)
+        if by_runner is None:  # values pandas would convert: its own way
+            rows = frame[frame["runner"] == runner]
+            records = rows.to_dict(orient="records")
+            write_csv(rows, csv_path)
+        else:
+            records = [dict(zip(frame.columns, r)) for r in by_runner[runner]]
+            _write_csv_rows(list(frame.columns), by_runner[runner], csv_path)
+        target.write_text(_dump({"runner": runner, "rows": records}, safe=True),
+                          encoding="utf-8")
         parts.append(part)
         written += [target, csv_path]
     index = {"metadata": meta, "selection": selection, **described, "row_files": parts}
     (out / RESULTS_FILE).write_text(_dump(index), encoding="utf-8")
     return [out / RESULTS_FILE] + written
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None), dict, list, tuple))
+
+
+def _plain_rows(frame) -> dict[str, list[list]] | None:
+    """The frame's rows as lists of values, by runner name in row order, when every
+    column holds Python objects of plain types (what pandas' to_dict and to_csv pass on
+    as they are); None otherwise."""
+    if ("runner" not in frame or not frame.columns.is_unique
+            or any(type(c) is not str for c in frame.columns)
+            or any(str(dtype) != "object" for dtype in frame.dtypes)):
+        return None
+    rows = frame.to_numpy(dtype=object).tolist()
+    if any(type(v) not in _PLAIN for row in rows for v in row):
+        return None
+    col = frame.columns.get_loc("runner")
+    by_runner: dict[str, list[list]] = {}
+    for row in rows:
+        if type(row[col]) is not str:
+            return None
+        by_runner.setdefault(row[col], []).append(row)
+    return by_runner
+
+
+def _csv_cell(column: str):
+    """What write_csv makes of a value of `column`, before base.csv_text."""
+    if column in _CSV_JSON:
+        return lambda v: json.dumps(v, sort_keys=True)
+    if column in _CSV_JOINED:
+        return " | ".join
+    return None
+
+
+_CSV_JSON = ("weight_shapes", "extras", "typed")
+_CSV_JOINED = ("notes", "failures", "failure_kinds")
 
 
 def write_csv(frame, path: Path) -> None:
@@ -90,15 +121,37 @@ def write_csv(frame, path: Path) -> None:
     from conformance.report.base import csv_text
 
     flat = frame.drop(columns=[c for c in CSV_DROPPED if c in frame])
-    for col in ("weight_shapes", "extras", "typed"):
+    for col in _CSV_JSON:
         if col in flat:
             flat[col] = flat[col].map(lambda v: json.dumps(v, sort_keys=True))
-    for col in ("notes", "failures", "failure_kinds"):
+    for col in _CSV_JOINED:
         if col in flat:
             flat[col] = flat[col].map(" | ".join)
     for col in flat.columns:
         flat[col] = pd.Series([csv_text(v) for v in flat[col]], index=flat.index, dtype=object)
     flat.to_csv(path, index=False, lineterminator="\n")
+
+
+def _write_csv_rows(columns: list[str], rows: list[list], path: Path) -> None:
+    """write_csv of plain rows (_plain_rows) with the csv module, as pandas' to_csv writes
+    them: its dialect, a missing value (None, NaN) as an empty cell, other values as
+    they are (the csv module writes a float by repr, anything else by str)."""
+    import csv
+
+    from conformance.report.base import csv_text
+
+    keep = [n for n, c in enumerate(columns) if c not in CSV_DROPPED]
+    cells = [(n, _csv_cell(columns[n])) for n in keep]
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n", delimiter=",", quoting=csv.QUOTE_MINIMAL,
+                            doublequote=True, escapechar=None, quotechar='"')
+        writer.writerow([columns[n] for n in keep])
+        for row in rows:
+            line = []
+            for n, cell in cells:
+                v = csv_text(row[n] if cell is None else cell(row[n]))
+                line.append("" if v is None or (type(v) is float and v != v) else v)
+            writer.writerow(line)
 
 
 def row_file_names(index: Path, data: dict) -> list[str]:

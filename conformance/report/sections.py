@@ -14,7 +14,7 @@ from typing import Callable
 
 from conformance.compare.verdict import FailureKind, Outcome
 from conformance.report.base import (
-    Section, fmt, pivot, split_section)
+    Section, fmt, pivot, row_cells, split_section)
 from conformance.report.keras import section_keras_backends
 from conformance.report.onnx import (
     section_export_runtimes, section_onnx_accounting, section_onnx_masking, section_onnx_ops)
@@ -68,7 +68,7 @@ def section_outcomes(frame, cases, runners):
 
 
 def section_parameters(frame, cases, runners):
-    frame = frame.assign(cell=frame.apply(cell_parameters, axis=1))
+    frame = frame.assign(cell=row_cells(frame, cell_parameters))
     table = pivot(frame, "cell", cases, runners)
     first = frame.drop_duplicates("case").set_index("case")
     table.insert(0, "formula", first["parameters_formula"].reindex(table.index))
@@ -81,7 +81,7 @@ def section_parameters(frame, cases, runners):
 
 
 def section_numbers(frame, cases, runners):
-    frame = frame.assign(cell=frame.apply(cell_numbers, axis=1))
+    frame = frame.assign(cell=row_cells(frame, cell_numbers))
     return split_section(
         "Numerical agreement",
         "Max abs / max rel error of the output against the float64 reference (fully masked "
@@ -95,8 +95,8 @@ def section_weights(frame, cases, runners):
     has = frame[frame["weights_max_abs_error"].notna()]
     if has.empty:
         return None
-    has = has.assign(cell=has.apply(lambda r: f"{fmt(r.weights_max_abs_error)} / "
-                                              f"{fmt(r.weights_max_rel_error)}", axis=1))
+    has = has.assign(cell=row_cells(has, lambda r: f"{fmt(r.weights_max_abs_error)} / "
+                                                   f"{fmt(r.weights_max_rel_error)}"))
     return split_section("Per-head attention weights",
                          "Max abs / max rel error of the returned per-head weights "
                          "(B, H, T, S).", pivot(has, "cell", cases, runners), runners)
@@ -114,7 +114,7 @@ def section_edge_cases(frame, cases, runners):
     masked = masked[masked["outcome"].map(lambda o: o.ran)]
     if masked.empty:
         return None
-    masked = masked.assign(cell=masked.apply(_cell_masked, axis=1))
+    masked = masked.assign(cell=row_cells(masked, _cell_masked))
     return split_section(
         "Edge case: fully masked query rows",
         "What each system returns for a query row whose every key is masked: nan, zeros (all "
