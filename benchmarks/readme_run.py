@@ -1,8 +1,9 @@
 """The README run against its budget: 4 minutes warm, 8 minutes cold, on 2 cores.
 
-    .venv/bin/python benchmarks/readme_run.py [--cold] [--parts] [--durations 15]
+    .venv/bin/python benchmarks/readme_run.py [--cold] [--serial] [--parts] [--durations 15]
 
-Runs the README's command (`python -m pytest`) with its reports written to a temporary
+Runs the README's command (`python -m pytest -n 2`; `--serial`: without `-n`) with its
+reports written to a temporary
 folder (`--report-dir`, so the committed reports/ stay as they are), and prints its wall
 time, the CPU time of it and its children (user + system), the cores it kept busy on
 average (CPU / wall), and the ratio to the budget.  `--cold` points CONFORMANCE_CACHE_DIR
@@ -42,6 +43,7 @@ def timed(args: list[str], env: dict[str, str]) -> tuple[float, float, int, str]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cold", action="store_true", help="start from an empty cache dir")
+    ap.add_argument("--serial", action="store_true", help="one pytest process (no -n 2)")
     ap.add_argument("--parts", action="store_true", help="also time tests/ and cases/ alone")
     ap.add_argument("--durations", type=int, default=0, help="print the N slowest items")
     opts = ap.parse_args()
@@ -50,11 +52,13 @@ def main() -> int:
         env = dict(os.environ)
         if opts.cold:
             env["CONFORMANCE_CACHE_DIR"] = str(Path(tmp) / "cache")
-        runs = [("README run (python -m pytest)", [f"--report-dir={tmp}/all"]
+        xdist = [] if opts.serial else ["-n", "2"]
+        runs = [(f"README run (python -m pytest{'' if opts.serial else ' -n 2'})",
+                 [*xdist, f"--report-dir={tmp}/all"]
                  + ([f"--durations={opts.durations}"] if opts.durations else []))]
         if opts.parts:
-            runs += [("tests/ alone", ["tests"]),
-                     ("cases/ alone (the matrix)", ["cases", f"--report-dir={tmp}/cases"])]
+            runs += [("tests/ alone", [*xdist, "tests"]),
+                     ("cases/ alone (the matrix)", [*xdist, "cases", f"--report-dir={tmp}/cases"])]
         print(f"{kind} run on {os.cpu_count()} cores; budget {BUDGET[kind]:.0f} s")
         for label, args in runs:
             wall, cpu, code, out = timed(args, env)
