@@ -6,8 +6,9 @@ error and restarts it).  Two settings decide how far that reaches:
 
 - the per-item timeout (`--item-timeout SECONDS`, CONFORMANCE_ITEM_TIMEOUT,
   default 300; 0 turns it off).  In a worker it is exact: the clock starts
-  when the worker receives the request (not while it waits in the queue),
-  and on expiry the worker is killed and restarted for the next request.
+  when the request is sent to the worker (not while it waits in the queue; a
+  fresh worker's start-up and the framework imports of its first request do
+  count), and on expiry the worker is killed and restarted for the next request.
   In process it is a SIGALRM that raises `ItemTimeout` in the runner's
   Python code: a hang inside native code that never returns to Python
   cannot be interrupted in process.
