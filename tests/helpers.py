@@ -11,8 +11,9 @@ def make_case(**sections):
     return parse_case(raw, "<test>")
 
 
+# module -> the pyproject extra that installs it
 EXTRA = {"torch": "torch", "flax": "flax", "jax": "flax", "onnx": "onnx",
-         "onnxruntime": "onnx"}  # module -> the pyproject extra that installs it
+         "onnxruntime": "onnx", "matplotlib": "dev"}
 
 
 def require(*modules: str, reason: str = "") -> None:

@@ -8,9 +8,11 @@ from conformance.cache import CACHE_ENV
 from conformance.report import figure_cache, plots
 from conformance.report.base import results_frame
 
+from tests.helpers import require
+
 from .report_rows import FakeCase, make_row, stand_in
 
-pytest.importorskip("matplotlib")
+require("matplotlib")
 
 FAKE = stand_in("fake.one", "fake", "fake.Attention")
 OTHER = stand_in("other.two", "other", "other.Attention")

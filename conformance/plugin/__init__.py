@@ -95,6 +95,7 @@ def _configured(config) -> dict:
     option or an unwritable --report-dir is one usage error naming it, before any item
     runs (settings.py; report/staging.py)."""
     from conformance.case.loader import load_budget
+    from conformance.report import plots
     from conformance.report.staging import check_writable
     from conformance.run.isolation import env_isolate
     from conformance.settings import SettingError, figures_wanted, item_timeout
@@ -102,8 +103,6 @@ def _configured(config) -> dict:
     try:
         load_budget()
         env_isolate()
-        from conformance.report import plots
-
         plots.configure(figures_wanted())  # read once: tests change it for subprocesses
         item_timeout(config.getoption("item_timeout"))
         state = session_state(config)

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from conformance.datafile import DataFileError, excerpt, inside, read_json
-from conformance.report.json_text import dumps, json_safe  # noqa: F401 (json_safe: kept here)
+from conformance.report.json_text import dumps
 
 RESULTS_FILE = "results.json"
 ROWS_DIR = "results"
