@@ -11,6 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+NA = "not_applicable"  # the system has no such argument or path (its signature or schema says)
+REFUSED = "refused"  # the system's own error (the evidence quotes its message)
+IGNORED = "ignored"  # accepted, and the output does not move (the evidence quotes the
+# argument and the unchanged distance)
+NOT_PROBED = "not_probed"  # the suite cannot measure it here (the evidence says why)
+DEPENDS = "depends"  # the measurements differ by condition (the evidence lists each)
+# Words every axis with a vocabulary takes besides its own: one rule for every axis, so a
+# setting silently dropped, a kernel's refusal and a harness limit never share a word.
+UNIVERSAL = (IGNORED, REFUSED, NA, NOT_PROBED, DEPENDS)
+
+
 @dataclass(frozen=True)
 class Axis:
     id: str
@@ -18,9 +29,12 @@ class Axis:
     vocabulary: tuple[str, ...] | None  # None: short free text (a formula, a layout)
     meaning: str  # what the words mean, for the README and the report
 
-
-NA = "not_applicable"  # the system has no such argument or path (the evidence says which)
-REFUSED = "refused"  # the system rejects it (the evidence quotes its message)
+    @property
+    def words(self) -> tuple[str, ...] | None:
+        """Every word a cell of this axis may hold: its own, then the universal ones."""
+        if self.vocabulary is None:
+            return None
+        return self.vocabulary + tuple(w for w in UNIVERSAL if w not in self.vocabulary)
 
 AXES: tuple[Axis, ...] = (
     Axis("size_arguments", "Meaning of the size arguments",
