@@ -135,8 +135,8 @@ def value_problem(axis: str, value) -> str | None:
         return f"unknown axis (axes: {', '.join(BY_ID)})"
     if not isinstance(value, str) or not value.strip() or value == NOT_PROBED:
         return f"value {value!r} must be a non-empty string (an observation, not {NOT_PROBED})"
-    if spec.vocabulary and value not in spec.vocabulary:
-        return f"value {value!r} is not in the vocabulary ({', '.join(spec.vocabulary)})"
+    if spec.words and value not in spec.words:
+        return f"value {value!r} is not in the vocabulary ({', '.join(spec.words)})"
     return None
 
 

@@ -112,9 +112,9 @@ def cell_problem(cell: Convention | LedgerCell) -> str | None:
     axis = BY_ID.get(cell.axis)
     if axis is None:
         return f"unknown axis {cell.axis!r} (axes.py lists {', '.join(BY_ID)})"
-    if axis.vocabulary and cell.value not in axis.vocabulary + (NOT_PROBED, CONFLICT):
+    if axis.words and cell.value not in axis.words + (CONFLICT,):
         return (f"axis {cell.axis}: {cell.value!r} is not a word of its vocabulary "
-                f"({', '.join(axis.vocabulary)})")
+                f"({', '.join(axis.words)})")
     if not isinstance(cell.value, str) or not cell.value.strip():
         return f"axis {cell.axis}: the value must be a non-empty string"
     return None
