@@ -29,6 +29,34 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
                         "conformance.plugin.conventions_items", "conformance.run.evaluate",
                         "conformance.compare.verdict", "conformance.conventions.ledger",
                         "conformance.run.workers")
+# (g) runners only answer native calls: the judgement of a convention (the reference
+# oracle, candidate readings, classification) belongs to the ledger (conventions/)
+JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
+             "conformance.contract.probe_cells", "conformance.contract.modern_probes",
+             "conformance.contract.cache_probes", "conformance.conventions")
+# The runner modules whose probes still judge, to be moved into conventions/probes/ (the
+# issue "One judge for every convention"): the list may only shrink; a module that no
+# longer judges must leave it, and no other module may start.
+STILL_JUDGING = frozenset({
+    "conformance.runners._export.keras_export_probes", "conformance.runners._export.keras_mha",
+    "conformance.runners._export.onnx_runtime", "conformance.runners._export.torch_mha",
+    "conformance.runners._export.torch_onnx_probes", "conformance.runners.flax.cache_probes",
+    "conformance.runners.flax.common", "conformance.runners.flax.dpa_probes",
+    "conformance.runners.flax.probes", "conformance.runners.hf.cache_probes",
+    "conformance.runners.hf.common", "conformance.runners.hf.decoder_probes",
+    "conformance.runners.hf.modern_probes", "conformance.runners.hf.probes",
+    "conformance.runners.keras.common", "conformance.runners.keras.hub_probes",
+    "conformance.runners.keras.probes", "conformance.runners.keras.window",
+    "conformance.runners.litert.keras", "conformance.runners.mlx.cache_probes",
+    "conformance.runners.mlx.probes", "conformance.runners.mlx.sdpa_cache",
+    "conformance.runners.onnx.attention_cache", "conformance.runners.onnx.attention_cache_probes",
+    "conformance.runners.onnx.attention_op", "conformance.runners.onnx.cache_probes",
+    "conformance.runners.onnx.contrib_mha", "conformance.runners.onnx.gqa_cache_probe",
+    "conformance.runners.onnx.gqa_feature_probes", "conformance.runners.onnx.gqa_probes",
+    "conformance.runners.onnx.keras_export", "conformance.runners.onnx.probes",
+    "conformance.runners.torch.mha", "conformance.runners.torch.mha_probes",
+    "conformance.runners.torch.sdpa", "conformance.runners.torch.sdpa_cache",
+    "conformance.runners.torch.sdpa_probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "cache", "datafile", "settings"), ("case",),
           ("oracle", "contract", "convert"), ("runners",), ("compare",), ("run",),
@@ -174,6 +202,43 @@ def test_runners_import_no_report_plugin_or_pandas():
            for line, target in imported_names(name, path, set(files))
            if any(target == f or target.startswith(f + ".") for f in FORBIDDEN_IN_RUNNERS)]
     assert bad == []
+
+
+def judging_imports(files: dict[str, Path] | None = None) -> dict[str, list[str]]:
+    """Runner module -> the judgement modules it imports (rule g)."""
+    files = files or module_files()
+    found: dict[str, list[str]] = {}
+    for name, path in files.items():
+        if name.startswith(RUNNERS + "."):
+            hits = [f"{line}: {target}" for line, target in imported_names(name, path, set(files))
+                    if any(target == j or target.startswith(j + ".") for j in JUDGEMENT)]
+            if hits:
+                found[name] = hits
+    return found
+
+
+def test_runners_import_no_oracle_or_classification():
+    """Rule (g): a runner answers native calls; it imports neither the reference oracle nor
+    any classification.  STILL_JUDGING lists the modules not moved yet: it may only
+    shrink."""
+    found = judging_imports()
+    new = {m: hits for m, hits in found.items() if m not in STILL_JUDGING}
+    assert new == {}, f"runner modules that judge conventions (move it to conventions/): {new}"
+    moved = sorted(STILL_JUDGING - set(found))
+    assert moved == [], f"no longer judging: remove from STILL_JUDGING: {moved}"
+
+
+def test_a_planted_judging_runner_is_found(tmp_path):
+    pkg = tmp_path / "conformance"
+    (pkg / "runners" / "toy").mkdir(parents=True)
+    (pkg / "oracle").mkdir()
+    for init in (pkg, pkg / "runners", pkg / "runners" / "toy", pkg / "oracle"):
+        (init / "__init__.py").write_text("")
+    (pkg / "oracle" / "reference.py").write_text("def attention(): pass\n")
+    (pkg / "runners" / "toy" / "probes.py").write_text(
+        "from conformance.oracle.reference import attention\n")
+    found = judging_imports(module_files(pkg))
+    assert list(found) == ["conformance.runners.toy.probes"]
 
 
 def test_modules_and_functions_are_short():

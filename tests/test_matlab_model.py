@@ -100,9 +100,19 @@ def test_every_convention_cites_a_mathworks_page():
                cells.values())
     assert not [cell_problem(c) for c in cells.values() if cell_problem(c)]
     assert all("not documented" in c.evidence for c in cells.values()
-               if c.value == NA and c.axis != "causal_flag")
+               if c.value in (NA, "not_probed") and c.axis != "causal_flag")
+    # a behaviour of an option MATLAB has that no page states is not_probed, an option no
+    # page lists not_applicable
+    assert cells["key_padding_polarity"].value == "not_probed"
+    assert cells["softcap"].value == NA
     assert cells["size_arguments"].documented == "total_over_heads"
     assert cells["softmax_scale"].documented_source.endswith("attentionlayer.html")
-    # returned_weights is documented too (HasScoresOutput, false by default): none
-    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES) - {"returned_weights"}
+    # returned_weights is documented too (HasScoresOutput, false by default): none; the
+    # ledger's own probes (mask fill, masked key/value, batch) give a model not_probed
+    from conformance.conventions.probes import OWNED_AXES, ledger_cells
+
+    assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES) - {"returned_weights"} | set(
+        OWNED_AXES)
+    ledger = {c.axis: c for c in ledger_cells(MODEL)}
+    assert {ledger[a].value for a in OWNED_AXES} == {"not_probed"}
     assert cells["returned_weights"].value == "none"

@@ -137,12 +137,24 @@ AXES: tuple[Axis, ...] = (
          "after"),
     Axis("sinks", "Attention sinks (a per-head logit in the softmax denominator)",
          ("applied", "ignored", NA), "whether the system's sink logits join the softmax"),
-    Axis("mask_fill", "Fill of masked logits", ("-inf", "finfo_min", "-1e9", "-1e4", "other", NA),
-         "what the system writes into masked scores before the softmax (-1e4 includes "
-         "onnxruntime's -10000); other: the evidence shows the number"),
-    Axis("masked_kv_nonfinite", "NaN or Inf in a masked-out key or value",
+    Axis("mask_fill", "Fill of masked logits",
+         ("-inf", "finfo_min", "-0.7*finfo_max", "huge_finite", "-1e9", "-1e4", "other", NA),
+         "the number the system writes into (or adds to) masked scores before the softmax, "
+         "named by the number observed, the same number the same name for every system "
+         "(-1e4 includes onnxruntime's -10000; finfo_min and -0.7*finfo_max give alike "
+         "outputs: the number the system's source writes names them, else huge_finite; "
+         "other: the evidence shows the counts)"),
+    Axis("masked_key_nonfinite", "NaN or Inf in a masked-out key",
          ("propagates", "contained", NA),
          "whether a non-finite value at a key position no query may attend reaches the output"),
+    Axis("masked_value_nonfinite", "NaN or Inf in a masked-out value",
+         ("propagates", "contained", NA),
+         "whether a non-finite value at a value position no query may attend reaches the "
+         "output (0 * NaN = NaN in P @ V, even where the masked weight is an exact 0)"),
+    Axis("batch_invariance", "Batch invariance",
+         ("bitwise_equal", "differs", NA),
+         "item i of a batch against the same item run alone: bitwise_equal, or differs (the "
+         "evidence gives the largest difference)"),
 )
 # The argument names that would give a system each part of today's attention: a system
 # whose signatures take none of them gets `not_applicable` read from the signatures

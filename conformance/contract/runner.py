@@ -128,6 +128,10 @@ class Runner:
     extras: str = ""  # the pip extras that bring them, when not just `framework`
     worker: WorkerSpec | None = None  # set: runs in that worker subprocess
     sets_scale: bool = False  # the system can set the softmax scale (attention.scale)
+    executed: bool = True  # False: a documented model (its `run` is the suite's NumPy)
+    # (word, source): the fill the system's source writes into masked scores, where the
+    # ledger's fill probe sees a tie its outputs cannot break (finfo_min, -0.7*finfo_max)
+    documented_fill: tuple[str, str] = ()
     # the parts of today's attention it translates (Case.features, case/modern.py); a case
     # asking for another is not expressible.  Every runner takes mask.fill: one that takes
     # only boolean masks ignores it, one that takes a float mask must use that fill.

@@ -202,14 +202,19 @@ def _section_at(lines: list[str], key: str) -> int:
                  if any(line.startswith(f"{k}:") for k in later)), len(lines))
 
 
-def set_value(text: str, keys: tuple[str, ...], value: str) -> str:
+def set_value(text: str, keys: tuple[str, ...], value: str | None) -> str:
     """`text` with the block-style mapping entry at `keys` set to `value`: its line
-    replaced, or the entry (and any missing parent) added at the end of its block."""
+    replaced, or the entry (and any missing parent) added at the end of its block; None
+    removes the entry's line (a pin the run no longer observes), if it is there."""
     lines, start, end, indent = text.splitlines(), 0, len(text.splitlines()), 0
     for depth, key in enumerate(keys):
         pad, last = " " * indent, depth == len(keys) - 1
         found = next((n for n in range(start, end) if re.match(
             rf"{pad}{re.escape(key)}:(\s|$)", lines[n])), None)
+        if value is None and (found is None or last):
+            if found is not None:
+                del lines[found]
+            return "\n".join(lines) + "\n"
         if found is None:
             at = end if depth else _section_at(lines, key)
             while at > start and not lines[at - 1].strip():
@@ -228,9 +233,11 @@ def header(runner: str) -> str:
             "per runner\").\n# Observed values: python -m pytest --update-expectations\n")
 
 
-def update(path: Path | str, runner: str, entries: Mapping[tuple[str, ...], str]) -> None:
-    """Write `entries` (keys path -> value) into the runner's file, keeping the rest;
-    the result must read back as those values (else the file is left as it was)."""
+def update(path: Path | str, runner: str,
+           entries: Mapping[tuple[str, ...], str | None]) -> None:
+    """Write `entries` (keys path -> value; None removes the entry) into the runner's
+    file, keeping the rest; the result must read back as those values (else the file is
+    left as it was)."""
     path = Path(path)
     text = path.read_text(encoding="utf-8") if path.exists() else header(runner)
     for keys, value in entries.items():

@@ -50,6 +50,7 @@ def check(runner: str, cells: list[LedgerCell], pinned: dict[str, str] | None,
 
 def update(path: Path | str, runner: str, cells: Iterable[LedgerCell],
            compared: set[str]) -> None:
-    """Write the observed values of one runner into its file, keeping everything else."""
-    expectations.update(path, runner, {("conventions", c.axis): c.value for c in cells
-                                       if c.observed and c.axis in compared})
+    """Write the observed values of one runner into its file, keeping everything else; a
+    pinned axis this run compares but no longer observes (not_probed) loses its pin."""
+    expectations.update(path, runner, {("conventions", c.axis): c.value if c.observed
+                                       else None for c in cells if c.axis in compared})

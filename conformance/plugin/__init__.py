@@ -191,6 +191,7 @@ def pytest_collection_finish(session):
         return  # an xdist worker queues a group when its first item arrives
     from conformance.plugin.conventions_items import ConventionsItem
     from conformance.run.evaluate import prefetch
+    from conformance.conventions.probes import LEDGER_CELLS
     from conformance.run.workers import prefetch_conventions
 
     for item in session.items:
@@ -199,7 +200,7 @@ def pytest_collection_finish(session):
     for item in session.items:  # the probes behind every matrix run of their worker
         if isinstance(item, ConventionsItem) and item.runner.worker \
                 and not item.runner.available():
-            prefetch_conventions(item.runner)
+            prefetch_conventions(item.runner, LEDGER_CELLS)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from _pytest.runner import collect_one_node
 
-from conformance.contract.fill_probes import ledger_conventions
 from conformance.conventions import pinning
+from conformance.conventions.probes import LEDGER_CELLS, ledger_cells
 from conformance.conventions.ledger import (
     AGGREGATE_AXES, CONFLICT, PROBE, cell_problem, derive, merge)
 from conformance.plugin.items import (
@@ -64,9 +64,9 @@ def probe_cells(state, runner):
             if runner.worker:
                 from conformance.run.workers import conventions_in_worker
 
-                probes[runner.name] = list(conventions_in_worker(runner))
+                probes[runner.name] = list(conventions_in_worker(runner, LEDGER_CELLS))
             else:
-                probes[runner.name] = list(ledger_conventions(runner))
+                probes[runner.name] = list(ledger_cells(runner))
         except Exception as exc:  # a failure of this item, never of the session
             probes[runner.name] = exc
     return probes[runner.name]

@@ -80,7 +80,6 @@ def _profile(path: str, name: str, op: str, case, started: tuple, status: str) -
 
 def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
     """One request's reply; only KeyboardInterrupt escapes."""
-    from conformance.contract.fill_probes import ledger_conventions
     from conformance.oracle.canonical import case_data
 
     try:
@@ -89,8 +88,12 @@ def _answer(runner, op: str, case, translation) -> tuple[str, Any]:
         if op == "call":
             module, name = translation[0].split(":")
             return ("ok", getattr(importlib.import_module(module), name)(*translation[1]))
-        return ("ok", ledger_conventions(runner) if op == "conventions"
-                else runner.run(case, translation, case_data(case)))
+        if op == "conventions":  # translation: "module:name" of a function(runner), or None
+            if translation is None:
+                return ("ok", runner.conventions())
+            module, name = translation.split(":")
+            return ("ok", getattr(importlib.import_module(module), name)(runner))
+        return ("ok", runner.run(case, translation, case_data(case)))
     except NotExpressibleError as exc:
         return ("not_expressible", str(exc))
     except KeyboardInterrupt:

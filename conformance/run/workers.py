@@ -343,23 +343,27 @@ def call_in_worker(runner, function: str, *args) -> Any:
     return _collect(None, runner, None, (function, args), "call")
 
 
-def prefetch_conventions(runner) -> None:
+def prefetch_conventions(runner, function: str | None = None) -> None:
     """Queue the runner's convention probes now, behind the matrix runs queued before
-    them: the workers probe in parallel while the matrix items are judged."""
-    _queue(("conventions", runner.name), runner, None, None, "conventions")
+    them: the workers probe in parallel while the matrix items are judged.  `function`
+    ("package.module:name", called with the runner in the worker) gives the cells; None:
+    the runner's own `conventions()`."""
+    _queue(("conventions", runner.name, function), runner, None, function, "conventions")
 
 
-_PROBED: dict[str, list] = {}  # runner name -> its probe cells, once answered
+_PROBED: dict[tuple, list] = {}  # (op, runner name, function) -> its cells, once answered
 
 
-def conventions_in_worker(runner) -> list:
-    """The runner's convention probes, run in its worker once per session: the ledger's
-    item and the suite's tests of the same runner read one answer (a failure is not kept:
-    the next caller asks again)."""
-    if runner.name not in _PROBED:
-        _PROBED[runner.name] = list(_collect(("conventions", runner.name), runner, None, None,
-                                             "conventions"))
-    return list(_PROBED[runner.name])
+def conventions_in_worker(runner, function: str | None = None) -> list:
+    """The runner's convention cells, run in its worker once per session: `function`
+    ("package.module:name", called with the runner there: the ledger's probes, whose
+    layer sits above this one, are named by the caller), None for the runner's own
+    `conventions()`.  The ledger's item and the suite's tests of the same runner read one
+    answer (a failure is not kept: the next caller asks again)."""
+    key = ("conventions", runner.name, function)
+    if key not in _PROBED:
+        _PROBED[key] = list(_collect(key, runner, None, function, "conventions"))
+    return list(_PROBED[key])
 
 
 def close(key: str) -> None:

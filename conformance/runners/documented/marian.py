@@ -220,9 +220,12 @@ def _modern_cells() -> list:
         _cell("cache_layout", NA, 333, "no key/value cache in the cited lines", 72),
         _cell("mask_fill", "other", 84, "masked positions get -99999999 added (a 1/0 mask "
               "turned additive), not -inf", 220),
-        _cell("masked_kv_nonfinite", "propagates", 220, "masking adds a finite number to "
+        _cell("masked_key_nonfinite", "propagates", 220, "masking adds a finite number to "
               "the score, so a NaN or Inf key's score stays non-finite and the softmax spreads "
-              "it over the row", 84, 223),]
+              "it over the row", 84, 223),
+        _cell("masked_value_nonfinite", "propagates", 220, "the masked weight is "
+              "exp(-99999999 + score) = 0 after the softmax, and 0 * NaN = NaN in the "
+              "weights-times-values product, so a NaN or Inf value reaches the row", 84, 223),]
 
 
 def documented_conventions() -> list:

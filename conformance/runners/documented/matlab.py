@@ -156,9 +156,14 @@ UNDOCUMENTED_AXES = {  # axis -> what no cited page states
     "cache_causal_alignment": "a key/value cache for step-by-step decoding",
     "cache_layout": "a key/value cache", "window_width": "a sliding-window mask",
     "softcap_order": "a softcap", "sinks": "attention sinks",
-    "mask_fill": "the value masked scores are filled with",
-    "masked_kv_nonfinite": "what a non-finite masked-out key or value does",
 }
+# What the pages leave unstated about an option MATLAB has (a behaviour, not a missing
+# argument): not_probed, since MATLAB cannot run here; the rest of UNDOCUMENTED_AXES are
+# options no page lists (not_applicable).  The ledger adds the axes it probes itself
+# (mask fill, masked key/value, batch invariance) as not_probed for a documented model.
+UNSTATED_BEHAVIOURS = ("float64_compute", "unbatched_input", "attn_mask_polarity",
+                       "key_padding_polarity", "fully_masked_row", "weights_dropout",
+                       "scale_precision", "dropout", "mixed_dtype")
 
 
 def documented_conventions() -> list:
@@ -167,7 +172,7 @@ def documented_conventions() -> list:
     parameter_formula, weight_layout, returned_weights and refusals (the model's rows
     settle them, conformance/ledger.py MODEL_AXES).  float64_compute is not_applicable:
     no page states it."""
-    from conformance.contract.axes import NA
+    from conformance.contract.axes import NA, NOT_PROBED
     from conformance.contract.runner import Convention
 
     cells = [
@@ -201,8 +206,8 @@ def documented_conventions() -> list:
                    "no page documents a mask carried by the input array; padding masks are "
                    "a layer input of their own, switched on by HasPaddingMaskInput",
                    None, SELF_ATTENTION)]
-    return cells + [Convention(axis, NA, NOT_DOCUMENTED.format(what=what), None,
-                               SELF_ATTENTION)
+    return cells + [Convention(axis, NOT_PROBED if axis in UNSTATED_BEHAVIOURS else NA,
+                               NOT_DOCUMENTED.format(what=what), None, SELF_ATTENTION)
                     for axis, what in UNDOCUMENTED_AXES.items()]
 
 

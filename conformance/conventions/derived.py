@@ -1,0 +1,218 @@
+"""The cells this run's matrix rows settle: one deriver per axis (fully masked rows,
+returned weights, float64, parameter formula, weight layout, refusals), each
+(runner name, its rows, cases by id) -> a LedgerCell or None.  The rows are the second
+witness of an axis a probe also reads (ledger.witnessed).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Iterable
+
+from conformance.contract.axes import AXES, DEPENDS, REFUSED
+from conformance.contract.runner import HARNESS_LIMIT
+from conformance.run.evaluate import FEATURE_REFUSAL, Row
+from conformance.compare.verdict import FailureKind, Outcome
+from conformance.conventions.cells import MODEL_AXES, WEIGHT_WORDS, LedgerCell, _at, _cell
+from conformance.conventions.layout import weight_layout
+
+def fully_masked_condition(case) -> str:
+    """What a fully masked row of `case` depends on: how the mask reaches the system (a
+    boolean mask, or an additive float mask of its fill) and, for a float mask, the dtype
+    (a -1e9 fill is -inf in float16)."""
+    if case is None or getattr(case.mask, "fill", None) is None:
+        return "boolean mask"
+    return f"additive {case.mask.fill} mask in {case.inputs.dtype}"
+
+
+def _fully_masked(name: str, rows: list[Row], cases) -> LedgerCell | None:
+    """One word when every fully masked row reads the same; else `depends`, each condition
+    (fully_masked_condition) with its word and the first case that shows it.  Nothing
+    measured is dropped: the evidence names every condition."""
+    seen = [r for r in rows if r.fully_masked_row]
+    if not seen:
+        return None
+    by_condition: dict[str, list[Row]] = {}
+    for r in seen:
+        by_condition.setdefault(fully_masked_condition(cases.get(r.case)), []).append(r)
+    words = {r.fully_masked_row for r in seen}
+    if len(words) == 1:
+        first = seen[0]
+        text = f"{_at(first)}: output {first.fully_masked_row}"
+        if first.fully_masked_row_weights:
+            text += f", returned weights {first.fully_masked_row_weights}"
+        if len(seen) > 1:
+            text += (f"; the same in {len(seen) - 1} other case(s) ("
+                     + ", ".join(sorted(by_condition)) + ")")
+        return _cell(name, "fully_masked_row", first.fully_masked_row, text)
+    parts = []
+    for condition, group in sorted(by_condition.items()):
+        found: dict[str, list[Row]] = {}
+        for r in group:
+            found.setdefault(r.fully_masked_row, []).append(r)
+        parts.append(f"{condition} -> " + ", ".join(
+            f"{w} ({_at(g[0])}" + (f" and {len(g) - 1} more)" if len(g) > 1 else ")")
+            for w, g in sorted(found.items())))
+    return _cell(name, "fully_masked_row", DEPENDS, "; ".join(parts))
+
+
+def _returned_weights(name: str, rows: list[Row], cases) -> LedgerCell | None:
+    ran = [r for r in rows if r.outcome.ran and r.weights_returned in WEIGHT_WORDS]
+    if not ran:
+        return None
+    default = [r for r in ran if r.extras.get("default_weights") in WEIGHT_WORDS.values()]
+    if default:  # the default call returns other weights than this row's call (MATLAB)
+        row = default[0]
+        return _cell(row, "returned_weights", row.extras["default_weights"],
+                     f"{_at(row)}: the default call returns {row.extras['default_weights']}; "
+                     f"this row's call returns {row.weights_returned} weights"
+                     + (f" (native call: {row.native_call})" if row.native_call else ""))
+    typed = [r for r in ran if isinstance(r.extras.get("default_weights_shape"), list)]
+    if typed:  # the default call's weights, recorded beside the per-head ones the row asked for
+        row = typed[0]
+        shape = row.extras["default_weights_shape"]
+        word = "head_averaged" if len(shape) == 3 else "per_head"
+        return _cell(row, "returned_weights", word,
+                     f"{_at(row)}: the default call returns weights of shape {tuple(shape)} "
+                     f"({word}); this row's call returns {row.weights_returned}")
+    row = ran[0]
+    word = WEIGHT_WORDS[row.weights_returned]
+    # the runner's own call, which may ask for other weights than the default call does
+    return replace(_cell(row, "returned_weights", word,
+                         f"{_at(row)}: this runner's call returns {row.weights_returned} weights"
+                         + (f" (native call: {row.native_call})" if row.native_call else "")),
+                   comparable=False)
+
+
+def _float64(name: str, rows: list[Row], cases) -> LedgerCell | None:
+    rows = [r for r in rows if r.dtype == "float64"
+            and (r.executed or r.outcome is Outcome.NOT_EXPRESSIBLE)]
+    below = [r for r in rows if r.outcome.ran and
+             (r.failed(FailureKind.VALUES) or r.failed(FailureKind.WEIGHTS))]
+    exact = [r for r in rows if r.outcome.ran and r not in below]
+    # a refusal settles the axis only when it is about the dtype: a float64 case refused
+    # for its bias or its mask (a case limit) says nothing of float64 arithmetic
+    refused = [r for r in rows if r.outcome is Outcome.NOT_EXPRESSIBLE
+               and re.search(r"float64|double", r.reason, re.I)]
+    if below:
+        worst = max(below, key=lambda r: max(r.max_abs_error or 0, r.weights_max_abs_error or 0))
+        err = max(worst.max_abs_error or 0, worst.weights_max_abs_error or 0)
+        # a declared known mismatch explains the error (a rounded scale...): the probe of
+        # the arithmetic itself is the witness of this axis, the row is quoted beside it
+        return replace(_cell(worst, "float64_compute", "below_float64",
+                             f"{_at(worst)}: max abs error {err:.2e} against the float64 "
+                             f"oracle (atol {worst.atol:g}, rtol {worst.rtol:g})"
+                             + (f"; known: {worst.known_mismatch}" if worst.known_mismatch
+                                else "")), comparable=not worst.known_mismatch)
+    if exact:
+        row = exact[0]
+        more = f"; {len(exact) - 1} more float64 case(s) agree" if len(exact) > 1 else ""
+        return _cell(row, "float64_compute", "float64",
+                     f"{_at(row)}: max abs error {row.max_abs_error or 0:.2e} against the "
+                     f"float64 oracle (atol {row.atol:g}){more}")
+    if refused:
+        return _cell(refused[0], "float64_compute", REFUSED,
+                     f"{_at(refused[0])}: not expressible: {refused[0].reason}")
+    return None
+
+
+def _params(name: str, rows: list[Row], cases) -> LedgerCell | None:
+    ran = [r for r in rows if r.outcome.ran and r.parameters is not None]
+    if not ran:
+        return None
+    held_none = [r for r in ran if r.parameters == 0 and r.projection_parameters is not None]
+    if len(held_none) == len(ran):
+        agree = [r for r in ran if r.projection_parameters == r.parameters_formula]
+        return _cell(name, "parameter_formula", "holds_none",
+                     f"holds no parameters in {len(ran)} case(s) (e.g. {_at(ran[0])}); the "
+                     f"projections passed in match the formula in {len(agree)} of them "
+                     f"({_counts(ran, projection=True)})")
+    differ = [r for r in ran if r.parameters != r.parameters_formula]
+    if not differ:
+        return _cell(name, "parameter_formula", "canonical",
+                     f"the system's count equals the formula in all {len(ran)} case(s) it ran: "
+                     f"{_counts(ran)}")
+    return _cell(name, "parameter_formula", "differs",
+                 f"the system's count differs from the formula in {len(differ)} of {len(ran)} "
+                 "case(s): " + "; ".join(f"{_at(r)}: {r.parameters:,} vs formula "
+                                         f"{r.parameters_formula:,}" for r in differ[:4]))
+
+
+def _counts(rows: list[Row], projection: bool = False, limit: int = 3) -> str:
+    shown = [f"{_at(r)} {(r.projection_parameters if projection else r.parameters):,}"
+             for r in rows[:limit]]
+    return ", ".join(shown) + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def _weight_layout(name: str, rows: list[Row], cases) -> LedgerCell | None:
+    found = weight_layout(name, rows, cases)
+    if found is None:
+        return None
+    row, value, text = found
+    return _cell(row, "weight_layout", value, f"{_at(row)}: {text}")
+
+
+def _normal(reason: str) -> str:
+    return re.sub(r"\d+(\.\d+)?", "#", reason)[:70]
+
+
+def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
+    counted = [r for r in rows if r.outcome is not Outcome.SKIPPED]
+    if not counted:
+        return None
+    # a case asking for a part of today's attention the runner lacks is not the system's
+    # refusal (the feature axes say what it lacks): counted apart, named in the evidence
+    lacking = [r for r in counted if r.outcome is Outcome.NOT_EXPRESSIBLE
+               and FEATURE_REFUSAL in r.reason]
+    counted = [r for r in counted if r not in lacking]
+    if not counted:
+        return None
+    refused = [r for r in counted if r.outcome is Outcome.NOT_EXPRESSIBLE]
+    harness = [r for r in refused if r.reason.startswith(HARNESS_LIMIT)]
+    refused = [r for r in refused if r not in harness]
+    groups: dict[str, list[Row]] = {}
+    for r in refused:
+        groups.setdefault(_normal(r.reason), []).append(r)
+    if not refused:
+        text = f"none of the {len(counted)} case(s) it ran is refused (e.g. {_at(counted[0])})"
+    else:
+        parts = [f"{len(g)}x, e.g. {_at(g[0])}: {g[0].reason[:160]}"
+                 for g in sorted(groups.values(), key=lambda g: -len(g))[:5]]
+        text = (f"{len(refused)} of {len(counted)} case(s) not expressible, {len(groups)} "
+                "reason(s): " + " | ".join(parts))
+    if harness:  # the suite's own limits: reported, never counted as the system's
+        text += (f"; apart, {len(harness)} harness limit(s), not the system's: "
+                 + " | ".join(f"{_at(r)}: {r.reason[len(HARNESS_LIMIT):][:120]}"
+                              for r in harness[:3]))
+    # the number of kinds of refusal, not of cases: a new case refused for a known
+    # reason changes the evidence, not the pinned value
+    value = f"{len(groups)} kind{'s' if len(groups) > 1 else ''}" if groups else "none"
+    if lacking:
+        text += (f"; besides, {len(lacking)} case(s) ask for parts of today's attention it "
+                 f"lacks (e.g. {_at(lacking[0])}: {lacking[0].reason[:120]})")
+    return _cell(name, "refusals", value, text)
+
+
+DERIVERS = {"fully_masked_row": _fully_masked, "returned_weights": _returned_weights,
+            "float64_compute": _float64, "parameter_formula": _params,
+            "weight_layout": _weight_layout, "refusals": _refusals}
+
+
+def derive(rows: Iterable[Row], runners, cases: Iterable | None = None) -> list[LedgerCell]:
+    """The cells this run's matrix rows settle, per runner (in runners' order) and axis
+    (AXES order).  `cases` (Case objects) lets layouts name their sizes (E, H, d_k)."""
+    by_case = {c.id: c for c in cases or ()}
+    rows = list(rows)
+    cells = []
+    for runner in runners:
+        mine = [r for r in rows if r.runner == runner.name]
+        executed = any(r.executed for r in mine if r.outcome.ran) or not any(
+            r.outcome.ran for r in mine)
+        for axis in AXES:
+            derive_axis = DERIVERS.get(axis.id)
+            if derive_axis is None or (not executed and axis.id not in MODEL_AXES):
+                continue
+            cell = derive_axis(runner.name, mine, by_case)
+            if cell is not None:
+                cells.append(cell)
+    return cells

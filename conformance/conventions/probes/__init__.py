@@ -1,0 +1,47 @@
+"""The ledger's own probes: axes judged here, asked of every runner through its native calls.
+
+Each entry is one axis (or a few measured by one probe) and the function that measures it
+for a runner: the function builds the probe cases, asks the runner (request.ask: the
+runner's translate and run, nothing else), and names the reading with the oracle.  The
+runner's own `conventions()` cells for these axes are not used: one judge for every
+system.  A documented model (not executed) keeps its cited cells for the axes its
+documentation states.
+
+`ledger_cells(runner)` is what the conventions items and the drift matrix read; it runs
+where the runner runs (its worker, asked by name: workers.conventions_in_worker).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from conformance.contract.axes import NOT_PROBED
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.batch import batch_invariance_cell
+from conformance.conventions.probes.masks import (
+    MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
+
+# (axes it settles, probe(runner) -> cells): a new axis of this shape is one entry here
+LEDGER_PROBES: tuple[tuple[tuple[str, ...], Callable[..., list[Convention]]], ...] = (
+    (("mask_fill",), lambda r: [mask_fill_cell(r)]),
+    (tuple(MASKED_AXES.values()), masked_nonfinite_cells),
+    (("batch_invariance",), lambda r: [batch_invariance_cell(r)]),
+)
+OWNED_AXES = tuple(a for axes, _ in LEDGER_PROBES for a in axes)
+LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
+
+
+def ledger_cells(runner) -> list[Convention]:
+    """`runner.conventions()` (its native probes) with the ledger-owned axes measured here.
+    A documented model (not executed: its `run` is the suite's NumPy) keeps the cells its
+    cited documentation gives; an owned axis it does not cite is `not_probed`."""
+    own = list(runner.conventions())
+    if not getattr(runner, "executed", True):
+        cited = {c.axis for c in own}
+        return own + [Convention(a, NOT_PROBED, f"{runner.name}: a documented model whose "
+                                 "cited documentation does not state it (its arithmetic "
+                                 "here is the suite's NumPy, not the system's)")
+                      for a in OWNED_AXES if a not in cited]
+    cells = [c for c in own if c.axis not in OWNED_AXES]
+    for _axes, probe in LEDGER_PROBES:
+        cells += probe(runner)
+    return cells

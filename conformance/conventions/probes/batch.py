@@ -1,0 +1,97 @@
+"""batch_invariance, owned by the ledger: is item i of a batch computed as it would be alone?
+
+One probe case (batch 3, cross-attention of 4 queries over 6 keys, no mask) is asked of the
+runner whole, then once per item as a batch of one fed that item's own arrays (the same
+weights, the same inputs, sliced from the batch's canonical data), through the runner's own
+translate and run: its native calls, nothing else.  Kernels that pick their blocking or
+their reduction order by batch size give a last-bit difference; the cell says
+`bitwise_equal`, or `differs` with the largest difference and where.  The largest
+difference is a figure CPU kernels move: the evidence quotes it, the pinned word is the
+comparison.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.case.loader import Case, parse_case
+from conformance.contract.axes import NOT_PROBED
+from conformance.contract.probing import PROBE_SOURCE
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.masks import unanswered
+from conformance.conventions.probes.request import ask
+from conformance.oracle.canonical import CaseData, case_data
+
+AXIS = "batch_invariance"
+BATCH = 3
+
+
+def batch_case(batch: int = BATCH, self_attention: bool = False, **attention) -> Case:
+    raw = {"id": "probe-batch-invariance",
+           "attention": {"num_heads": 2, "query_features": 8, **attention},
+           "inputs": {"batch": batch, "query_len": 4, "key_len": 4 if self_attention else 6,
+                      "seed": 7, "self_attention": self_attention}}
+    return parse_case(raw, PROBE_SOURCE)
+
+
+def item_data(data: CaseData, i: int) -> CaseData:
+    """The batch's data with item i alone (a batch of one): the same weights and arrays."""
+    x = data.inputs
+    one = {n: (None if getattr(x, n) is None else getattr(x, n)[i:i + 1])
+           for n in ("query", "key", "value", "key_valid", "attn_mask", "allowed",
+                     "fully_masked")}
+    if x.key is x.query:  # self-attention: one array, as the canonical data has it
+        one["key"] = one["value"] = one["query"]
+    return replace(data, inputs=replace(x, **one))
+
+
+def _forms():
+    """The probe in the forms a system may take: cross-attention, then self-attention; with
+    projection biases or without (and unscaled: T5)."""
+    for self_attention in (False, True):
+        for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0}):
+            yield lambda batch, s=self_attention, a=attn: batch_case(batch, s, **a)
+
+
+def batch_invariance_cell(runner, what: str = "") -> Convention:
+    """Every item of the batch against itself run alone, bitwise."""
+    label = what or runner.name
+    if not getattr(runner, "executed", True):
+        return Convention(AXIS, NOT_PROBED, f"{label}: a documented model: its arithmetic "
+                          "is the suite's NumPy, not the system's")
+    last = None
+    for make in _forms():
+        whole = make(BATCH)
+        got = ask(runner, whole)
+        last = got
+        if got.answered:
+            return _compare(runner, label, make, whole, got)
+    return unanswered(AXIS, label, "the batch probe", last)
+
+
+def _compare(runner, label: str, make, whole: Case, got) -> Convention:
+    alone_case, data = make(1), case_data(whole)
+    worst, where, equal = 0.0, "", 0
+    for i in range(BATCH):
+        alone = ask(runner, alone_case, item_data(data, i))
+        if not alone.answered:
+            why = alone.raised or alone.inexpressible or alone.unasked
+            return Convention(AXIS, NOT_PROBED, f"{label}: the batch of {BATCH} runs "
+                              f"({got.call}) but item {i} alone does not: {why}")
+        a, b = got.output[i], alone.output[0]
+        if a.shape != b.shape:
+            return Convention(AXIS, NOT_PROBED, f"{label}: item {i} alone gives shape "
+                              f"{b.shape}, the batch's item {a.shape}")
+        same = np.array_equal(a, b, equal_nan=True)
+        equal += same
+        diff = float(np.nanmax(np.abs(a - b))) if not same else 0.0
+        if diff > worst:
+            worst, where = diff, f"item {i}"
+    text = (f"{label}, probe {whole.id} ({BATCH} items, T {whole.inputs.query_len}, S "
+            f"{whole.inputs.key_len}, {whole.inputs.dtype}), each item against itself run "
+            f"as a batch of one ({got.call}): ")
+    if equal == BATCH:
+        return Convention(AXIS, "bitwise_equal", text + f"all {BATCH} bitwise equal")
+    return Convention(AXIS, "differs", text + f"{BATCH - equal} of {BATCH} differ, largest "
+                      f"|difference| {worst:.1e} ({where})")

@@ -1,0 +1,252 @@
+"""The mask-encoding axes, owned by the ledger and asked of every executed runner through its
+own translate and run (request.ask), so no runner carries their judgement:
+
+- mask_fill: what the system writes into masked scores before the softmax.  A probe
+  case with inputs x 1e5 makes the scores O(1e10) in float32, so the candidate fills
+  give different outputs: -inf (NaN, or zeros, on a fully masked row), a huge finite
+  fill (finfo.min, -0.7 * finfo.max: uniform there), -1e9 added (the masked scores keep
+  their order: s - 1e9 is not uniform at this size) or written in (loses to an unmasked
+  score below -1e9), -1e4 (added it hardly moves a score of 1e10: the mask does nothing
+  there, so the same case at inputs x 1 tells it from no mask at all).  Each candidate is
+  simulated in float32 on the oracle's scores; the cell names the fill by the number
+  that matches the most output rows, with every count as evidence.  finfo.min and
+  -0.7 * finfo.max give the same outputs at any score a probe can make: where they tie,
+  the number the runner documents (`Runner.documented_fill`) names the cell, else the
+  cell says `huge_finite` (the same number, the same name, for every system).
+- masked_key_nonfinite, masked_value_nonfinite: a NaN in a key position, then in a value
+  position, that every query of item 1 masks: does it reach the output?  Two facts: a
+  NaN value behind a mask reaches every row where the masked weight is an exact 0
+  (0 * NaN = NaN in P @ V) even when the key's NaN is contained.
+
+The mask reaches the system as the runner translates the case's explicit boolean mask
+(a key-padding mask where the runner takes no attention mask), so a runner that builds
+a float mask itself shows its own fill.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.case.loader import parse_case
+from conformance.contract.axes import NA, NOT_PROBED, REFUSED
+from conformance.contract.runner import Convention
+from conformance.contract.probing import PROBE_SOURCE
+from conformance.conventions.probes.request import Answer, first_answer
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention, project
+
+# inputs x 1e5: float32 scores of O(1e10), where the fills part; x 1: -1e4 added masks
+FILL_SCALES = (1e5, 1.0)
+# self-attention (B=2, T=S=6): row 1 of item 0 and row 3 of item 1 fully masked; every row
+# of item 1 masks key 4
+_MASK = [[[1, 1, 0, 1, 0, 1], [0, 0, 0, 0, 0, 0], [0, 1, 1, 0, 1, 1], [1, 0, 0, 0, 0, 1],
+          [0, 0, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]],
+         [[1, 0, 1, 1, 0, 1], [1, 1, 0, 1, 0, 0], [0, 1, 1, 1, 0, 1], [0, 0, 0, 0, 0, 0],
+          [1, 1, 1, 1, 0, 1], [0, 1, 0, 0, 0, 1]]]
+FILLS32 = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min),
+           "-0.7*finfo_max": float(-0.7 * np.finfo(np.float32).max), "-1e9": -1e9,
+           "-1e4": -1e4}
+HUGE = ("finfo_min", "-0.7*finfo_max")  # alike in every output a probe can make
+HUGE_WORD = "huge_finite"  # a huge finite fill whose number no documentation names
+NO_MASK = "0 (no mask)"  # a candidate too: a system that ignores the mask is "other"
+
+
+def _case(name: str, mask: dict, attention: dict, **inputs):
+    raw = {"id": f"probe-{name}", "attention": {"num_heads": 2, "query_features": 8,
+                                                **attention},
+           "inputs": {"batch": 2, "query_len": 6, "key_len": 6, "seed": 7,
+                      "self_attention": True, **inputs},
+           "mask": mask}
+    return parse_case(raw, PROBE_SOURCE)
+
+
+def _variants(name: str, padding: list[int], *inputs_variants: dict):
+    """The probe case in each form a system may take, in order: each inputs variant
+    (cross-attention, then self-attention, for systems that take only one), with the
+    explicit mask, else with key padding `padding` (beside a causal mask for a causal-only
+    system), with projection biases or without (and unscaled, T5)."""
+    masks = ({"attn_mask": _MASK}, {"key_padding": padding},
+             {"key_padding": padding, "causal": "upper_left"})
+    for inputs in inputs_variants:
+        for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0}):
+            for mask in masks:
+                yield _case(name, mask, attn, **inputs)
+
+
+def unanswered(axis: str, label: str, probe: str, got: Answer) -> Convention:
+    """The cell of a probe no form of which the runner answered: the harness's limit is
+    `not_probed`, the system's error `refused`, a system with no way to pass the mask
+    `not_applicable`; each quotes the reasons."""
+    if got.unasked:
+        return Convention(axis, NOT_PROBED, f"{label}: the suite cannot ask {probe} of this "
+                          f"runner: {got.unasked}")
+    if got.raised:
+        return Convention(axis, REFUSED, f"{label}: {probe}: the system raised: {got.raised}")
+    return Convention(axis, NA, f"{label}: {probe} cannot be expressed: {got.inexpressible}")
+
+
+def _simulated(case, fill: float, added: bool, zeroed: bool = False) -> np.ndarray:
+    """The output when masked float32 scores get `fill` (added or written in), softmax in
+    float64 of the float32 logits; NaN on a row whose logits are all -inf.  `zeroed`:
+    the masked weights are then set to 0 without renormalising (Keras's Softmax layer)."""
+    data = case_data(case)
+    w, x = data.weights, data.inputs
+    q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
+    v = project(x.value, w.wv, w.bv)
+    scale = case.attention.scale or 1 / np.sqrt(case.attention.qk_head_dim)
+    s = np.einsum("bhtd,bhsd->bhts", q, k) * scale
+    s32 = s.astype(np.float32)
+    allowed = np.broadcast_to(x.allowed[:, None], s.shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = (s32 + np.where(allowed, np.float32(0), np.float32(fill)) if added
+                  else np.where(allowed, s32, np.float32(fill))).astype(np.float64)
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        probs = e / e.sum(-1, keepdims=True)
+    probs = np.where(allowed, probs, 0.0) if zeroed else probs
+    out = np.einsum("bhtd,hde->bte", probs @ v, w.wo)
+    return out if w.bo is None else out + w.bo
+
+
+def _candidates(case) -> dict[str, dict[str, np.ndarray]]:
+    """Per fill word, its variants: added, written in, written in with the masked weights
+    zeroed after the softmax, and for -inf the fully masked rows answered with zeros
+    (output bias) as some systems do."""
+    cands = {word: {"added": _simulated(case, f, True), "written in": _simulated(case, f, False),
+                    "written in, masked weights then zeroed": _simulated(case, f, False, True)}
+             for word, f in FILLS32.items()}
+    cands[NO_MASK] = {"added": _simulated(case, 0.0, True)}
+    exp = attention(case)
+    fully = exp.fully_masked[..., None]
+    cands["-inf"]["written in, fully masked rows zeroed"] = np.where(
+        fully, exp.output_if_zeros, cands["-inf"]["written in"])
+    return cands
+
+
+def _rows_off(obs: np.ndarray, cand: np.ndarray) -> int:
+    """Output rows (b, t) that differ: NaN against a number, or off by > 1e-3 of the
+    output's size (scores of 1e9 leave a float32 system a little way from a simulation)."""
+    size = np.nanmax(np.abs(cand)) if np.isfinite(cand).any() else 1.0
+    with np.errstate(invalid="ignore"):
+        same = (np.isnan(obs) & np.isnan(cand)) | (np.abs(obs - cand) <= 1e-3 * size)
+    return int((~same.all(-1)).sum())
+
+
+def mask_fill_cell(runner, what: str = "") -> Convention:
+    """The fill the runner's system writes into masked scores, read from its output at
+    inputs x 1e5 (the fills part) and x 1 (-1e4 added parts from no mask at all)."""
+    label = what or runner.name
+    counts: dict[str, dict[str, int]] = {}
+    rows = 0
+    for scale in FILL_SCALES:
+        case, got = first_answer(runner, _variants("mask-fill", [4, 0], {"scale": scale},
+                                                   {"scale": scale, "self_attention": False}))
+        if case is None:
+            return unanswered("mask_fill", label, "the fill probe (a masked float32 case)", got)
+        obs = got.output
+        rows += obs.shape[0] * obs.shape[1]
+        for word, variants in _candidates(case).items():
+            for v, c in variants.items():
+                counts.setdefault(word, {}).setdefault(v, 0)
+                counts[word][v] += _rows_off(obs, c)
+    best = {word: min((n, v) for v, n in variants.items()) for word, variants in counts.items()}
+    word = min(best, key=lambda k: best[k][0])
+    figures = "; ".join(f"{k} ({v}) {n}" for k, (n, v) in best.items())
+    if best[word][0] > rows // 8 or word == NO_MASK:
+        return Convention("mask_fill", "other", _fill_evidence(label, case, rows, figures))
+    ties = [k for k in best if best[k][0] == best[word][0]]
+    named, note = _named(runner, word, ties)
+    return Convention("mask_fill", named, _fill_evidence(label, case, rows, figures) + note,
+                      *_documented(runner))
+
+
+def _documented(runner) -> tuple[str | None, str]:
+    """(word, source) of the fill the runner's documentation or source states, if any."""
+    doc = getattr(runner, "documented_fill", ()) or ()
+    return (doc[0], doc[1]) if doc else (None, "")
+
+
+def _named(runner, word: str, ties: list[str]) -> tuple[str, str]:
+    """The word for a best match `word` tied with `ties` (itself among them): a tie is
+    named by the runner's documented number where it is one of them; a tie of the huge
+    finite fills alone (always alike) is `huge_finite`; another tie names the first."""
+    if len(ties) == 1:
+        return word, ""
+    doc, source = _documented(runner)
+    alike = f" ({', '.join(ties)} alike here"
+    if doc in ties:
+        return doc, f"{alike}: named by the number its source writes, {source})"
+    if set(ties) <= set(HUGE):
+        return HUGE_WORD, f"{alike}: a huge finite fill whose number no probe output tells)"
+    return word, f"{alike}: the first is named)"
+
+
+def _fill_evidence(label: str, case, rows: int, figures: str) -> str:
+    return (f"{label}, probe {case.id} (float32, inputs x "
+            f"{' and x '.join(f'{s:g}' for s in FILL_SCALES)}; mask {_mask_words(case)}): "
+            f"output rows of {rows} unlike each simulated fill: {figures}")
+
+
+def _mask_words(case) -> str:
+    if case.mask.key_padding is None:
+        return "explicit (B, T, S) boolean"
+    return f"key padding {list(case.mask.key_padding)}" + (
+        ", causal" if case.mask.causal != "none" else "")
+
+
+def _nan(tensor: str) -> dict:
+    return {"nonfinite": [{"tensor": tensor, "batch": 1, "position": 4, "feature": 1,
+                           "value": "nan"}]}
+
+
+MASKED_AXES = {"key": "masked_key_nonfinite", "value": "masked_value_nonfinite"}
+
+
+def masked_nonfinite_cells(runner, what: str = "") -> list[Convention]:
+    """Two cells: a NaN in a key position, then in a value position, that every query of
+    item 1 masks (key 4).  A system that takes only self-attention gets the NaN in its one
+    input (key and value at once; query row 4 is then undefined and not judged): a NaN
+    kept out of the output there is kept out of both; one that reaches it cannot be laid
+    on either, so both cells say so (`not_probed`)."""
+    label = what or runner.name
+    cells = []
+    for tensor, axis in MASKED_AXES.items():
+        case, got = first_answer(runner, _variants(
+            f"masked-{tensor}-nan", [6, 4], {"self_attention": False, **_nan(tensor)},
+            _nan("query")))
+        if case is None:
+            cells.append(unanswered(axis, label, f"the probe (a NaN in a masked {tensor})",
+                                    got))
+            continue
+        bad, text = _nan_rows(case, got.output)
+        where = f"(mask {_mask_words(case)}, item 1 key 4 masked for every query)"
+        if case.inputs.self_attention and bad:
+            cells.append(Convention(axis, NOT_PROBED, f"{label} {where}: self-attention only, "
+                                    f"so key and value are one tensor: {text}; which of the "
+                                    "two carries it cannot be told"))
+        else:
+            cells.append(Convention(axis, "propagates" if bad else "contained",
+                                    f"{label} {where}: {text}"))
+    return cells
+
+
+def _nan_rows(case, out: np.ndarray) -> tuple[int, str]:
+    """How many judged rows of item 1 are non-finite, and the evidence."""
+    obs = np.asarray(out, np.float64)[1]
+    clean = attention(replace(case, inputs=replace(case.inputs, nonfinite=()))).output[1]
+    judged = ~attention(case).fully_masked[1]  # a fully masked row is another axis
+    if case.inputs.self_attention:
+        judged &= np.arange(obs.shape[0]) != 4
+    bad = int((~np.isfinite(obs[judged])).any(-1).sum())
+    rows = judged & np.isfinite(obs).all(-1)
+    d = (f", the others {np.nanmax(np.abs(obs[rows] - clean[rows])):.1e} from the oracle "
+         "without the NaN" if rows.any() else "")
+    tensor = case.inputs.nonfinite[0].tensor
+    where = "the one input (self-attention; query row 4 not judged)" \
+        if case.inputs.self_attention else tensor
+    return bad, f"NaN in {where}: {bad} of {int(judged.sum())} rows non-finite{d}"
+
+
+def mask_encoding_cells(runner, what: str = "") -> list[Convention]:
+    """The three cells, probed through the runner's own translate and run."""
+    return [mask_fill_cell(runner, what), *masked_nonfinite_cells(runner, what)]

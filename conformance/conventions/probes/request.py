@@ -1,0 +1,86 @@
+"""How the ledger's own probes ask a runner: a probe case and its arrays in, the arrays the
+system produced (or its own refusal, or why the suite cannot ask) out.
+
+The runner answers through the native calls it already has (`translate`, then `run`), so a
+probe owned here needs no framework code of its own: the judgement (candidate readings,
+distances, the word) stays in conformance/conventions/probes/, the system's call in its
+runner.  Three ways a request ends, kept apart because they are different cells:
+- `answered`: the output, as the system gave it, with the call the runner made;
+- `raised`: the system's own error on running it (quoted: the cell is `refused`);
+- `inexpressible`: its runner's reason that the system has no way to say the case (quoted:
+  `not_applicable`, the system has no such argument);
+- `unasked`: a limit of the suite's harness (HARNESS_LIMIT reasons): never a cell of the
+  system, the cell is `not_probed` with the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from conformance.contract.runner import HARNESS_LIMIT, NotExpressible, NotExpressibleError
+from conformance.oracle.canonical import CaseData, case_data
+
+REASON_LIMIT = 240  # characters of one quoted message
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one request to a runner gave."""
+
+    output: np.ndarray | None  # (B, T, E_o) float64, as the system produced it
+    call: str = ""  # the native call the runner made (its Translation.call)
+    raised: str = ""  # the system's own error, quoted
+    inexpressible: str = ""  # the runner's reason the system cannot express the case
+    unasked: str = ""  # the harness cannot make this request (not the system's)
+
+    @property
+    def answered(self) -> bool:
+        return self.output is not None
+
+
+def quoted(exc: BaseException | str) -> str:
+    """One line, bounded: an exception as `Type: message`, or a reason as it is."""
+    text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(str(text).split())
+    return text if len(text) <= REASON_LIMIT else text[:REASON_LIMIT - 3] + "..."
+
+
+def ask(runner, case, data: CaseData | None = None) -> Answer:
+    """The runner's output for `case` (with `data`, default the case's canonical data).  A
+    runner may define `probe_output(case, translation, data)` to return its raw output
+    without a guard of its matrix rows (e.g. one refusing a non-finite float32 output)."""
+    t = runner.translate(case)
+    if isinstance(t, NotExpressible):
+        if t.reason.startswith(HARNESS_LIMIT):
+            return Answer(None, unasked=quoted(t.reason[len(HARNESS_LIMIT):]))
+        return Answer(None, inexpressible=quoted(t.reason))
+    data = data if data is not None else case_data(case)
+    run = getattr(runner, "probe_output", None)
+    try:
+        out = run(case, t, data) if run else runner.run(case, t, data).output
+    except NotExpressibleError as exc:
+        return Answer(None, t.call, raised=quoted(str(exc)))
+    except Exception as exc:  # the system's refusal is the observation
+        return Answer(None, t.call, raised=quoted(exc))
+    return Answer(np.asarray(out, np.float64), t.call)
+
+
+def first_answer(runner, cases) -> tuple[object, Answer]:
+    """The first of `cases` the runner answers, and its answer.  When none is: (None, an
+    answer naming every reason): `unasked` if the harness stopped any of them, else
+    `raised` if the system raised on any, else `inexpressible`."""
+    reasons: dict[str, list[str]] = {"unasked": [], "raised": [], "inexpressible": []}
+    call = ""
+    for case in cases:
+        got = ask(runner, case)
+        if got.answered:
+            return case, got
+        call = got.call or call
+        for kind, why in reasons.items():
+            if getattr(got, kind):
+                why.append(getattr(got, kind))
+    kind = next(k for k in ("unasked", "raised", "inexpressible") if reasons[k]) \
+        if any(reasons.values()) else "inexpressible"
+    text = "; ".join(dict.fromkeys(w for k in reasons for w in reasons[k])) or "no probe case"
+    return None, Answer(None, call, **{kind: text})
