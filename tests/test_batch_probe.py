@@ -1,0 +1,79 @@
+"""batch_invariance (conventions/probes/batch.py): each item of a batch against itself run
+alone, bitwise, through a runner's own translate and run.  Checked against toy systems
+written here: one computing each item on its own, one whose arithmetic depends on the
+batch size (a planted last-bit difference the probe must see), one refusing a batch of one."""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
+from conformance.conventions.probes.batch import BATCH, batch_invariance_cell, item_data
+from conformance.conventions.probes.batch import batch_case
+from conformance.oracle.canonical import case_data
+
+
+class Toy(Runner):
+    """float32 NumPy attention over each item; `drift` adds batch * drift to every output
+    (a kernel whose blocking follows the batch size)."""
+
+    name, framework, system = "toy.batch", "toy", "toy"
+
+    def __init__(self, drift: float = 0.0, min_batch: int = 1):
+        super().__init__()
+        self.drift, self.min_batch = np.float32(drift), min_batch
+
+    def translate(self, case):
+        if case.inputs.batch < self.min_batch:
+            return NotExpressible(f"batches of at least {self.min_batch}")
+        return Translation(f"toy(batch={case.inputs.batch})")
+
+    def run(self, case, translation, data):
+        w, x = data.weights, data.inputs
+        f = np.float32
+        q = np.einsum("ble,hed->bhld", x.query.astype(f), w.wq.astype(f)) + w.bq[:, None].astype(f)
+        k = np.einsum("ble,hed->bhld", x.key.astype(f), w.wk.astype(f)) + w.bk[:, None].astype(f)
+        v = np.einsum("ble,hed->bhld", x.value.astype(f), w.wv.astype(f)) + w.bv[:, None].astype(f)
+        s = q @ k.transpose(0, 1, 3, 2) / f(np.sqrt(q.shape[-1]))
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        out = np.einsum("bhtd,hde->bte", p @ v, w.wo.astype(f)) + w.bo.astype(f)
+        return Observation((out + self.drift * x.query.shape[0]).astype(np.float64))
+
+
+def test_item_data_slices_one_item_with_its_own_arrays():
+    case = batch_case()
+    data = case_data(case)
+    one = item_data(data, 2)
+    assert one.inputs.query.shape[0] == 1
+    assert np.array_equal(one.inputs.query[0], data.inputs.query[2])
+    assert np.array_equal(one.inputs.value[0], data.inputs.value[2])
+    assert one.weights is data.weights
+
+
+def test_an_item_computed_alone_is_bitwise_equal():
+    cell = batch_invariance_cell(Toy())
+    assert cell.value == "bitwise_equal", cell.evidence
+    assert f"all {BATCH} bitwise equal" in cell.evidence and "toy(batch=3)" in cell.evidence
+
+
+def test_a_planted_batch_dependence_is_seen_with_its_size():
+    cell = batch_invariance_cell(Toy(drift=1e-6))
+    assert cell.value == "differs", cell.evidence
+    assert f"{BATCH} of {BATCH} differ" in cell.evidence and "2.0e-06" in cell.evidence
+
+
+def test_a_batch_of_one_the_runner_cannot_express_is_not_probed():
+    """The batch runs but the item alone does not: the probe cannot compare (not a cell
+    of the system's batch arithmetic)."""
+    cell = batch_invariance_cell(Toy(min_batch=2))
+    assert cell.value == "not_probed" and "batches of at least 2" in cell.evidence
+
+
+def test_a_system_that_expresses_no_batch_probe_is_not_applicable_and_a_model_not_probed():
+    cell = batch_invariance_cell(Toy(min_batch=9))
+    assert cell.value == "not_applicable" and "batches of at least 9" in cell.evidence
+
+    class Model(Toy):
+        executed = False
+
+    assert batch_invariance_cell(Model()).value == "not_probed"
