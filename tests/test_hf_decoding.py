@@ -159,11 +159,13 @@ def test_gpt_oss_sinks_loaded_or_neutralised_and_counted():
 
 
 @needs_hf
-def test_window_probe_names_w_keys_and_catches_a_wrong_reading():
+def test_window_probe_reads_each_builder_and_catches_a_wrong_reading():
     from conformance.runners.hf.decoder_probes import window_width
 
-    cell = window_width(HFMistral())
-    assert cell.value == "w_keys" and "2w_plus_1_keys 3" in cell.evidence, cell.evidence
+    cell = window_width(HFMistral())  # w keys under the causal builder, 2w + 1 bidirectional
+    assert cell.value == "depends", cell.evidence
+    assert "w_keys: MistralConfig(sliding_window=3), create_sliding_window" in cell.evidence
+    assert "2w_plus_1_keys: MistralConfig(sliding_window=3, is_causal=False)" in cell.evidence
 
     class Plus1(HFMistral):  # the planted defect: the builder fed w + 1
         def built_mask(self, torch, case, module, x, cache=None):
@@ -172,7 +174,33 @@ def test_window_probe_names_w_keys_and_catches_a_wrong_reading():
                 return super().built_mask(torch, case, module, x, cache)
             finally:
                 module.config.sliding_window -= 1
-    assert window_width(Plus1()).value == "w_plus_1_keys"
+    assert "w_plus_1_keys: MistralConfig(sliding_window=3)," in window_width(Plus1()).evidence
+
+    class Dropped(HFMistral):  # the planted defect: the window never reaches the mask
+        def mask_builder(self, config):
+            from transformers.masking_utils import create_causal_mask
+            return create_causal_mask
+    assert window_width(Dropped()).value == "ignored"
+
+
+@needs_hf
+def test_qwen3_window_goes_through_its_mask_builder():
+    """Qwen3Config keeps sliding_window only with use_sliding_window=True, and layer 0 is a
+    sliding layer only by layer_types (max_window_layers defaults to 28)."""
+    from conformance.runners.hf.decoder_probes import window_width
+    from conformance.runners.hf.qwen3 import HFQwen3
+
+    cell = window_width(HFQwen3())
+    assert cell.value == "depends", cell.evidence
+    assert ("w_keys: Qwen3Config(use_sliding_window=True, sliding_window=3, layer_types="
+            "['sliding_attention']), create_sliding_window_causal_mask") in cell.evidence
+    assert ("ignored: Qwen3Config(use_sliding_window=True, sliding_window=3, "
+            "max_window_layers=28), create_causal_mask") in cell.evidence
+
+    class FullLayer(HFQwen3):  # the planted defect: layer 0 left a full_attention layer
+        def config_kwargs(self, plan):
+            return {**super().config_kwargs(plan), "layer_types": ["full_attention"]}
+    assert window_width(FullLayer()).value == "ignored"
 
 
 @needs_hf
