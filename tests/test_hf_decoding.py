@@ -109,7 +109,23 @@ def test_cache_probe_reaches_the_rotary_modules(runner_cls):
 
     class Dropped(HFGptNeox):  # the planted defect: the cache under the wrong keyword
         cache_argument = "cache"
-    assert cache_cells(Dropped())[0].value == "not_applicable"
+    dropped = cache_cells(Dropped())
+    assert [c.value for c in dropped] == ["not_probed", "not_probed"]
+    assert dropped[0].evidence.startswith("harness limit") and "layer_past" in \
+        dropped[0].evidence
+
+
+@needs_hf
+def test_a_module_that_raises_on_the_cache_is_refused():
+    """The system's own error is `refused`, its message quoted (not not_applicable)."""
+    from conformance.runners.hf.cache_probes import cache_cells
+
+    class Raising(HFLlama):
+        def forward(self, module, x, mask, **kw):
+            raise ValueError("planted: this module takes no cache")
+    cells = cache_cells(Raising())
+    assert [c.value for c in cells] == ["refused", "refused"]
+    assert "ValueError: planted: this module takes no cache" in cells[0].evidence
 
 
 @needs_hf
@@ -237,3 +253,24 @@ def test_decode_beside_another_mask_is_refused():
                      mask={"causal": "upper_left", "key_padding": [7, 5]})
     t = HFLlama().translate(case)
     assert isinstance(t, NotExpressible) and "beside the causal one" in t.reason, t
+
+
+@needs_hf
+def test_scale_config_fields_read_configurable_with_their_default():
+    """Gemma2's query_pre_attn_scalar and MPT's softmax_scale set the scale; Gemma2's
+    default (256) is not 1/sqrt(head_dim); a planted field that never reaches the module
+    reads ignored."""
+    from conformance.runners.hf.mpt import HFMpt
+    from conformance.runners.hf.probes import scale_setting
+
+    (cell,) = scale_setting(HFGemma2())
+    assert cell.value == "configurable", cell.evidence
+    assert "default: query_pre_attn_scalar=256: 256**-0.5" in cell.evidence
+    (cell,) = scale_setting(HFMpt())
+    assert cell.value == "configurable" and "default: inv_sqrt_head_dim" in cell.evidence
+    assert scale_setting(HFLlama()) == []
+
+    class Fixed(HFGemma2):  # the planted defect: the field pinned at head_dim
+        def config_kwargs(self, plan):
+            return {**super().config_kwargs(plan), "query_pre_attn_scalar": 4}
+    assert scale_setting(Fixed())[0].value == "ignored"
