@@ -15,7 +15,10 @@ def _cells(runner):
     cells = {c.axis: c for c in runner.conventions()}
     assert not [cell_problem(c) for c in cells.values() if cell_problem(c)]
     # the rest is left to the rows, and the mask encodings to fill_probes.ledger_conventions
-    assert set(AXIS_IDS) - set(cells) <= set(DERIVERS) | {"mask_fill", "masked_kv_nonfinite"}
+    # (and the generic probes': masks, batch invariance)
+    generic = {"mask_fill", "masked_kv_nonfinite", "masked_key_nonfinite",
+               "masked_value_nonfinite", "batch_invariance"}
+    assert set(AXIS_IDS) - set(cells) <= set(DERIVERS) | generic
     return cells
 
 
@@ -34,7 +37,7 @@ def test_attention_op_conventions(op_cells):
         assert words["causal_flag"] == "upper_left"  # is_causal without a past
         assert words["softmax_scale"] == "configurable"
         assert words["softcap"] == "applied"
-        assert words["key_padding_polarity"] == "not_applicable"
+        assert words["key_padding_polarity"] == "lengths"  # Attention-24 nonpad_kv_seqlen
         assert words["mixed_dtype"] == "refused"
     assert op_cells["reference"]["scale_precision"].value == "float64"
 
@@ -65,3 +68,4 @@ def test_torch_export_conventions():
     assert words["softcap"] == "not_applicable"
     assert words["scale_precision"] == "float32_rounded"
     assert words["unbatched_input"] == words["mixed_dtype"] == "refused"
+    assert words["weights_dropout"] == "ignored"  # dropout=0.5 accepted, no effect

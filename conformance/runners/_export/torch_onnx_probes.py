@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import NA
+from conformance.contract.axes import IGNORED
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
     causal_candidates, closest, feature_cells, output_with, probe_case, probe_mask)
@@ -142,13 +142,29 @@ def _default_call_cells(e: ExportProbe) -> list[Convention]:
             Convention("dropout", "never", f"{e.what}: dropout=0.5 module exported in eval: "
                        f"output {drop:.1e} from the oracle without dropout; the graph has no "
                        "training input"),
-            Convention("weights_dropout", NA, f"{e.what}: the exported inference graph has no "
-                       f"dropout (a dropout=0.5 module's output is {drop:.1e} from the oracle)"),
+            Convention("weights_dropout", IGNORED, f"{e.what}: dropout=0.5 accepted "
+                       "(nn.MultiheadAttention(dropout=0.5), exported in eval; the graph has no "
+                       f"Dropout node): output {drop:.1e} and returned weights "
+                       f"{_weights_distance(case, allowed, weights):.1e} from the oracle "
+                       "without dropout"),
             tried("unbatched_input",
                   lambda: [fwd(m[:1], True, **{n: v[0] for n, v in feed.items()})],
                    f"{e.what}: 2-D (T, E) inputs"),
             tried("mixed_dtype", lambda: [fwd(m, True, **_qkv_feed(case, np.float64))],
                    f"{e.what}: float64 inputs fed to the float32 graph")]
+
+
+def _weights_distance(case, allowed, weights) -> float:
+    """max |returned weights - the oracle's head-averaged weights| (no dropout); a graph
+    returning per-head weights is compared per head."""
+    from dataclasses import replace
+
+    from conformance.oracle.reference import attention
+
+    data = case_data(case)
+    exp = attention(case, replace(data, inputs=replace(data.inputs, allowed=allowed)))
+    ref = exp.weights.mean(axis=1) if np.ndim(weights) == 3 else exp.weights
+    return float(np.nanmax(np.abs(np.asarray(weights, np.float64) - ref)))
 
 
 def _mask_graph_cells(e: ExportProbe) -> list[Convention]:

@@ -243,10 +243,20 @@ class OnnxAttentionOp(Runner):
         def build(case, data=None):
             return build_model(case, data or case_data(case), attention_plan(case))
 
+        def nonpad(case, lengths):  # Attention-24's nonpad_kv_seqlen: the key padding
+            from dataclasses import replace
+
+            plan = replace(attention_plan(case), attn_mask=False, nonpad=tuple(lengths))
+            model, feed = build_model(case, case_data(case), plan)
+            return self.execute(model, feed, case.inputs.dtype)[0]
+
         from conformance.contract.cache_probes import override
         from conformance.runners.onnx.cache_probes import attention_op_cells_20
 
-        return override(attention_op_cells(self.engine, build, self.execute),
+        # the past-cache rows run opset 23 only, which has no key-padding input
+        opset23 = getattr(self, "cache", None) == "past"
+        return override(attention_op_cells(self.engine, build, self.execute,
+                                           None if opset23 else nonpad),
                         attention_op_cells_20(self.engine, build, self.execute))
 
     def execute(self, model, feed, dtype: str):

@@ -64,6 +64,9 @@ class GqaPlan:
     softcap: float | None = None
     local_window_size: int | None = None
     head_sink: bool = False  # the canonical sink logits as the head_sink input
+    # a prompt's valid key lengths (B,) as seqlens_k = length - 1 (right padding; the
+    # key_padding_polarity probe); None: every item's keys all valid (seqlens_k = T - 1)
+    seqlens: tuple[int, ...] | None = None
 
     def attributes(self, eps: float | None = None) -> dict:
         attrs = {"num_heads": self.num_heads, "kv_num_heads": self.kv_num_heads,
@@ -151,14 +154,16 @@ def _rope_inputs(g: Graph, case, args: list[str], decode: bool) -> None:
     g.inits.append(numpy_helper.from_array(np.ascontiguousarray(pos), "position_ids"))
 
 
-def _lengths(g: Graph, case, decode: bool) -> list[str]:
-    """seqlens_k (B,) = total - 1 and total_sequence_length: constants for a prompt,
-    inputs fed per step for a decode, which also takes past_key / past_value."""
+def _lengths(g: Graph, case, decode: bool, seqlens: tuple[int, ...] | None = None) -> list[str]:
+    """seqlens_k (B,) = total - 1 (or `seqlens` - 1, valid lengths of a right-padded
+    prompt) and total_sequence_length: constants for a prompt, inputs fed per step for a
+    decode, which also takes past_key / past_value."""
     from onnx import TensorProto, helper, numpy_helper
 
     a, b, t = case.attention, case.inputs.batch, case.inputs.query_len
     if not decode:
-        g.inits += [numpy_helper.from_array(np.full(b, t - 1, np.int32), "seqlens_k"),
+        lens = np.full(b, t, np.int32) if seqlens is None else np.array(seqlens, np.int32)
+        g.inits += [numpy_helper.from_array(lens - 1, "seqlens_k"),
                     numpy_helper.from_array(np.array(t, np.int32), "total_sequence_length")]
         return ["", ""]
     elem, past = ELEM[case.inputs.dtype], [b, a.num_kv_heads, "P", a.qk_head_dim]
@@ -183,7 +188,8 @@ def build_model(case, data, plan: GqaPlan, decode: bool = False):
     q = g.project("query", "q", in_out(w.wq), w.bq)
     k = g.project("query", "k", in_out(w.wk), w.bk)
     v = g.project("query", "v", in_out(w.wv), w.bv)
-    args = [q, k, v, *_lengths(g, case, decode), "seqlens_k", "total_sequence_length"]
+    args = [q, k, v, *_lengths(g, case, decode, plan.seqlens), "seqlens_k",
+            "total_sequence_length"]
     if plan.do_rotary:
         _rope_inputs(g, case, args, decode)
     if plan.attention_bias:

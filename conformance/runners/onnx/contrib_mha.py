@@ -170,6 +170,71 @@ class OnnxContribMHA(Runner):
                            f"{d['none']:.1e}, inv_sqrt_head_dim {d['inv_sqrt_head_dim']:.1e}")
         return [causal, scale]
 
+    def mask3d_cell(self):
+        """attn_mask_polarity: the op's key_padding_mask also takes "(batch_size,
+        sequence_length, total_sequence_length)", a per-query mask (type M: int32; a bool
+        tensor is refused at load, quoted): a (B, T, S) int32 pattern fed raw."""
+        from onnx import helper
+
+        from conformance.contract import probe_cells as _ledger
+        from conformance.contract.probing import probe_case
+        from conformance.oracle.canonical import case_data
+
+        case = probe_case("contrib-mask3d")
+        model, feed = build_model(case, case_data(case))
+        node = next(n for n in model.graph.node if n.op_type == "MultiHeadAttention")
+        del node.input[3:]
+        node.input.extend(["", "key_padding_mask"])
+        i = case.inputs
+        model.graph.input.append(helper.make_tensor_value_info(
+            "key_padding_mask", 6, [i.batch, i.query_len, i.key_len]))
+        session = ort_session(model.SerializeToString(), "MultiHeadAttention probe graph")
+        bool_model = type(model).FromString(model.SerializeToString())
+        bool_model.graph.input[-1].type.tensor_type.elem_type = 9  # BOOL
+        try:
+            ort_session(bool_model.SerializeToString(), "MultiHeadAttention probe graph")
+            bool_words = "a bool key_padding_mask loads"
+        except Exception as exc:  # onnxruntime's type check (M: int32)
+            bool_words = f"a bool key_padding_mask: {' '.join(str(exc).split(' : ')[-1].split())}"
+        cell = _ledger.mask_polarity(
+            case, lambda m: session.run(["output"], {**feed, "key_padding_mask": np.asarray(
+                m, np.int32)})[0], "onnxruntime com.microsoft.MultiHeadAttention, "
+            "key_padding_mask (B, T, S) int32 (True as 1) fed raw")
+        from conformance.contract.runner import Convention
+
+        return Convention(cell.axis, cell.value, f"{cell.evidence}; {bool_words}")
+
+    def refusal_cells(self):
+        """unbatched_input (a 2-D query into the node), mixed_dtype (float64 fed to the
+        float32 graph), scale_precision (a float64 graph): onnxruntime refuses each."""
+        import onnx
+
+        from conformance.contract.probing import probe_case
+        from conformance.oracle.canonical import case_data
+        from conformance.runners._export.onnx_runtime import tried
+
+        case = probe_case("contrib-refusals", inputs={"self_attention": True, "key_len": 3})
+        model, feed = build_model(case, case_data(case))
+        session = ort_session(model.SerializeToString(), "MultiHeadAttention probe graph")
+        rankless = onnx.ModelProto.FromString(model.SerializeToString())
+        rankless.graph.input[0].type.tensor_type.ClearField("shape")  # the node sees 2-D
+        loose = ort_session(rankless.SerializeToString(), "MultiHeadAttention probe graph")
+        x = feed["query"]
+        c64 = probe_case("contrib-scale-precision", attention={"num_heads": 2,
+                                                                "query_features": 6},
+                         inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
+        what = "onnxruntime com.microsoft.MultiHeadAttention probe graph"
+        return [
+            tried("unbatched_input", lambda: loose.run(["output"], {"query": x[0]}),
+                  f"{what}: a 2-D (T, E) query (the graph's query input without a declared "
+                  "shape, so the node itself checks it)"),
+            tried("mixed_dtype", lambda: session.run(["output"], {"query": x.astype(
+                np.float64)}), f"{what}: float64 inputs fed to the float32 graph"),
+            tried("scale_precision", lambda: [self.run(c64, self.translate(c64),
+                                                       case_data(c64)).output],
+                  f"{what}: a float64 graph, d_k = 3 (the axis needs a float64 layer; type T "
+                  "of the schema is float / float16)")]
+
     def conventions(self):
         from dataclasses import replace
 
@@ -199,13 +264,10 @@ class OnnxContribMHA(Runner):
                                 f"unmasked oracle| {dist:.1e} (-10000 added to every key: "
                                 "close to the unmasked output, but float32 rounding of score - "
                                 "10000 moves it beyond float32 noise, 1e-5)"))
-        na = {"attn_mask_polarity": "no boolean attention mask: attention_bias is additive float",
-              "weights_dropout": "returns no weights",
-              "unbatched_input": "inputs are 3-D (B, L, H*d) by the op's schema",
-              "mixed_dtype": "a graph has one element type per tensor; ORT checks types at load",
-              "scale_precision": "no float64 kernel (the dtype-float64 row quotes ORT)",
-              "dropout": "an inference op: no dropout"}
-        cells += [Convention(a, NA, e) for a, e in na.items()]
+        na = {"weights_dropout": "returns no weights", "dropout": "an inference op: no dropout"}
+        cells += [Convention(a, NA, f"com.microsoft.MultiHeadAttention (attributes and inputs: "
+                             f"{', '.join(CONTRIB_MHA_NAMES)}): {e}") for a, e in na.items()]
+        cells += [self.mask3d_cell(), *self.refusal_cells()]
         cells += feature_cells_from_names("com.microsoft.MultiHeadAttention", CONTRIB_MHA_NAMES,
                                           "attributes and inputs (ContribOperators.md)")
         cells += [Convention("size_arguments", "given_tensors", "Q/K/V are projected tensors "

@@ -4,9 +4,14 @@ reading), and the other cells from the op's schema as the installed onnxruntime 
 """
 from __future__ import annotations
 
-from conformance.contract.axes import NA
-from conformance.contract.probing import closest, feature_cells_from_names, output_with
-from conformance.contract.runner import Convention
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.contract.axes import NA, REFUSED
+from conformance.contract.probing import (
+    closest, feature_cells_from_names, output_with, probe_case)
+from conformance.contract.runner import Convention, NotExpressibleError, Translation
 
 DOC = {"documented_source": "https://github.com/microsoft/onnxruntime/blob/main/docs/"
                             "ContribOperators.md#com.microsoft.GroupQueryAttention"}
@@ -42,9 +47,7 @@ def gqa_cells(runner) -> list[Convention]:
                       f"{WHAT}, do_rotary=1, head_size 16", documented="choosable", **DOC),
         mp.rope_partial(part, lambda: run(part), f"{WHAT}, do_rotary=1, cos_cache (P, 8) "
                         "for head_size 32", **DOC),
-        mp.qk_norm_scope({"q_norm_weight/k_norm_weight (head_size,)": (
-            per_head, lambda d: run(per_head, d))}, f"{WHAT}: the op's QK-norm inputs",
-            documented="per_head", **DOC)]
+        qk_norm_cell(per_head, run)]
     causal = mp.gqa_case(mask={"causal": "upper_left"})
     cells.append(closest("causal_flag", run(causal),
                          {"upper_left": output_with(causal, causal_allowed(causal)),
@@ -60,14 +63,13 @@ def gqa_cells(runner) -> list[Convention]:
              "returned_weights": ("none", "qk_output not requested: output, present_key, "
                                   "present_value")}
     cells += [Convention(a, v, e, **DOC) for a, (v, e) in fixed.items()]
-    na = {"attn_mask_polarity": "no boolean mask input: attention_bias is additive float",
-          "key_padding_polarity": "seqlens_k counts the valid keys of a right-padded batch "
-          "with a past cache; the runner passes masks as attention_bias",
-          "weights_dropout": "no dropout", "dropout": "an inference op: no dropout",
-          "unbatched_input": "query is 3-D (B, S, hidden) by the op's schema",
-          "mixed_dtype": "a graph has one element type per tensor; ORT checks types at load",
-          "scale_precision": "no float64 kernel (the float64 rows quote ORT)"}
-    cells += [Convention(a, NA, e) for a, e in na.items()]
+    names = ", ".join(schema_names())
+    na = {"attn_mask_polarity": "no boolean mask input: attention_bias is additive float "
+          "(type T: float16 / bfloat16 / float)",
+          "weights_dropout": "no dropout", "dropout": "an inference op: no dropout"}
+    cells += [Convention(a, NA, f"com.microsoft.GroupQueryAttention (onnxruntime schema: "
+                         f"{names}): {e}") for a, e in na.items()]
+    cells += [key_padding_cell(runner), *refusal_cells(runner)]
     from conformance.contract.cache_probes import override
     from conformance.runners.onnx.gqa_feature_probes import gqa_feature_cells
 
@@ -81,3 +83,96 @@ def causal_allowed(case):
     from conformance.oracle.canonical import causal_mask
 
     return causal_mask(case.inputs.query_len, case.inputs.key_len, "upper_left")
+
+
+def ort_words(exc: BaseException) -> str:
+    """onnxruntime's own message, whole (the runner's NotExpressibleError quotes it cut)."""
+    cause = exc.__cause__ or exc
+    return " ".join(f"{type(cause).__name__}: {cause}".split())[:500]
+
+
+def qk_norm_cell(case, run) -> Convention:
+    """q_norm_weight / k_norm_weight are inputs of the op's schema ("the kernel applies a
+    per-head RMS normalization to Q (and K)"); onnxruntime 1.32's CPU kernel refuses them
+    ("q_norm_weight / k_norm_weight inputs are not supported ... only on the CUDA and
+    WebGPU EPs"): refused, with its message.  Where a kernel runs them, the scope
+    probe reads what it computes."""
+    from conformance.contract import modern_probes as mp
+
+    setting = "q_norm_weight/k_norm_weight (head_size,)"
+    what = f"{WHAT}: the op's QK-norm inputs"
+    try:
+        run(case, mp.unit_norm_data(case))
+    except NotExpressibleError as exc:
+        return Convention("qk_norm_scope", REFUSED, f"{what} {setting} (inputs 14 and 15 of "
+                          "its schema: 'Optional 1D tensor of shape (head_size)'), unit "
+                          f"scales: {ort_words(exc)}", documented="per_head", **DOC)
+    return mp.qk_norm_scope({setting: (case, lambda d: run(case, d))}, what,
+                            documented="per_head", **DOC)
+
+
+def _small(name: str, **sections):
+    """2 heads of 8 (the CPU kernel's head sizes are multiples of 8), self-attention, T 6."""
+    inputs = {"self_attention": True, "query_len": 6, "key_len": 6, **sections.pop("inputs", {})}
+    return probe_case(f"gqa-{name}", attention={"num_heads": 2, "query_features": 16},
+                      inputs=inputs, **sections)
+
+
+LENGTHS = (4, 3)  # valid keys of the two items
+
+
+def key_padding_cell(runner) -> Convention:
+    """seqlens_k (B,), "Equivalent to (total_sequence_lengths - 1)", on a right-padded
+    prompt with causal=0: the rows of valid queries read against the valid keys (lengths),
+    the inverted reading (true_blocks) and no padding at all (ignored)."""
+    from conformance.oracle.canonical import case_data
+
+    case = _small("seqlens", mask={"key_padding": list(LENGTHS)})
+    plan = replace(runner.translate(case).plan, causal=False, attention_bias=False,
+                   seqlens=LENGTHS)
+    out = np.asarray(runner.run(case, Translation("probe", plan), case_data(case)).output,
+                     np.float64)
+    i = case.inputs
+    valid = np.arange(i.key_len)[None, :] < np.array(LENGTHS)[:, None]  # (B, S)
+    keys = np.broadcast_to(valid[:, None, :], (i.batch, i.query_len, i.key_len))
+    rows = valid[:, :, None]  # padded query rows are the kernel's own business
+
+    def on_rows(x):
+        return np.where(rows, x, 0.0)
+
+    return closest("key_padding_polarity", on_rows(out), {
+        "lengths": on_rows(output_with(case, keys)), "true_blocks": on_rows(output_with(
+            case, ~keys)), "ignored": on_rows(output_with(case, None))},
+        f"{WHAT}, causal=0, seqlens_k={[n - 1 for n in LENGTHS]} (valid lengths {list(LENGTHS)}"
+        " - 1 of a right-padded prompt, total_sequence_length 6), rows of valid queries",
+        documented="lengths", **DOC)
+
+
+def refusal_cells(runner) -> list[Convention]:
+    """unbatched_input (a 2-D query into the node), mixed_dtype (float64 fed to the float32
+    graph), scale_precision (a float64 graph): the op's schema has each input, and
+    onnxruntime refuses each, in its own words."""
+    import onnx
+
+    from conformance.oracle.canonical import case_data
+    from conformance.runners._export.onnx_runtime import ort_session, tried
+    from conformance.runners.onnx.contrib_gqa import build_model
+
+    case = _small("refusals")
+    model, feed = build_model(case, case_data(case), runner.translate(case).plan)
+    session = ort_session(model.SerializeToString(), "GroupQueryAttention probe graph")
+    rankless = onnx.ModelProto.FromString(model.SerializeToString())
+    rankless.graph.input[0].type.tensor_type.ClearField("shape")  # the node sees 2-D
+    loose = ort_session(rankless.SerializeToString(), "GroupQueryAttention probe graph")
+    x = feed["query"]
+    c64 = _small("scale-precision", inputs={"dtype": "float64"})
+    return [
+        tried("unbatched_input", lambda: loose.run(["output"], {"query": x[0]}),
+              f"{WHAT}: a 2-D (T, E) query (the graph's query input without a declared "
+              "shape, so the node itself checks it)"),
+        tried("mixed_dtype", lambda: session.run(["output"], {"query": x.astype(np.float64)}),
+              f"{WHAT}: float64 inputs fed to the float32 graph"),
+        tried("scale_precision", lambda: [runner.run(c64, runner.translate(c64),
+                                                     case_data(c64)).output],
+              f"{WHAT}: a float64 graph (the axis needs a float64 layer; type T of the "
+              "schema is float16 / bfloat16 / float)")]

@@ -254,9 +254,29 @@ def float64_cell(run, what: str) -> Convention:
                       f"oracle under three readings of the scale; " + "; ".join(texts))
 
 
-def attention_op_cells(engine: str, build, execute) -> list[Convention]:
+NONPAD = (5, 2)  # valid keys of the two items of the key-padding probe
+
+
+def nonpad_cell(what: str, run) -> Convention:
+    """key_padding_polarity from Attention-24's nonpad_kv_seqlen (B,) (kept in Attention-25):
+    `run(case, lengths) -> output` of the runner's graph with that input; read as valid
+    lengths, inverted, or not applied (ignored)."""
+    case = probe_case("op-nonpad", mask={"key_padding": list(NONPAD)})
+    i = case.inputs
+    valid = np.arange(i.key_len)[None, :] < np.array(NONPAD)[:, None]
+    keys = np.broadcast_to(valid[:, None, :], (i.batch, i.query_len, i.key_len))
+    return closest("key_padding_polarity", np.asarray(run(case, NONPAD), np.float64), {
+        "lengths": output_with(case, keys), "true_blocks": output_with(case, ~keys),
+        "ignored": output_with(case, None)},
+        f"{what}: Attention-24 nonpad_kv_seqlen={list(NONPAD)} (the valid keys of each item, "
+        "right-padded; no attn_mask)", documented="lengths", **OP_DOC)
+
+
+def attention_op_cells(engine: str, build, execute, nonpad=None) -> list[Convention]:
     """Every probe of an Attention-op runner; `build(case) -> (model, feed)` and
-    `execute(model, feed, dtype) -> (output, weights)` are the runner's own."""
+    `execute(model, feed, dtype) -> (output, weights)` are the runner's own; `nonpad(case,
+    lengths) -> output` runs its graph with Attention-24's nonpad_kv_seqlen (None: the
+    runner's graphs are opset 23, which has no key-padding input)."""
     p = OpProbe(engine, build, execute)
     cells = _op_mask_cells(p) + _modes(p)
     causal = probe_case("op-causal", mask={"causal": "upper_left"})
@@ -271,8 +291,12 @@ def attention_op_cells(engine: str, build, execute) -> list[Convention]:
                    "K, V (the projections are MatMul nodes of the graph); q_num_heads / "
                    "kv_num_heads split the hidden width: head_size = q_hidden_size / "
                    "q_num_heads", documented="given_tensors", **OP_DOC),
-        Convention("key_padding_polarity", NA, "Attention-23 has no key-padding input: padding "
-                   "goes into attn_mask (True = attend), broadcastable to (B, H, T, S)", **OP_DOC),
+        nonpad_cell(p.what.replace("Attention-23 probe graph", "probe graph"), nonpad)
+        if nonpad else
+        Convention("key_padding_polarity", NA, "Attention-23 has no key-padding input (its "
+                   "inputs: Q, K, V, attn_mask, past_key, past_value; nonpad_kv_seqlen comes "
+                   "with Attention-24): padding goes into attn_mask (True = attend), "
+                   "broadcastable to (B, H, T, S)", **OP_DOC),
         Convention("dropout", NA, "Attention-23 has no dropout attribute or input", **OP_DOC),
         Convention("weights_dropout", NA, "Attention-23 has no dropout", **OP_DOC),
         Convention("implicit_mask", "none", "ONNX graph inputs are plain tensors: no mask "

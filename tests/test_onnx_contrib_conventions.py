@@ -1,0 +1,93 @@
+"""The contrib ONNX runners' cells where the op's schema has the input: onnxruntime's own
+refusals (`refused`, its message quoted), seqlens_k / nonpad_kv_seqlen read as `lengths`,
+and planted wrong answers the classifiers reject."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.contract.runner import NotExpressibleError
+from tests.helpers import require
+
+require("onnx", "onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def gqa():
+    from conformance.runners.onnx.contrib_gqa import OnnxContribGQA
+
+    return OnnxContribGQA()
+
+
+def test_gqa_refusals_and_lengths(gqa):
+    from conformance.runners.onnx import gqa_probes as g
+
+    cells = {c.axis: c for c in [g.key_padding_cell(gqa), *g.refusal_cells(gqa)]}
+    assert cells["key_padding_polarity"].value == "lengths"
+    for axis in ("unbatched_input", "mixed_dtype", "scale_precision"):
+        assert cells[axis].value == "refused", cells[axis].evidence
+    assert "expected to have 3 dimensions" in cells["unbatched_input"].evidence
+
+
+def test_gqa_qk_norm_refused_with_ort_message(gqa):
+    """The schema has q_norm_weight / k_norm_weight; the CPU kernel refuses them."""
+    from conformance.contract import modern_probes as mp
+    from conformance.oracle.canonical import case_data
+    from conformance.runners.onnx.gqa_probes import qk_norm_cell
+
+    case = mp.qk_norm_case("per_head", head_dim=16)
+    cell = qk_norm_cell(case, lambda c, d=None: gqa.run(c, gqa.translate(c),
+                                                        d or case_data(c)).output)
+    assert cell.value == "refused"
+    assert "q_norm_weight / k_norm_weight inputs are not supported" in cell.evidence
+
+
+def test_qk_norm_cell_planted():
+    """A kernel that runs the per-head norm is read per_head, one that refuses is refused:
+    never not_applicable for an input the schema has."""
+    from conformance.contract import modern_probes as mp
+    from conformance.contract.probing import output_with
+    from conformance.runners.onnx.gqa_probes import qk_norm_cell
+
+    case = mp.qk_norm_case("per_head", head_dim=16)
+
+    def refuses(c, d=None):
+        raise NotExpressibleError("onnxruntime's CPU kernel refuses the case") from \
+            RuntimeError("q_norm_weight not supported here")
+
+    cell = qk_norm_cell(case, refuses)
+    assert cell.value == "refused" and "not supported here" in cell.evidence
+    good = qk_norm_cell(case, lambda c, d: output_with(c, None, d))
+    assert good.value == "per_head"
+
+
+def test_nonpad_cell_planted():
+    """nonpad_kv_seqlen read as lengths; a run that drops it is `ignored`, an inverted one
+    true_blocks."""
+    from conformance.contract.probing import output_with
+    from conformance.runners.onnx.probes import nonpad_cell
+
+    def fake(mode):
+        def run(case, lengths):
+            i = case.inputs
+            valid = np.arange(i.key_len)[None, :] < np.array(lengths)[:, None]
+            keys = np.broadcast_to(valid[:, None, :], (i.batch, i.query_len, i.key_len))
+            return output_with(case, {"lengths": keys, "inverted": ~keys, "dropped": None}[mode])
+        return run
+
+    assert nonpad_cell("fake", fake("lengths")).value == "lengths"
+    assert nonpad_cell("fake", fake("inverted")).value == "true_blocks"
+    assert nonpad_cell("fake", fake("dropped")).value == "ignored"
+
+
+def test_mha_mask3d_and_refusals():
+    from conformance.runners.onnx.contrib_mha import OnnxContribMHA
+
+    r = OnnxContribMHA()
+    cell = r.mask3d_cell()
+    assert cell.value == "true_attends"
+    assert "tensor(bool)" in cell.evidence  # a bool mask: ORT's type check, quoted
+    cells = {c.axis: c for c in r.refusal_cells()}
+    for axis in ("unbatched_input", "mixed_dtype", "scale_precision"):
+        assert cells[axis].value == "refused", cells[axis].evidence
+    assert "3 or 5 dimensions" in cells["unbatched_input"].evidence
