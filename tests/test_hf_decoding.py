@@ -109,7 +109,23 @@ def test_cache_probe_reaches_the_rotary_modules(runner_cls):
 
     class Dropped(HFGptNeox):  # the planted defect: the cache under the wrong keyword
         cache_argument = "cache"
-    assert cache_cells(Dropped())[0].value == "not_applicable"
+    dropped = cache_cells(Dropped())
+    assert [c.value for c in dropped] == ["not_probed", "not_probed"]
+    assert dropped[0].evidence.startswith("harness limit") and "layer_past" in \
+        dropped[0].evidence
+
+
+@needs_hf
+def test_a_module_that_raises_on_the_cache_is_refused():
+    """The system's own error is `refused`, its message quoted (not not_applicable)."""
+    from conformance.runners.hf.cache_probes import cache_cells
+
+    class Raising(HFLlama):
+        def forward(self, module, x, mask, **kw):
+            raise ValueError("planted: this module takes no cache")
+    cells = cache_cells(Raising())
+    assert [c.value for c in cells] == ["refused", "refused"]
+    assert "ValueError: planted: this module takes no cache" in cells[0].evidence
 
 
 @needs_hf
@@ -159,11 +175,13 @@ def test_gpt_oss_sinks_loaded_or_neutralised_and_counted():
 
 
 @needs_hf
-def test_window_probe_names_w_keys_and_catches_a_wrong_reading():
+def test_window_probe_reads_each_builder_and_catches_a_wrong_reading():
     from conformance.runners.hf.decoder_probes import window_width
 
-    cell = window_width(HFMistral())
-    assert cell.value == "w_keys" and "2w_plus_1_keys 3" in cell.evidence, cell.evidence
+    cell = window_width(HFMistral())  # w keys under the causal builder, 2w + 1 bidirectional
+    assert cell.value == "depends", cell.evidence
+    assert "w_keys: MistralConfig(sliding_window=3), create_sliding_window" in cell.evidence
+    assert "2w_plus_1_keys: MistralConfig(sliding_window=3, is_causal=False)" in cell.evidence
 
     class Plus1(HFMistral):  # the planted defect: the builder fed w + 1
         def built_mask(self, torch, case, module, x, cache=None):
@@ -172,7 +190,33 @@ def test_window_probe_names_w_keys_and_catches_a_wrong_reading():
                 return super().built_mask(torch, case, module, x, cache)
             finally:
                 module.config.sliding_window -= 1
-    assert window_width(Plus1()).value == "w_plus_1_keys"
+    assert "w_plus_1_keys: MistralConfig(sliding_window=3)," in window_width(Plus1()).evidence
+
+    class Dropped(HFMistral):  # the planted defect: the window never reaches the mask
+        def mask_builder(self, config):
+            from transformers.masking_utils import create_causal_mask
+            return create_causal_mask
+    assert window_width(Dropped()).value == "ignored"
+
+
+@needs_hf
+def test_qwen3_window_goes_through_its_mask_builder():
+    """Qwen3Config keeps sliding_window only with use_sliding_window=True, and layer 0 is a
+    sliding layer only by layer_types (max_window_layers defaults to 28)."""
+    from conformance.runners.hf.decoder_probes import window_width
+    from conformance.runners.hf.qwen3 import HFQwen3
+
+    cell = window_width(HFQwen3())
+    assert cell.value == "depends", cell.evidence
+    assert ("w_keys: Qwen3Config(use_sliding_window=True, sliding_window=3, layer_types="
+            "['sliding_attention']), create_sliding_window_causal_mask") in cell.evidence
+    assert ("ignored: Qwen3Config(use_sliding_window=True, sliding_window=3, "
+            "max_window_layers=28), create_causal_mask") in cell.evidence
+
+    class FullLayer(HFQwen3):  # the planted defect: layer 0 left a full_attention layer
+        def config_kwargs(self, plan):
+            return {**super().config_kwargs(plan), "layer_types": ["full_attention"]}
+    assert window_width(FullLayer()).value == "ignored"
 
 
 @needs_hf
@@ -209,3 +253,24 @@ def test_decode_beside_another_mask_is_refused():
                      mask={"causal": "upper_left", "key_padding": [7, 5]})
     t = HFLlama().translate(case)
     assert isinstance(t, NotExpressible) and "beside the causal one" in t.reason, t
+
+
+@needs_hf
+def test_scale_config_fields_read_configurable_with_their_default():
+    """Gemma2's query_pre_attn_scalar and MPT's softmax_scale set the scale; Gemma2's
+    default (256) is not 1/sqrt(head_dim); a planted field that never reaches the module
+    reads ignored."""
+    from conformance.runners.hf.mpt import HFMpt
+    from conformance.runners.hf.probes import scale_setting
+
+    (cell,) = scale_setting(HFGemma2())
+    assert cell.value == "configurable", cell.evidence
+    assert "default: query_pre_attn_scalar=256: 256**-0.5" in cell.evidence
+    (cell,) = scale_setting(HFMpt())
+    assert cell.value == "configurable" and "default: inv_sqrt_head_dim" in cell.evidence
+    assert scale_setting(HFLlama()) == []
+
+    class Fixed(HFGemma2):  # the planted defect: the field pinned at head_dim
+        def config_kwargs(self, plan):
+            return {**super().config_kwargs(plan), "query_pre_attn_scalar": 4}
+    assert scale_setting(Fixed())[0].value == "ignored"

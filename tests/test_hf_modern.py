@@ -20,7 +20,8 @@ from conformance.runners.hf.bloom import HFBloom
 from conformance.runners.hf.gpt_neox import HFGptNeox
 from conformance.runners.hf.gptj import HFGptj
 from conformance.runners.hf.llama import HFLlama
-from conformance.runners.hf.modern_probes import kv_head_mapping, qk_norm_scope, rope_style
+from conformance.runners.hf.modern_probes import (
+    kv_head_mapping, qk_norm_scope, rope_partial, rope_style)
 from conformance.runners.hf.mpt import HFMpt
 from conformance.runners.hf.olmo2 import HFOlmo2
 from conformance.runners.hf.qwen3 import HFQwen3
@@ -227,3 +228,48 @@ def test_typed_rotary_errors_name_the_field(typed, rope, words):
     with pytest.raises(CaseError) as err:
         make_case(typed=typed, attention={**att, **({"rope": rope} if rope else {})})
     assert words in str(err.value)
+
+
+@needs_hf
+@pytest.mark.parametrize("runner", [HFLlama(), HFQwen3(), HFOlmo2()])
+def test_partial_rotary_factor_is_accepted_and_ignored(runner):
+    cell = rope_partial(runner)
+    assert cell.value == "ignored", cell.evidence
+    assert "partial_rotary_factor']=0.5 accepted: output 0.0e+00 from the run" in cell.evidence
+
+
+@needs_hf
+def test_rope_partial_supported_refused_and_a_planted_wrong_rotation():
+    assert rope_partial(HFGptj()).value == "supported"
+    assert rope_partial(HFGptNeox()).value == "supported"
+
+    class Refusing(HFLlama):  # the system's own error, quoted
+        def build(self, torch, plan):
+            if plan.get("partial_rotary_factor"):
+                raise ValueError("partial_rotary_factor must be 1.0")
+            return super().build(torch, plan)
+    cell = rope_partial(Refusing())
+    assert cell.value == "refused" and "must be 1.0" in cell.evidence, cell.evidence
+
+    class Moved(HFLlama):  # the planted defect: the setting changes the output, wrongly
+        def forward(self, module, x, mask, **kw):
+            out, w = super().forward(module, x, mask, **kw)
+            if module.config.rope_parameters.get("partial_rotary_factor"):
+                out = out + 0.1
+            return out, w
+    assert rope_partial(Moved()).value == "not_probed"
+
+
+@needs_hf
+def test_boolean_mask_added_as_number_read_from_the_module_itself():
+    """The suite's 0/1 reading leaves out Qwen3's QK-norm: the module's own float 0/1 run
+    is the reference; a planted module that treats the boolean otherwise is not_probed."""
+    runner = HFQwen3()
+    case = runner.probe("layout")
+    fwd = runner.probe_forward(case)
+    assert runner.polarity_cell(case, fwd, "raw").value == "added_as_number"
+
+    def planted(mask):
+        out = fwd(mask)
+        return out + 0.1 if mask is not None and mask.dtype == bool else out
+    assert runner.polarity_cell(case, planted, "raw").value == "not_probed"

@@ -1,5 +1,6 @@
 """torch.sdpa.cache: a prefill and single steps through a hand-kept cache equal the full
-causal forward; a step that passes is_causal=True (upper-left: key 0 only) does not."""
+causal forward; a step that passes is_causal=True (upper-left: key 0 only) does not, and
+the cache cell names the decode the runner runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -45,10 +46,34 @@ def test_a_step_with_is_causal_is_caught(monkeypatch):
 
 
 def test_cells():
+    """The cache cell is the runner's decode (no flag at the step, as SDPA's users call
+    it); the step with is_causal=True is quoted beside it as the flag's reading."""
     cells = {c.axis: c for c in TorchSDPACache().conventions()}
-    assert cells["cache_causal_alignment"].value == "upper_left"
+    align = cells["cache_causal_alignment"]
+    assert align.value == "lower_right", align.evidence
+    assert "with is_causal=True passed at the step, it attends key 0 only: that is the " \
+           "flag's upper-left reading, causal_flag" in align.evidence
+    assert cells["causal_flag"].value == "upper_left"
     assert cells["kv_head_mapping"].value == "grouped"
     assert cells["window_width"].value == "not_applicable"
+    assert cells["fully_masked_row"].value == "not_probed"
+    assert cells["fully_masked_row"].evidence.startswith("harness limit")
+
+
+def test_a_decode_that_passes_is_causal_is_named_upper_left(monkeypatch):
+    """The planted defect: the decode passes is_causal=True at every step; the cache cell
+    measures the decode it runs, so it says upper_left (the planted answer is rejected)."""
+    import torch
+
+    from conformance.runners.torch.sdpa_cache import _step_alignment
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def always_causal(q, k, v, **kw):
+        return sdpa(q, k, v, **{**kw, "is_causal": True})
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", always_causal)
+    assert _step_alignment(torch).value == "upper_left"
 
 
 def test_plain_cases_are_not_expressible():

@@ -9,6 +9,13 @@ A one-position step at position P over a growing cache: lower_right = it sees ke
 0..P (the cache and itself, a correct decode); upper_left = the causal diagonal not
 shifted, key 0 only.  (`full`, every slot of a preallocated cache, is the same keys as
 lower_right for a growing cache, so the probes quote the slots they saw.)
+
+The cell is the system's own decode called the way its users call it (each runner's
+module cites what that call is: no causal flag at T = 1 for torch SDPA, the layer's own
+cache mask for Flax's decode=True, ...).  What a causal flag means for one query over a
+longer cache is the causal_flag axis's question, not the cache's: where a runner also
+runs the step with its flag passed and the flag reads differently, `flag_fact` words it as
+a separate fact in the cache cell's evidence, the value staying the users' decode.
 """
 from __future__ import annotations
 
@@ -60,6 +67,24 @@ def cache_alignment(case: Case, step: np.ndarray, what: str, prefill: np.ndarray
     d = distances(prefill, {"causal": full})["causal"]
     return replace(cell, evidence=f"{cell.evidence}; the prefill rows {d:.1e} from the "
                    "causal forward")
+
+
+def flag_fact(case: Case, step: np.ndarray, setting: str) -> str:
+    """A sentence for a cache cell's evidence: the step `step` (B, 1, E) run with the
+    call's causal flag `setting` passed (not the users' decode call), the keys it attends
+    and which reading of the flag that is (a causal_flag fact, quoted beside the cell)."""
+    d = distances(step, step_candidates(case))
+    word = min(d, key=d.get)
+    figures = "; ".join(f"{k} {v:.1e}" for k, v in d.items())
+    seen = {"upper_left": "key 0 only: that is the flag's upper-left reading",
+            "lower_right": "the cache and itself: that is the flag's lower-right reading"}
+    return (f"with {setting} passed at the step, it attends {seen[word]}, causal_flag "
+            f"({figures})")
+
+
+def with_fact(cell: Convention, fact: str) -> Convention:
+    """`cell` with `fact` appended to its evidence (value and sources kept)."""
+    return replace(cell, evidence=f"{cell.evidence}; {fact}")
 
 
 def layout_words(case: Case, shapes: list[tuple[int, ...]], tensors: str,

@@ -2,10 +2,17 @@
 autoregressive cache: linen's `decode=True` (a "cache" collection created by `init` on a
 max-length input, then one position per `apply(..., mutable=["cache"])`) and nnx's
 `decode=True` with `init_cache(input_shape)`.  Both decode one query at a time, so the
-prefill of P = 3 is P single steps; the step at position P names the alignment (with no
-mask, and on nnx also with its `is_causal=True` call flag: google/flax#5591 reports it
-attending key 0 only), the cached key variable the layout.  jax / flax are imported
-inside the functions.
+prefill of P = 3 is P single steps; the step at position P names the alignment, the
+cached key variable the layout.  The steps are called as the layers' users call them: no
+mask and (nnx) no `is_causal`, the layer masking the slots past `cache_index` itself
+(flax/nnx/nn/attention.py, MultiHeadAttention.__call__: "our single query position should
+only attend to those key positions that have already been generated and cached", the mask
+`jnp.arange(max_length) <= cur_index`; init_cache's docstring example calls
+`model_nnx(x)` with nothing else; linen's the same, flax/linen/attention.py).  nnx's call
+also takes `is_causal`, which builds `jnp.tril(ones((T, S)))` (dot_product_attention): a
+one-position step with it attends key 0 only (google/flax#5591), the flag's upper-left
+reading; the nnx cell quotes that as a causal_flag fact beside its value.  jax / flax are
+imported inside the functions.
 """
 from __future__ import annotations
 
@@ -71,18 +78,16 @@ def cache_cells(api: str) -> list[Convention]:
         what = f"{api}(decode=True, init on the max-length input, one position per apply)"
         cell = cp.cache_alignment(case, outs[-1], f"{what}, no mask",
                                   np.concatenate(outs[:-1], 1), documented="lower_right", **doc)
-    else:  # the call's causal switch on, as a decode loop passes it (google/flax#5591)
+    else:  # the documented call (init_cache, then layer(x_t)); is_causal=True quoted
         outs, shapes = _nnx_steps(case, params, x)
-        plain = cp.distances(outs[-1], cp.step_candidates(case))
         causal = _nnx_steps(case, params, x, is_causal=True)[0]
         what = f"{api}(decode=True, init_cache((B, 4, E)), one position per call)"
-        cell = cp.cache_alignment(case, causal[-1], f"{what}, is_causal=True",
-                                  np.concatenate(causal[:-1], 1), **doc)
-        cell = Convention(cell.axis, cell.value, f"{cell.evidence}; the same steps with no "
-                          "is_causal (mask None): " + "; ".join(
-                              f"{k} {v:.1e}" for k, v in plain.items()) +
-                          " (google/flax#5591: decode with is_causal attends key 0 only)",
-                          documented_source=cell.documented_source)
+        cell = cp.cache_alignment(case, outs[-1], f"{what}, no mask, no is_causal (the "
+                                  "layer's own cache mask, arange(max_length) <= cache_index)",
+                                  np.concatenate(outs[:-1], 1), documented="lower_right",
+                                  **doc)
+        cell = cp.with_fact(cell, cp.flag_fact(case, causal[-1], "is_causal=True") +
+                            " (google/flax#5591)")
     align = cell
     var = "cache['cached_key']" if linen else "layer.cached_key"
     layout = Convention("cache_layout", cp.layout_words(

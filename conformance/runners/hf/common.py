@@ -328,7 +328,7 @@ class HFRunner(Runner):
                                 f"{_ledger.matches(case, fwd(None)):.1e} from the oracle"))
         cells.append(self.unbatched_cell(case))
         m = f"{what}: attention_mask (B, 1, T, S) passed raw"
-        cells += [_ledger.mask_polarity(case, fwd, f"boolean {m}"),
+        cells += [self.polarity_cell(case, fwd, f"boolean {m}"),
                   _ledger.float_mask(case, fwd, f"0/-1e9 float {m}"),
                   _ledger.softmax_scale(case, fwd, what), self.dropout_cell(case),
                   self.weights_cell(case)]
@@ -343,6 +343,24 @@ class HFRunner(Runner):
                                  cls.forward, config.__init__,
                                  skip=tuple(c.axis for c in probed))
         return cells + probed + features
+
+    def polarity_cell(self, case, fwd, what: str) -> Convention:
+        """The boolean mask passed raw; where neither polarity nor the suite's 0/1 reading
+        (no QK-norm, no ALiBi) matches, the module's own run with the mask as float 0/1."""
+        from conformance.contract.axes import NA, NOT_PROBED
+        from conformance.contract.probing import probe_mask
+
+        cell = _ledger.mask_polarity(case, fwd, what)
+        if cell.value != NA:
+            return cell
+        m = probe_mask(case)
+        d = float(np.max(np.abs(fwd(m) - fwd(m.astype(np.float32)))))
+        word = "added_as_number" if d < _ledger.NEAR else NOT_PROBED
+        return Convention(cell.axis, word, f"{cell.evidence}; the suite's 0/1 reading leaves "
+                          "out this module's own terms, so the module is its reference: the "
+                          f"boolean mask's output is {d:.1e} from its output with the same mask "
+                          "as float 0/1 (added, see float_mask)", cell.documented,
+                          cell.documented_source)
 
     def unbatched_cell(self, case) -> Convention:
         torch = import_torch()

@@ -1,8 +1,9 @@
 """Ledger probes of the HF decoder runners of #20 (decoding.py): window_width through the
-model's mask builder, softcap and softcap_order (Gemma2's attn_logit_softcapping), sinks
-(GPT-OSS's per-head sink logits).  Each builds the runner's own module from its config
-call with the probed setting, passes what its model would pass and names the reading of
-the oracle the output matches (every distance quoted).  torch is imported by common.py.
+model's mask builder (also Qwen3's, whose config takes a window the matrix does not use),
+softcap and softcap_order (Gemma2's attn_logit_softcapping), sinks (GPT-OSS's per-head
+sink logits).  Each builds the runner's own module from its config call with the probed
+setting, passes what its model would pass and names the reading of the oracle the output
+matches (every distance quoted).  torch is imported by common.py.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract import cache_probes as cp
+from conformance.contract.axes import DEPENDS, IGNORED
 from conformance.contract.probing import closest, probe_case, probe_mask
 from conformance.contract.runner import Convention, to_numpy
 from conformance.oracle.canonical import case_data
@@ -41,23 +43,41 @@ def _case(runner, probe: str, **sections):
     return probe_case(probe, attention=att, inputs=inputs, **sections)
 
 
-def window_width(runner, w: int = 3) -> Convention:
-    """sliding_window = w, the mask from the model's builder: with the causal builder (the
-    models' default) and with config is_causal=False (the bidirectional builder)."""
-    runs = {}
-    for label, causal, extra in (("causal builder", True, {}),
-                                 ("is_causal=False builder", False, {"is_causal": False})):
-        case = _case(runner, "window", mask={"causal": "upper_left"} if causal else {})
-        torch, module, x = _module(runner, case, sliding_window=w, **extra)
+def window_runs(runner, w: int) -> list[tuple[str, dict, bool]]:
+    """(the config's window keywords, the settings added to the plan, causal case) of each
+    condition the window probe measures: the causal builder (the models' default) and a
+    config with is_causal=False (the bidirectional builder).  A runner may add its own
+    (`window_conditions`: Qwen3's layer below max_window_layers)."""
+    runs = [(f"sliding_window={w}", {"sliding_window": w}, True),
+            (f"sliding_window={w}, is_causal=False", {"sliding_window": w, "is_causal": False},
+             False)]
+    return runs + list(getattr(runner, "window_conditions", lambda w: [])(w))
 
-        def run(module=module, x=x, case=case):
-            with torch.no_grad():
-                mask = runner.built_mask(torch, case, module, x)
-                return to_numpy(runner.forward(module, x, mask)[0])
-        runs[f"{label}: {runner.mask_builder(module.config).__name__}"] = (case, run)
-    return cp.window_width(w, runs, f"{runner.name}: {runner.model}Config(sliding_window={w}), "
-                           "the mask from the model's builder (8 positions)",
-                           documented_source=f"{MASKING}#L90-L98")
+
+def window_width(runner, w: int = 3) -> Convention:
+    """sliding_window = w set through the runner's config, the mask from the model's own
+    builder for layer 0 (masking_utils), each condition of window_runs measured against the
+    oracle under every reading of w.  One reading everywhere: that reading; readings that
+    differ by condition: `depends` (each condition, its reading and its distances); a
+    window that never bites: `ignored`."""
+    words, texts = {}, []
+    for config, settings, causal in window_runs(runner, w):
+        case = _case(runner, "window", mask={"causal": "upper_left"} if causal else {})
+        torch, module, x = _module(runner, case, **settings)
+        builder = runner.mask_builder(module.config).__name__
+        with torch.no_grad():
+            mask = runner.built_mask(torch, case, module, x)
+            out = to_numpy(runner.forward(module, x, mask)[0])
+        cell = closest("window_width", out, cp.window_candidates(case, w),
+                       f"{runner.window_call(config)}, {builder}")
+        word = IGNORED if cell.value == "no window" else cell.value
+        words[config] = word
+        texts.append(f"{word}: {cell.evidence}")
+    seen = set(words.values())
+    value = seen.pop() if len(seen) == 1 else DEPENDS
+    return Convention("window_width", value, f"{runner.name}, the mask from the model's "
+                      "builder for layer 0 (8 positions; w_keys = the query and w - 1 before "
+                      f"it): {' | '.join(texts)}", documented_source=f"{MASKING}#L90-L98")
 
 
 def softcap(runner) -> Convention:

@@ -69,14 +69,44 @@ def window_limits(case) -> str | None:
             "sliding_window, so only a symmetric window")
 
 
-class DecodingHFRunner(ConfigRotaryHFRunner):
+class MaskBuilt:
+    """The model's mask builder for layer 0 of a config-built decoder attention: the model
+    picks create_sliding_window_causal_mask for a sliding layer (config.layer_types[0] ==
+    "sliding_attention" where the model reads layer_types: Gemma2, GPT-OSS, Qwen3; else
+    config.sliding_window set: MistralModel, modeling_mistral.py#L355) and
+    create_causal_mask otherwise."""
+
+    layer_types = False  # the model reads config.layer_types to pick a layer's mask
+
+    def window_call(self, window: str) -> str:
+        """The config call of the window probe, `window` its window keywords."""
+        return f"{self.model}Config({window})"
+
+    def mask_builder(self, config):
+        """The builder the model calls for layer 0."""
+        from transformers.masking_utils import (
+            create_causal_mask, create_sliding_window_causal_mask)
+
+        types = getattr(config, "layer_types", None) if self.layer_types else None
+        sliding = (types[0] == "sliding_attention" if types else
+                   getattr(config, "sliding_window", None) is not None)
+        return create_sliding_window_causal_mask if sliding else create_causal_mask
+
+    def built_mask(self, torch, case, module, x, cache=None):
+        """The mask the model's builder gives for input `x` after what `cache` holds."""
+        start = 0 if cache is None else cache.get_seq_length()
+        return self.mask_builder(module.config)(
+            config=module.config, inputs_embeds=x, attention_mask=None, cache=cache,
+            position_ids=position_ids(torch, case, x.shape[0], x.shape[1], start))
+
+
+class DecodingHFRunner(MaskBuilt, ConfigRotaryHFRunner):
     """A config-built decoder attention whose windowed and decoded cases go through the
     model's mask builder and DynamicCache.  `layer_types`: the config selects the window
     per layer (Gemma2, GPT-OSS: "sliding_attention" / "full_attention"), else the config's
     sliding_window alone (Mistral)."""
 
     features = ConfigRotaryHFRunner.features | {"decode"}
-    layer_types = False
     rotation = ROTATE_HALF  # how the module pairs rotated dimensions
 
     def limits(self, case):
@@ -115,21 +145,6 @@ class DecodingHFRunner(ConfigRotaryHFRunner):
             kw.update(num_hidden_layers=1, sliding_window=plan.get("sliding_window"),
                       layer_types=["sliding_attention" if sliding else "full_attention"])
         return kw
-
-    def mask_builder(self, config):
-        """The builder the model calls for layer 0: the sliding one where a window is set."""
-        from transformers.masking_utils import (
-            create_causal_mask, create_sliding_window_causal_mask)
-
-        return (create_causal_mask if getattr(config, "sliding_window", None) is None
-                else create_sliding_window_causal_mask)
-
-    def built_mask(self, torch, case, module, x, cache=None):
-        """The mask the model's builder gives for input `x` after what `cache` holds."""
-        start = 0 if cache is None else cache.get_seq_length()
-        return self.mask_builder(module.config)(
-            config=module.config, inputs_embeds=x, attention_mask=None, cache=cache,
-            position_ids=position_ids(torch, case, x.shape[0], x.shape[1], start))
 
     def call(self, torch, case, data, module, x):
         if case.decode is None and case.mask.window is None:

@@ -43,6 +43,7 @@ class HFGemma2(DecodingHFRunner):
     sets_scale = True
     layer_types = True
     rope_source = f"{GEMMA2_SOURCE}#L131"
+    partial_line = f"{GEMMA2_SOURCE}#L114"  # compute_default_rope_parameters: dim = head_dim
     module, model = "gemma2", "Gemma2"
     refusals = refusals("Gemma2")
     call_template = "Gemma2Attention(Gemma2Config({args}), layer_idx=0)"

@@ -32,6 +32,7 @@ class HFGptOss(DecodingHFRunner):
     features = DecodingHFRunner.features | {"window", "sinks"}
     layer_types = True
     rope_source = f"{GPT_OSS_SOURCE}#L207"
+    partial_line = f"{GPT_OSS_SOURCE}#L178"  # compute_default_rope_parameters: dim = head_dim
     rotation = ("_apply_rotary_emb splits x into halves (torch.chunk(x, 2)): pairs dimension "
                 "i with i + d/2 (half-split); no argument selects the interleaved pairs")
     module, model = "gpt_oss", "GptOss"

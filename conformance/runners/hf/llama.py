@@ -11,8 +11,8 @@ position_ids = position_offset + t); without it, it passes cos = 1, sin = 0 (the
 identity rotation), so the module computes plain multi-head attention; the row
 says so.  `rotate_half` pairs (i, i + d/2): interleaved pairs are not
 expressible, and the default rope type rotates the whole head (a
-`partial_rotary_factor` in rope_parameters is accepted and ignored), so partial
-rotary is refused.  LlamaModel always builds a
+`partial_rotary_factor` in rope_parameters is accepted and ignored: rope_partial
+reads `ignored`, #L102), so a partial-rotary case is not expressible.  LlamaModel always builds a
 causal mask; the module itself attends to what attention_mask allows (eager:
 the additive (B, 1, T, S) mask; None = every key).  A decode case runs through
 DynamicCache with the masks of create_causal_mask (decoding.py).
@@ -40,6 +40,7 @@ class HFLlama(DecodingHFRunner):
                         scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
                         "= head_dim**-0.5, not a config field")
     rope_source = f"{LLAMA_SOURCE}#L119"
+    partial_line = f"{LLAMA_SOURCE}#L102"  # compute_default_rope_parameters: dim = head_dim
 
     def model_limits(self, case):
         return rope_limits(case, style="half_split", why_style=f"LlamaAttention: {ROTATE_HALF}",

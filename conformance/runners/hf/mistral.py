@@ -28,6 +28,7 @@ class HFMistral(DecodingHFRunner):
                    "through the model's mask builder, decoding through `DynamicCache`)")
     features = DecodingHFRunner.features | {"window"}
     rope_source = f"{MISTRAL_SOURCE}#L51"
+    partial_line = f"{MISTRAL_SOURCE}#L292"  # compute_default_rope_parameters: dim = head_dim
     module, model = "mistral", "Mistral"
     probe_attention = {"bias": False}  # no bias to load
 

@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import NA
+from conformance.contract.axes import IGNORED, NA, NOT_PROBED, REFUSED
 from conformance.contract.probing import closest, distances, probe_case
-from conformance.contract.runner import Convention, NotExpressible
+from conformance.contract.runner import Convention, NotExpressible, to_numpy
 from conformance.contract import probe_cells as _ledger
 from conformance.oracle import positional
 from conformance.oracle.canonical import case_data
@@ -66,19 +66,65 @@ def rope_style(runner) -> Convention:
 
 
 def rope_partial(runner) -> Convention:
+    """rotary_dim 4 of head size 8.  A runner whose config has a partial-rotary setting
+    (`partial_setting`: the Llama family's rope_parameters['partial_rotary_factor']) is run
+    with it set and without it (its own config, its model's rotary module): the output
+    against the partial-rotary and the full-rotary oracles and against the run without it
+    says supported, ignored (accepted, output unchanged) or refused (its own error).  The
+    others run the case through translate and run (GPT-J's rotary_dim, GPT-NeoX's
+    rotary_pct)."""
     style = getattr(runner, "native_style", "half_split")
     case = _case(runner, "rope-partial", {"rope": {"style": style, "rotary_dim": 4}},
                  position_offset=3)
-    out = _output(runner, case)
     what = f"{runner.name} on {case.id}: {style} rotary_dim 4 of head size 8"
-    if isinstance(out, str):
-        return Convention("rope_partial", NA, f"{what}: {out}")
     data = case_data(case)
     full = attention(_with(case, rope=replace(case.attention.rope, rotary_dim=8)), data).output
-    d = distances(out, {"partial": attention(case, data).output, "full": full})
-    word = "supported" if d["partial"] < NEAR else NA
+    cands = {"partial": attention(case, data).output, "full": full}
+    if getattr(runner, "partial_setting", ""):
+        return _partial_setting(runner, case, data, cands, what)
+    out = _output(runner, case)
+    if isinstance(out, str):  # the runner's own limit, not the system's
+        return Convention("rope_partial", NOT_PROBED, f"{what}: the runner cannot build the "
+                          f"case: {out}")
+    d = distances(out, cands)
+    word = "supported" if d["partial"] < NEAR else NOT_PROBED
     return Convention("rope_partial", word, f"{what}: {d['partial']:.1e} from the partial-rotary "
-                      f"oracle, {d['full']:.1e} from the full-rotary one")
+                      f"oracle, {d['full']:.1e} from the full-rotary one"
+                      + ("" if word == "supported" else "; neither reading matches"))
+
+
+def _partial_setting(runner, case, data, cands, what) -> Convention:
+    from conformance.contract.probing import refusal
+    from conformance.runners.hf.common import import_torch
+
+    torch = import_torch()
+    factor = case.attention.rope.rotary_dim / case.attention.qk_head_dim
+    setting = f"{runner.partial_setting}={factor:g}"
+    plan = {**runner.config_call(case)[1], "attn_implementation": runner.attn_implementation,
+            "dropout": 0.0}
+    x = torch.tensor(data.inputs.query, dtype=torch.float32)
+    outs = {}
+    for label, extra in (("full", {}), ("set", {"partial_rotary_factor": factor})):
+        try:
+            module = runner.module_for(torch, case, {**plan, **extra}, data.weights)
+            with torch.no_grad():
+                outs[label] = to_numpy(runner.forward(module, x, None)[0])
+        except Exception as exc:
+            if label == "full":
+                raise
+            return refusal("rope_partial", exc, f"{what}, {setting}", value=REFUSED)
+    d = distances(outs["set"], cands)
+    moved = float(np.max(np.abs(outs["set"] - outs["full"])))
+    figures = (f"output {moved:.1e} from the run without it, {d['partial']:.1e} from the "
+               f"partial-rotary oracle, {d['full']:.1e} from the full-rotary one")
+    if d["partial"] < NEAR:
+        return Convention("rope_partial", "supported", f"{what}: {setting}: {figures}")
+    if d["full"] < NEAR and moved < NEAR:
+        line = f" ({runner.partial_line})" if runner.partial_line else ""
+        return Convention("rope_partial", IGNORED, f"{what}: {setting} accepted: {figures}; "
+                          f"the default rope takes dim = head_dim{line}")
+    return Convention("rope_partial", NOT_PROBED, f"{what}: {setting}: {figures}; neither "
+                      "reading matches")
 
 
 def kv_head_mapping(runner) -> Convention:
@@ -87,8 +133,9 @@ def kv_head_mapping(runner) -> Convention:
     data = case_data(case)
     out = _output(runner, case, data)
     what = f"{runner.name} on {case.id}: 4 query heads, 2 kv heads with distinct seeded weights"
-    if isinstance(out, str):
-        return Convention("kv_head_mapping", "refused", f"{what}: {out}")
+    if isinstance(out, str):  # the runner's own limit, not the system's
+        return Convention("kv_head_mapping", NOT_PROBED, f"{what}: the runner cannot build "
+                          f"the case: {out}")
     w, tile = data.weights, np.arange(4) % 2
     tiled_w = replace(w, wk=w.wk[tile], wv=w.wv[tile],
                       bk=None if w.bk is None else w.bk[tile],
@@ -134,40 +181,6 @@ def alibi_slopes(runner) -> Convention:
                       f" from the paper's; output {d:.1e} from the oracle with the paper's slopes")
 
 
-def window_width(runner) -> Convention:
-    """A layer whose config takes `sliding_window` (Qwen3): set it to 2 on the built layer,
-    call it with no mask, and read which keys it attends: the unwindowed oracle, or the
-    oracle of a window of 2 keys (itself and one before), 3, or 2 on each side."""
-    from conformance.contract.probing import output_with
-
-    case = _case(runner, "window", {}, query_len=6, key_len=6)
-    module, x = runner.probe_module(case)
-    if not hasattr(module, "sliding_window"):
-        return Convention("window_width", NA, f"{type(module).__name__} has no sliding_window "
-                          "attribute: its config's window never reaches the layer")
-    module.sliding_window = 2
-    import torch
-
-    with torch.no_grad():
-        out = runner.forward(module, x, None)[0].detach().numpy().astype(np.float64)
-    p = np.arange(6)
-    reads = {"ignored": output_with(case, None)}
-    for word, left, right in (("w_keys", 1, 0), ("w_plus_1_keys", 2, 0),
-                              ("2w_plus_1_keys", 2, 2)):
-        band = positional.window_allowed(p, p, left, right)
-        reads[word] = output_with(case, np.broadcast_to(band, (case.inputs.batch, 6, 6)))
-    d = {k: float(np.max(np.abs(out - v))) for k, v in reads.items()}
-    best = min(d, key=d.get)
-    told = "; ".join(f"{k} {v:.1e}" for k, v in d.items())
-    if best == "ignored":
-        return Convention("window_width", NA, f"{runner.name}: module.sliding_window = 2, "
-                          f"called with no mask: the layer attends every key ({told}); the "
-                          "window is applied by the model's mask builder, not by the layer "
-                          "this runner drives")
-    return Convention("window_width", best, f"{runner.name}: module.sliding_window = 2, no "
-                      f"mask: {told}")
-
-
 def modern_cells(runner) -> list[Convention]:
     cells = []
     if "rope" in runner.features:
@@ -180,6 +193,8 @@ def modern_cells(runner) -> list[Convention]:
         cells.append(alibi_slopes(runner))
     if getattr(runner, "alibi_na", ""):
         cells.append(Convention("alibi_slopes", NA, runner.alibi_na))
-    if getattr(runner, "window_probe", False):
+    if getattr(runner, "window_probe", False):  # a config window beside the matrix's
+        from conformance.runners.hf.decoder_probes import window_width
+
         cells.append(window_width(runner))
     return cells

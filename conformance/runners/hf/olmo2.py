@@ -26,6 +26,7 @@ class HFOlmo2(QKNormRotaryHFRunner):
     description = "`Olmo2Attention` (RMS QK-norm over the whole projection, half-split rotary)"
     features = QKNormRotaryHFRunner.features | {"qk_norm"}
     rope_source = f"{OLMO2_SOURCE}#L70"
+    partial_line = f"{OLMO2_SOURCE}#L100"  # compute_default_rope_parameters: dim = head_dim
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "all_heads"}}
 
     refusals = self_attention_refusals(

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention, to_numpy
 from conformance.contract.probing import (
     closest, distances, output_with, probe_case, probe_mask, refusal)
@@ -119,8 +119,8 @@ def causal(runner) -> Convention:
     cross = getattr(runner, "causal_cross", None)
     if cross is not None:
         return cross(cell)
-    return Convention("causal_flag", NA, f"{cell.evidence}; the flag applies, but a "
-                      "self-attention module has T = S, so its alignment for T != S cannot "
+    return Convention("causal_flag", NOT_PROBED, f"{cell.evidence}; the flag applies, but "
+                      "a self-attention module has T = S, so its alignment for T != S cannot "
                       "show")
 
 
@@ -144,8 +144,8 @@ def _float64_output(runner, name: str, length: int, detail: str):
 def scale_precision(runner) -> Convention:
     """A float64 module with head size 6: 1/sqrt(6) is not a float32 number."""
     case, out, what = _float64_output(runner, "scale-precision", 3, "head size 6")
-    if isinstance(out, Exception):
-        return refusal("scale_precision", out, what, value=NA)
+    if isinstance(out, Exception):  # the float64 module's own error
+        return refusal("scale_precision", out, what, value=REFUSED)
     if runner.probe_scale is not None:
         d = float(np.max(np.abs(out - output_with(case, None, scale=runner.probe_scale))))
         return Convention("scale_precision", NA, f"{what}: the scores are not scaled "
@@ -158,7 +158,7 @@ def scale_precision(runner) -> Convention:
     gap = float(np.max(np.abs(cands["float64"] - cands["float32_rounded"])))
     if min(distances(out, cands).values()) < gap / 2:
         return cell
-    return Convention("scale_precision", NA, f"{cell.evidence}: both readings are farther "
+    return Convention("scale_precision", NOT_PROBED, f"{cell.evidence}: both readings are farther "
                       f"than their own gap {gap:.1e}, so the module is not float64 elsewhere (e.g. "
                       "Llama's eager softmax(..., dtype=torch.float32)) and the scale's rounding "
                       "cannot show")

@@ -6,18 +6,23 @@ before the half-split rotation (`rotate_half`); `rms_norm_eps` is their eps.
 Grouped-query with `num_key_value_heads`, `head_dim` any value,
 `attention_bias` on q/k/v/o_proj.  cos/sin come from Qwen3RotaryEmbedding at
 position_offset + t, or are the identity rotation for a case without rope.
+The window_width probe sets Qwen3Config's window as Qwen3Model reads it: sliding_window
+kept only with use_sliding_window=True, layer 0 a sliding layer by layer_types (by
+default only layers >= max_window_layers = 28 are), the mask from the model's builder
+(decoder_probes.window_width); the matrix's cases set no window.
 """
 from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import self_attention_refusals
+from conformance.runners.hf.decoding import MaskBuilt
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, QKNormRotaryHFRunner, qk_norm_limits, rope_limits)
 
 QWEN3_SOURCE = SOURCE + "qwen3/modeling_qwen3.py"
 
 
-class HFQwen3(QKNormRotaryHFRunner):
+class HFQwen3(MaskBuilt, QKNormRotaryHFRunner):
     name = "hf.qwen3"
     system = "transformers.models.qwen3.modeling_qwen3.Qwen3Attention"
     path = "rotary from Qwen3RotaryEmbedding, or neutralised"
@@ -26,6 +31,7 @@ class HFQwen3(QKNormRotaryHFRunner):
     description = "`Qwen3Attention` (RMS QK-norm per head, grouped-query, half-split rotary)"
     features = QKNormRotaryHFRunner.features | {"qk_norm"}
     rope_source = f"{QWEN3_SOURCE}#L90"
+    partial_line = f"{QWEN3_SOURCE}#L115"  # compute_default_rope_parameters: dim = head_dim
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "per_head"}}
 
     refusals = self_attention_refusals("Qwen3Attention", gqa=True,
@@ -40,7 +46,36 @@ class HFQwen3(QKNormRotaryHFRunner):
 
     call_template = "Qwen3Attention(Qwen3Config({args}), layer_idx=0)"
     module, model = "qwen3", "Qwen3"
-    window_probe = True  # Qwen3Config takes sliding_window: the probe reads what the layer does
+    window_probe = True  # Qwen3Config takes sliding_window: probed through the mask builder
+    layer_types = True  # Qwen3Model picks each layer's mask by config.layer_types
+
+    def config_kwargs(self, plan):
+        """The QK-norm eps and, where the plan has a sliding_window (the window probe; the
+        matrix's cases set none), what makes layer 0 a sliding layer: Qwen3Config keeps
+        sliding_window only with use_sliding_window=True (configuration_qwen3.py#L86) and
+        makes layer i "sliding_attention" only for i >= max_window_layers (default 28,
+        #L90-L95), so the probe names layer_types unless it measures max_window_layers."""
+        kw = super().config_kwargs(plan)
+        if plan.get("sliding_window") is None:
+            return kw
+        kw.update(use_sliding_window=True, sliding_window=plan["sliding_window"],
+                  num_hidden_layers=1, **{k: plan[k] for k in ("is_causal", "max_window_layers")
+                                          if k in plan})
+        if "max_window_layers" not in plan:
+            kw["layer_types"] = ["sliding_attention"]
+        return kw
+
+    def window_call(self, window):
+        if "max_window_layers" in window:
+            return f"Qwen3Config(use_sliding_window=True, {window})"
+        return (f"Qwen3Config(use_sliding_window=True, {window}, "
+                "layer_types=['sliding_attention'])")
+
+    def window_conditions(self, w):
+        """Layer 0 below max_window_layers (the default 28): a full_attention layer, whose
+        mask the model builds with create_causal_mask (modeling_qwen3.py#L397-L409)."""
+        return [(f"sliding_window={w}, max_window_layers=28",
+                 {"sliding_window": w, "max_window_layers": 28}, True)]
 
     def notes(self, case, module):
         return self.rope_notes(case) + ["q_norm, k_norm: RMSNorm over each head's head_dim "

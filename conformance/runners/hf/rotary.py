@@ -150,6 +150,10 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
     config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                    "attention_bias", "attn_implementation")
     linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
+    # the config's partial-rotary setting, which the rope_partial probe sets (the matrix
+    # refuses a partial rotary: the default rope takes dim = head_dim, `partial_line`)
+    partial_setting = "rope_parameters['partial_rotary_factor']"
+    partial_line = ""  # the source line of <model>RotaryEmbedding's dim
 
     def size_evidence(self, case, module, shape):
         return (f"{self.model}Config(hidden_size=8, num_attention_heads=2, head_dim="
@@ -170,11 +174,12 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
         import transformers
 
         _, attention = self._classes()
+        rope = {"rope_type": "default", "rope_theta": plan.get("rope_theta", 10000.0)}
+        if plan.get("partial_rotary_factor") is not None:  # the rope_partial probe only
+            rope["partial_rotary_factor"] = plan["partial_rotary_factor"]
         config = getattr(transformers, f"{self.model}Config")(
             **{k: plan[k] for k in self.config_keys}, attention_dropout=plan["dropout"],
-            rope_parameters={"rope_type": "default", "rope_theta": plan.get("rope_theta",
-                                                                            10000.0)},
-            **self.config_kwargs(plan))
+            rope_parameters=rope, **self.config_kwargs(plan))
         return attention(config, layer_idx=0)
 
     def rotary(self, torch, config):

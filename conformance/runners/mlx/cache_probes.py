@@ -3,8 +3,9 @@ runner runs (sdpa_cache.decode: mlx-lm's KVCache pattern): a prefill of P = 3 wi
 mask="causal", then one step at position 3.  The step is run as mlx-lm runs it (mask None)
 and with mask="causal" (what a user who passes the prefill's mask to every call gets:
 MLX's "causal" is lower-right aligned, so it sees the whole cache, where torch's
-is_causal=True sees key 0 only).  The layout is read from the backing key array after the
-prefill and after the step.  mlx is imported inside the functions only.
+is_causal=True sees key 0 only; quoted as a causal_flag fact, contract/cache_probes.py).
+The layout is read from the backing key array after the prefill and after the step.  mlx
+is imported inside the functions only.
 """
 from __future__ import annotations
 
@@ -56,11 +57,8 @@ def cache_cells() -> list[Convention]:
     align = cp.cache_alignment(case, outs[-1], f"{what}, step mask None (mlx-lm's "
                                "create_attention_mask for one position)", outs[0],
                                documented="lower_right", documented_source=SDPA_DOC)
-    causal = cp.distances(_run(case, "causal")[0][-1], cp.step_candidates(case))
-    align = Convention(align.axis, align.value, f"{align.evidence}; the step with "
-                       "mask='causal' (lower-right, ml-explore/mlx#2835): " + "; ".join(
-                           f"{k} {v:.1e}" for k, v in causal.items()),
-                       documented=align.documented, documented_source=align.documented_source)
+    align = cp.with_fact(align, cp.flag_fact(case, _run(case, "causal")[0][-1],
+                                             "mask='causal'") + " (ml-explore/mlx#2835)")
     layout = Convention("cache_layout", cp.layout_words(
         case, cache.shapes, "two arrays (keys, values)", preallocated=True),
         f"{what}: backing key array {' -> '.join(str(s) for s in cache.shapes)} after the "

@@ -1,5 +1,6 @@
 """Probes of the ONNX `Attention` cache runners (attention_cache.py), through the runner's
-own translate and run: a prefill of 3 and one step (cache_causal_alignment, cache_layout);
+own translate and run: a prefill of 3 and one step (cache_causal_alignment, cache_layout;
+is_causal=1 at every run, the graph's attribute as its users run it: onnx/cache_probes.py);
 for the external-cache rows (Attention-24, nonpad_kv_seqlen) also the errata of
 onnx/onnx#8068 on a one-call graph (causal_flag: is_causal=1 with nonpad_kv_seqlen = S for
 T=3 < S=5), key padding given as lengths, and an item with nonpad_kv_seqlen = 0.
@@ -14,6 +15,7 @@ import numpy as np
 
 from conformance.case.model import Decode
 from conformance.contract import cache_probes as cp
+from conformance.contract.axes import NA, NOT_PROBED
 from conformance.contract.probing import causal_candidates, closest, output_with, probe_case
 from conformance.contract.runner import Convention, Translation
 from conformance.oracle.canonical import case_data
@@ -89,12 +91,31 @@ def _empty_item(runner) -> Convention:
         "unmasked": output_with(case, None)[1]}, what, documented="zeros", **SPEC)
 
 
+def window_schema_cell(runner) -> Convention:
+    """window_width read from the schema of the Attention version this runner's graphs
+    use (23 / 24: no window attribute; Attention-25's run in onnx.attention-op.*)."""
+    from onnx import defs
+
+    opset = 24 if runner.cache == "static" else 23
+    schema = defs.get_schema("Attention", opset, "")
+    names = sorted(schema.attributes)
+    window = [n for n in names if "window" in n]
+    if window:  # a schema with a window: this runner does not build it
+        return Convention("window_width", NOT_PROBED, f"harness limit: Attention-"
+                          f"{schema.since_version} takes {', '.join(window)}; this runner's "
+                          "graphs set none", **SPEC)
+    return Convention("window_width", NA, f"the Attention-{schema.since_version} schema "
+                      f"(opset {opset}, the one this runner's graphs import) has the "
+                      f"attributes {', '.join(names)}: no window (left_window_size / "
+                      "right_window_size arrive in Attention-25, run in onnx.attention-op.*)",
+                      **SPEC)
+
+
 def cache_runner_cells(runner) -> list[Convention]:
-    cells = cache_cells(runner) + [Convention(
-        "window_width", "not_applicable", "this runner's graphs set no window (Attention-25's "
-        "left_window_size / right_window_size run in onnx.attention-op.*)")]
+    cells = cache_cells(runner) + [window_schema_cell(runner)]
     if runner.cache == "static":
         return cells + errata_cells(runner)
-    return cells + [Convention("fully_masked_row", "not_applicable", "cannot arise: the "
-                               "runner runs causal decodes only (translate refuses any other "
-                               "case), where every query sees at least its own key")]
+    return cells + [Convention("fully_masked_row", NOT_PROBED, "harness limit: the runner "
+                               "runs causal decodes only (translate refuses any other case), "
+                               "where every query sees at least its own key; the Attention "
+                               "op's own fully masked row is onnx.attention-op.*'s cell")]

@@ -4,8 +4,12 @@ past_value in, present_key / present_value out) and of onnxruntime's contrib
 
 Cache: the runner's own graph for a one-query step at position P = 3 whose first 3
 projected keys/values go in as past_key/past_value (4-D) and the last as K/V, with the
-node's causal switch on (`is_causal=1`; contrib: `unidirectional=1`); the step's output
-names the alignment (contract/cache_probes.py) and present_key's shape the layout.  The
+node's causal switch on (`is_causal=1`; contrib: `unidirectional=1`): the switch is a node
+attribute, so the graph its users run for the prefill and for every step carries it (the
+users' decode), and the Attention schema aligns it to the past (onnx/defs, Attention-23:
+"causal masking is applied with bottom-right (offset-aware) alignment: query `i` attends
+key `j` iff `j <= i + past_sequence_length`").  The step's output names the alignment
+(contract/cache_probes.py) and present_key's shape the layout.  The
 prefill is the same graph with T = S = 3 and no past.  Softcap: softcap=1 with a finite
 float mask 0 / -2, so softcap(s) + m and softcap(s + m) differ (the spec's reference
 code caps before the mask; microsoft/onnxruntime#28379 changed ORT's CPU order).

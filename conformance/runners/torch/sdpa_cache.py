@@ -4,18 +4,23 @@ What a user of SDPA writes to decode: a prefill of P positions with `is_causal=T
 then N single-position steps, each projecting its one new position, appending its key
 and value to the cache (two growing (B, H_kv, S, d) tensors, torch.cat on dim 2) and
 calling SDPA on the whole cache with NO causal flag: `is_causal=True` is aligned to
-the upper left, so a one-query step would see key 0 only (the cache_causal_alignment
-cell shows it).  The outputs of the prefill and the steps, concatenated, are judged
-against the full causal forward.  SDPA has no rotary embedding, window or sinks of its
-own, so a decode case asking for one is not expressible here.  torch is imported
-inside `run` only.
+the upper left (torch/nn/functional.py, the is_causal docstring: "the upper left causal
+bias ... when the mask is a non-square matrix"), so a one-query step would see key 0 only;
+transformers' SDPA path drops the flag at q_len 1 for that reason
+(transformers/integrations/sdpa_attention.py: `is_causal = q_length > 1 and attention_mask
+is None and is_causal`, "Not in decoding phase (otherwise we want full attention on the
+single query token)"), and torch.nn.attention.bias.causal_lower_right is the explicit
+mask for it.  The cache_causal_alignment cell is this decode (no flag at the step); the
+step with is_causal=True is quoted in its evidence as a causal_flag fact.  The outputs
+of the prefill and the steps, concatenated, are judged against the full causal forward.
+SDPA has no rotary embedding, window or sinks of its own, so a decode case asking for one
+is not expressible here.  torch is imported inside `run` only.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import (
-    Convention, NotExpressible, Translation, to_numpy)
+from conformance.contract.runner import Convention, NotExpressible, Translation
 from conformance.runners.torch.common import TorchRunner, canonical_projector, sdpa_observation
 from conformance.runners._export.torch_mha import import_torch, tensors
 
@@ -44,28 +49,7 @@ class TorchSDPACache(TorchRunner):
                            "F.scaled_dot_product_attention(q_new, k, v)", d)
 
     def run(self, case, translation, data):
-        torch = import_torch()
-        F = torch.nn.functional
-        w, project = canonical_projector(torch, case, data)
-        x, _, _ = tensors(torch, case, data.inputs)
-
-        gqa = {"enable_gqa": True} if case.grouped else {}
-        p, outs = case.decode.prefill, []
-        with torch.no_grad():
-            k, v = project(x[:, :p], "wk", "bk"), project(x[:, :p], "wv", "bv")
-            outs.append(F.scaled_dot_product_attention(project(x[:, :p], "wq", "bq"), k, v,
-                                                       is_causal=True, **gqa))
-            for t in range(p, case.inputs.query_len):
-                xt = x[:, t:t + 1]
-                k = torch.cat([k, project(xt, "wk", "bk")], 2)
-                v = torch.cat([v, project(xt, "wv", "bv")], 2)
-                outs.append(F.scaled_dot_product_attention(project(xt, "wq", "bq"), k, v,
-                                                           **gqa))
-            return sdpa_observation(
-                torch, torch.cat(outs, 2), w, data, [f"prefill {p}, then "
-                                                     f"{case.inputs.query_len - p} steps "
-                                                     f"through the cache: {LAYOUT}"],
-                extras={"cache_layout": LAYOUT})
+        return _decode(import_torch(), case, data)
 
     def conventions(self):
         """SDPA's own cells (the function this runner calls at every step: the probes of
@@ -74,14 +58,17 @@ class TorchSDPACache(TorchRunner):
         from conformance.contract.probing import feature_cells
         from conformance.runners.torch.sdpa_probes import sdpa_conventions
 
+        from conformance.contract.axes import NOT_PROBED
+
         torch = import_torch()
         sdpa = torch.nn.functional.scaled_dot_product_attention
         cells = [_step_alignment(torch), self._kv_heads(), self._float64(), Convention(
             "cache_layout", LAYOUT, "the cache is the caller's: SDPA takes whole key and "
             "value tensors (B, H_kv, S, d); this runner keeps two and grows them per step"),
-            Convention("fully_masked_row", "not_applicable", "cannot arise: the runner runs "
+            Convention("fully_masked_row", NOT_PROBED, "harness limit: the runner runs "
                        "causal decodes only (translate refuses any other mask), where every "
-                       "query sees at least its own key")]
+                       "query sees at least its own key; SDPA's own fully masked row is "
+                       "torch.sdpa's cell")]
         return override(sdpa_conventions(torch) + feature_cells(
             "scaled_dot_product_attention", sdpa), cells)
 
@@ -134,28 +121,52 @@ class TorchSDPACache(TorchRunner):
                        "heads")
 
 
+def _decode(torch, case, data, step_causal: bool = False):
+    """The runner's decode: a causal prefill, then one position per SDPA call over the
+    grown cache with no causal flag (`step_causal`: every step passes is_causal=True
+    instead, the flag's reading the cache cell quotes beside its own)."""
+    F = torch.nn.functional
+    w, project = canonical_projector(torch, case, data)
+    x, _, _ = tensors(torch, case, data.inputs)
+
+    gqa = {"enable_gqa": True} if case.grouped else {}
+    flag = {"is_causal": True} if step_causal else {}
+    p, outs = case.decode.prefill, []
+    with torch.no_grad():
+        k, v = project(x[:, :p], "wk", "bk"), project(x[:, :p], "wv", "bv")
+        outs.append(F.scaled_dot_product_attention(project(x[:, :p], "wq", "bq"), k, v,
+                                                   is_causal=True, **gqa))
+        for t in range(p, case.inputs.query_len):
+            xt = x[:, t:t + 1]
+            k = torch.cat([k, project(xt, "wk", "bk")], 2)
+            v = torch.cat([v, project(xt, "wv", "bv")], 2)
+            outs.append(F.scaled_dot_product_attention(project(xt, "wq", "bq"), k, v,
+                                                       **flag, **gqa))
+        return sdpa_observation(
+            torch, torch.cat(outs, 2), w, data, [f"prefill {p}, then "
+                                                 f"{case.inputs.query_len - p} steps "
+                                                 f"through the cache: {LAYOUT}"],
+            extras={"cache_layout": LAYOUT})
+
+
 def _step_alignment(torch) -> Convention:
-    """A one-query step over a 5-key cache with is_causal=True: which keys does it see?"""
-    from conformance.contract.probing import closest, output_with, probe_case
+    """The runner's own decode (prefill 3 with is_causal=True, then one step over the
+    4-key cache with no flag, as its users call SDPA at T = 1): which keys does the step
+    see?  The same decode with is_causal=True at the step is quoted as a causal_flag
+    fact (upper-left for T=1 < S: key 0 only)."""
+    from dataclasses import replace
+
+    from conformance.case.model import Decode
+    from conformance.contract import cache_probes as cp
     from conformance.oracle.canonical import case_data
 
-    case = probe_case("cache-step", inputs={"query_len": 1, "key_len": 5})
+    case = replace(cp.decode_case(), decode=Decode(cp.PREFILL, 1))
     data = case_data(case)
-    w = {n: torch.tensor(a) for n, a in data.weights.arrays().items()}
-    i = data.inputs
-
-    def project(x, wn, bn):
-        y = torch.einsum("ble,hed->bhld", torch.tensor(x), w[wn])
-        return y + w[bn][None, :, None, :]
-
-    with torch.no_grad():
-        heads = torch.nn.functional.scaled_dot_product_attention(
-            project(i.query, "wq", "bq"), project(i.key, "wk", "bk"),
-            project(i.value, "wv", "bv"), is_causal=True)
-        out = to_numpy(torch.einsum("bhtd,hde->bte", heads, w["wo"]) + w["bo"])
-    first = np.zeros((1, 5), bool)
-    first[0, 0] = True
-    return closest("cache_causal_alignment", out, {
-        "upper_left": output_with(case, first), "lower_right": output_with(case, None)},
-        f"probe_case {case.id}: one query over a 5-key cache with is_causal=True (so the "
-        "runner's steps pass no causal flag)")
+    out = np.asarray(_decode(torch, case, data).output, np.float64)
+    flagged = np.asarray(_decode(torch, case, data, step_causal=True).output, np.float64)
+    cell = cp.cache_alignment(
+        case, out[:, -1:], "torch.sdpa.cache: prefill F.scaled_dot_product_attention(q, k, v, "
+        "is_causal=True), then the step F.scaled_dot_product_attention(q_new, k, v) over the "
+        "grown cache, no is_causal (the users' call at T = 1: transformers/integrations/"
+        "sdpa_attention.py `is_causal = q_length > 1 and ...`)", out[:, :-1])
+    return cp.with_fact(cell, cp.flag_fact(case, flagged[:, -1:], "is_causal=True"))
