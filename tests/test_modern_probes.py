@@ -58,7 +58,25 @@ def test_rope_partial_rejects_a_whole_head_rotation():
     part, whole = mp.rope_case("half_split", rotary_dim=8), mp.rope_case("half_split")
     assert mp.rope_partial(part, lambda: output_with(part, None), "w").value == "supported"
     cell = mp.rope_partial(part, lambda: output_with(whole, None), "w")
-    assert cell.value == "refused" and "whole head" in cell.evidence
+    assert cell.value == "ignored" and "whole head" in cell.evidence  # accepted, dropped
+
+    def raises():
+        raise ValueError("rotary_dim must equal head_dim")
+    cell = mp.rope_partial(part, raises, "w")
+    assert cell.value == "refused" and "must equal head_dim" in cell.evidence
+
+
+def test_every_setting_raising_is_refused_and_no_rotation_is_ignored():
+    case = mp.rope_case("half_split")
+
+    def raises():
+        raise RuntimeError("kernel does not support rotary")
+    assert mp.rope_style(case, {"a": raises}, "w").value == "refused"
+    unrotated = output_with(mp._with_rope(case, style="none"), None)
+    assert mp.rope_style(case, {"a": lambda: unrotated}, "w").value == "ignored"
+    qk = mp.qk_norm_case("per_head")
+    cell = mp.qk_norm_scope({"a": (qk, lambda data: raises())}, "w")
+    assert cell.value == "refused" and "does not support rotary" in cell.evidence
 
 
 def test_qk_norm_scope_names_the_scope_applied():

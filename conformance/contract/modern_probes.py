@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from conformance.case.loader import Case
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import IGNORED, NA, REFUSED
 from conformance.contract.probing import closest, distances, output_with, probe_case
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import CaseData, case_data
@@ -103,7 +103,10 @@ def rope_style(case: Case, runs: dict[str, Callable[[], np.ndarray]], what: str,
             f"{k} {v:.1e}" for k, v in d.items()) + ")")
     words = set(found.values()) - {"neither", "none"}
     value = ("choosable" if {"half_split", "interleaved"} <= words
-             else words.pop() if len(words) == 1 else NA)  # NA: no setting rotates
+             else words.pop() if len(words) == 1
+             else REFUSED if not found  # every setting raised: the system's own errors
+             else IGNORED if set(found.values()) == {"none"}  # accepted, nothing rotates
+             else NA)
     return Convention("rope_style", value, f"{what}: max |output - oracle| under each "
                       f"pairing: {' | '.join(texts)}", **documented)
 
@@ -124,8 +127,9 @@ def rope_partial(case: Case, run: Callable[[], np.ndarray], what: str,
     cell = closest("rope_partial", out, cands, f"{what}: rotary_dim {r.rotary_dim} of {d}")
     if cell.value == "supported":
         return replace(cell, **documented)
-    return Convention("rope_partial", REFUSED, f"{cell.evidence}: ran, but not partially "
-                      f"rotated ({cell.value})", **documented)
+    # accepted, and the output is that of another rotation: the setting is silently dropped
+    return Convention("rope_partial", IGNORED, f"{cell.evidence}: rotary_dim accepted, but "
+                      f"not partially rotated ({cell.value})", **documented)
 
 
 def qk_norm_case(scope: str, kind: str = "rms", head_dim: int = 8) -> Case:
@@ -169,7 +173,8 @@ def qk_norm_scope(runs: dict[str, tuple[Case, Callable[[CaseData], np.ndarray]]]
         texts.append(f"{setting} ({case.attention.qk_norm.kind}): {found[setting]} (" +
                      "; ".join(f"{k} {v:.1e}" for k, v in d.items()) + ")")
     words = set(found.values()) - {"neither"}
-    value = "choosable" if len(words) == 2 else words.pop() if words else NA
+    value = ("choosable" if len(words) == 2 else words.pop() if words
+             else REFUSED if not found else NA)  # every setting raised: its own errors
     return Convention("qk_norm_scope", value, f"{what}, unit scales: max |output - oracle| "
                       f"per scope: {' | '.join(texts)}", **documented)
 
