@@ -41,6 +41,10 @@ class HFGemma2(DecodingHFRunner):
                    "`DynamicCache`)")
     features = DecodingHFRunner.features | {"window", "softcap"}
     sets_scale = True
+    scale_setting = ("Gemma2Config(query_pre_attn_scalar=1/scale**2), scaling = "
+                     f"query_pre_attn_scalar**-0.5 ({GEMMA2_SOURCE}#L221)")
+    scale_default = {"query_pre_attn_scalar": None}  # the config's default, 256
+    scale_default_value = (256 ** -0.5, "query_pre_attn_scalar=256: 256**-0.5")
     layer_types = True
     rope_source = f"{GEMMA2_SOURCE}#L131"
     partial_line = f"{GEMMA2_SOURCE}#L114"  # compute_default_rope_parameters: dim = head_dim

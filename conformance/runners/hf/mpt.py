@@ -36,6 +36,9 @@ class HFMpt(ProbedHFRunner):
     features = ProbedHFRunner.features | {"alibi"}
     probe_attention = {"alibi": True, "bias": False}
     sets_scale = True
+    scale_setting = ("MptConfig(attn_config={'softmax_scale': s}) (None: 1/sqrt(d_model / "
+                     f"n_heads), {MPT_SOURCE}#L77-L79)")
+    scale_default = {"softmax_scale": None}
 
     refusals = self_attention_refusals(
         "MptAttention", head_dim="hidden_size // n_heads", fixed_bias=(

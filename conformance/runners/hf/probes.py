@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import NA, NOT_PROBED, REFUSED
-from conformance.contract.runner import Convention, to_numpy
+from conformance.contract.axes import IGNORED, NA, NOT_PROBED, REFUSED
+from conformance.contract.runner import Convention, NotExpressible, to_numpy
 from conformance.contract.probing import (
     closest, distances, output_with, probe_case, probe_mask, refusal)
 from conformance.oracle.reference import attention
@@ -205,6 +205,49 @@ def implicit_mask(runner) -> Convention:
                       f"attention_mask: with None, {d:.1e} from the unmasked oracle")
 
 
+def scale_setting(runner) -> list[Convention]:
+    """A config field that sets the scale (`scale_setting`: Gemma2's query_pre_attn_scalar,
+    MPT's attn_config softmax_scale): a probe case with scale 1.0 run through translate and
+    run, and the module with the field left at the config's default (`scale_default`: the
+    plan's value for it), each against the oracle at 1/sqrt(d), at 1.0 and at the default
+    the config documents (`scale_default_value`).  Replaces the base softmax_scale cell, which
+    reads the runner's own setting of the field, not its default."""
+    setting = getattr(runner, "scale_setting", "")
+    if not setting:
+        return []
+    att = {"num_heads": 2, "query_features": 8, **runner.probe_attention}
+    case = probe_case("scale-setting", attention={**att, "scale": 1.0},
+                      inputs={"self_attention": True, "query_len": 3, "key_len": 3})
+    plain = probe_case("scale-setting", attention=att,
+                       inputs={"self_attention": True, "query_len": 3, "key_len": 3})
+    t = runner.translate(case)
+    if isinstance(t, NotExpressible):
+        return [Convention("softmax_scale", NOT_PROBED, f"{setting}: the runner cannot build "
+                           f"the scale-1.0 case: {t.reason}")]
+    out = runner.run(case, t, case_data(case)).output
+    default = plain.attention.qk_head_dim ** -0.5
+    d = distances(out, {"1.0": output_with(plain, None, scale=1.0),
+                        "inv_sqrt_head_dim": output_with(plain, None, scale=default)})
+    torch, mod, x = module(runner, plain)
+    mod = runner.module_for(torch, plain, {**runner.config_call(plain)[1], **runner.scale_default,
+                                           "attn_implementation": runner.attn_implementation,
+                                           "dropout": 0.0}, case_data(plain).weights)
+    with torch.no_grad():
+        own = to_numpy(runner.forward(mod, x, None)[0])
+    cands = {"inv_sqrt_head_dim": output_with(plain, None, scale=default),
+             "none": output_with(plain, None, scale=1.0)}
+    if getattr(runner, "scale_default_value", None):
+        value, label = runner.scale_default_value
+        cands[label] = output_with(plain, None, scale=value)
+    cell = closest("softmax_scale", own, cands,
+                   f"the config's default, head size {plain.attention.qk_head_dim}")
+    word = ("configurable" if d["1.0"] < NEAR else
+            IGNORED if d["inv_sqrt_head_dim"] < NEAR else NOT_PROBED)
+    return [Convention("softmax_scale", word, f"{where(runner, case)}: {setting} for scale 1.0: "
+                       f"{d['1.0']:.1e} from the scale-1.0 oracle, {d['inv_sqrt_head_dim']:.1e} "
+                       f"from 1/sqrt(d); default: {cell.value} ({cell.evidence})")]
+
+
 def hf_cells(runner) -> list[Convention]:
     from conformance.runners.hf.modern_probes import modern_cells
 
@@ -221,8 +264,9 @@ class ProbedHFRunner(HFRunner):
         return hf_cells(self)
 
     def conventions(self):
-        """The cells of HFRunner.conventions, the cache axes probed (cache_probes.py)."""
+        """The cells of HFRunner.conventions, the cache axes probed (cache_probes.py) and
+        a scale config field's softmax_scale (scale_setting)."""
         from conformance.contract.cache_probes import override
         from conformance.runners.hf.cache_probes import cache_cells
 
-        return override(super().conventions(), cache_cells(self))
+        return override(super().conventions(), cache_cells(self) + scale_setting(self))
