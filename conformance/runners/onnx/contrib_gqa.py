@@ -295,6 +295,10 @@ class OnnxContribGQA(Runner):
                    "returns no attention weights (qk_output not requested)"],
             extras=extras, graphs={"com.microsoft.GroupQueryAttention": acc})
 
+    def graph(self, case, data, plan: GqaPlan, decode: bool = False):
+        """(model, feed): the graph `run` builds, for probes that run it in another way."""
+        return build_model(case, data, plan, decode)
+
     def conventions(self):
         from conformance.runners.onnx.gqa_probes import gqa_cells
 

@@ -156,10 +156,9 @@ def refusal_cells(runner) -> list[Convention]:
 
     from conformance.oracle.canonical import case_data
     from conformance.runners._export.onnx_runtime import ort_session, tried
-    from conformance.runners.onnx.contrib_gqa import build_model
 
     case = _small("refusals")
-    model, feed = build_model(case, case_data(case), runner.translate(case).plan)
+    model, feed = runner.graph(case, case_data(case), runner.translate(case).plan)
     session = ort_session(model.SerializeToString(), "GroupQueryAttention probe graph")
     rankless = onnx.ModelProto.FromString(model.SerializeToString())
     rankless.graph.input[0].type.tensor_type.ClearField("shape")  # the node sees 2-D
