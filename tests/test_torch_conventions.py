@@ -17,8 +17,11 @@ EXPECTED = {
                "float_mask": "added", "causal_flag": "hint_only", "input_layout":
                "sequence_first", "returned_weights": "head_averaged", "weights_dropout":
                "post_dropout", "mixed_dtype": "refused", "unbatched_input": "accepted"},
-    TorchMHAFastPath: {"causal_flag": "ignored", "float_mask": "not_applicable",
-                       "attn_mask_polarity": "true_blocks"},
+    # the fast path's own declines (why_not_fast_path) are its refusals; is_causal alone
+    # leaves its output unmasked (ignored)
+    TorchMHAFastPath: {"causal_flag": "ignored", "float_mask": "refused",
+                       "unbatched_input": "refused", "weights_dropout": "refused",
+                       "dropout": "never", "attn_mask_polarity": "true_blocks"},
     TorchSDPA: {"attn_mask_polarity": "true_attends", "key_padding_polarity": "not_applicable",
                 "float_mask": "added", "causal_flag": "upper_left", "dropout": "always",
                 "softmax_scale": "configurable"},
@@ -28,7 +31,7 @@ EXPECTED = {
 def _check(cells, expected):
     by_axis = {c.axis: c for c in cells}
     for c in cells:
-        vocab = BY_ID[c.axis].vocabulary
+        vocab = BY_ID[c.axis].words  # its own words and the universal ones
         assert vocab is None or c.value in vocab, (c.axis, c.value)
         assert c.evidence
     for axis, word in expected.items():
@@ -40,9 +43,32 @@ def test_torch_probes(cls):
     _check(cls().conventions(), EXPECTED[cls])
 
 
-def test_no_weights_causal_hint_replaces_the_mask():
+def test_no_weights_causal_hint_depends_on_key_padding():
+    # need_weights=False: the flag replaces the attn_mask (SDPA, upper left) unless a
+    # key_padding_mask is passed, which turns the hint off (the mask is read)
     cells = TorchMHA(need_weights=False).conventions()
-    _check(cells, {"causal_flag": "upper_left", "returned_weights": "none"})
+    _check(cells, {"causal_flag": "depends", "returned_weights": "none"})
+    ev = next(c for c in cells if c.axis == "causal_flag").evidence
+    assert "without key_padding_mask: upper_left" in ev and ": hint_only (" in ev
+
+
+def test_fast_causal_rejects_a_planted_flag_that_applies():
+    import torch
+
+    from conformance.contract.probing import output_with
+    from conformance.oracle.canonical import causal_mask
+    from conformance.runners.torch import mha_probes as mp
+
+    p = mp._Probe(torch, "fast", False)
+    case = p.case("causal-hint")
+    i = case.inputs
+    with_mask = mp.Convention("causal_flag", "hint_only", "x: mask figures")
+    p.engaged.append(True)
+    unmasked = output_with(case, None)
+    causal = output_with(case, causal_mask(i.query_len, i.key_len, "upper_left"))
+    assert mp._fast_causal(p, case, with_mask, unmasked).value == "ignored"
+    planted = mp._fast_causal(p, case, with_mask, causal)  # the flag applied: T = S hides it
+    assert planted.value == "not_probed" and "cannot show" in planted.evidence
 
 
 @pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="no onnxruntime")

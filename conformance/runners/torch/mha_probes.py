@@ -15,10 +15,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import DEPENDS, IGNORED, NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention, to_numpy
 from conformance.contract.probing import (
-    causal_candidates, closest, output_with, probe_case, probe_mask, refusal)
+    causal_candidates, closest, distances, output_with, probe_case, probe_mask, refusal)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.torch.common import fast_call
@@ -28,6 +28,22 @@ from conformance.runners._export.torch_mha import (
 
 DOC = {"documented_source": MHA_DOC}
 SELF = {"self_attention": True, "query_len": 5, "key_len": 5}
+# torch's own reasons for declining the fast path (`why_not_fast_path` in
+# MultiheadAttention.forward, torch/nn/modules/activation.py, torch 2.13 lines 1326-1395):
+# no error is raised, forward falls back to the ordinary path, so a fast-path cell that
+# needs one of these is the fast path's refusal, quoted (as the runner's refusals cell
+# counts the rows that fall back)
+DECLINES = {"float_mask": "floating-point masks are not supported for fast path.",
+            "unbatched": "input not batched; expected query.dim() of 3 but got 2",
+            "training": "training is enabled"}
+
+
+def declined(axis: str, why: str, what: str, then: str) -> Convention:
+    """A fast-path cell torch declines: `refused`, quoting torch's reason, and what the
+    ordinary path it falls back to does instead (`then`)."""
+    return Convention(axis, REFUSED, f"{what}: torch declines the fast path "
+                      f"(why_not_fast_path: '{DECLINES[why]}'), no error raised; forward "
+                      f"falls back to the ordinary path: {then}")
 
 
 class _Probe:
@@ -83,9 +99,8 @@ def _masks(p: _Probe) -> list[Convention]:
     fm = float_mask_cell(case, lambda m: attn(m.astype(np.float32)), "", documented="added",
                          **DOC)
     if p.mode == "fast" and not p.engaged[-1]:
-        fm = Convention("float_mask", NA, p.where(case.id) + ": torch declines the fast path "
-                        "for float masks ('floating-point masks are not supported for fast "
-                        f"path.'); the fallback's reading: {fm.value}{fm.evidence}")
+        fm = declined("float_mask", "float_mask", p.where(f"{case.id} float attn_mask"),
+                      f"{fm.value}{fm.evidence}")
     cells.append(replace(fm, evidence=p.where(f"{case.id} float attn_mask") + fm.evidence)
                  if not fm.evidence.startswith("probe_case") else fm)
     return cells
@@ -93,26 +108,66 @@ def _masks(p: _Probe) -> list[Convention]:
 
 def _causal(p: _Probe) -> Convention:
     """is_causal=True beside a non-causal attn_mask: does the output follow the mask
-    (hint_only; ignored on the fast path, which never reads is_causal) or the flag?"""
+    (hint_only) or the flag (an alignment)?  The ordinary path is read without and with
+    a key_padding_mask (F.multi_head_attention_forward, torch/nn/functional.py 6817-6836:
+    with need_weights=False and no key_padding_mask the flag replaces the attn_mask and
+    goes to SDPA; a key_padding_mask turns the hint off); the fast path (T = S) with the
+    mask and alone, where an output that stays unmasked means the flag is `ignored`."""
     torch = p.torch
     case = p.case("causal-hint")
     mha, args = probe_mha(torch, case)
     m = probe_mask(case)
-    out, _ = p.call(mha, args, attn_mask=per_head(torch, case, ~m), is_causal=True)
-    i = case.inputs
-    cands = {"ignored" if p.mode == "fast" else "hint_only": output_with(case, m),
+    cands = {"hint_only": output_with(case, m),
              **{k: v for k, v in causal_candidates(case).items() if k != "ignored"}}
-    cell = closest("causal_flag", out, cands, p.where(f"{case.id} is_causal=True with a "
-                                                      "non-causal attn_mask (B*H, T, S)"),
-                   documented="hint_only", **DOC)
+    label = f"{case.id} is_causal=True with a non-causal attn_mask (B*H, T, S)"
+    out, _ = p.call(mha, args, attn_mask=per_head(torch, case, ~m), is_causal=True)
+    cell = closest("causal_flag", out, cands, p.where(label), documented="hint_only", **DOC)
     try:
-        p.call(mha, args, is_causal=True)
-        alone = "is_causal=True without attn_mask runs"
+        alone, _ = p.call(mha, args, is_causal=True)
     except Exception as exc:  # the ordinary path requires the mask beside the hint
         alone = f"without attn_mask: {type(exc).__name__}: {str(exc)[:90]}"
-    if i.query_len == i.key_len:
-        alone += " (T = S: the two alignments coincide)"
-    return replace(cell, evidence=f"{cell.evidence}; {alone}")
+    if p.mode == "fast":
+        return _fast_causal(p, case, cell, alone)
+    kpm = torch.zeros(case.inputs.batch, case.inputs.key_len, dtype=torch.bool)
+    out_k, _ = p.call(mha, args, attn_mask=per_head(torch, case, ~m), is_causal=True,
+                      key_padding_mask=kpm)
+    with_kpm = closest("causal_flag", out_k, cands, "with an all-False key_padding_mask "
+                       "(B, S)")
+    tail = alone if isinstance(alone, str) else "is_causal=True without attn_mask runs"
+    if with_kpm.value == cell.value:
+        return replace(cell, evidence=f"{cell.evidence}; {with_kpm.evidence}; {tail}")
+    return Convention("causal_flag", DEPENDS, f"{p.where(case.id)}, is_causal=True with a "
+                      f"non-causal attn_mask (B*H, T, S): without key_padding_mask: "
+                      f"{cell.value} ({cell.evidence.split(': ', 1)[1]}) | "
+                      f"{with_kpm.evidence.split(':', 1)[0]}: {with_kpm.value} "
+                      f"({with_kpm.evidence.split(': ', 1)[1]}); {tail}", documented="hint_only",
+                      **DOC)
+
+
+def _fast_causal(p: _Probe, case, with_mask: Convention, alone) -> Convention:
+    """The fast path never reads is_causal (merge_masks gets attn_mask and
+    key_padding_mask only): with the mask the output follows the mask, alone it stays
+    unmasked.  Self-attention only (T = S), so an applied flag's alignment cannot show."""
+    from conformance.oracle.canonical import causal_mask
+
+    i = case.inputs
+    if isinstance(alone, str):  # refused alone: the mask is all the path reads
+        return replace(with_mask, evidence=f"{with_mask.evidence}; {alone}")
+    ran = p.engaged[-1]
+    d = distances(alone, {"ignored": output_with(case, None), "applied": output_with(
+        case, causal_mask(i.query_len, i.key_len, "upper_left"))})
+    figures = (f"{p.where(case.id)}: is_causal=True without attn_mask, T = S = {i.query_len}: "
+               f"output {d['ignored']:.1e} from the unmasked oracle, {d['applied']:.1e} from "
+               f"the causal one; with a non-causal attn_mask it follows the mask: "
+               f"{with_mask.evidence.split(': ', 1)[1]}")
+    if ran and d["ignored"] < 1e-3 <= d["applied"]:
+        return Convention("causal_flag", IGNORED, f"is_causal=True accepted and dropped: "
+                          f"{figures}", documented="hint_only", **DOC)
+    if ran and d["applied"] < 1e-3:
+        return Convention("causal_flag", NOT_PROBED, f"the flag applies, but the fast path "
+                          f"needs self-attention (T = S), so its alignment cannot show: "
+                          f"{figures}", documented="hint_only", **DOC)
+    return replace(with_mask, evidence=f"{with_mask.evidence}; alone: {figures}")
 
 
 def _layout(p: _Probe) -> list[Convention]:
@@ -143,9 +198,8 @@ def _unbatched(p: _Probe, case) -> Convention:
         return refusal("unbatched_input", exc, p.where(case.id))
     d = float(np.max(np.abs(out - output_with(case, None)[0])))
     if p.mode == "fast" and not p.engaged[-1]:
-        return Convention("unbatched_input", NA, f"{p.where(case.id)}: (T, E) input declines "
-                          "the fast path ('input not batched; expected query.dim() of 3'); the "
-                          f"ordinary path accepts it: output {out.shape}, {d:.1e} from the oracle")
+        return declined("unbatched_input", "unbatched", f"{p.where(case.id)} (T, E) input",
+                        f"accepted, output {out.shape}, {d:.1e} from the oracle item 0")
     return Convention("unbatched_input", "accepted", f"{p.where(case.id)} (T, E) input: output "
                       f"{out.shape}, max |output - oracle item 0| {d:.1e}", documented="accepted",
                       **DOC)
@@ -201,12 +255,7 @@ def _dropout(p: _Probe, case) -> list[Convention]:
     mha, args = probe_mha(torch, case, dropout=0.5)
     torch.manual_seed(0)
     if p.mode == "fast":
-        out, _ = p.call(mha, args)
-        d = _ledger.matches(case, out)
-        return [Convention("weights_dropout", NA, f"{p.where(case.id)}: the fast path runs only "
-                           "with training off ('training is enabled' declines it)"),
-                Convention("dropout", "never", f"{p.where(case.id)}, dropout=0.5: output "
-                           f"{d:.1e} from the undropped oracle (the path needs eval)")]
+        return _fast_dropout(p, case, mha, args)
     mha.eval()
     with torch.no_grad():
         evald = _ledger.matches(case, to_numpy(mha(*args, need_weights=False)[0]))
@@ -214,15 +263,47 @@ def _dropout(p: _Probe, case) -> list[Convention]:
     trained = _ledger.matches(case, out)
     drop = Convention("dropout", "training_flag", f"{p.where(case.id)}, dropout=0.5, seed 0: "
                       f"max |output - oracle| eval {evald:.1e}, train {trained:.1e}")
-    if w is None:
+    if w is None:  # the runner's call: forward(..., need_weights=False) -> (output, None)
         return [Convention("weights_dropout", NA, f"{p.where(case.id)}: need_weights=False "
                            "returns no weights"), drop]
+    return [_weights_cell(w, f"{p.where(case.id)}, dropout=0.5, train, seed 0"), drop]
+
+
+def _weights_cell(w, what: str) -> Convention:
+    """Returned weights under dropout: rows that no longer sum to one were dropped."""
     sums = w.double().sum(-1)
     dev = float((sums - 1).abs().max())
     word = "post_dropout" if dev > 1e-6 else "pre_dropout"
-    return [Convention("weights_dropout", word, f"{p.where(case.id)}, dropout=0.5, train, "
-                       f"seed 0: returned weights' row sums span {float(sums.min()):.3f}.."
-                       f"{float(sums.max()):.3f} (max |sum - 1| {dev:.2f})"), drop]
+    return Convention("weights_dropout", word, f"{what}: returned weights' row sums span "
+                      f"{float(sums.min()):.3f}..{float(sums.max()):.3f} (max |sum - 1| "
+                      f"{dev:.2f})")
+
+
+def _fast_dropout(p: _Probe, case, mha, args) -> list[Convention]:
+    """dropout=0.5 on the fast path: eval (the path runs, does it drop?) and train (torch
+    declines the path: 'training is enabled'; the fallback's weights are quoted)."""
+    torch = p.torch
+    what = f"probe_case {case.id}, dropout=0.5, inference_mode, need_weights=True"
+    mha.eval()
+    out, _, ran_eval = fast_call(torch, mha, args, need_weights=True)
+    evald = _ledger.matches(case, to_numpy(out))
+    mha.train()
+    torch.manual_seed(0)
+    out_t, w, ran_train = fast_call(torch, mha, args, need_weights=True)
+    trained = _ledger.matches(case, to_numpy(out_t))
+    p.engaged.append(ran_train)
+    runs = (f"eval: fast path ran {ran_eval}, output {evald:.1e} from the undropped oracle; "
+            f"train, seed 0: fast path ran {ran_train}, output {trained:.1e}")
+    if ran_train:  # a torch whose fast path runs in training: read it
+        weights = _weights_cell(w, f"{what}, train, seed 0 [fast path ran]")
+        word = "training_flag" if trained > 1e-3 > evald else ("always" if evald > 1e-3
+                                                               else IGNORED)
+    else:
+        weights = declined("weights_dropout", "training", f"{what}, train", "its "
+                           f"{_weights_cell(w, 'weights').evidence}")
+        # the path itself runs only in eval, where it does not drop: dropout never applies
+        word = "never" if ran_eval and evald < 1e-3 else ("always" if ran_eval else NOT_PROBED)
+    return [weights, Convention("dropout", word, f"{what}: {runs}")]
 
 
 def _mixed(p: _Probe) -> Convention:
