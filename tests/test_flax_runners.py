@@ -54,7 +54,7 @@ def test_conventions_use_the_vocabulary():
     by = {c.axis: c.value for c in cells}
     assert by["size_arguments"] == "total_over_heads" and by["attn_mask_polarity"] == "true_attends"
     for c in cells:
-        vocab = BY_ID[c.axis].vocabulary
+        vocab = BY_ID[c.axis].words  # its own words and the universal ones
         assert vocab is None or c.value in vocab, (c.axis, c.value)
 
 

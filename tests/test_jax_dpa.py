@@ -107,3 +107,24 @@ def test_fill_reaches_the_bias():
         case = _case(**{**sections, "mask": {**sections["mask"], "fill": fill}})
         out = r.run(case, r.translate(case), case_data(case)).output
         assert bool(np.isfinite(out[:, 1]).all()) is finite
+
+
+def test_mixed_dtype_depends_on_x64_and_scale_precision_is_not_probed(monkeypatch):
+    """x64 off (the runner's setting): float64 NumPy q becomes float32 before the call;
+    under jax.enable_x64(True) the function refuses it (its own dtype check): depends,
+    each condition quoted.  The scale's rounding hides under the float32 softmax:
+    not_probed.  A planted function that casts in both settings gives one word."""
+    from conformance.contract.probing import probe_case
+    from conformance.runners.flax import dpa_probes
+
+    cells = {c.axis: c for c in dpa_probes._dtype_cells(probe_case("dpa"))}
+    mixed = cells["mixed_dtype"]
+    assert mixed.value == "depends", mixed.evidence
+    assert "cast_to_layer: jax_enable_x64=False" in mixed.evidence
+    assert "refused: jax_enable_x64=True: ValueError" in mixed.evidence
+    assert cells["scale_precision"].value == "not_probed"
+    assert "gap" in cells["scale_precision"].evidence
+    planted = dpa_probes.Convention("mixed_dtype", "cast_to_layer", "planted")
+    monkeypatch.setattr(dpa_probes, "_mixed", lambda *a: planted)
+    again = {c.axis: c for c in dpa_probes._dtype_cells(probe_case("dpa"))}
+    assert again["mixed_dtype"].value == "cast_to_layer"

@@ -73,6 +73,39 @@ def test_sdpa_row_rejects_a_planted_rope_style():
     assert np.max(np.abs(obs.output - attention(case).output)) > 1e-3
 
 
+def test_scale_precision_not_probed_under_a_float32_softmax():
+    """Planted float64 outputs: the exact scale -> float64, the float32-rounded one ->
+    float32_rounded, a float32-softmax blur (1e-7) -> not_probed, not not_applicable."""
+    from conformance.contract.probing import output_with
+    from conformance.runners.mlx import probes
+
+    case = probe_case("mlx-64", attention={"num_heads": 2, "query_features": 6},
+                      inputs={"dtype": "float64"})  # d_k = 3: 1/sqrt(3) rounds in float32
+    s32 = float(np.float32(1 / np.sqrt(case.attention.qk_head_dim)))
+    for out, word in [(output_with(case, None), "float64"),
+                      (output_with(case, None, scale=s32), "float32_rounded"),
+                      (output_with(case, None) + 1e-7, "not_probed")]:
+        arr = mlx.array(out, dtype=mlx.float64)
+        assert probes.scale_precision(case, lambda: arr, "planted").value == word
+
+
+def test_rope_partial_names_a_dropped_dims_ignored(monkeypatch):
+    """mx.fast.rope(dims=4) planted to rotate all 8 dimensions: `ignored` (dims accepted,
+    output unmoved from the full rotation), not `refused` (no error was raised)."""
+    from conformance.runners.mlx import probes
+
+    real = probes.sdpa_fwd
+
+    def fake(case, data=None):
+        fwd = real(case, data)
+        return lambda **kw: fwd(**{**kw, "rope": (8,) + tuple(kw["rope"][1:])}) if \
+            kw.get("rope", (8,))[0] == 4 else fwd(**kw)
+
+    monkeypatch.setattr(probes, "sdpa_fwd", fake)
+    style, partial = probes.rope_cells()
+    assert partial.value == "ignored", partial.evidence
+
+
 def test_mha_loads_and_refuses_grouped_heads():
     from conformance.runners.mlx.mha import MlxMHA
 

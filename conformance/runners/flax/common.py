@@ -175,7 +175,8 @@ def common_cells(runner, call, what: str) -> list[Convention]:
         cells.append(refusal("unbatched_input", exc, f"{what} on a 2-D input"))
     evald = _ledger.matches(case, call(case, dropout=0.5, deterministic=True))
     trained = _ledger.matches(case, call(case, dropout=0.5, deterministic=False))
-    cells.append(Convention("dropout", "training_flag" if trained > 1e-3 > evald else "never",
+    cells.append(Convention("dropout", "training_flag" if trained > 1e-3 > evald else (
+        "always" if evald > 1e-3 else "ignored"),  # ignored: dropout_rate accepted, no effect
                             f"dropout_rate=0.5: deterministic=True {evald:.1e} from the oracle, "
                             f"deterministic=False {trained:.1e} (the call's deterministic flag)"))
     return cells

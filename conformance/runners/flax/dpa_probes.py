@@ -14,7 +14,7 @@ import numpy as np
 
 from conformance.contract import cache_probes as cp
 from conformance.contract import probe_cells as _ledger
-from conformance.contract.axes import NA
+from conformance.contract.axes import DEPENDS, NA, NOT_PROBED
 from conformance.contract.probing import (
     causal_candidates, closest, distances, feature_cells, output_with, probe_case, probe_mask,
     refusal)
@@ -152,25 +152,72 @@ def _flag_cells(case) -> list[Convention]:
 
 
 def _dtype_cells(case) -> list[Convention]:
+    """float64 q with float32 k, v, and the scale in float64: read in the runner's setting
+    (jax_enable_x64 off, JAX's default, where float64 NumPy becomes float32 before the
+    call) and inside jax.enable_x64(True), where the function sees the float64 array."""
     import jax
-    import jax.numpy as jnp
 
     fwd, (q, k, v) = forward(case)
     what = f"probe_case {case.id}"
     x64 = jax.config.jax_enable_x64
     q64 = np.asarray(q, np.float64)
+    seen = {}
+    for on in sorted({x64, True}):
+        with jax.enable_x64(on):
+            seen[on] = _mixed(q64, np.asarray(k), np.asarray(v), f"jax_enable_x64={on}")
+    words = {c.value for c in seen.values()}
+    figures = " | ".join(f"{c.value}: {c.evidence}" for c in seen.values())
+    mixed = Convention("mixed_dtype", words.pop() if len(words) == 1 else DEPENDS,
+                       f"{what}: float64 NumPy q with float32 k, v: {figures}", **DOCUMENTED)
+    if x64:
+        return [mixed]
+    c64 = probe_case("scale-precision", attention={"num_heads": 2, "query_features": 6},
+                     inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
+    out = _float64_run(c64)
+    s32 = float(np.float32(1 / np.sqrt(c64.attention.qk_head_dim)))
+    d = distances(out, {"float64": output_with(c64, None),
+                        "float32_rounded": output_with(c64, None, scale=s32)})
+    gap = float(np.max(np.abs(output_with(c64, None) - output_with(c64, None, scale=s32))))
+    # a measurement limit, not a word of the function: no float64 array exists in the
+    # runner's setting, and under enable_x64 the softmax is float32 ('Softmax and it is
+    # always carried out in fp32', jax/_src/nn/functions.py, jax 0.10.2 line 969)
+    scale = Convention("scale_precision", NOT_PROBED, f"jax_enable_x64={x64} (JAX's default, "
+                       "this runner's setting): no float64 array exists to round a scale in "
+                       f"(float64 NumPy becomes float32); {c64.id} under jax.enable_x64(True): "
+                       + "; ".join(f"{n} {v:.1e}" for n, v in d.items()) + f", gap {gap:.1e}: "
+                       "the float32 softmax hides the scale's rounding", **DOCUMENTED)
+    return [mixed, scale]
+
+
+def _float64_run(case) -> np.ndarray:
+    """`case` projected and attended in float64 inside jax.enable_x64(True)."""
+    import jax
+    import jax.numpy as jnp
+
+    from conformance.runners.flax.common import heads_out, project
+
+    d = case_data(case)
+    with jax.enable_x64(True):
+        w = {n: jnp.asarray(a, jnp.float64) for n, a in d.weights.arrays().items()}
+        q, k, v = (project(jnp, jnp.asarray(getattr(d.inputs, n), jnp.float64), w[wn],
+                           w.get(bn)) for n, wn, bn in (("query", "wq", "bq"),
+                                                        ("key", "wk", "bk"), ("value", "wv", "bv")))
+        return np.asarray(to_numpy(heads_out(jnp, jax.nn.dot_product_attention(q, k, v), w)),
+                          np.float64)
+
+
+def _mixed(q64, k, v, what: str) -> Convention:
+    import jax
+    import jax.numpy as jnp
+
     try:
         out = jax.nn.dot_product_attention(q64, k, v)
-        mixed = Convention("mixed_dtype", "promoted" if out.dtype == jnp.float64 else
-                           "cast_to_layer", f"{what}: float64 NumPy q with float32 k, v "
-                           f"(jax_enable_x64={x64}): output {out.dtype}")
-    except Exception as exc:
-        mixed = refusal("mixed_dtype", exc, f"{what}: float64 q with float32 k and v "
-                        f"(jax_enable_x64={x64})")
-    scale = Convention("scale_precision", NA, f"jax_enable_x64={x64} (JAX's default): no "
-                       "float64 array exists to round a scale in (float64 NumPy becomes "
-                       "float32)") if not x64 else None
-    return [mixed] + ([scale] if scale else [])
+    except Exception as exc:  # the function's own dtype check
+        return refusal("mixed_dtype", exc, what)
+    return Convention("mixed_dtype", "promoted" if out.dtype == jnp.float64 else
+                      "cast_to_layer", f"{what}: output {out.dtype}" + (
+                          "" if jax.config.jax_enable_x64 else " (the float64 NumPy q is "
+                          "stored as float32 before the call)"))
 
 
 def kv_mapping_cell() -> Convention:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import NA
+from conformance.contract.axes import NA, NOT_PROBED
 from conformance.contract.runner import Convention, to_numpy
 from conformance.contract.probing import (
     causal_candidates, closest, output_with, probe_case, refusal)
@@ -110,7 +110,7 @@ def scale_precision(api: str) -> Convention:
     try:
         out, _ = run(api, case, dtype="float64")
     except Exception as exc:
-        return refusal("scale_precision", exc, f"{api} with dtype=float64", value=NA)
+        return refusal("scale_precision", exc, f"{api} with dtype=float64")
     d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
     if str(out.dtype) == "float64":  # x64 on: a float64 layer, whose scale can be read
         from conformance.contract.probing import closest
@@ -124,14 +124,20 @@ def scale_precision(api: str) -> Convention:
         if d < gap / 2 or cell.value == "float32_rounded" and \
                 float(np.max(np.abs(to_numpy(out) - cands["float32_rounded"]))) < gap / 2:
             return cell
-        return Convention("scale_precision", NA, f"{cell.evidence}: both readings farther "
-                          f"than their gap {gap:.1e}: the layer is below float64 elsewhere, "
-                          "so the scale's rounding cannot show")
-    return Convention("scale_precision", NA, f"{api} on {case.id} with dtype=param_dtype="
-                      f"jnp.float64 and float64 inputs, jax_enable_x64="
-                      f"{jax.config.jax_enable_x64} (the suite's default): output "
-                      f"{out.dtype}, {d:.1e} from the float64 oracle: no float64 layer exists "
-                      "to round a scale in")
+        # a measurement limit, not the layer's word: nnx without dropout calls
+        # jax.nn.dot_product_attention, whose softmax is float32 ('Softmax and it is always
+        # carried out in fp32', jax/_src/nn/functions.py, jax 0.10.2 line 969)
+        return Convention("scale_precision", NOT_PROBED, f"{cell.evidence}: both readings "
+                          f"farther than their gap {gap:.1e}: the layer is below float64 "
+                          "elsewhere (see float64_compute), so the scale's rounding cannot "
+                          "show")
+    # x64 off (this runner's setting, JAX's default): the float64 layer the probe needs
+    # cannot be built here (the .x64 runner measures it), a harness limit
+    return Convention("scale_precision", NOT_PROBED, f"{api} on {case.id} with dtype="
+                      f"param_dtype=jnp.float64 and float64 inputs, jax_enable_x64="
+                      f"{jax.config.jax_enable_x64} (this runner's setting): output "
+                      f"{out.dtype}, {d:.1e} from the float64 oracle: no float64 layer to read "
+                      "a scale in (the .x64 runner of this layer measures it)")
 
 
 def float64_compute(api: str) -> Convention:
@@ -164,10 +170,12 @@ def mixed_dtype(api: str) -> Convention:
         return refusal("mixed_dtype", exc, what)
     d = float(np.max(np.abs(to_numpy(out) - output_with(case, None))))
     word = "promoted" if str(out.dtype) == "float64" else "cast_to_layer"
+    how = ("the layer's promote_dtype casts the float64 inputs to its dtype=float32" if
+           jax.config.jax_enable_x64 else "JAX stores the float64 NumPy inputs as float32 "
+           "before the layer sees them; with x64 on the layer's promote_dtype casts them to "
+           "its dtype (the .x64 runner)")
     return Convention("mixed_dtype", word, f"{what}: output {out.dtype}, {d:.1e} from the "
-                      f"oracle (the layer's dtype= is the computation dtype; "
-                      f"jax_enable_x64={jax.config.jax_enable_x64}: with x64 off JAX also "
-                      "stores float64 input as float32)")
+                      f"oracle (jax_enable_x64={jax.config.jax_enable_x64}: {how})")
 
 
 def implicit_mask(api: str) -> Convention:

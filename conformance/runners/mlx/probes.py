@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract import probe_cells as _ledger
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import IGNORED, NA, NOT_PROBED
 from conformance.contract.probing import (
     causal_candidates, closest, distances, feature_cells, nearest, output_with, probe_case,
     refusal)
@@ -92,14 +92,16 @@ def mask_cells(case, fwd, what: str) -> list[Convention]:
 
 
 def scale_precision(case, run64, what: str) -> Convention:
-    """A float64 call: the cell is not_applicable where MLX answers in float32."""
+    """A float64 call against the exact and the float32-rounded scale; `not_probed` where
+    the float32 softmax ('performed in float32 regardless of the input precision', its
+    docstring) leaves neither reading within 1e-12: a measurement limit, not MLX's word."""
     try:
         out = run64()
     except Exception as exc:
-        return refusal("scale_precision", exc, f"{what} in float64", value=NA)
+        return refusal("scale_precision", exc, f"{what} in float64")
     held = held_dtype(out)
     if held != "float64":
-        return Convention("scale_precision", NA, f"{what} with float64 arrays answers "
+        return Convention("scale_precision", NOT_PROBED, f"{what} with float64 arrays answers "
                           f"{held} ('the softmax operation is performed in float32 "
                           "regardless of the input precision'): no float64 scale to round")
     mx, _ = import_mlx()
@@ -109,8 +111,9 @@ def scale_precision(case, run64, what: str) -> Convention:
         "float32_rounded": output_with(case, None, scale=float(np.float32(exact)))})
     cell = nearest("scale_precision", d, f"{what}, float64 arrays, output {held}")
     if min(d.values()) > 1e-12:  # the float32 softmax hides a scale's rounding
-        return Convention("scale_precision", NA, f"{cell.evidence}; neither within 1e-12: the "
-                          "softmax runs in float32 ('regardless of the input precision'), so "
+        return Convention("scale_precision", NOT_PROBED, f"{cell.evidence}; neither within "
+                          "1e-12: the softmax runs in float32 ('regardless of the input "
+                          "precision'), so "
                           "the scale's rounding is not separable (see float64_compute)")
     return cell
 
@@ -152,9 +155,9 @@ def rope_cells() -> list[Convention]:
     full = attention(replace(part, attention=replace(part.attention, rope=replace(
         part.attention.rope, rotary_dim=8)))).output
     partial = closest("rope_partial", got, {"supported": attention(part).output,
-                                            REFUSED: full},
-                      "mx.fast.rope(x, dims=4) on head dim 8 (refused stands for 'all 8 "
-                      "rotate')", documented="supported", documented_source=DOCS_ROPE)
+                                            IGNORED: full},
+                      "mx.fast.rope(x, dims=4) on head dim 8 (ignored: dims=4 accepted, all 8 "
+                      "rotate)", documented="supported", documented_source=DOCS_ROPE)
     return [style, partial]
 
 
