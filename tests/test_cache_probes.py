@@ -117,10 +117,12 @@ def test_window_readings_are_told_apart(left, right, word):
     assert cell.value == word
 
 
-def test_a_window_that_is_ignored_is_not_applicable():
+def test_a_window_accepted_and_not_applied_is_ignored():
+    """The probe passes the window number: a system that takes it and masks nothing has
+    silently dropped it (ignored), which is not a system without the argument."""
     case = cp.window_case()
     cell = cp.window_width(3, {"stand-in": (case, lambda: _attend(case, None))}, "ignored")
-    assert cell.value == "not_applicable"
+    assert cell.value == "ignored" and "accepted" in cell.evidence
 
 
 def test_softcap_after_the_mask_is_named_so():
@@ -133,7 +135,7 @@ def test_softcap_after_the_mask_is_named_so():
     assert cp.softcap_order(case, 1.0, add, after, "s").value == "after_mask"
     assert cp.softcap_order(case, 1.0, add, before, "s").value == "before_mask"
     plain = _attend(case, None, add=add)  # the softcap setting ignored
-    assert cp.softcap_order(case, 1.0, add, plain, "s").value == "not_applicable"
+    assert cp.softcap_order(case, 1.0, add, plain, "s").value == "ignored"
 
 
 def test_override_replaces_in_place():

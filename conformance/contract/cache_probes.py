@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from conformance.case.loader import Case
-from conformance.contract.axes import NA
+from conformance.contract.axes import IGNORED
 from conformance.contract.probing import closest, distances, output_with, probe_case
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
@@ -148,8 +148,10 @@ def window_width(w: int, runs: dict[str, tuple[Case, Callable[[], np.ndarray]]],
         cells.append(closest("window_width", run(), window_candidates(case, w),
                              f"{setting}", **documented))
     texts = " | ".join(c.evidence for c in cells)
-    value = cells[0].value if cells[0].value != "no window" else NA
-    return Convention("window_width", value, f"{what}: {texts}", **documented)
+    if cells[0].value == "no window":  # the number was accepted and masks nothing
+        return Convention("window_width", IGNORED, f"{what}: accepted, the output is the "
+                          f"unwindowed one: {texts}", **documented)
+    return Convention("window_width", cells[0].value, f"{what}: {texts}", **documented)
 
 
 # ---- softcap order
@@ -179,4 +181,7 @@ def softcap_order(case: Case, cap: float, add: np.ndarray, out: np.ndarray, what
                   **documented) -> Convention:
     cell = closest("softcap_order", out, softcap_order_candidates(case, cap, add),
                    f"{what}: softcap={cap}, finite float mask 0 / {add.min():g}", **documented)
-    return cell if cell.value != "no softcap" else replace(cell, value=NA)
+    if cell.value == "no softcap":  # the cap was accepted and the scores are uncapped
+        return replace(cell, value=IGNORED, evidence=f"{cell.evidence}: accepted, the output "
+                       "is the uncapped one")
+    return cell
