@@ -128,3 +128,24 @@ def test_mixed_dtype_depends_on_x64_and_scale_precision_is_not_probed(monkeypatc
     monkeypatch.setattr(dpa_probes, "_mixed", lambda *a: planted)
     again = {c.axis: c for c in dpa_probes._dtype_cells(probe_case("dpa"))}
     assert again["mixed_dtype"].value == "cast_to_layer"
+
+
+def test_key_value_lengths_planted_as_dropped_read_ignored(monkeypatch):
+    """key_value_seq_lengths read as lengths; a planted function that accepts and drops
+    them (the output of no padding) is `ignored`, not not_applicable."""
+    from conformance.contract.probing import probe_case
+    from conformance.runners.flax import dpa_probes
+
+    case = probe_case("dpa")
+    cell = next(c for c in dpa_probes._mask_cells(case) if c.axis == "key_padding_polarity")
+    assert cell.value == "lengths", cell.evidence
+    real = dpa_probes.forward
+
+    def dropping(c, *a, **k):
+        fwd, qkv = real(c, *a, **k)
+        return (lambda **kw: fwd(**{n: v for n, v in kw.items()
+                                    if n != "key_value_seq_lengths"})), qkv
+
+    monkeypatch.setattr(dpa_probes, "forward", dropping)
+    cell = next(c for c in dpa_probes._mask_cells(case) if c.axis == "key_padding_polarity")
+    assert cell.value == "ignored", cell.evidence

@@ -14,7 +14,7 @@ import numpy as np
 
 from conformance.contract import cache_probes as cp
 from conformance.contract import probe_cells as _ledger
-from conformance.contract.axes import DEPENDS, NA, NOT_PROBED
+from conformance.contract.axes import DEPENDS, IGNORED, NA, NOT_PROBED
 from conformance.contract.probing import (
     causal_candidates, closest, distances, feature_cells, output_with, probe_case, probe_mask,
     refusal)
@@ -91,7 +91,9 @@ def _mask_cells(case) -> list[Convention]:
     out = fwd(key_value_seq_lengths=lengths)
     d = distances(out, {"lengths": output_with(case, valid[:, None, :]),
                         "no padding": output_with(case, None)})
-    word = "lengths" if d["lengths"] < 1e-3 else NA
+    # accepted and the output unmoved: ignored; neither reading: a measurement to redo
+    word = "lengths" if d["lengths"] < 1e-3 else (IGNORED if d["no padding"] < 1e-3 else
+                                                   NOT_PROBED)
     cells.append(Convention("key_padding_polarity", word, f"{what}: key_value_seq_lengths="
                             f"{lengths.tolist()} (int32 lengths, not a mask): " + "; ".join(
                                 f"{k} {v:.1e}" for k, v in d.items()) + _query_lengths(
