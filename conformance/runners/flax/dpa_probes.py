@@ -255,22 +255,6 @@ def window_cell(w: int = 3) -> Convention:
                       documented_source=SOURCE)
 
 
-def fill_cells(runner) -> list[Convention]:
-    """mask_fill and masked_kv_nonfinite through the runner's own translate and run; the
-    fill probe cannot tell -0.7 * finfo(float32).max from finfo.min (both far below
-    scores of 1e10), so the cell names the source's number."""
-    from conformance.contract.fill_probes import mask_fill_cell, masked_kv_cell
-
-    fill = mask_fill_cell(runner)
-    if fill.value in ("finfo_min", "-inf"):
-        value = float(-0.7 * np.finfo(np.float32).max)
-        fill = Convention("mask_fill", "other", f"{value:.3g} = -0.7 * finfo(float32).max "
-                          "written in (_get_large_negative: 'dtype_max = min(dtype_max, "
-                          "finfo(float32).max)', jnp.where(mask, logits, -0.7 * dtype_max)); "
-                          f"the probe: {fill.evidence}", documented_source=SOURCE)
-    return [fill, masked_kv_cell(runner)]
-
-
 def dpa_cells(runner) -> list[Convention]:
     import jax
 
@@ -281,7 +265,7 @@ def dpa_cells(runner) -> list[Convention]:
                         "H); value must have the key's head size", documented="given_tensors",
                         **DOCUMENTED)]
     cells += _layout_cells(case) + _mask_cells(case) + _flag_cells(case) + _dtype_cells(case)
-    cells += [kv_mapping_cell(), window_cell()] + fill_cells(runner)
+    cells += [kv_mapping_cell(), window_cell()]
     return cells + feature_cells("jax.nn.dot_product_attention",
                                  jax.nn.dot_product_attention,
                                  skip=("kv_head_mapping", "window_width"))
