@@ -342,13 +342,16 @@ def test_readme_lists_every_axis_and_its_words():
 
 
 def test_mask_polarity_reads_distances_as_data_and_names_neither():
-    """A mask read as True = attend is named so; one not read as a mask at all (the
-    output of no mask) is `not_applicable`, decided from the distances, not their text."""
+    """A mask read as True = attend is named so; one accepted and not read as a mask at
+    all (the output of no mask) is `ignored`; one with another effect is `not_probed`,
+    decided from the distances, not their text."""
     from conformance.contract.probe_cells import mask_polarity
     from conformance.contract.probing import output_with, probe_case
 
     case = probe_case("polarity")
     attends = mask_polarity(case, lambda m: output_with(case, m), "reads it")
     assert attends.value == "true_attends"
-    ignored = mask_polarity(case, lambda m: output_with(case, None) + 0.5, "ignores it")
-    assert ignored.value == "not_applicable" and "neither reading matches" in ignored.evidence
+    ignored = mask_polarity(case, lambda m: output_with(case, None), "ignores it")
+    assert ignored.value == "ignored" and "neither reading matches" in ignored.evidence
+    other = mask_polarity(case, lambda m: output_with(case, None) + 0.5, "moves it")
+    assert other.value == "not_probed" and "neither reading matches" in other.evidence

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from conformance.contract.axes import NA
+from conformance.contract.axes import IGNORED, NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
     closest, distances, nearest, output_added, output_with, probe_mask, refusal)
@@ -41,13 +41,14 @@ def mask_polarity(case, fwd: Forward, what: str, **doc) -> Convention:
 def _neither(cell: Convention, best: float, out: np.ndarray, case, m) -> Convention:
     """Neither reading within NEAR of the output (`best`: the least distance): the mask
     was not read as a mask.  The eager HF path adds a boolean mask to the scores as 0/1
-    (added_as_number, when the output matches that reading); else not_applicable, with
-    how far an unmasked run is."""
+    (added_as_number, when the output matches that reading); a mask accepted and without
+    effect is `ignored`; another effect is `not_probed` (no reading the suite knows), each
+    with how far an unmasked run is."""
     if best < NEAR:
         return cell
     free = np.max(np.abs(out - output_with(case, None)))
     added = np.max(np.abs(out - output_added(case, m.astype(np.float64))))
-    word = "added_as_number" if added < NEAR else NA
+    word = "added_as_number" if added < NEAR else IGNORED if free < NEAR else NOT_PROBED
     return Convention(cell.axis, word, f"{cell.evidence}; neither reading matches: the "
                       f"boolean is not used as a mask: added to the scores as 0/1 {added:.1e}, "
                       f"no mask at all {free:.1e}", cell.documented, cell.documented_source)
