@@ -125,3 +125,46 @@ def test_float64_reads_the_arithmetic_under_every_reading_of_the_scale():
     low = float64_cell(lambda c: output_with(c, None).astype(np.float32).astype(np.float64),
                        "planted")
     assert low.value == "below_float64"
+
+
+def _fill_case(fill, dtype="float16"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(mask=SimpleNamespace(fill=fill), inputs=SimpleNamespace(dtype=dtype))
+
+
+def test_fully_masked_rows_that_differ_by_condition_read_depends_and_keep_every_one():
+    """Nothing measured is dropped: a boolean mask's uniform rows and an additive -1e4
+    mask's finite_other rows make a `depends` cell naming both (jax.dpa's case); a probe
+    reading one of the conditions' words agrees with it, any other word is a conflict."""
+    from conformance.conventions.derived import _fully_masked
+    from conformance.conventions.ledger import witnessed, from_probe
+
+    rows = [row("bool-mask", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="uniform"),
+            row("fill-1e4", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="finite_other"),
+            row("fill-1e9", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan")]
+    cases = {"bool-mask": _fill_case(None), "fill-1e4": _fill_case("-1e4"),
+             "fill-1e9": _fill_case("-1e9")}
+    cell = _fully_masked("fake.w", rows, cases)
+    assert cell.value == "depends" and set(cell.words) == {"uniform", "finite_other", "nan"}
+    for text in ("boolean mask -> uniform (bool-mask[fake.w])",
+                 "additive -1e4 mask in float16 -> finite_other (fill-1e4[fake.w])",
+                 "additive -1e9 mask in float16 -> nan (fill-1e9[fake.w])"):
+        assert text in cell.evidence, cell.evidence
+    agree = witnessed(from_probe("fake.w", Convention("fully_masked_row", "uniform", "p")),
+                      cell)
+    assert agree.value == "depends" and agree.witnesses == 2 and "the probe: uniform" in \
+        agree.evidence
+    planted = witnessed(from_probe("fake.w", Convention("fully_masked_row", "zeros", "p")),
+                        cell)
+    assert planted.value == CONFLICT
+
+
+def test_one_word_for_every_condition_is_that_word():
+    from conformance.conventions.derived import _fully_masked
+
+    rows = [row("bool-mask", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan"),
+            row("fill-1e9", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan")]
+    cell = _fully_masked("fake.w", rows, {"bool-mask": _fill_case(None),
+                                          "fill-1e9": _fill_case("-1e9")})
+    assert cell.value == "nan" and "additive -1e9 mask in float16" in cell.evidence

@@ -37,6 +37,8 @@ class LedgerCell:
     # False: a row's reading of another question than the probe's (the runner's own call
     # where the probe reads the default call; an error a declared known mismatch explains)
     comparable: bool = True
+    # a `depends` cell: the word each condition reads (a probe agrees if its word is one)
+    words: tuple[str, ...] = ()
 
     @property
     def contradicts_documentation(self) -> bool:

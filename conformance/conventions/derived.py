@@ -53,7 +53,8 @@ def _fully_masked(name: str, rows: list[Row], cases) -> LedgerCell | None:
         parts.append(f"{condition} -> " + ", ".join(
             f"{w} ({_at(g[0])}" + (f" and {len(g) - 1} more)" if len(g) > 1 else ")")
             for w, g in sorted(found.items())))
-    return _cell(name, "fully_masked_row", DEPENDS, "; ".join(parts))
+    return replace(_cell(name, "fully_masked_row", DEPENDS, "; ".join(parts)),
+                   words=tuple(sorted(words)))
 
 
 def _returned_weights(name: str, rows: list[Row], cases) -> LedgerCell | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from conformance.contract.axes import AXES, BY_ID, NA
+from conformance.contract.axes import AXES, BY_ID, DEPENDS, NA
 from conformance.contract.runner import Convention
 from conformance.run.evaluate import Row
 from conformance.conventions.cells import (  # noqa: F401 - the ledger's public names
@@ -50,6 +50,9 @@ def witnessed(probe: LedgerCell, row: LedgerCell) -> LedgerCell:
     second = f"{row.value}: {row.evidence}"
     if BY_ID[probe.axis].vocabulary is None or probe.value == row.value:
         return replace(probe, witnesses=2, second=second)
+    if row.value == DEPENDS and probe.value in row.words:  # the probe reads one condition
+        return replace(probe, value=DEPENDS, witnesses=2, second=second, evidence=_bounded(
+            f"{row.evidence}; the probe: {probe.value} ({probe.evidence})"))
     if not row.comparable:  # another question: quoted beside, one witness of this one
         return replace(probe, second=f"(reads another question) {second}")
     return replace(probe, value=CONFLICT, witnesses=2, second=second, evidence=_bounded(
