@@ -98,9 +98,9 @@ class FlaxNnx(_flax.FlaxRunner):
             return super().conventions()
         plain = FlaxNnx(**{k: v for k, v in self.params.items() if k != "decode"})
         return [c for c in plain.conventions() if c.axis != "fully_masked_row"] + [Convention(
-            "fully_masked_row", "not_applicable", "cannot arise: the runner runs causal "
+            "fully_masked_row", "not_probed", "a harness limit: the runner runs causal "
             "decodes only (translate refuses any other mask), where every query sees at "
-            "least its own key")]
+            "least its own key; the system itself takes other masks")]
 
     def make(self, plan, dt, dropout, deterministic):
         """The layer built, loaded and called inside one jitted function (its random

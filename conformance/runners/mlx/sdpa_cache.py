@@ -72,6 +72,6 @@ class MlxSDPACache(MlxRunner):
         from conformance.runners.mlx.probes import sdpa_cells
 
         return override(sdpa_cells(), cache_cells() + [Convention(
-            "fully_masked_row", "not_applicable", "cannot arise: the runner runs causal "
+            "fully_masked_row", "not_probed", "a harness limit: the runner runs causal "
             "decodes only (translate refuses any other mask), where every query sees at "
-            "least its own key")])
+            "least its own key; the system itself takes other masks")])
