@@ -98,3 +98,55 @@ def test_cached_decode_needs_keras_hubs_causal_mask():
                            "tests.test_keras_hub:cached_decode_distances")
     assert found["True"] < 1e-5
     assert found["False"] > 1e-2
+
+
+def test_cached_window_reading_is_ignored_only_where_the_output_does_not_move():
+    """hub_probes.window_reading: sliding_window accepted and the output bit-equal to the
+    layer without it is `ignored`, quoting the argument and the distance; a planted layer
+    that does apply the window (output moved) keeps its measured reading, and one that
+    moves under one condition only is `depends`."""
+    from conformance.contract.axes import DEPENDS, IGNORED
+    from conformance.contract.runner import Convention
+    from conformance.runners.keras.hub_probes import window_reading
+
+    rng = np.random.default_rng(0)
+    plain = {"no cache": rng.normal(size=(2, 8, 8)), "cache": rng.normal(size=(2, 8, 8))}
+    measured = Convention("window_width", "no window", "reading: no window 3.3e-07")
+    same = window_reading(dict(plain), plain, measured, 3, 3)
+    assert same.value == IGNORED
+    assert "sliding_window=3 accepted" in same.evidence and "0.0e+00" in same.evidence
+    banded = Convention("window_width", "2w_minus_1_keys", "reading: 2w_minus_1_keys 1e-07")
+    moved = {k: v + 0.5 for k, v in plain.items()}  # planted: the window is applied
+    applied = window_reading(moved, plain, banded, 3, 3)
+    assert applied.value == "2w_minus_1_keys" and "5.0e-01" in applied.evidence
+    half = window_reading({"no cache": plain["no cache"], "cache": moved["cache"]}, plain,
+                          measured, 3, 3)
+    assert half.value == DEPENDS and "no cache: 0.0e+00" in half.evidence
+
+
+def test_rope_partial_is_read_from_the_signatures_not_from_the_harness_slicing():
+    """hub_probes.rope_partial_cell: a rotary layer without any partial-rotation argument
+    is not_applicable with its signature as evidence; a planted one that takes rotary_dim
+    is not read as not_applicable (a probe is needed)."""
+    from conformance.contract.axes import NA
+    from conformance.runners.keras.hub_probes import rope_partial_cell
+
+    class Rotary:  # RotaryEmbedding's signature (keras_hub 0.32)
+        def __init__(self, max_wavelength=10000, scaling_factor=1.0, sequence_axis=1,
+                     feature_axis=-1, denominator_dim=None, **kwargs): ...
+
+        def call(self, inputs, start_index=0, positions=None): ...
+
+    class Attention:
+        def __init__(self, num_heads, key_dim, sliding_window=None, **kwargs): ...
+
+        def call(self, query, value, key=None, attention_mask=None): ...
+
+    cell = rope_partial_cell(Rotary, Attention)
+    assert cell.value == NA and "Rotary + Attention: no argument among" in cell.evidence
+    assert "rotates the whole feature axis" in cell.evidence
+
+    class Partial(Rotary):  # planted: a partial-rotation argument
+        def __init__(self, rotary_dim=None, **kwargs): ...
+
+    assert rope_partial_cell(Partial, Attention).value == "not_probed"

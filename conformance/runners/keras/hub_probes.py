@@ -9,11 +9,14 @@ use_causal_mask, no value_mask, none of MultiHeadAttention's mask computation), 
 cells are probed on it (called without a cache where the axis needs none).  The Keras Hub
 parts override their axes:
 - keras.rope: rope_style (RotaryEmbedding at start_index 3 against both pairings of the
-  oracle) and rope_partial (the first 4 of 8 features rotated, the rest passed);
+  oracle) and rope_partial (read from the signatures: RotaryEmbedding rotates the whole
+  feature axis it is given and has no argument for a part of it; the rows' partial
+  rotation is the runner's own slicing, hub.rotary_class, not the system's);
 - keras.cached: cache_causal_alignment (a step at position 3 over a cache of 6 slots, with
   no attention_mask, as the layer's call allows, and with keras_hub's compute_causal_mask),
   cache_layout (the cache tensor's shape), causal_flag (its call has no use_causal_mask),
-  window_width (sliding_window=3 given to its constructor: the call ignores it).
+  window_width (sliding_window=3 given to its constructor, accepted, and the output
+  unchanged from the layer without it, called plainly and through a cache: `ignored`).
 Keras and keras_hub are imported inside the functions only.
 """
 from __future__ import annotations
@@ -24,9 +27,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from conformance.contract import cache_probes as cp
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import DEPENDS, FEATURE_ARGUMENTS, IGNORED, NA
 from conformance.contract.probing import (
-    closest, distances, feature_cells, probe_case, refusal)
+    closest, distances, feature_cells, no_such_argument, probe_case, refusal)
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention, project
@@ -70,6 +73,34 @@ def _rope_out(p: Probe, runner, case) -> np.ndarray:
     return p.call(layer, data)[0]
 
 
+def rope_partial_cell(rotary=None, *layers) -> Convention:
+    """rope_partial of RotaryEmbedding in front of Keras attention, from the signatures of
+    what the system is driven through (default: keras_hub.layers.RotaryEmbedding,
+    keras.layers.MultiHeadAttention and GroupQueryAttention).  RotaryEmbedding.call rotates
+    the whole feature axis it is given (`rotary_dim = input_shape[feature_axis]`,
+    keras_hub 0.32 rotary_embedding.py:151; `denominator_dim` changes the frequencies'
+    denominator only); passing rotary_dim=4 raises Keras's "Unrecognized keyword
+    arguments passed to RotaryEmbedding".  A slice rotated and concatenated back is the
+    runner's work (hub.rotary_class), so it is no cell of the system."""
+    if rotary is None:
+        import keras
+        import keras_hub
+
+        rotary = keras_hub.layers.RotaryEmbedding
+        layers = (keras.layers.MultiHeadAttention, keras.layers.GroupQueryAttention)
+    names = [c.__name__ for c in (rotary, *layers)]
+    cell = no_such_argument("rope_partial", FEATURE_ARGUMENTS["rope_partial"],
+                            " + ".join(names), *(f for c in (rotary, *layers)
+                                                 for f in (c.__init__, c.call)))
+    if cell.value != NA:
+        return cell  # an argument appeared: not_probed, naming it (a probe is needed)
+    return replace(cell, evidence=f"{cell.evidence}: {names[0]}.call rotates the whole "
+                   "feature axis it is given (rotary_dim = input_shape[feature_axis]); a "
+                   "part rotates only if the caller slices the tensor (the runner's rows do, "
+                   "as keras_hub's GPTNeoXAttention does with its own rotary_percentage)",
+                   documented_source=ROPE_SRC)
+
+
 def rope_cells(runner) -> list[Convention]:
     p = Probe(_stand_in("MultiHeadAttention"))
     what = f"keras_hub.layers.RotaryEmbedding in keras.layers.MultiHeadAttention ({p.backend})"
@@ -82,17 +113,7 @@ def rope_cells(runner) -> list[Convention]:
     style = closest("rope_style", _rope_out(p, runner, case), cands,
                     f"{what}, start_index 3, head dim 8; no pairing argument",
                     documented="half_split", documented_source=ROPE_SRC)
-    part = probe_case("keras-rope-partial", attention={
-        "qk_head_dim": 8, "v_head_dim": 8, "rope": {"style": "half_split", "rotary_dim": 4}})
-    whole = attention(replace(part, attention=replace(part.attention, rope=replace(
-        part.attention.rope, rotary_dim=8)))).output
-    partial = closest("rope_partial", _rope_out(p, runner, part), {
-        "supported": attention(part).output, REFUSED: whole},
-        f"{what}: RotaryEmbedding has no rotary_dim (it rotates the whole axis it is "
-        "given); the first 4 of 8 features passed to it, the rest concatenated back, as "
-        "keras_hub's GPTNeoXAttention slices them (refused stands for 'all 8 rotate')",
-        documented_source=ROPE_SRC)
-    return [style, partial]
+    return [style, rope_partial_cell()]
 
 
 def float64_cell(runner, case, what: str) -> Convention:
@@ -190,22 +211,54 @@ def cache_cells(runner) -> list[Convention]:
     return [align, layout, causal, rows]
 
 
-def _cached_window(p: Probe) -> Convention:
-    """sliding_window=3 given to the constructor (inherited from MultiHeadAttention), the
-    layer called with no cache: does the call apply it?"""
+def window_reading(windowed: dict, plain: dict, cell: Convention, w: int,
+                   held) -> Convention:
+    """window_width of a layer given sliding_window=w: `windowed` and `plain` map each
+    condition to the output with and without the argument (same weights); `cell` is the
+    plain call's reading against the oracle's windows.  Unmoved everywhere: `ignored`,
+    quoting the argument and the distance; moved everywhere: the measured reading; else
+    `depends`, each condition with its distance."""
+    moved = {k: float(np.max(np.abs(windowed[k] - plain[k]))) for k in windowed}
+    figures = "; ".join(f"{k}: {v:.1e}" for k, v in moved.items())
+    if all(v > UNMOVED for v in moved.values()):
+        return replace(cell, evidence=f"{cell.evidence}; output moved by sliding_window={w}: "
+                       f"{figures}")
+    if all(v <= UNMOVED for v in moved.values()):
+        return Convention("window_width", IGNORED, f"sliding_window={w} accepted (the layer "
+                          f"holds _sliding_window={held}): output from the same layer built "
+                          f"without it {figures}; {cell.evidence}", documented_source=CACHED_SRC)
+    return Convention("window_width", DEPENDS, f"sliding_window={w} (the layer holds "
+                      f"_sliding_window={held}), output moved from the layer without it: "
+                      f"{figures}; {cell.evidence}", documented_source=CACHED_SRC)
+
+
+UNMOVED = 1e-6  # the same weights and inputs: an ignored argument leaves the output bit-equal
+
+
+def _cached_window(p: Probe, w: int = 3) -> Convention:
+    """sliding_window=w given to the constructor (inherited from MultiHeadAttention): the
+    layer called with no cache, and prefilled through a cache of 8 slots with keras_hub's
+    compute_causal_mask, against the same layer without it.  CachedMultiHeadAttention.call
+    (keras_hub 0.32 cached_multi_head_attention.py:70-145) goes straight to
+    _compute_attention: MultiHeadAttention's _compute_attention_mask, where the window
+    is applied (keras 3.15 multi_head_attention.py:763), is never called."""
     from conformance.runners.keras.window import SOURCE
 
     case = cp.window_case(causal=False)
     data = case_data(case)
-    out = p.call(p.layer(case, data, sliding_window=3), data)[0]
-    cell = closest("window_width", out, cp.window_candidates(case, 3),
-                   f"{p.what}(sliding_window=3), self-attention over 8 positions, no cache",
+    k = p.keras
+    layers = {"windowed": p.layer(case, data, sliding_window=w), "plain": p.layer(case, data)}
+    outs = {name: {"no cache": p.call(layer, data)[0]} for name, layer in layers.items()}
+    x = tensor(k, data.inputs.query, "float32")
+    n = int(x.shape[1])
+    for name, layer in layers.items():
+        steps = decode(k, layer, x, n, n, masked=True)[0]  # one prefill of all 8
+        outs[name]["prefill through a cache of 8 slots"] = np.concatenate(steps, axis=1)
+    cell = closest("window_width", outs["windowed"]["no cache"], cp.window_candidates(case, w),
+                   f"{p.what}(sliding_window={w}), self-attention over 8 positions, no cache",
                    documented_source=SOURCE)
-    if cell.value != "no window":
-        return cell
-    return replace(cell, value=NA, evidence=f"{cell.evidence}: the constructor takes "
-                   "sliding_window (MultiHeadAttention's) and the call ignores it "
-                   "(CachedMultiHeadAttention.call never computes MultiHeadAttention's masks)")
+    return window_reading(outs["windowed"], outs["plain"], cell, w,
+                          getattr(layers["windowed"], "_sliding_window", "?"))
 
 
 def cached_conventions(runner) -> list[Convention]:
