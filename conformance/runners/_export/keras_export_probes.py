@@ -30,8 +30,11 @@ PROBE_FORMAT = 1  # bump when a probe graph changes
 WHAT = "onnx.keras-export graph in onnxruntime"
 
 
-def _model(keras, case, mask: str | None, causal: bool, dropout: float):
-    """keras.Model(query, value, key[, attention_mask]) -> MultiHeadAttention output."""
+def _model(keras, case, mask: str | None, causal: bool, dropout: float,
+           value_mask: bool = False):
+    """keras.Model(query, value, key[, attention_mask][, value_mask]) -> MultiHeadAttention
+    output (value_mask: a (B, S) bool input passed to the layer's value_mask, its
+    key-padding slot)."""
     i, a, dt = case.inputs, case.attention, case.inputs.dtype
     layer = keras.layers.MultiHeadAttention(**mha_translation(case).plan, dropout=dropout,
                                             flash_attention=False, dtype=dt, name="mha")
@@ -43,11 +46,16 @@ def _model(keras, case, mask: str | None, causal: bool, dropout: float):
         kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
                                            dtype=mask, name="attention_mask")
         inputs.append(kw["attention_mask"])
+    if value_mask:
+        kw["value_mask"] = keras.Input((i.key_len,), batch_size=i.batch, dtype="bool",
+                                       name="value_mask")
+        inputs.append(kw["value_mask"])
     model = keras.Model(inputs, layer(inputs[0], inputs[1], key=inputs[2], **kw), name=MODEL_NAME)
     x = case_data(case).inputs
     load_weights(keras, layer, case_data(case).weights, dt)
     feeds = [x.query, x.value, x.key] + ([np.ones((i.batch, i.query_len, i.key_len), mask)]
-                                         if mask else [])
+                                         if mask else []) + (
+        [np.ones((i.batch, i.key_len), bool)] if value_mask else [])
     model(feeds)  # the exporter needs a called model
     return model
 
@@ -69,12 +77,13 @@ class Graphs:
         self.runtime, self.artifact = runtime, artifact
         self.exported = 0
 
-    def session(self, case, mask=None, causal=False, dropout=0.0):
+    def session(self, case, mask=None, causal=False, dropout=0.0, value_mask=False):
         def make():
             self.exported += 1
-            return self.convert(_model(self.keras, case, mask, causal, dropout))
+            return self.convert(_model(self.keras, case, mask, causal, dropout, value_mask))
 
-        k = key(self.label, case.fingerprint(), mask, causal, dropout,
+        extra = ("value_mask",) if value_mask else ()  # the other graphs keep their keys
+        k = key(self.label, case.fingerprint(), mask, causal, dropout, *extra,
                 self.versions, FORMAT, PROBE_FORMAT, KERAS_EXPORT_FORMAT)
         blob, _ = self.cache.get_or_make(k, make)
         self.keras.backend.clear_session(free_memory=False)
@@ -161,9 +170,7 @@ def onnx_cells(versions: list[str], g: Graphs | None = None) -> list[Convention]
         Convention("size_arguments", "per_head", f"{g.what}: the exported layer is "
                    f"{mha_translation(case).call}; key_dim=3 is per head (query kernel "
                    "(8, 2, 3) in the layer the graph is traced from)"),
-        Convention("key_padding_polarity", NA, f"{g.what}: the exported model has one mask "
-                   "input, the (B, T, S) attention_mask (True = attend); a key-padding mask "
-                   "reaches the graph only merged into it"),
+        key_padding_cell(g, case),
         Convention("implicit_mask", "none", f"{g.what}: {g.artifact} inputs are plain tensors; "
                    f"no mask travels with a tensor into {g.runtime} (a Keras mask inside the "
                    "exported model is traced as ops)"),
@@ -171,17 +178,38 @@ def onnx_cells(versions: list[str], g: Graphs | None = None) -> list[Convention]
     return cells
 
 
+def key_padding_cell(g: Graphs, case) -> Convention:
+    """A model exported with a (B, S) bool value_mask input (MultiHeadAttention's key-padding
+    slot, an undocumented call argument), fed raw: which polarity the graph reads.  A
+    converter or runtime error on that model is its own refusal, quoted."""
+    pad = probe_mask(case)[:, 0, :]
+    what = (f"(B, S) bool value_mask input (MultiHeadAttention's value_mask) fed raw to the "
+            f"{g.what}")
+    try:
+        out = g.run(g.session(case, value_mask=True), case, value_mask=pad)
+    except (AttributeError, NameError):  # the suite's own slip: never a refusal
+        raise
+    except Exception as exc:  # the exporter, converter or runtime refuses it
+        text = ANSI.sub("", " ".join(f"{type(exc).__name__}: {exc}".split()))
+        return Convention("key_padding_polarity", REFUSED, f"{what}: {text[:300]}")
+    return closest("key_padding_polarity", out,
+                   {"true_attends": output_with(case, pad[:, None, :]),
+                    "true_blocks": output_with(case, ~pad[:, None, :])}, what)
+
+
 def scale_precision_cell(g: Graphs) -> Convention:
     """A float64 layer exported: the scale 1/sqrt(3) as float64 or through float32 (a
-    runtime that refuses the float64 model: not_applicable, quoting it)."""
+    converter or runtime that refuses the float64 model: refused, quoting its message)."""
     case = base_case("float64")
     x = case_data(case).inputs
     try:
         out = g.run(g.session(case), case, query=x.query, value=x.value, key=x.key)
+    except (AttributeError, NameError):  # the suite's own slip: never a refusal
+        raise
     except Exception as exc:  # the converter or the runtime refuses a float64 model
         text = ANSI.sub("", " ".join(f"{type(exc).__name__}: {exc}".split()))
-        return Convention("scale_precision", NA, f"{g.what}, dtype='float64' layer exported, "
-                          f"d_k = 3: refused: {text[:300]}")
+        return Convention("scale_precision", REFUSED, f"{g.what}, dtype='float64' layer "
+                          f"exported, d_k = 3: refused: {text[:300]}")
     exact = 1 / np.sqrt(3.0)
     return closest("scale_precision", out,
                    {"float64": output_with(case, None, scale=exact),

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
     causal_candidates, closest, output_with, probe_case, probe_mask)
@@ -222,14 +222,16 @@ def scale_precision(p: Probe) -> Convention:
              "float32_rounded": output_with(case, None, data, scale=float(np.float32(exact)))}
     cell = closest("scale_precision", out, cands, f"{p.what}, dtype='float64', d_k = 3, "
                    f"output dtype {held}")
+    # dtype='float64' is an argument the layer takes: where the probe cannot isolate the
+    # scale, that is the suite's limit (not_probed), never not_applicable
     if held != "float64":
-        return Convention("scale_precision", NA, f"{cell.evidence}: the layer does not "
-                          "compute in float64 at all, so the scale's precision is not "
-                          "observable")
+        return Convention("scale_precision", NOT_PROBED, f"{cell.evidence}: the layer does "
+                          "not compute in float64 at all (its output is float32), so the "
+                          "scale's precision cannot be isolated (see float64_compute)")
     if min(_ledger_figures(cell)) > 1e-12:
-        return Convention("scale_precision", NA, f"{cell.evidence}; neither within 1e-12: "
-                          "this path computes below float64 elsewhere, so the scale's "
-                          "rounding is not separable (see float64_compute)")
+        return Convention("scale_precision", NOT_PROBED, f"{cell.evidence}; neither within "
+                          "1e-12: this path computes below float64 elsewhere, so the scale's "
+                          "rounding cannot be isolated (see float64_compute)")
     return cell
 
 

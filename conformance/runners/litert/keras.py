@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.cache import key
+from conformance.contract.axes import REFUSED
 from conformance.contract.runner import (
     Convention,
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
@@ -148,9 +149,9 @@ def _float64_cell(cells) -> list:
     """float64_compute from the float64 probe model: the interpreter refusing it (its Flex
     ops) is the answer for every float64 layer, which the rows only see as not expressible."""
     scale = next((c for c in cells if c.axis == "scale_precision"), None)
-    if scale is None or ": refused: " not in scale.evidence:
+    if scale is None or scale.value != REFUSED:
         return []
-    return [Convention("float64_compute", "refused", scale.evidence)]
+    return [Convention("float64_compute", REFUSED, scale.evidence)]
 
 
 def _window_cell(g, w: int = 3):
