@@ -8,6 +8,7 @@ import pytest
 
 from conformance.contract.axes import AXIS_IDS, NA
 from conformance.conventions.ledger import DERIVERS, cell_problem
+from conformance.conventions.probes import OWNED_AXES
 
 
 def probe_in_worker(**params):
@@ -36,8 +37,9 @@ def test_keras_scores_path_probes_name_its_conventions():
     assert words["unbatched_input"] == "refused"
     # every figure is quoted: the float mask's three readings
     assert all(r in cells["float_mask"].evidence for r in ("added", "cast_to_bool", "ignored"))
-    # every axis is a probe cell or left to the rows that ledger.py derives from
-    assert set(AXIS_IDS) - set(cells) <= set(DERIVERS)
+    # every axis is a probe cell, left to the rows that ledger.py derives from, or one
+    # the ledger's own probes measure for every runner (conventions/probes)
+    assert set(AXIS_IDS) - set(cells) <= set(DERIVERS) | set(OWNED_AXES)
 
 
 def test_probes_leave_to_the_rows_only_what_the_rows_settle():
