@@ -48,7 +48,9 @@ def test_a_step_with_is_causal_is_caught(monkeypatch):
 def test_cells():
     """The cache cell is the runner's decode (no flag at the step, as SDPA's users call
     it); the step with is_causal=True is quoted beside it as the flag's reading."""
-    cells = {c.axis: c for c in TorchSDPACache().conventions()}
+    from conformance.conventions.probes import ledger_cells
+
+    cells = {c.axis: c for c in ledger_cells(TorchSDPACache())}
     align = cells["cache_causal_alignment"]
     assert align.value == "lower_right", align.evidence
     assert "with is_causal=True passed at the step, it attends key 0 only: that is the " \

@@ -100,6 +100,24 @@ class Count:
     projection_parameters: int | None = None  # for systems holding none: arrays passed in
 
 
+# The native arguments a ledger probe may ask a runner to pass raw (Runner.answer), in the
+# system's own terms: the probe, not the runner, then names the reading.
+RAW_ARGUMENTS = {
+    "attn_mask": "a (B, T, S) NumPy array, boolean or float, given as it is to the system's "
+                 "attention-mask argument (broadcast over heads as the system needs)",
+    "is_causal": "the system's causal switch set to `value`, with no mask",
+}
+
+
+@dataclass(frozen=True)
+class RawCall:
+    """A ledger probe's request: pass `argument` (a key of RAW_ARGUMENTS) raw with `value`,
+    on the probe case's canonical weights and inputs, and return what the system gave."""
+
+    argument: str
+    value: Any = None
+
+
 @dataclass(frozen=True)
 class Convention:
     """One cell of the conventions ledger, observed by running the system (or,
@@ -176,6 +194,19 @@ class Runner:
         from conformance.case.model import sizes_counts
 
         return Count(sizes_counts(case.attention, case.inputs)["weights"])
+
+    # the RAW_ARGUMENTS this runner's `answer` passes; the ledger probes those axes itself
+    answers: frozenset[str] = frozenset()
+    # axis -> (word, link): what the system's documentation states, for the ledger's probes
+    documented_conventions: Mapping[str, tuple[str, str]] = {}
+
+    def answer(self, case, data, raw: RawCall) -> tuple[np.ndarray, str]:
+        """The system run on `case` with `data` (its canonical weights and inputs) and one
+        argument passed raw (`raw`): its (B, T, E_o) output as float64 and the call made.
+        The runner only calls; the ledger's probe (conventions/probes/) judges.  A system
+        error propagates (it is the observation); an argument not in `answers` raises
+        NotImplementedError."""
+        raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
 
     def probe_cells(self) -> list[Convention]:
         """The cells of this framework's probe module (runners/<framework>/probes.py) for

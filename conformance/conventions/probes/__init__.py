@@ -1,5 +1,11 @@
 """The ledger's own probes: axes judged here, asked of every runner through its native calls.
 
+Two kinds: LEDGER_PROBES ask every executed runner through its `translate` and `run`
+(mask fill, masked key and value, batch invariance); RAW_PROBES (flags.py) ask a runner
+to pass one native argument raw (`Runner.answer`), for the runners whose `answers` lists
+it (attn_mask_polarity, float_mask, causal_flag); the others keep their own cells for
+those axes until their runner answers.
+
 Each entry is one axis (or a few measured by one probe) and the function that measures it
 for a runner: the function builds the probe cases, asks the runner (request.ask: the
 runner's translate and run, nothing else), and names the reading with the oracle.  The
@@ -17,6 +23,7 @@ from typing import Callable
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.batch import batch_invariance_cell
+from conformance.conventions.probes.flags import RAW_PROBES
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
 
@@ -41,7 +48,10 @@ def ledger_cells(runner) -> list[Convention]:
                                  "cited documentation does not state it (its arithmetic "
                                  "here is the suite's NumPy, not the system's)")
                       for a in OWNED_AXES if a not in cited]
-    cells = [c for c in own if c.axis not in OWNED_AXES]
+    answers = getattr(runner, "answers", frozenset())
+    raw = {axis: probe for axis, (argument, probe) in RAW_PROBES.items()
+           if argument in answers}  # the axes of the arguments the runner passes raw
+    cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw]
     for _axes, probe in LEDGER_PROBES:
         cells += probe(runner)
-    return cells
+    return cells + [probe(runner) for probe in raw.values()]

@@ -84,3 +84,18 @@ def first_answer(runner, cases) -> tuple[object, Answer]:
         if any(reasons.values()) else "inexpressible"
     text = "; ".join(dict.fromkeys(w for k in reasons for w in reasons[k])) or "no probe case"
     return None, Answer(None, call, **{kind: text})
+
+
+def ask_raw(runner, case, raw, data: CaseData | None = None) -> Answer:
+    """The runner's output for `case` with one argument passed raw (Runner.answer): the
+    system's error is `raised`, an argument the runner cannot pass `unasked`."""
+    data = data if data is not None else case_data(case)
+    if raw.argument not in getattr(runner, "answers", ()):
+        return Answer(None, unasked=f"{runner.name} passes no raw {raw.argument}")
+    try:
+        out, call = runner.answer(case, data, raw)
+    except NotImplementedError as exc:
+        return Answer(None, unasked=quoted(str(exc)))
+    except Exception as exc:  # the system's refusal is the observation
+        return Answer(None, raised=quoted(exc))
+    return Answer(np.asarray(out, np.float64), call)

@@ -65,3 +65,48 @@ def sdpa_observation(torch, heads, w: dict, data, notes: list[str], **extras):
         output=to_numpy(out), parameters=None,
         projection_parameters=sum(a.size for a in arrays.values()),
         weight_shapes={n: tuple(a.shape) for n, a in arrays.items()}, notes=notes, **extras)
+
+
+class SDPAAnswers:
+    """A runner whose system is F.scaled_dot_product_attention answers the ledger's raw
+    calls (Runner.answer) with it: the canonical projections as torch tensors, SDPA called
+    with the one argument given, the output projected back.  It only calls; the ledger's
+    probes (conventions/probes/flags.py) judge."""
+
+    answers = frozenset({"attn_mask", "is_causal"})
+    documented_conventions = {"attn_mask_polarity": ("true_attends", SDPA_DOC),
+                              "float_mask": ("added", SDPA_DOC),
+                              "causal_flag": ("upper_left", SDPA_DOC)}
+
+    def answer(self, case, data, raw):
+        import numpy as np
+
+        from conformance.contract.runner import to_numpy
+        from conformance.runners._export.torch_mha import import_torch
+
+        torch = import_torch()
+        w = {n: torch.tensor(a) for n, a in data.weights.arrays().items()}
+        x = {n: torch.tensor(getattr(data.inputs, n)) for n in ("query", "key", "value")}
+        dt = torch_dtype(torch, case.inputs.dtype)
+
+        def project(t, wn, bn):
+            y = torch.einsum("ble,hed->bhld", t, w[wn])
+            return (y if bn not in w else y + w[bn][None, :, None, :]).to(dt)
+
+        q, k, v = (project(x["query"], "wq", "bq"), project(x["key"], "wk", "bk"),
+                   project(x["value"], "wv", "bv"))
+        kw, call = {}, "scaled_dot_product_attention(q, k, v"
+        if raw.argument == "attn_mask":
+            m = np.asarray(raw.value)
+            m = m if m.dtype == bool else m.astype(str(dt).split(".")[-1])  # SDPA: q's dtype
+            kw["attn_mask"] = torch.from_numpy(np.ascontiguousarray(m[:, None]))
+            call += f", attn_mask=<{m.dtype} (B, 1, T, S)>"
+        elif raw.argument == "is_causal":
+            kw["is_causal"] = bool(raw.value)
+            call += f", is_causal={bool(raw.value)}"
+        else:
+            raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+        with torch.no_grad():
+            h = torch.nn.functional.scaled_dot_product_attention(q, k, v, **kw)
+        out = torch.einsum("bhtd,hde->bte", h.double(), w["wo"].double())
+        return to_numpy(out if "bo" not in w else out + w["bo"]), call + ")"

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from conformance.contract.runner import Count, Translation
-from conformance.runners.torch.common import TorchRunner, canonical_projector, sdpa_observation
+from conformance.runners.torch.common import (
+    SDPAAnswers, TorchRunner, canonical_projector, sdpa_observation)
 from conformance.runners._export.torch_mha import import_torch, tensors
 from conformance.contract.probing import feature_cells
 from conformance.runners.torch.sdpa_probes import gqa_cell, sdpa_conventions
@@ -65,7 +66,7 @@ def sdpa_plan(case, gqa: bool = False) -> SdpaPlan:
     return SdpaPlan(mask="bool" if causal or case.has_non_causal_mask else "none", **common)
 
 
-class TorchSDPA(TorchRunner):
+class TorchSDPA(SDPAAnswers, TorchRunner):
     name = "torch.sdpa"
     system = "torch.nn.functional.scaled_dot_product_attention"
     description = ("`F.scaled_dot_product_attention` with explicit projections (GQA, any "

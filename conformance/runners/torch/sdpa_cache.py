@@ -21,13 +21,14 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import Convention, NotExpressible, Translation
-from conformance.runners.torch.common import TorchRunner, canonical_projector, sdpa_observation
+from conformance.runners.torch.common import (
+    SDPAAnswers, TorchRunner, canonical_projector, sdpa_observation)
 from conformance.runners._export.torch_mha import import_torch, tensors
 
 LAYOUT = "two tensors, key and value (B, H_kv, S, d) (BNSH), growing by torch.cat on dim 2"
 
 
-class TorchSDPACache(TorchRunner):
+class TorchSDPACache(SDPAAnswers, TorchRunner):
     name = "torch.sdpa.cache"
     system = "torch.nn.functional.scaled_dot_product_attention"
     path = "hand-kept KV cache"

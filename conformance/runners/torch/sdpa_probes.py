@@ -2,7 +2,9 @@
 projections computed in NumPy-seeded torch tensors, SDPA called with one argument
 passed raw, the output projected back and compared with the oracle under each
 reading.  Parameter formula, weight layout, fully masked rows, float64 and
-refusals are left to the matrix rows (ledger.py).  torch arrives as an argument.
+refusals are left to the matrix rows (ledger.py); the mask polarity, the float mask and
+the causal flag are the ledger's own probes (conventions/probes/flags.py), which the
+runners answer through torch/common.py's SDPAAnswers.  torch arrives as an argument.
 """
 from __future__ import annotations
 
@@ -13,12 +15,12 @@ import numpy as np
 from conformance.contract.axes import NA
 from conformance.contract.runner import Convention, to_numpy
 from conformance.contract.probing import (
-    causal_candidates, closest, output_with, probe_case, refusal)
+    closest, output_with, probe_case, refusal)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.torch.common import SDPA_DOC
 from conformance.runners._export.torch_mha import (
-    float_mask_cell, scale_precision_cell, scale_probe_case)
+    scale_precision_cell, scale_probe_case)
 
 DOC = {"documented_source": SDPA_DOC}
 
@@ -85,17 +87,6 @@ def _swapped(case, data):
 def _flag_cells(torch, case) -> list[Convention]:
     fwd, _ = _sdpa(torch, case)
     what = f"probe_case {case.id}"
-    causal = closest("causal_flag", fwd(is_causal=True),
-                     {k: v for k, v in causal_candidates(case).items()},
-                     f"{what}: is_causal=True, T {case.inputs.query_len} != S "
-                     f"{case.inputs.key_len}", documented="upper_left", **DOC)
-    try:
-        fwd(np.ones((2, 3, 5), bool), is_causal=True)
-        both = "attn_mask with is_causal=True runs"
-    except Exception as exc:
-        both = f"attn_mask with is_causal=True: {type(exc).__name__}: {str(exc)[:120]}"
-    causal = Convention(causal.axis, causal.value, f"{causal.evidence}; {both}",
-                        causal.documented, causal.documented_source)
     scale = _ledger.softmax_scale(case, lambda m: fwd(), what, configurable=(
         "scale= keyword (default None: 1/sqrt(E)); scale=1.0 gives "
         f"{_ledger.matches(case, fwd(scale=1.0)):.1e} from the default-scale oracle"))
@@ -107,7 +98,7 @@ def _flag_cells(torch, case) -> list[Convention]:
     c64 = scale_probe_case()
     prec = scale_precision_cell(c64, _sdpa(torch, c64)[0](), f"probe_case {c64.id}: float64 "
                                 "q, k, v, d_k=3")
-    return [causal, scale, drop, prec]
+    return [scale, drop, prec]
 
 
 def sdpa_conventions(torch) -> list[Convention]:
@@ -122,12 +113,8 @@ def sdpa_conventions(torch) -> list[Convention]:
                         f"takes projected tensors, e.g. q {tuple(q.shape)}; any head size",
                         documented="given_tensors", **DOC)]
     cells += _layout_cells(torch, case)
-    cells.append(_ledger.mask_polarity(case, fwd, f"{what}: bool attn_mask (B, 1, T, S)",
-                                       documented="true_attends", **DOC))
     cells.append(Convention("key_padding_polarity", NA, f"no key-padding argument: the "
                             f"signature is ({sig}); padding goes into attn_mask"))
-    cells.append(float_mask_cell(case, fwd, f"{what}: float attn_mask (B, 1, T, S)",
-                                 documented="added", **DOC))
     one = torch.nn.functional.scaled_dot_product_attention(q, k, v)
     cells.append(Convention("returned_weights", "none", f"{what}: returns one tensor "
                             f"{tuple(one.shape)}, no weights", documented="none", **DOC))

@@ -1,0 +1,97 @@
+"""Axes of a native argument passed raw, owned by the ledger: attn_mask_polarity (a boolean
+mask: True = attends or True = blocks?), float_mask (a 0 / -1e9 mask: added, or read as a
+boolean?) and causal_flag (the causal switch with T != S: upper left or lower right?).
+
+Each probe builds its case and its raw value, asks the runner (request.ask_raw: the
+runner's `answer`, which only calls its system with that argument as given), and names
+the reading of the float64 oracle the output matches, every distance quoted.  A runner
+whose `answers` lacks the argument keeps its own cell for the axis until it answers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import NOT_PROBED, REFUSED
+from conformance.contract.probe_cells import mask_polarity
+from conformance.contract.probing import (
+    causal_candidates, closest, output_with, probe_case, probe_mask)
+from conformance.contract.runner import Convention, RawCall
+from conformance.conventions.probes.request import Answer, ask_raw
+from conformance.oracle.canonical import case_data
+
+
+def _documented(runner, axis: str) -> dict:
+    word, link = (getattr(runner, "documented_conventions", {}) or {}).get(axis, (None, ""))
+    return {"documented": word, "documented_source": link}
+
+
+def _unanswered(axis: str, runner, what: str, got: Answer) -> Convention:
+    if got.raised:
+        return Convention(axis, REFUSED, f"{runner.name}, {what}: {got.raised}",
+                          **_documented(runner, axis))
+    return Convention(axis, NOT_PROBED, f"{runner.name}, {what}: {got.unasked}")
+
+
+def _forward(runner, case, argument: str):
+    """fwd(value) -> output, raising on a refusal (for the shared classifiers), and the
+    last answer (its call and message)."""
+    data, last = case_data(case), {}
+
+    def fwd(value):
+        got = ask_raw(runner, case, RawCall(argument, value), data)
+        last["answer"] = got
+        if not got.answered:
+            raise _Refused(got)
+        return got.output
+
+    return fwd, last
+
+
+class _Refused(Exception):
+    def __init__(self, answer: Answer):
+        super().__init__(answer.raised or answer.unasked)
+        self.answer = answer
+
+
+def attn_mask_polarity_cell(runner) -> Convention:
+    case = probe_case("raw-attn-mask")
+    fwd, last = _forward(runner, case, "attn_mask")
+    what = f"probe_case {case.id}: boolean attn_mask (B, T, S) passed raw"
+    try:
+        fwd(probe_mask(case))
+    except _Refused as exc:
+        return _unanswered("attn_mask_polarity", runner, what, exc.answer)
+    return mask_polarity(case, fwd, f"{what} ({last['answer'].call})",
+                         **_documented(runner, "attn_mask_polarity"))
+
+
+def float_mask_cell(runner) -> Convention:
+    case = probe_case("raw-float-mask")
+    fwd, last = _forward(runner, case, "attn_mask")
+    m = probe_mask(case)
+    what = f"probe_case {case.id}: float attn_mask 0 / -1e9 (B, T, S) passed raw"
+    try:
+        out = fwd(np.where(m, 0.0, -1e9))
+    except _Refused as exc:
+        return _unanswered("float_mask", runner, what, exc.answer)
+    return closest("float_mask", out, {"added": output_with(case, m),
+                                       "cast_to_bool": output_with(case, ~m)},
+                   f"{what} ({last['answer'].call})", **_documented(runner, "float_mask"))
+
+
+def causal_flag_cell(runner) -> Convention:
+    case = probe_case("raw-causal")
+    fwd, last = _forward(runner, case, "is_causal")
+    what = (f"probe_case {case.id}: the causal switch on, T {case.inputs.query_len} != S "
+            f"{case.inputs.key_len}")
+    try:
+        out = fwd(True)
+    except _Refused as exc:
+        return _unanswered("causal_flag", runner, what, exc.answer)
+    return closest("causal_flag", out, causal_candidates(case),
+                   f"{what} ({last['answer'].call})", **_documented(runner, "causal_flag"))
+
+
+RAW_PROBES = {"attn_mask_polarity": ("attn_mask", attn_mask_polarity_cell),
+              "float_mask": ("attn_mask", float_mask_cell),
+              "causal_flag": ("is_causal", causal_flag_cell)}
