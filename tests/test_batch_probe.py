@@ -47,7 +47,7 @@ def test_item_data_slices_one_item_with_its_own_arrays():
     assert one.inputs.query.shape[0] == 1
     assert np.array_equal(one.inputs.query[0], data.inputs.query[2])
     assert np.array_equal(one.inputs.value[0], data.inputs.value[2])
-    assert one.weights is data.weights
+    assert one.weights is not data.weights and one.weights.wq is data.weights.wq
 
 
 def test_an_item_computed_alone_is_bitwise_equal():
@@ -77,3 +77,31 @@ def test_a_system_that_expresses_no_batch_probe_is_not_applicable_and_a_model_no
         executed = False
 
     assert batch_invariance_cell(Model()).value == "not_probed"
+
+
+def test_a_runner_that_runs_other_arrays_is_a_harness_limit_not_a_batch_cell():
+    """A runner that regenerates the arrays from the case instead of running the ones it
+    is given (or hands one item's cached tensors to the next) is off by O(1): that is the
+    harness's doing, never the system's batch arithmetic."""
+    class Regenerates(Toy):
+        def run(self, case, translation, data):
+            return super().run(case, translation, case_data(case))
+
+    cell = batch_invariance_cell(Regenerates())
+    assert cell.value == "not_probed" and "did not run the arrays" in cell.evidence
+
+
+def test_a_build_cache_keyed_by_case_and_weights_gets_each_item_s_own_arrays():
+    """Like the Keras runners' layer cache: (case fingerprint, id(weights)) -> the first
+    inputs built.  Each item's batch of one is a case and a weights object of its own."""
+    class Caching(Toy):
+        def __init__(self):
+            super().__init__()
+            self.built = {}
+
+        def run(self, case, translation, data):
+            key = (case.fingerprint(), id(data.weights))
+            self.built.setdefault(key, data)
+            return super().run(case, translation, self.built[key])
+
+    assert batch_invariance_cell(Caching()).value == "bitwise_equal"

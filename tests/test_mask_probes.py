@@ -149,3 +149,16 @@ def test_a_harness_limit_is_not_probed_and_a_raise_is_refused():
     assert cell.value == "not_probed" and "cannot hold a mask" in cell.evidence
     cell = mask_fill_cell(Raises(-1e9, True))
     assert cell.value == "refused" and "not supported on this device" in cell.evidence
+
+
+def test_a_decode_only_runner_reads_not_probed_for_the_single_call_probes():
+    """A runner whose translate takes decode cases only is a harness choice: the ledger's
+    single-call probes say so (not_probed), never the system's not_applicable."""
+    from conformance.conventions.probes import OWNED_AXES, ledger_cells
+
+    class Decoder(Toy):
+        decodes_only = True
+
+    cells = {c.axis: c for c in ledger_cells(Decoder(-1e9, True))}
+    for axis in OWNED_AXES:
+        assert cells[axis].value == "not_probed" and "decode cases only" in cells[axis].evidence

@@ -147,6 +147,10 @@ class Runner:
     worker: WorkerSpec | None = None  # set: runs in that worker subprocess
     sets_scale: bool = False  # the system can set the softmax scale (attention.scale)
     executed: bool = True  # False: a documented model (its `run` is the suite's NumPy)
+    # True: translate takes decode cases only (a harness choice: the system behind it takes
+    # single calls too, which another runner covers); the ledger's single-call probes
+    # then read not_probed, never the system's not_applicable
+    decodes_only: bool = False
     # (word, source): the fill the system's source writes into masked scores, where the
     # ledger's fill probe sees a tie its outputs cannot break (finfo_min, -0.7*finfo_max)
     documented_fill: tuple[str, str] = ()

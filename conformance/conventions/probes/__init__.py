@@ -52,6 +52,11 @@ def ledger_cells(runner) -> list[Convention]:
     raw = {axis: probe for axis, (argument, probe) in RAW_PROBES.items()
            if argument in answers}  # the axes of the arguments the runner passes raw
     cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw]
+    if getattr(runner, "decodes_only", False):
+        return cells + [Convention(a, NOT_PROBED, f"{runner.name}: a harness limit: this "
+                                   "runner runs decode cases only, and the probe is one call "
+                                   "(the system's single call is another runner's column)")
+                        for a in OWNED_AXES] + [probe(runner) for probe in raw.values()]
     for _axes, probe in LEDGER_PROBES:
         cells += probe(runner)
     return cells + [probe(runner) for probe in raw.values()]

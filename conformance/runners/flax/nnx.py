@@ -40,6 +40,11 @@ class FlaxNnx(_flax.FlaxRunner):
 
     decode: bool = False  # flax.nnx.decode: decode=True, init_cache, one position per call
 
+    @property
+    def decodes_only(self) -> bool:
+        """flax.nnx.decode translates decode cases only (a harness choice)."""
+        return self.decode
+
     def __init__(self, **params):
         super().__init__(**params)
         if self.decode:

@@ -27,6 +27,7 @@ LAYOUT = ("one tensor (B, 2, S, H, d), keys and values stacked on axis 1, preall
 
 class KerasCached(KerasHubRunner):
     """keras_hub.layers.CachedMultiHeadAttention on `backend`: a prefill, then steps."""
+    decodes_only = True  # translate refuses a case without a decode section
 
     system = "keras_hub.layers.CachedMultiHeadAttention"
     typed_system = "keras"  # a MultiHeadAttention subclass: num_heads / key_dim

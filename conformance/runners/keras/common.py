@@ -203,6 +203,11 @@ class KerasLayerRunner(Runner):
     layer_cls = ""  # the keras.layers class, e.g. "MultiHeadAttention"
     layer_name = ""  # the layer's name (its variable paths start with it)
     features = Runner.features | {"window"}  # sliding_window (window.py)
+    # the number the backends' dot_product_attention writes into masked logits
+    # (_get_large_negative: 'val = 65500 if dtype == "float16" else 3.38953e38', val * -0.7):
+    # the ledger's fill probe cannot tell it from finfo.min by the outputs (masks.py)
+    documented_fill = ("-0.7*finfo_max", "https://github.com/keras-team/keras/blob/v3.15.1/"
+                       "keras/src/backend/tensorflow/nn.py#L1677")
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from conformance.contract import cache_probes as cp
-from conformance.contract.axes import DEPENDS, FEATURE_ARGUMENTS, IGNORED, NA
+from conformance.contract.axes import DEPENDS, FEATURE_ARGUMENTS, IGNORED, NA, NOT_PROBED
 from conformance.contract.probing import (
     closest, distances, feature_cells, no_such_argument, probe_case, refusal)
 from conformance.contract.runner import Convention
@@ -189,13 +189,14 @@ def cache_cells(runner) -> list[Convention]:
     plain, shapes, _ = decode(keras, layer, xt, 3, SLOTS, masked=False)
     masked = decode(keras, layer, xt, 3, SLOTS, masked=True)[0]
     cands = {**cp.step_candidates(case), "full": _full_candidate(case, SLOTS)}
-    cell = closest("cache_causal_alignment", plain[-1], cands, f"{what}, attention_mask=None "
-                   "(its call has no causal switch)", documented_source=CACHED_SRC)
-    helper = distances(masked[-1], cp.step_candidates(case))
-    align = replace(cell, evidence=f"{cell.evidence}: the step attends every slot, the "
-                    f"{SLOTS - 4} unwritten zeros included; with keras_hub's compute_causal_"
-                    "mask(B, 6, 1, cache_index=3) (its decoders' mask, " + MASK_SRC + "): "
-                    + "; ".join(f"{k} {v:.1e}" for k, v in helper.items()))
+    # the users' call: keras_hub's decoders pass compute_causal_mask at every step
+    align = closest("cache_causal_alignment", masked[-1], cands, f"{what}, attention_mask="
+                    "compute_causal_mask(B, 6, 1, cache_index=3) (its decoders' mask, "
+                    f"{MASK_SRC}; the call has no causal switch)", documented_source=CACHED_SRC)
+    bare = distances(plain[-1], cands)
+    align = replace(align, evidence=f"{align.evidence}; with attention_mask=None the step "
+                    f"attends every slot, the {SLOTS - 4} unwritten zeros included: "
+                    + "; ".join(f"{k} {v:.1e}" for k, v in bare.items()))
     layout = Convention("cache_layout", f"BSNH, one tensor (B, 2, S, H, d): keys and values "
                         f"stacked on axis 1, preallocated ({shapes[0]} -> {shapes[-1]})",
                         f"{what}: the cache argument and the returned cache, "
@@ -205,9 +206,9 @@ def cache_cells(runner) -> list[Convention]:
                         "attention_mask, cache, cache_update_index, ...) has no "
                         "use_causal_mask (passing it raises TypeError): the caller builds the "
                         "mask (keras_hub's compute_causal_mask)", documented_source=CACHED_SRC)
-    rows = Convention("fully_masked_row", NA, "cannot arise: the runner runs causal decodes "
-                      "only (translate refuses any other mask), where every query sees at "
-                      "least its own key")
+    rows = Convention("fully_masked_row", NOT_PROBED, "a harness limit: the runner runs "
+                      "causal decodes only (translate refuses any other mask), where every "
+                      "query sees at least its own key; the layer itself takes other masks")
     return [align, layout, causal, rows]
 
 

@@ -37,6 +37,7 @@ WORDS = {"past": "past_key/past_value in, present_key/present_value out [opset 2
 
 class OnnxAttentionCache(OnnxAttentionOp):
     """engine: "ort" / "reference"; cache: "past" (opset 23) / "static" (opset 24)."""
+    decodes_only = True  # translate refuses a case without a decode section
 
     path = "KV cache"
     cache = "past"

@@ -30,6 +30,7 @@ LAYOUT = "two tensors, key and value (B, H_kv, S, d) (BNSH), growing by torch.ca
 
 class TorchSDPACache(SDPAAnswers, TorchRunner):
     name = "torch.sdpa.cache"
+    decodes_only = True  # translate refuses a case without a decode section
     system = "torch.nn.functional.scaled_dot_product_attention"
     path = "hand-kept KV cache"
     description = ("`F.scaled_dot_product_attention` decoding through a hand-kept KV cache "
