@@ -1,8 +1,9 @@
 """attention-conformance: one attention case, every framework, one float64 oracle.
 
-Pipeline: case.py (load + validate) -> weights.py (seeded data) ->
-runners/ (translate + run, on contract.py) -> reference.py + compare.py +
-verdict.py (judge) -> matrix.py (one Row per case x runner) -> plugin.py /
-report/ (pytest, reports/).
+Pipeline (one package a step): case/ (load + validate cases/*.yaml) -> oracle/ (seeded
+canonical data, the float64 reference) -> runners/ (translate + run each system, on
+contract/) -> run/ (rows, workers) -> compare/ (judge a row) -> conventions/ (the ledger:
+its own probes in conventions/probes/, pinned cells) -> report/ (reports/), with plugin/
+(pytest) and cli/ (python -m conformance) on top.
 """
 __version__ = "0.1.0"
