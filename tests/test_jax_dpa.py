@@ -149,3 +149,40 @@ def test_key_value_lengths_planted_as_dropped_read_ignored(monkeypatch):
     monkeypatch.setattr(dpa_probes, "forward", dropping)
     cell = next(c for c in dpa_probes._mask_cells(case) if c.axis == "key_padding_polarity")
     assert cell.value == "ignored", cell.evidence
+
+
+def test_raw_answers_give_the_ledger_s_cells_and_a_planted_inversion_is_caught(monkeypatch):
+    """JaxDPA.answer: a boolean mask to mask=, a float one to bias= (the ledger reads
+    true_attends, added, upper_left); the same float array to mask= is the function's own
+    refusal, and an answer planted to invert the boolean mask reads true_blocks."""
+    from conformance.conventions.probes.flags import (
+        attn_mask_polarity_cell, causal_flag_cell, float_mask_cell)
+
+    r = JaxDPA()
+    polarity, fmask, causal = (attn_mask_polarity_cell(r), float_mask_cell(r),
+                               causal_flag_cell(r))
+    assert (polarity.value, polarity.documented) == ("true_attends", "true_attends")
+    assert (fmask.value, causal.value) == ("added", "upper_left"), (fmask, causal)
+    assert "bias=<float32" in fmask.evidence and "is_causal=True" in causal.evidence
+
+    class AsMask(JaxDPA):  # the float array given to mask= instead
+        def answer(self, case, data, raw):
+            import jax
+            import jax.numpy as jnp
+
+            m = jnp.asarray(np.asarray(raw.value, np.float32)[:, None])
+            q = jnp.zeros((2, 3, 2, 4))
+            jax.nn.dot_product_attention(q, jnp.zeros((2, 5, 2, 4)), jnp.zeros((2, 5, 2, 4)),
+                                         mask=m)
+            raise AssertionError("mask= took a float")
+
+    refused = float_mask_cell(AsMask())
+    assert refused.value == "refused" and "mask dtype should be bool" in refused.evidence
+    real = JaxDPA.answer
+
+    def inverted(self, case, data, raw):
+        value = ~np.asarray(raw.value) if np.asarray(raw.value).dtype == bool else raw.value
+        return real(self, case, data, type(raw)(raw.argument, value))
+
+    monkeypatch.setattr(JaxDPA, "answer", inverted)
+    assert attn_mask_polarity_cell(JaxDPA()).value == "true_blocks"

@@ -40,6 +40,8 @@ from conformance.runners.flax import common as _flax
 from conformance.runners.flax.common import heads_out, project
 
 FILLS = {"-inf": -np.inf, "-1e9": -1e9, "-1e4": -1e4}  # finfo_min: the case dtype's
+SOURCE = "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/nn/functions.py"
+DOC = "https://docs.jax.dev/en/latest/_autosummary/jax.nn.dot_product_attention.html"
 
 
 @dataclass(frozen=True)
@@ -131,8 +133,13 @@ class JaxDPA(Runner):
     # the number _get_large_negative writes into masked logits: "dtype_max = min(dtype_max,
     # finfo(float32).max)", jnp.where(mask, logits, -0.7 * dtype_max); the ledger's fill probe
     # cannot tell it from finfo.min by the outputs, so this names the tie (masks.py)
-    documented_fill = ("-0.7*finfo_max",
-                       "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/nn/functions.py")
+    documented_fill = ("-0.7*finfo_max", SOURCE)
+    # the ledger's raw probes (conventions/probes/flags.py) ask `answer`; the docstring
+    # states the mask's polarity and that an additive mask goes to bias=, not is_causal's
+    # alignment (only "causal attention will be applied")
+    answers = frozenset({"attn_mask", "is_causal"})
+    documented_conventions = {"attn_mask_polarity": ("true_attends", DOC),
+                              "float_mask": ("added", DOC), "causal_flag": (None, DOC)}
     framework = "jax"
     system = "jax.nn.dot_product_attention"
     backend = "xla"
@@ -191,3 +198,30 @@ class JaxDPA(Runner):
         from conformance.runners.flax.dpa_probes import dpa_cells
 
         return dpa_cells(self)
+
+    def answer(self, case, data, raw):
+        """The function on the canonical projections (jnp, BTNH) with one argument raw: a
+        boolean (B, T, S) mask as mask= (B, 1, T, S); a float one as bias= (B, 1, T, S),
+        JAX's additive mask argument (the docstring: "For an additive mask, users should
+        pass it to `bias`"; mask= refuses a float, "mask dtype should be bool", functions.py
+        line 1189, jax 0.10.2); or is_causal=value."""
+        import jax
+        import jax.numpy as jnp
+
+        dt = getattr(jnp, case.inputs.dtype)
+        w = {n: jnp.asarray(a, dt) for n, a in data.weights.arrays().items()}
+        q, k, v = (project(jnp, jnp.asarray(getattr(data.inputs, n), dt), w[wn], w.get(bn))
+                   for n, wn, bn in (("query", "wq", "bq"), ("key", "wk", "bk"),
+                                     ("value", "wv", "bv")))
+        if raw.argument == "attn_mask":
+            m = jnp.asarray(np.asarray(raw.value)[:, None])
+            name = "mask" if m.dtype == jnp.bool_ else "bias"
+            kw, said = {name: m}, f"{name}=<{m.dtype} (B, 1, T, S)>"
+        elif raw.argument == "is_causal":
+            kw = {"is_causal": bool(raw.value)}
+            said = f"is_causal={bool(raw.value)}"
+        else:
+            raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+        heads = jax.nn.dot_product_attention(q, k, v, **kw)
+        return (np.asarray(to_numpy(heads_out(jnp, heads, w)), np.float64),
+                f"jax.nn.dot_product_attention(q, k, v, {said})")

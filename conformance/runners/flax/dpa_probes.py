@@ -4,7 +4,9 @@ heads projected back and compared with the float64 oracle under each reading
 (contract/probing.py).  Parameter formula, weight layout, fully masked rows, float64 and
 refusals are left to the matrix rows (ledger.py); mask_fill and masked_kv_nonfinite are
 probed through the runner's own translate and run (contract/fill_probes.py), the fill
-then named from the source.  jax is imported inside the functions only.
+then named from the source; the mask polarity, the float mask and the causal flag are the
+ledger's own probes (conventions/probes/flags.py), answered by JaxDPA.answer.  jax is
+imported inside the functions only.
 """
 from __future__ import annotations
 
@@ -16,8 +18,7 @@ from conformance.contract import cache_probes as cp
 from conformance.contract import probe_cells as _ledger
 from conformance.contract.axes import DEPENDS, IGNORED, NA, NOT_PROBED
 from conformance.contract.probing import (
-    causal_candidates, closest, distances, feature_cells, output_with, probe_case, probe_mask,
-    refusal)
+    closest, distances, feature_cells, output_with, probe_case, refusal)
 from conformance.contract.runner import Convention, to_numpy
 from conformance.oracle.canonical import case_data
 from conformance.oracle.positional import window_allowed
@@ -28,7 +29,7 @@ DOCUMENTED = {"documented_source": DOC}
 
 
 def forward(case, layout: str = "btnh"):
-    """fwd(mask=None, bias=None, x=None, **kw) -> (B, T, E_o) NumPy output on `case`:
+    """fwd(x=None, **kw) -> (B, T, E_o) NumPy output on `case`:
     q, k, v projected in jnp (float32), the call, the output projection; `layout`
     "bnth" hands it (B, N, T, H) arrays instead, transposed back after."""
     import jax
@@ -41,13 +42,11 @@ def forward(case, layout: str = "btnh"):
     qkv = [project(jnp, jnp.asarray(getattr(d.inputs, n), jnp.float32), w[wn], w.get(bn))
            for n, wn, bn in (("query", "wq", "bq"), ("key", "wk", "bk"), ("value", "wv", "bv"))]
 
-    def fwd(mask=None, bias=None, x=None, **kw):
+    def fwd(x=None, **kw):
         a, b, c = x or qkv
         if layout == "bnth":
             a, b, c = (t.transpose(0, 2, 1, 3) for t in (a, b, c))
-        m = None if mask is None else jnp.asarray(np.asarray(mask)[:, None])
-        add = None if bias is None else jnp.asarray(np.asarray(bias, np.float32)[:, None])
-        h = jax.nn.dot_product_attention(a, b, c, bias=add, mask=m, **kw)
+        h = jax.nn.dot_product_attention(a, b, c, **kw)
         h = h.transpose(0, 2, 1, 3) if layout == "bnth" else h
         return to_numpy(heads_out(jnp, h, w))
 
@@ -84,8 +83,6 @@ def _layout_cells(case) -> list[Convention]:
 def _mask_cells(case) -> list[Convention]:
     fwd, _ = forward(case)
     what = f"probe_case {case.id}"
-    cells = [_ledger.mask_polarity(case, lambda m: fwd(mask=m), f"{what}: bool mask (B, 1, "
-                                   "T, S)", documented="true_attends", **DOCUMENTED)]
     lengths = np.asarray([5, 3], np.int32)
     valid = np.arange(case.inputs.key_len)[None, :] < lengths[:, None]
     out = fwd(key_value_seq_lengths=lengths)
@@ -94,23 +91,10 @@ def _mask_cells(case) -> list[Convention]:
     # accepted and the output unmoved: ignored; neither reading: a measurement to redo
     word = "lengths" if d["lengths"] < 1e-3 else (IGNORED if d["no padding"] < 1e-3 else
                                                    NOT_PROBED)
-    cells.append(Convention("key_padding_polarity", word, f"{what}: key_value_seq_lengths="
+    return [Convention("key_padding_polarity", word, f"{what}: key_value_seq_lengths="
                             f"{lengths.tolist()} (int32 lengths, not a mask): " + "; ".join(
                                 f"{k} {v:.1e}" for k, v in d.items()) + _query_lengths(
-                                    case, fwd), documented="lengths", **DOCUMENTED))
-    m = probe_mask(case)
-    float_mask = np.where(m, 0.0, -1e9)
-    cell = closest("float_mask", fwd(bias=float_mask), {
-        "added": output_with(case, m), "cast_to_bool": output_with(case, ~m)},
-        f"{what}: 0 / -1e9 float array as bias= (B, 1, T, S)", documented="added",
-        **DOCUMENTED)
-    try:
-        fwd(mask=float_mask.astype(np.float32))
-        as_mask = "the same array as mask= runs"
-    except Exception as exc:
-        as_mask = f"the same array as mask=: {type(exc).__name__}: {exc}"
-    cells.append(replace(cell, evidence=f"{cell.evidence}; {as_mask}"))
-    return cells
+                                    case, fwd), documented="lengths", **DOCUMENTED)]
 
 
 def _query_lengths(case, fwd) -> str:
@@ -129,17 +113,13 @@ def _query_lengths(case, fwd) -> str:
 def _flag_cells(case) -> list[Convention]:
     fwd, (q, k, v) = forward(case)
     what = f"probe_case {case.id}"
-    i = case.inputs
-    causal = closest("causal_flag", fwd(is_causal=True), causal_candidates(case),
-                     f"{what}: is_causal=True, T {i.query_len} != S {i.key_len} "
-                     "(_get_causal_mask: jnp.tril(ones((T, S))))", **DOCUMENTED)
     scale = _ledger.softmax_scale(case, lambda m: fwd(), what, configurable=(
         "scale= keyword (default None: 1/sqrt(H)); scale=1.0 gives "
         f"{_ledger.matches(case, fwd(scale=1.0)):.1e} from the default-scale oracle"))
     import jax
 
     out = jax.nn.dot_product_attention(q, k, v, return_residual=True)
-    cells = [causal, scale,
+    cells = [scale,
              Convention("returned_weights", "none", f"{what}: returns the output "
                         f"{tuple(out[0].shape)}; return_residual=True adds the logsumexp "
                         f"{tuple(out[1].shape)} (B, T, N), never the weights", **DOCUMENTED),
