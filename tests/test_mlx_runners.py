@@ -163,3 +163,32 @@ def test_cache_cells_name_the_lower_right_step():
     assert cells["cache_causal_alignment"].value == "lower_right"
     assert cells["cache_layout"].value.startswith("BNSH, two arrays")
     assert cells["float64_compute"].value == "below_float64"
+
+
+def test_raw_answers_give_the_ledger_s_cells_and_planted_ones_are_caught(monkeypatch):
+    """MlxAnswers: the mask raw to mask= (the fused op, the layer), the causal switch as
+    mask="causal"; the ledger reads true_attends, added, lower_right.  Planted: a float mask
+    read as a boolean (!= 0) reads cast_to_bool, a dropped "causal" reads ignored."""
+    from conformance.conventions.probes.flags import (
+        attn_mask_polarity_cell, causal_flag_cell, float_mask_cell)
+    from conformance.runners.mlx.mha import MlxMHA
+    from conformance.runners.mlx.sdpa import MlxSDPA
+    from conformance.runners.mlx.sdpa_cache import MlxSDPACache
+
+    for r in (MlxSDPA(), MlxSDPACache(), MlxMHA()):
+        got = (attn_mask_polarity_cell(r), float_mask_cell(r), causal_flag_cell(r))
+        assert [c.value for c in got] == ["true_attends", "added", "lower_right"], got
+        assert [c.documented for c in got] == ["true_attends", "added", "lower_right"]
+        assert "mask='causal'" in got[2].evidence
+    real = MlxSDPA.answer_with
+
+    def planted(self, mx, case, data, mask):
+        if isinstance(mask, str):
+            mask = None  # the switch dropped
+        elif mask is not None and mask.dtype != mx.bool_:
+            mask = mask != 0  # a float mask read as a boolean
+        return real(self, mx, case, data, mask)
+
+    monkeypatch.setattr(MlxSDPA, "answer_with", planted)
+    assert float_mask_cell(MlxSDPA()).value == "cast_to_bool"
+    assert causal_flag_cell(MlxSDPA()).value == "ignored"

@@ -253,3 +253,44 @@ class MlxRunner(Runner):
     requires = ("mlx",)
     extras = "mlx"
     seconds = 0.05
+
+
+class MlxAnswers:
+    """A runner whose attention is MLX's mask= answers the ledger's raw calls (Runner.answer,
+    conventions/probes/flags.py): a (B, T, S) mask given as mx.array (B, 1, T, S) to mask=
+    (a boolean one True = attend, a float one additive: the docstring), and the causal
+    switch as MLX spells it, mask="causal" (lower right, the docstring), None when off.
+    The subclass runs its system with that mask (`answer_with`); it only calls."""
+
+    answers = frozenset({"attn_mask", "is_causal"})
+    documented_conventions = {"attn_mask_polarity": ("true_attends", SDPA_DOC),
+                              "float_mask": ("added", SDPA_DOC),
+                              "causal_flag": ("lower_right", SDPA_DOC)}
+
+    def answer(self, case, data, raw):
+        mx, _ = import_mlx()
+        if raw.argument == "attn_mask":
+            mask = mx.array(np.asarray(raw.value)[:, None])
+            said = f"mask=<{held_dtype(mask)} (B, 1, T, S)>"
+        elif raw.argument == "is_causal":
+            mask = "causal" if raw.value else None
+            said = f"mask={mask!r}"
+        else:
+            raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+        out, call = self.answer_with(mx, case, data, mask)
+        mx.eval(out)
+        return to_f64(mx, out), call.format(mask=said)
+
+    def answer_with(self, mx, case, data, mask):
+        """(output (B, T, E_o) mx.array, the call with a {mask} slot) for `mask` raw."""
+        raise NotImplementedError(f"{self.name} passes no raw mask")
+
+
+class SDPAAnswers(MlxAnswers):
+    """mx.fast.scaled_dot_product_attention on the canonical projections (common.explicit,
+    the sdpa row's ops) with the mask raw."""
+
+    def answer_with(self, mx, case, data, mask):
+        plan = core_plan(case)
+        return (explicit(mx, case, data, plan, mask)[0],
+                f"mx.fast.scaled_dot_product_attention(q, k, v, scale={plan.scale!r}, {{mask}})")

@@ -17,11 +17,11 @@ import numpy as np
 
 from conformance.contract.runner import Count, NotExpressible, Observation, Translation
 from conformance.runners.mlx.common import (
-    MHA as CTOR, MlxRunner, build, core_plan, held_dtype, import_mlx, mask_array, mha_kwargs,
-    to_f64, to_mx)
+    MHA as CTOR, MlxAnswers, MlxRunner, build, core_plan, held_dtype, import_mlx, mask_array,
+    mha_kwargs, to_f64, to_mx)
 
 
-class MlxMHA(MlxRunner):
+class MlxMHA(MlxAnswers, MlxRunner):
     name = "mlx.mha"
     system = CTOR
     description = "`mlx.nn.MultiHeadAttention` (`dims` = total over heads)"
@@ -71,6 +71,13 @@ class MlxMHA(MlxRunner):
             weight_shapes=shapes, notes=notes,
             extras={"mask_polarity": "True = attend", "output_dtype": held,
                     "mask": translation.plan.mask})
+
+    def answer_with(self, mx, case, data, mask):
+        """The layer holding the canonical weights, called with the mask raw."""
+        dtype, x = case.inputs.dtype, data.inputs
+        layer, _ = build(case, data.weights, dtype)
+        q, k, v = (to_mx(mx, getattr(x, n), dtype) for n in ("query", "key", "value"))
+        return layer(q, k, v, mask=mask), f"{CTOR}(...)(queries, keys, values, {{mask}})"
 
     def conventions(self):
         from conformance.runners.mlx.probes import mha_cells

@@ -2,7 +2,9 @@
 
 Each probe runs MLX on a small seeded probe case (2 heads, 8 features, T 3, S 5
 unless said) with one native argument passed raw, and names the reading of that
-argument the output matches (probing.closest), every distance as the figure.
+argument the output matches (probing.closest), every distance as the figure.  The mask
+polarity, the float mask and the causal flag are the ledger's own probes
+(conventions/probes/flags.py), which the runners answer (common.MlxAnswers).
 mlx.sdpa is probed through the same explicit projections its rows use
 (common.explicit); mlx.mha through the layer itself.  Axes the matrix rows settle
 (fully masked rows, returned weights, float64, parameters, layout, refusals) are
@@ -17,7 +19,7 @@ import numpy as np
 from conformance.contract import probe_cells as _ledger
 from conformance.contract.axes import IGNORED, NA, NOT_PROBED
 from conformance.contract.probing import (
-    causal_candidates, closest, distances, feature_cells, nearest, output_with, probe_case,
+    closest, distances, feature_cells, nearest, output_with, probe_case,
     refusal)
 from conformance.contract.runner import Convention
 from conformance.oracle import positional
@@ -71,19 +73,12 @@ def _swapped(case):
                                         value=data.inputs.key))
 
 
-def mask_cells(case, fwd, what: str) -> list[Convention]:
-    doc = {"documented": "true_attends", "documented_source": SDPA_DOC}
+def mask_cells(what: str) -> list[Convention]:
+    """The mask polarity, the float mask and the causal flag are the ledger's own probes
+    (conventions/probes/flags.py), answered by common.MlxAnswers; these are read here."""
     return [
-        _ledger.mask_polarity(case, lambda m: fwd(m), f"boolean (B, 1, T, S) mask= of {what}",
-                              **doc),
-        _ledger.float_mask(case, lambda m: fwd(m.astype(np.float32)),
-                           f"0 / -1e9 float32 mask= of {what}", documented="added",
-                           documented_source=SDPA_DOC),
         Convention("key_padding_polarity", NA, f"{what} takes one mask (mask=), no "
                    "key-padding argument; padding goes into it"),
-        closest("causal_flag", fwd("causal"), causal_candidates(case),
-                f"mask='causal' on {what}, T 3 != S 5", documented="lower_right",
-                documented_source=SDPA_DOC),
         Convention("dropout", NA, f"{what}: no dropout argument in its signature"),
         Convention("weights_dropout", NA, f"{what} returns no attention weights"),
         Convention("implicit_mask", "none", f"{what}: an mx.array carries no mask (nothing "
@@ -220,7 +215,7 @@ def sdpa_cells() -> list[Convention]:
                    f"docstring; the rows pass (B, H, T, d): {_ledger.matches(case, fwd()):.1e} "
                    "from the oracle", "batch_heads_first", SDPA_DOC),
         _unbatched_sdpa(mx),
-        *mask_cells(case, fwd, SDPA),
+        *mask_cells(SDPA),
         Convention("softmax_scale", "configurable", f"{SDPA}: scale= is a required "
                    "keyword (the rows pass 1/sqrt(d_k) or attention.scale)", "configurable",
                    SDPA_DOC),
@@ -283,7 +278,7 @@ def mha_cells() -> list[Convention]:
         Convention("input_layout", "batch_first", f"{MHA}: (B=2, T=3, E=8) and (B, S=5, E) "
                    f"read batch-first: {_ledger.matches(case, out):.1e} from the oracle"),
         _unbatched_mha(mx, case),
-        *mask_cells(case, fwd, MHA),
+        *mask_cells(MHA),
         closest("softmax_scale", out, {"inv_sqrt_head_dim": output_with(case, None),
                                        "none": output_with(case, None, scale=1.0)},
                 f"{MHA}, d_k = 3, no scale argument (scale = sqrt(1 / queries.shape[-1]))"),

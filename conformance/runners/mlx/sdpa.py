@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from conformance.contract.runner import Count, NotExpressible, Observation, Translation
 from conformance.runners.mlx.common import (
-    MlxRunner, core_plan, explicit, held_dtype, import_mlx, to_f64)
+    MlxRunner, SDPAAnswers, core_plan, explicit, held_dtype, import_mlx, to_f64)
 
 
-class MlxSDPA(MlxRunner):
+class MlxSDPA(SDPAAnswers, MlxRunner):
     name = "mlx.sdpa"
     system = "mlx.core.fast.scaled_dot_product_attention"
     description = ("`mx.fast.scaled_dot_product_attention` with explicit projections, "

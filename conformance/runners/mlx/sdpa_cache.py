@@ -17,10 +17,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from conformance.contract.runner import Convention, NotExpressible, Observation, Translation
-from conformance.runners.mlx.common import MlxRunner, core_plan, import_mlx, to_f64, to_mx
+from conformance.runners.mlx.common import (
+    MlxRunner, SDPAAnswers, core_plan, import_mlx, to_f64, to_mx)
 from conformance.runners.mlx.kv_cache import LAYOUT, STEP, DecodePlan, decode
 
-class MlxSDPACache(MlxRunner):
+# the ledger's raw calls go to the fused op every step calls, on one call (SDPAAnswers, as
+# mlx.sdpa): its mask= and mask="causal" are the cache's prefill mask too
+class MlxSDPACache(SDPAAnswers, MlxRunner):
     name = "mlx.sdpa.cache"
     system = "mlx.core.fast.scaled_dot_product_attention"
     path = "KV cache (mlx-lm KVCache pattern)"
