@@ -25,6 +25,7 @@ from conformance.runners.mlx.kv_cache import LAYOUT, STEP, DecodePlan, decode
 # mlx.sdpa): its mask= and mask="causal" are the cache's prefill mask too
 class MlxSDPACache(SDPAAnswers, MlxRunner):
     name = "mlx.sdpa.cache"
+    decodes_only = True  # translate refuses a case without a decode section
     system = "mlx.core.fast.scaled_dot_product_attention"
     path = "KV cache (mlx-lm KVCache pattern)"
     description = ("`mx.fast.scaled_dot_product_attention` decoding through a KV cache as "
