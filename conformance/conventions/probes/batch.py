@@ -28,16 +28,13 @@ BATCH = 3
 HARNESS_GAP = 1e-3  # a batch kernel moves last bits; more than this is the harness's doing
 
 
-def batch_case(batch: int = BATCH, self_attention: bool = False, item: int | None = None,
-               **attention) -> Case:
-    """The probe case; `item` names a batch of one standing for that item (its own seed,
-    so a runner caching what it built per case never hands one item's tensors to another;
-    the arrays it runs are the batch's item, given as data)."""
-    raw = {"id": "probe-batch-invariance" + ("" if item is None else f"-item{item}"),
+def batch_case(batch: int = BATCH, self_attention: bool = False, **attention) -> Case:
+    """The probe case (a batch of one stands for each item: the arrays it runs are the
+    batch's item, given as data; one case, so a converting runner converts it once)."""
+    raw = {"id": "probe-batch-invariance",
            "attention": {"num_heads": 2, "query_features": 8, **attention},
            "inputs": {"batch": batch, "query_len": 4, "key_len": 4 if self_attention else 6,
-                      "seed": 7 if item is None else 100 + item,
-                      "self_attention": self_attention}}
+                      "seed": 7, "self_attention": self_attention}}
     return parse_case(raw, PROBE_SOURCE)
 
 
@@ -59,8 +56,7 @@ def _forms():
     projection biases or without (and unscaled: T5)."""
     for self_attention in (False, True):
         for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0}):
-            yield lambda batch, item=None, s=self_attention, a=attn: batch_case(
-                batch, s, item, **a)
+            yield lambda batch, s=self_attention, a=attn: batch_case(batch, s, **a)
 
 
 def batch_invariance_cell(runner, what: str = "") -> Convention:
@@ -80,10 +76,10 @@ def batch_invariance_cell(runner, what: str = "") -> Convention:
 
 
 def _compare(runner, label: str, make, whole: Case, got) -> Convention:
-    data = case_data(whole)
+    alone_case, data = make(1), case_data(whole)
     worst, where, equal = 0.0, "", 0
     for i in range(BATCH):
-        alone = ask(runner, make(1, i), item_data(data, i))
+        alone = ask(runner, alone_case, item_data(data, i))
         if not alone.answered:
             why = alone.raised or alone.inexpressible or alone.unasked
             return Convention(AXIS, NOT_PROBED, f"{label}: the batch of {BATCH} runs "
