@@ -11,8 +11,12 @@ from tests.helpers import require
 require("onnx", "onnxruntime")
 
 
-def _cells(runner):
-    cells = {c.axis: c for c in runner.conventions()}
+def _cells(runner, ledger: bool = False):
+    """The runner's probe cells (with `ledger`: conventions.probes.ledger_cells, the ledger's
+    own probes of the runner too, the raw arguments it answers among them)."""
+    from conformance.conventions.probes import ledger_cells
+
+    cells = {c.axis: c for c in (ledger_cells(runner) if ledger else runner.conventions())}
     assert not [cell_problem(c) for c in cells.values() if cell_problem(c)]
     # the rest is left to the rows, and the mask encodings to fill_probes.ledger_conventions
     # (and the generic probes': masks, batch invariance)
@@ -26,7 +30,58 @@ def _cells(runner):
 def op_cells():
     from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
-    return {e: _cells(OnnxAttentionOp(engine=e)) for e in ("ort", "reference")}
+    return {e: _cells(OnnxAttentionOp(engine=e), ledger=True) for e in ("ort", "reference")}
+
+
+RAW_AXES = {"attn_mask_polarity", "float_mask", "causal_flag"}
+
+
+def test_attention_op_answers_raw(op_cells):
+    """The one-call rows answer attn_mask and is_causal raw (Runner.answer): the ledger's
+    probes judge those axes (their call quoted), the runner's own probes no longer do; the
+    cache rows (a subclass) answer nothing and keep their own cells."""
+    from conformance.runners.onnx.attention_cache import OnnxAttentionCache
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
+
+    r = OnnxAttentionOp(engine="reference")
+    assert r.answers == {"attn_mask", "is_causal"}
+    assert not RAW_AXES & {c.axis for c in r.conventions()}
+    for cells in op_cells.values():
+        assert "attn_mask=<bool (B, 1, T, S)>" in cells["attn_mask_polarity"].evidence
+        assert "attn_mask=<float32 (B, 1, T, S)>" in cells["float_mask"].evidence
+        assert "is_causal=1, no attn_mask, no past_key" in cells["causal_flag"].evidence
+        assert cells["causal_flag"].documented == "upper_left"
+    assert OnnxAttentionCache(engine="reference").answers == frozenset()
+    assert OnnxAttentionCache(engine="reference", cache="static").answers == frozenset()
+
+
+@pytest.mark.parametrize("plant, axis, word", [
+    ("inverted", "attn_mask_polarity", "true_blocks"),
+    ("float_as_bool", "float_mask", "cast_to_bool"),
+    ("switch_dropped", "causal_flag", "ignored")])
+def test_attention_op_planted_raw_answers(plant, axis, word):
+    """A planted wrong answer (the runner's graph fed an inverted mask, the float mask as
+    a boolean of its non-zero entries, the causal switch dropped) is read as such."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from conformance.conventions.probes.flags import RAW_PROBES
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
+
+    class Planted(OnnxAttentionOp):
+        def answer(self, case, data, raw):
+            v = np.asarray(raw.value)
+            if plant == "inverted" and v.dtype == bool:
+                raw = replace(raw, value=~v)
+            elif plant == "float_as_bool" and v.dtype != bool:
+                raw = replace(raw, value=v != 0)
+            elif plant == "switch_dropped":
+                raw = replace(raw, value=False)
+            return super().answer(case, data, raw)
+
+    cell = RAW_PROBES[axis][1](Planted(engine="reference"))
+    assert cell.value == word, cell.evidence
 
 
 def test_attention_op_conventions(op_cells):

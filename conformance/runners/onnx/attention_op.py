@@ -37,10 +37,17 @@ bfloat16 path, and the row quotes ORT's own error) and
 `onnx.attention-op.reference` (engine="reference":
 onnx.reference.ReferenceEvaluator, NumPy).
 onnx / onnxruntime are imported inside `run` only.
+
+Raw calls (Runner.answer, the ledger's probes conventions/probes/flags.py): the same graph
+on the probe case's canonical weights and inputs with one argument as given, a (B, T, S)
+boolean or float mask fed as the node's attn_mask input (B, 1, T, S) (the schema's type
+U: bool, or T, Q's type), or is_causal with no mask and no past; the ledger judges
+attn_mask_polarity, float_mask and causal_flag.  The cache rows (attention_cache.py, a
+subclass) answer nothing: they keep their own probes' cells.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +57,7 @@ from conformance.contract.runner import (
 from conformance.contract.runner import to_numpy
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners._export.onnx_runtime import ort_session, short
+from conformance.runners._export.onnx_runtime import numpy_dtype
 from conformance.runners.onnx.graph_parts import (
     ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, positional_qk, rope_words)
 
@@ -57,6 +65,8 @@ OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
                "alignment: query `i` attends key `j` iff `j <= i + past_sequence_length`\"")
 MASK_WORDS = "bool (B, 1, T, S), True = attend"
+SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
+ANSWERS = frozenset({"attn_mask", "is_causal"})  # the raw arguments `answer` passes
 # engine -> (backend, what the call says it runs in, modules it needs)
 ENGINES = {"ort": ("onnxruntime", "onnxruntime CPUExecutionProvider", ("onnx", "onnxruntime")),
            "reference": ("onnx.reference", "onnx.reference.ReferenceEvaluator", ("onnx",))}
@@ -135,8 +145,10 @@ def _split_past(g: Graph, case, k: str, v: str, past: int) -> None:
         g.node("Transpose", [f"{tag}_past4"], [f"past_{tag}"], perm=[0, 2, 1, 3])
 
 
-def build_model(case, data, plan: AttentionPlan):
-    """(ModelProto, feed) for the case; initializers in the case dtype."""
+def build_model(case, data, plan: AttentionPlan, mask: np.ndarray | None = None):
+    """(ModelProto, feed) for the case; initializers in the case dtype.  With plan.attn_mask,
+    the attn_mask input is the case's boolean mask, or `mask` ((B, 1, T, S), bool or the
+    case dtype) as given, the input typed by its dtype."""
     from onnx import TensorProto, helper
 
     a, i, w = case.attention, case.inputs, data.weights
@@ -149,20 +161,20 @@ def build_model(case, data, plan: AttentionPlan):
     k = g.project(xk, "k", in_out(w.wk), w.bk)
     v = g.project(xv, "v", in_out(w.wv), w.bv)
     q, k = positional_qk(g, case, w, q, k)  # QK-norm, RotaryEmbedding: when the case asks
-    mask = ""
     if plan.attn_mask:
-        feed["attn_mask"] = data.inputs.non_causal[:, None]
-        inputs.append(helper.make_tensor_value_info("attn_mask", TensorProto.BOOL, [b, 1, t, s]))
-        mask = "attn_mask"
-    args, outs = [q, k, v, mask], ["heads", "", "", "weights"]
+        feed["attn_mask"] = m = data.inputs.non_causal[:, None] if mask is None else mask
+        inputs.append(helper.make_tensor_value_info(
+            "attn_mask", TensorProto.BOOL if m.dtype == bool else elem, [b, 1, t, s]))
+    mask_in = "attn_mask" if plan.attn_mask else ""
+    args, outs = [q, k, v, mask_in], ["heads", "", "", "weights"]
     if plan.past_length:  # lower-right causal: the first S - T keys/values become the "past"
         _split_past(g, case, k, v, plan.past_length)
-        args = [q, "k_now", "v_now", mask, "past_k", "past_v"]
+        args = [q, "k_now", "v_now", mask_in, "past_k", "past_v"]
         outs = ["heads", "present_key", "present_value", "weights"]
     if plan.nonpad is not None:  # an external cache: K, V whole, its valid lengths
         feed["nonpad_kv_seqlen"] = np.array(plan.nonpad, np.int64)
         inputs.append(helper.make_tensor_value_info("nonpad_kv_seqlen", TensorProto.INT64, [b]))
-        args = [q, k, v, mask, "", "", "nonpad_kv_seqlen"]
+        args = [q, k, v, mask_in, "", "", "nonpad_kv_seqlen"]
     g.node("Attention", args, outs, qk_matmul_output_mode=3, **plan.attributes())
     out = g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
     g.node("Identity", [out], ["output"])
@@ -214,6 +226,9 @@ class OnnxAttentionOp(Runner):
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
     # RotaryEmbedding-23 and RMSNormalization/LayerNormalization-23 nodes before the node
     features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "window"}
+    documented_conventions = {"attn_mask_polarity": ("true_attends", SPEC_URL),
+                              "float_mask": ("added", SPEC_URL),
+                              "causal_flag": ("upper_left", SPEC_URL)}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -234,9 +249,39 @@ class OnnxAttentionOp(Runner):
                 f"[opset {plan.opset}] -> MatMul+Add; run in {self.runs_in}")
         return Translation(call, plan)
 
+    @property
+    def answers(self) -> frozenset[str]:
+        """ANSWERS for the one-call rows; the cache rows (attention_cache.OnnxAttentionCache,
+        which has a `cache`) answer nothing and keep their own probes' cells."""
+        return ANSWERS if getattr(self, "cache", None) is None else frozenset()
+
+    def answer(self, case, data, raw):
+        """The Attention graph (build_model) on `data` with only `raw`: attn_mask fed as
+        given as the node's (B, 1, T, S) input (a float mask in Q's dtype: the schema's type
+        U is bool or T), or is_causal set, with no mask and no past; the output as float64.
+        It only calls: the ledger's probes judge."""
+        a = case.attention
+        plan = AttentionPlan(a.num_heads, a.num_kv_heads, scale=a.scale, softcap=a.softcap)
+        mask = None
+        if raw.argument not in self.answers:
+            raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+        if raw.argument == "attn_mask":
+            m = np.asarray(raw.value)
+            mask = (m if m.dtype == bool else m.astype(numpy_dtype(case.inputs.dtype)))[:, None]
+            plan, arg = replace(plan, attn_mask=True), f"attn_mask=<{mask.dtype} (B, 1, T, S)>"
+        else:
+            plan = replace(plan, is_causal=bool(raw.value))
+            arg = f"is_causal={int(bool(raw.value))}, no attn_mask, no past_key"
+        model, feed = build_model(case, data, plan, mask)
+        attrs = ", ".join(f"{k}={v!r}" for k, v in plan.attributes().items() if k != "is_causal")
+        out = self.execute(model, feed, case.inputs.dtype)[0]
+        return (np.asarray(out, np.float64), f"MatMul+Add -> Attention(Q, K, V, {attrs}, "
+                f"{arg}) [opset {plan.opset}] -> MatMul+Add; run in {self.runs_in}")
+
     def conventions(self):
         """_onnx_probes on this runner's own graph and engine (softcap and every
-        qk_matmul_output_mode included)."""
+        qk_matmul_output_mode included), less the axes of the arguments it answers raw (the
+        ledger's: conventions/probes/flags.py)."""
         from conformance.oracle.canonical import case_data
         from conformance.runners.onnx.probes import attention_op_cells
 
@@ -256,7 +301,7 @@ class OnnxAttentionOp(Runner):
         # the past-cache rows run opset 23 only, which has no key-padding input
         opset23 = getattr(self, "cache", None) == "past"
         return override(attention_op_cells(self.engine, build, self.execute,
-                                           None if opset23 else nonpad),
+                                           None if opset23 else nonpad, self.answers),
                         attention_op_cells_20(self.engine, build, self.execute))
 
     def execute(self, model, feed, dtype: str):

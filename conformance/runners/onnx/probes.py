@@ -5,9 +5,11 @@ graph's output matches (probes.closest), with every distance quoted.
 
 Attention op: the runner's own graph (its `build(case)`), with the node's attributes set
 here (softcap, qk_matmul_output_mode, scale) and the attn_mask input made float where the
-probe needs it; the runner's `execute` runs it in its engine.  softcap and every
-qk_matmul_output_mode are compared with NumPy candidates computed from the canonical
-weights (scores, softcapped scores, + mask, softmax).
+probe needs it; the runner's `execute` runs it in its engine.  The axes of the raw
+arguments a runner answers (Runner.answers: the one-call rows) are the ledger's
+(conventions/probes/flags.py); the cache rows, which answer none, keep these probes'
+cells.  softcap and every qk_matmul_output_mode are compared with NumPy candidates
+computed from the canonical weights (scores, softcapped scores, + mask, softmax).
 
 Exports: five small graphs per runner (bool attn_mask with the default call, key padding,
 float mask, is_causal with a non-causal mask, a float64 module), exported with the
@@ -114,16 +116,19 @@ class OpProbe:
         return np.asarray(out, np.float64), np.asarray(weights, np.float64)
 
 
-def _op_mask_cells(p: OpProbe) -> list[Convention]:
+def _op_mask_cells(p: OpProbe, answered: frozenset[str] = frozenset()) -> list[Convention]:
+    """attn_mask_polarity and float_mask only where the runner does not answer attn_mask
+    raw (the cache rows; the one-call rows answer it and the ledger judges those axes)."""
     case = probe_case("op-mask", mask={"attn_mask": {"random": 0.5}})
     m, x = probe_mask(case), case_data(case).inputs
-    cells = [_ledger.mask_polarity(case, lambda mm: p.run(case, mm)[0],
-                                   f"{p.what}, bool attn_mask (B, 1, T, S) fed raw",
-                                   documented="true_attends", **OP_DOC)]
-    cells.append(_ledger.float_mask(case, lambda fm: p.run(case, fm.astype(np.float32),
-                                                            float_mask=True)[0],
-                                    f"{p.what}, float attn_mask (B, 1, T, S) 0 / -1e9",
-                                    documented="added", **OP_DOC))
+    cells = [] if "attn_mask" in answered else [
+        _ledger.mask_polarity(case, lambda mm: p.run(case, mm)[0],
+                              f"{p.what}, bool attn_mask (B, 1, T, S) fed raw",
+                              documented="true_attends", **OP_DOC),
+        _ledger.float_mask(case, lambda fm: p.run(case, fm.astype(np.float32),
+                                                  float_mask=True)[0],
+                           f"{p.what}, float attn_mask (B, 1, T, S) 0 / -1e9",
+                           documented="added", **OP_DOC)]
     out = p.run(case, m)[0]
     swapped = p.run(case, m, feed={"key": x.value.astype(np.float32),
                                    "value": x.key.astype(np.float32)})[0]
@@ -272,17 +277,21 @@ def nonpad_cell(what: str, run) -> Convention:
         "right-padded; no attn_mask)", documented="lengths", **OP_DOC)
 
 
-def attention_op_cells(engine: str, build, execute, nonpad=None) -> list[Convention]:
+def attention_op_cells(engine: str, build, execute, nonpad=None,
+                       answered: frozenset[str] = frozenset()) -> list[Convention]:
     """Every probe of an Attention-op runner; `build(case) -> (model, feed)` and
     `execute(model, feed, dtype) -> (output, weights)` are the runner's own; `nonpad(case,
     lengths) -> output` runs its graph with Attention-24's nonpad_kv_seqlen (None: the
-    runner's graphs are opset 23, which has no key-padding input)."""
+    runner's graphs are opset 23, which has no key-padding input).  `answered`: the raw
+    arguments (Runner.answers) the runner passes for the ledger's probes, whose axes are
+    left out here (attn_mask: attn_mask_polarity, float_mask; is_causal: causal_flag)."""
     p = OpProbe(engine, build, execute)
-    cells = _op_mask_cells(p) + _modes(p)
-    causal = probe_case("op-causal", mask={"causal": "upper_left"})
-    cells.append(closest("causal_flag", p.run(causal)[0], causal_candidates(causal),
-                         f"{p.what}: is_causal=1, T=3 != S=5, no past_key",
-                         documented="upper_left", **OP_DOC))
+    cells = _op_mask_cells(p, answered) + _modes(p)
+    if "is_causal" not in answered:
+        causal = probe_case("op-causal", mask={"causal": "upper_left"})
+        cells.append(closest("causal_flag", p.run(causal)[0], causal_candidates(causal),
+                             f"{p.what}: is_causal=1, T=3 != S=5, no past_key",
+                             documented="upper_left", **OP_DOC))
     cells.append(_scale_precision(p))
     cells.append(_mask_fill(p))
     cells.append(float64_cell(lambda c: p.run(c)[0], p.what))
