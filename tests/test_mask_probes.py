@@ -162,3 +162,17 @@ def test_a_decode_only_runner_reads_not_probed_for_the_single_call_probes():
     cells = {c.axis: c for c in ledger_cells(Decoder(-1e9, True))}
     for axis in OWNED_AXES:
         assert cells[axis].value == "not_probed" and "decode cases only" in cells[axis].evidence
+
+
+def test_a_tie_is_named_by_the_number_the_system_shows_before_its_documentation():
+    """onnxruntime's Attention shows its masked scores (qk_matmul_output): that reading
+    names a tie of the outputs; a reading outside the tie does not."""
+    from conformance.contract.runner import Convention
+
+    toy = Toy(np.finfo(np.float32).min, False)
+    toy.documented_fill = ("-0.7*finfo_max", "https://example.org/source")
+    shown = Convention("mask_fill", "finfo_min", "masked scores hold -3.4028235e+38")
+    cell = mask_fill_cell(toy, reading=shown)
+    assert cell.value == "finfo_min" and "-3.4028235e+38" in cell.evidence
+    outside = Convention("mask_fill", "-1e9", "a stale reading")
+    assert mask_fill_cell(toy, reading=outside).value == "-0.7*finfo_max"

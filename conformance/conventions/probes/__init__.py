@@ -27,11 +27,14 @@ from conformance.conventions.probes.flags import RAW_PROBES
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
 
-# (axes it settles, probe(runner) -> cells): a new axis of this shape is one entry here
+# (axes it settles, probe(runner, the runner's own cells of them) -> cells): a new axis of
+# this shape is one entry here.  A runner's own cell is never the word, but where it read the
+# number itself (onnxruntime's qk_matmul_output shows the masked scores) it breaks a tie
+# the outputs cannot (masks.mask_fill_cell)
 LEDGER_PROBES: tuple[tuple[tuple[str, ...], Callable[..., list[Convention]]], ...] = (
-    (("mask_fill",), lambda r: [mask_fill_cell(r)]),
-    (tuple(MASKED_AXES.values()), masked_nonfinite_cells),
-    (("batch_invariance",), lambda r: [batch_invariance_cell(r)]),
+    (("mask_fill",), lambda r, own: [mask_fill_cell(r, reading=own.get("mask_fill"))]),
+    (tuple(MASKED_AXES.values()), lambda r, own: masked_nonfinite_cells(r)),
+    (("batch_invariance",), lambda r, own: [batch_invariance_cell(r)]),
 )
 OWNED_AXES = tuple(a for axes, _ in LEDGER_PROBES for a in axes)
 LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
@@ -57,6 +60,7 @@ def ledger_cells(runner) -> list[Convention]:
                                    "runner runs decode cases only, and the probe is one call "
                                    "(the system's single call is another runner's column)")
                         for a in OWNED_AXES] + [probe(runner) for probe in raw.values()]
+    mine = {c.axis: c for c in own if c.axis in OWNED_AXES}  # a runner's own reading
     for _axes, probe in LEDGER_PROBES:
-        cells += probe(runner)
+        cells += probe(runner, mine)
     return cells + [probe(runner) for probe in raw.values()]

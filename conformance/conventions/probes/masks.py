@@ -132,9 +132,11 @@ def _rows_off(obs: np.ndarray, cand: np.ndarray) -> int:
     return int((~same.all(-1)).sum())
 
 
-def mask_fill_cell(runner, what: str = "") -> Convention:
+def mask_fill_cell(runner, what: str = "", reading: Convention | None = None) -> Convention:
     """The fill the runner's system writes into masked scores, read from its output at
-    inputs x 1e5 (the fills part) and x 1 (-1e4 added parts from no mask at all)."""
+    inputs x 1e5 (the fills part) and x 1 (-1e4 added parts from no mask at all).
+    `reading`: the runner's own reading of the number (its masked scores, where the system
+    shows them), which names a tie of the outputs when it is one of the tied words."""
     label = what or runner.name
     counts: dict[str, dict[str, int]] = {}
     rows = 0
@@ -155,7 +157,7 @@ def mask_fill_cell(runner, what: str = "") -> Convention:
     if best[word][0] > rows // 8 or word == NO_MASK:
         return Convention("mask_fill", "other", _fill_evidence(label, case, rows, figures))
     ties = [k for k in best if best[k][0] == best[word][0]]
-    named, note = _named(runner, word, ties)
+    named, note = _named(runner, word, ties, reading)
     return Convention("mask_fill", named, _fill_evidence(label, case, rows, figures) + note,
                       *_documented(runner))
 
@@ -166,14 +168,19 @@ def _documented(runner) -> tuple[str | None, str]:
     return (doc[0], doc[1]) if doc else (None, "")
 
 
-def _named(runner, word: str, ties: list[str]) -> tuple[str, str]:
+def _named(runner, word: str, ties: list[str],
+           reading: Convention | None = None) -> tuple[str, str]:
     """The word for a best match `word` tied with `ties` (itself among them): a tie is
-    named by the runner's documented number where it is one of them; a tie of the huge
-    finite fills alone (always alike) is `huge_finite`; another tie names the first."""
+    named by the number the system showed (`reading`, its masked scores) or else the one
+    its source writes, where that is one of them; a tie of the huge finite fills alone
+    (always alike) is `huge_finite`; another tie names the first."""
     if len(ties) == 1:
         return word, ""
     doc, source = _documented(runner)
     alike = f" ({', '.join(ties)} alike here"
+    if reading is not None and reading.value in ties:
+        return reading.value, (f"{alike}: named by the number the system shows, "
+                               f"{' '.join(reading.evidence.split())[:300]})")
     if doc in ties:
         return doc, f"{alike}: named by the number its source writes, {source})"
     if set(ties) <= set(HUGE):

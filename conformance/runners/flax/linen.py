@@ -14,6 +14,9 @@ from conformance.runners.flax.probes import flax_cells
 
 
 class FlaxLinen(_flax.FlaxRunner):
+    # dot_product_attention_weights: big_neg = jnp.finfo(dtype).min, jnp.where(mask, w, big_neg)
+    documented_fill = ("finfo_min", "https://github.com/google/flax/blob/v0.12.8/flax/linen/"
+                       "attention.py#L139")
     name = "flax.linen"
     system = api = "flax.linen.MultiHeadDotProductAttention"
     short = "MultiHeadDotProductAttention"

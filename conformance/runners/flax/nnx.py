@@ -24,6 +24,10 @@ FLAX_5591 = "https://github.com/google/flax/issues/5591"
 
 
 class FlaxNnx(_flax.FlaxRunner):
+    # without dropout nnx.dot_product_attention calls jax.nn.dot_product_attention, which
+    # writes -0.7 * finfo(float32).max (_get_large_negative)
+    documented_fill = ("-0.7*finfo_max", "https://github.com/google/flax/blob/v0.12.8/flax/"
+                       "nnx/nn/attention.py#L288")
     name = "flax.nnx"
     system = api = "flax.nnx.MultiHeadAttention"
     short = "nnx.MultiHeadAttention"

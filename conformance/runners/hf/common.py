@@ -20,7 +20,7 @@ from conformance.contract.runner import (
 from conformance.contract.probing import probe_case
 from conformance.contract import probe_cells as _ledger
 
-from conformance.runners.hf.declared import ConfigBuild, Refusals
+from conformance.runners.hf.declared import ConfigBuild, Refusals, mask_fill
 
 DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en/model_doc/"
 SOURCE = "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/"
@@ -139,6 +139,7 @@ class HFRunner(Runner):
     seconds = 0.15
     requires = ("torch", "transformers")
     attn_implementation = "eager"
+    documented_fill = property(lambda self: mask_fill(self.attn_implementation))
     probe_attention: dict = {}  # probe_case overrides (T5: no bias)
     probe_scale: float | None = None  # the module's fixed scale when not 1/sqrt(d) (T5: 1.0)
 

@@ -76,3 +76,18 @@ def self_attention_refusals(attention: str, *, head_dim: str = "", scaling: str 
         kw["scale_why"] = (f"a scale other than 1/sqrt(head_dim): {attention}.{scaling}, not a "
                            "config field")
     return Refusals(f"{attention} is self-attention only (hidden_states)", **kw)
+
+
+# transformers' mask builders write torch.finfo(dtype).min into masked scores (min_dtype,
+# masking_utils.py): the ledger's fill probe cannot tell it from -0.7 * finfo.max by outputs
+MASK_FILL = ("finfo_min", "https://github.com/huggingface/transformers/blob/v5.24.0/src/"
+             "transformers/masking_utils.py#L615")
+# under attn_implementation="sdpa" the builder hands a boolean mask to torch's SDPA, whose
+# reference code fills with -inf
+SDPA_FILL = ("-inf", "https://docs.pytorch.org/docs/stable/generated/"
+             "torch.nn.functional.scaled_dot_product_attention.html")
+
+
+def mask_fill(attn_implementation: str) -> tuple[str, str]:
+    """The fill an HF attention module's path writes (Runner.documented_fill)."""
+    return MASK_FILL if attn_implementation == "eager" else SDPA_FILL

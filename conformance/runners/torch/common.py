@@ -74,6 +74,9 @@ class SDPAAnswers:
     probes (conventions/probes/flags.py) judge."""
 
     answers = frozenset({"attn_mask", "is_causal"})
+    # the documentation's reference code: attn_bias.masked_fill_(attn_mask.logical_not(),
+    # float("-inf"))
+    documented_fill = ("-inf", SDPA_DOC)
     documented_conventions = {"attn_mask_polarity": ("true_attends", SDPA_DOC),
                               "float_mask": ("added", SDPA_DOC),
                               "causal_flag": ("upper_left", SDPA_DOC)}
