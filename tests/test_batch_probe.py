@@ -69,9 +69,9 @@ def test_a_batch_of_one_the_runner_cannot_express_is_not_probed():
     assert cell.value == "not_probed" and "batches of at least 2" in cell.evidence
 
 
-def test_a_system_that_expresses_no_batch_probe_is_not_applicable_and_a_model_not_probed():
+def test_a_runner_that_takes_no_batch_form_and_a_model_are_not_probed():
     cell = batch_invariance_cell(Toy(min_batch=9))
-    assert cell.value == "not_applicable" and "batches of at least 9" in cell.evidence
+    assert cell.value == "not_probed" and "batches of at least 9" in cell.evidence
 
     class Model(Toy):
         executed = False
@@ -105,3 +105,16 @@ def test_a_build_cache_keyed_by_case_and_weights_gets_each_item_s_own_arrays():
             return super().run(case, translation, self.built[key])
 
     assert batch_invariance_cell(Caching()).value == "bitwise_equal"
+
+
+def test_a_module_that_always_rotates_gets_a_form_it_takes():
+    """A runner whose translate needs causal self-attention with a rotation (an HF decoder
+    that always applies RoPE) is asked in that form; judged against itself, not the oracle."""
+    class Rotating(Toy):
+        def translate(self, case):
+            if case.attention.rope is None or case.mask.causal == "none":
+                return NotExpressible("no attention.rope: it rotates on every call")
+            return super().translate(case)
+
+    cell = batch_invariance_cell(Rotating())
+    assert cell.value == "bitwise_equal" and "rope" in cell.evidence, cell.evidence

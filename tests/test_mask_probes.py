@@ -125,13 +125,14 @@ def test_self_attention_only_systems_cannot_lay_a_nan_on_key_or_value():
         assert c.value == "not_probed" and "query row 4 not judged" in c.evidence, c.evidence
 
 
-def test_a_system_that_expresses_no_probe_is_not_applicable():
+def test_a_runner_that_takes_no_probe_form_is_not_probed_never_not_applicable():
     class Never(Toy):
         def translate(self, case):
             return NotExpressible("never")
 
-    assert mask_fill_cell(Never(-1e9, True)).value == "not_applicable"
-    assert {c.value for c in masked_nonfinite_cells(Never(-1e9, True))} == {"not_applicable"}
+    cell = mask_fill_cell(Never(-1e9, True))
+    assert cell.value == "not_probed" and "never" in cell.evidence
+    assert {c.value for c in masked_nonfinite_cells(Never(-1e9, True))} == {"not_probed"}
 
 
 def test_a_harness_limit_is_not_probed_and_a_raise_is_refused():

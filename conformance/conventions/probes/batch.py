@@ -28,14 +28,25 @@ BATCH = 3
 HARNESS_GAP = 1e-3  # a batch kernel moves last bits; more than this is the harness's doing
 
 
-def batch_case(batch: int = BATCH, self_attention: bool = False, **attention) -> Case:
+def batch_case(batch: int = BATCH, self_attention: bool = False, causal: bool = False,
+               **attention) -> Case:
     """The probe case (a batch of one stands for each item: the arrays it runs are the
     batch's item, given as data; one case, so a converting runner converts it once)."""
     raw = {"id": "probe-batch-invariance",
            "attention": {"num_heads": 2, "query_features": 8, **attention},
            "inputs": {"batch": batch, "query_len": 4, "key_len": 4 if self_attention else 6,
                       "seed": 7, "self_attention": self_attention}}
+    if causal:
+        raw["mask"] = {"causal": "upper_left"}
     return parse_case(raw, PROBE_SOURCE)
+
+
+# What a system may need of the case to run it at all (no judgement reads the oracle here,
+# so any of today's parts will do): a causal LM's mask, the rotation, QK-norm or ALiBi a
+# module always applies
+NEEDS = ({}, {"rope": {"style": "half_split"}}, {"rope": {"style": "interleaved"}},
+         {"qk_norm": {"kind": "rms", "scope": "per_head"}},
+         {"qk_norm": {"kind": "rms", "scope": "all_heads"}}, {"alibi": True})
 
 
 def item_data(data: CaseData, i: int) -> CaseData:
@@ -52,11 +63,15 @@ def item_data(data: CaseData, i: int) -> CaseData:
 
 
 def _forms():
-    """The probe in the forms a system may take: cross-attention, then self-attention; with
-    projection biases or without (and unscaled: T5)."""
-    for self_attention in (False, True):
-        for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0}):
-            yield lambda batch, s=self_attention, a=attn: batch_case(batch, s, **a)
+    """The probe in the forms a system may take: cross-attention, then self-attention, then
+    causal self-attention with each of NEEDS; with projection biases or without (and
+    unscaled: T5)."""
+    shapes = [(False, False, {}), (True, False, {})] + [(True, True, n) for n in NEEDS]
+    for self_attention, causal, need in shapes:
+        for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0},
+                     {"query_features": 16, "bias": False}):  # heads of 8: ORT's CPU GQA
+            yield lambda batch, s=self_attention, c=causal, a={**attn, **need}: batch_case(
+                batch, s, c, **a)
 
 
 def batch_invariance_cell(runner, what: str = "") -> Convention:
@@ -93,8 +108,13 @@ def _compare(runner, label: str, make, whole: Case, got) -> Convention:
         diff = float(np.nanmax(np.abs(a - b))) if not same else 0.0
         if diff > worst:
             worst, where = diff, f"item {i}"
+    form = [w for w, on in (("causal", whole.mask.causal != "none"), ("self-attention",
+            whole.inputs.self_attention), ("rope", whole.attention.rope is not None),
+            ("qk_norm", whole.attention.qk_norm is not None),
+            ("alibi", bool(whole.attention.alibi))) if on]
     text = (f"{label}, probe {whole.id} ({BATCH} items, T {whole.inputs.query_len}, S "
-            f"{whole.inputs.key_len}, {whole.inputs.dtype}), each item against itself run "
+            f"{whole.inputs.key_len}, {whole.inputs.dtype}{', ' if form else ''}"
+            f"{', '.join(form)}), each item against itself run "
             f"as a batch of one ({got.call}): ")
     if equal == BATCH:
         return Convention(AXIS, "bitwise_equal", text + f"all {BATCH} bitwise equal")

@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.case.loader import parse_case
-from conformance.contract.axes import NA, NOT_PROBED, REFUSED
+from conformance.contract.axes import NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention
 from conformance.contract.probing import PROBE_SOURCE
 from conformance.conventions.probes.request import Answer, first_answer
@@ -65,25 +65,31 @@ def _variants(name: str, padding: list[int], *inputs_variants: dict):
     """The probe case in each form a system may take, in order: each inputs variant
     (cross-attention, then self-attention, for systems that take only one), with the
     explicit mask, else with key padding `padding` (beside a causal mask for a causal-only
-    system), with projection biases or without (and unscaled, T5)."""
+    system), with projection biases or without (and unscaled, T5; heads of 8)."""
     masks = ({"attn_mask": _MASK}, {"key_padding": padding},
              {"key_padding": padding, "causal": "upper_left"})
     for inputs in inputs_variants:
-        for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0}):
+        # heads of 8 last: a kernel taking head sizes in multiples of 8 only (onnxruntime's
+        # CPU GroupQueryAttention)
+        for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0},
+                     {"query_features": 16, "bias": False}):
             for mask in masks:
                 yield _case(name, mask, attn, **inputs)
 
 
 def unanswered(axis: str, label: str, probe: str, got: Answer) -> Convention:
-    """The cell of a probe no form of which the runner answered: the harness's limit is
-    `not_probed`, the system's error `refused`, a system with no way to pass the mask
-    `not_applicable`; each quotes the reasons."""
+    """The cell of a probe no form of which the runner answered: the system's own error is
+    `refused`; anything else is `not_probed` with the reasons: the harness's limit, or a
+    runner whose translate takes none of the probe's forms (its reasons quote what the
+    case lacks: a rotation the module always applies, a causal-only LM...), which is no
+    signature's evidence that the system lacks the argument (never not_applicable)."""
+    if got.raised:
+        return Convention(axis, REFUSED, f"{label}: {probe}: the system raised: {got.raised}")
     if got.unasked:
         return Convention(axis, NOT_PROBED, f"{label}: the suite cannot ask {probe} of this "
                           f"runner: {got.unasked}")
-    if got.raised:
-        return Convention(axis, REFUSED, f"{label}: {probe}: the system raised: {got.raised}")
-    return Convention(axis, NA, f"{label}: {probe} cannot be expressed: {got.inexpressible}")
+    return Convention(axis, NOT_PROBED, f"{label}: {probe} takes none of the probe's forms "
+                      f"here: {got.inexpressible}")
 
 
 def _simulated(case, fill: float, added: bool, zeroed: bool = False) -> np.ndarray:
