@@ -73,37 +73,23 @@ def test_sdpa_row_rejects_a_planted_rope_style():
     assert np.max(np.abs(obs.output - attention(case).output)) > 1e-3
 
 
-def test_scale_precision_not_probed_under_a_float32_softmax():
-    """Planted float64 outputs: the exact scale -> float64, the float32-rounded one ->
-    float32_rounded, a float32-softmax blur (1e-7) -> not_probed, not not_applicable."""
-    from conformance.contract.probing import output_with
-    from conformance.runners.mlx import probes
-
-    case = probe_case("mlx-64", attention={"num_heads": 2, "query_features": 6},
-                      inputs={"dtype": "float64"})  # d_k = 3: 1/sqrt(3) rounds in float32
-    s32 = float(np.float32(1 / np.sqrt(case.attention.qk_head_dim)))
-    for out, word in [(output_with(case, None), "float64"),
-                      (output_with(case, None, scale=s32), "float32_rounded"),
-                      (output_with(case, None) + 1e-7, "not_probed")]:
-        arr = mlx.array(out, dtype=mlx.float64)
-        assert probes.scale_precision(case, lambda: arr, "planted").value == word
-
-
 def test_rope_partial_names_a_dropped_dims_ignored(monkeypatch):
-    """mx.fast.rope(dims=4) planted to rotate all 8 dimensions: `ignored` (dims accepted,
-    output unmoved from the full rotation), not `refused` (no error was raised)."""
-    from conformance.runners.mlx import probes
+    """mx.fast.rope(dims=4) planted to rotate all 8 dimensions: the ledger's rope_partial
+    reads `ignored` (dims accepted, output unmoved from the full rotation), not `refused`
+    (no error was raised); the real runner reads `supported`."""
+    from conformance.conventions.probes.positions import rope_partial_cell
+    from conformance.runners.mlx.sdpa import MlxSDPA
 
-    real = probes.sdpa_fwd
+    assert rope_partial_cell(MlxSDPA()).value == "supported"
+    real = MlxSDPA.translate
 
-    def fake(case, data=None):
-        fwd = real(case, data)
-        return lambda **kw: fwd(**{**kw, "rope": (8,) + tuple(kw["rope"][1:])}) if \
-            kw.get("rope", (8,))[0] == 4 else fwd(**kw)
+    def all_dims(self, case):
+        t = real(self, case)
+        return replace(t, plan=replace(t.plan, rope=(8,) + t.plan.rope[1:]))
 
-    monkeypatch.setattr(probes, "sdpa_fwd", fake)
-    style, partial = probes.rope_cells()
-    assert partial.value == "ignored", partial.evidence
+    monkeypatch.setattr(MlxSDPA, "translate", all_dims)
+    cell = rope_partial_cell(MlxSDPA())
+    assert cell.value == "ignored", cell.evidence
 
 
 def test_mha_loads_and_refuses_grouped_heads():
@@ -156,13 +142,29 @@ def test_cache_decode_rejects_a_planted_cache_that_forgets(monkeypatch):
     assert np.max(np.abs(obs.output - attention(case).output)) > 1e-2
 
 
-def test_cache_cells_name_the_lower_right_step():
-    from conformance.runners.mlx.cache_probes import cache_cells
+def test_cache_cells_name_the_lower_right_step(monkeypatch):
+    """The ledger's cache probes through mlx.sdpa.cache's own decode: lower_right (and
+    mask='causal' at the step quoted as lower-right too), BNSH preallocated, float64 below
+    float64.  Planted: a step that sees key 0 only reads upper_left."""
+    from conformance.conventions.probes import ledger_cells
+    from conformance.conventions.probes.cache import cache_causal_alignment_cell
+    from conformance.runners.mlx import kv_cache
+    from conformance.runners.mlx.sdpa_cache import MlxSDPACache
 
-    cells = {c.axis: c for c in cache_cells()}
+    cells = {c.axis: c for c in ledger_cells(MlxSDPACache())}
     assert cells["cache_causal_alignment"].value == "lower_right"
+    assert "mask='causal' (ml-explore/mlx#2835) passed at the step, it attends the cache" \
+        in cells["cache_causal_alignment"].evidence
     assert cells["cache_layout"].value.startswith("BNSH, two arrays")
     assert cells["float64_compute"].value == "below_float64"
+    real = kv_cache.BlockCache.update_and_fetch
+
+    def first_key_only(self, k, v):
+        keys, values = real(self, k, v)
+        return (keys, values) if k.shape[2] > 1 else (keys[:, :, :1], values[:, :, :1])
+
+    monkeypatch.setattr(kv_cache.BlockCache, "update_and_fetch", first_key_only)
+    assert cache_causal_alignment_cell(MlxSDPACache()).value == "upper_left"
 
 
 def test_raw_answers_give_the_ledger_s_cells_and_planted_ones_are_caught(monkeypatch):

@@ -106,6 +106,8 @@ RAW_ARGUMENTS = {
     "attn_mask": "a (B, T, S) NumPy array, boolean or float, given as it is to the system's "
                  "attention-mask argument (broadcast over heads as the system needs)",
     "is_causal": "the system's causal switch set to `value`, with no mask",
+    "step_is_causal": "a decode case run through the system's cache, its single-position "
+                      "steps with the causal switch set to `value` (the prefill as it runs)",
 }
 
 
@@ -203,6 +205,16 @@ class Runner:
     answers: frozenset[str] = frozenset()
     # axis -> (word, link): what the system's documentation states, for the ledger's probes
     documented_conventions: Mapping[str, tuple[str, str]] = {}
+    # the axes this runner hands to the ledger's generic probes (conventions/probes/
+    # __init__.py ASKED_PROBES), which ask it through its translate/run (request.ask) or
+    # `answer`; its own cells of them are then not used
+    ledger_axes: frozenset[str] = frozenset()
+
+    def signatures(self) -> tuple:
+        """(what, the callables its system is driven through): the ledger reads the feature
+        axes' argument names from their signatures (conventions/probes/features.py); ()
+        where the runner names none."""
+        return ()
 
     def answer(self, case, data, raw: RawCall) -> tuple[np.ndarray, str]:
         """The system run on `case` with `data` (its canonical weights and inputs) and one

@@ -4,7 +4,10 @@ Two kinds: LEDGER_PROBES ask every executed runner through its `translate` and `
 (mask fill, masked key and value, batch invariance); RAW_PROBES (flags.py) ask a runner
 to pass one native argument raw (`Runner.answer`), for the runners whose `answers` lists
 it (attn_mask_polarity, float_mask, causal_flag); the others keep their own cells for
-those axes until their runner answers.
+those axes until their runner answers.  ASKED_PROBES (sizes.py, scores.py, heads.py,
+positions.py, cache.py) are asked of the runners whose `ledger_axes` lists the axis,
+through their translate and run; the feature axes no cell settles are read from the
+signatures a runner names (`Runner.signatures`, features.py).
 
 Each entry is one axis (or a few measured by one probe) and the function that measures it
 for a runner: the function builds the probe cases, asks the runner (request.ask: the
@@ -22,7 +25,9 @@ from typing import Callable
 
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
+from conformance.conventions.probes import cache, heads, positions, scores, sizes
 from conformance.conventions.probes.batch import batch_invariance_cell
+from conformance.conventions.probes.features import signature_cells
 from conformance.conventions.probes.flags import RAW_PROBES
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
@@ -37,7 +42,36 @@ LEDGER_PROBES: tuple[tuple[tuple[str, ...], Callable[..., list[Convention]]], ..
     (("batch_invariance",), lambda r, own: [batch_invariance_cell(r)]),
 )
 OWNED_AXES = tuple(a for axes, _ in LEDGER_PROBES for a in axes)
+# axis -> probe(runner, the runner's own cell of it or None) -> cell, asked of the runners
+# whose `ledger_axes` lists the axis (through their translate/run or `answer`): one entry
+# an axis; the runner's own cell is never the word, but a reading of its API it reports
+# (size_arguments, input_layout) is what sizes.confirmed checks
+ASKED_PROBES: dict[str, Callable[..., Convention]] = {
+    "argument_order": sizes.argument_order_cell,
+    "size_arguments": sizes.size_arguments_cell,
+    "input_layout": sizes.input_layout_cell,
+    "softmax_scale": scores.softmax_scale_cell,
+    "scale_precision": scores.scale_precision_cell,
+    "float64_compute": scores.float64_compute_cell,
+    "sinks": scores.sinks_cell,
+    "kv_head_mapping": heads.kv_head_mapping_cell,
+    "rope_style": positions.rope_style_cell,
+    "rope_partial": positions.rope_partial_cell,
+    "alibi_slopes": positions.alibi_slopes_cell,
+    "cache_causal_alignment": cache.cache_causal_alignment_cell,
+    "cache_layout": cache.cache_layout_cell,
+}
 LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
+
+
+def asked_cells(runner, own: list[Convention], settled: set[str]) -> list[Convention]:
+    """The ASKED_PROBES axes the runner lists in `ledger_axes`, asked of it (with its own
+    cell of each, where it reports one); then the feature axes no cell settles, read from
+    the signatures it names (features.py)."""
+    mine = {c.axis: c for c in own}
+    cells = [probe(runner, mine.get(axis)) for axis, probe in ASKED_PROBES.items()
+             if axis in getattr(runner, "ledger_axes", ())]
+    return cells + signature_cells(runner, settled | {c.axis for c in cells})
 
 
 def ledger_cells(runner) -> list[Convention]:
@@ -54,7 +88,10 @@ def ledger_cells(runner) -> list[Convention]:
     answers = getattr(runner, "answers", frozenset())
     raw = {axis: probe for axis, (argument, probe) in RAW_PROBES.items()
            if argument in answers}  # the axes of the arguments the runner passes raw
-    cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw]
+    asked = set(getattr(runner, "ledger_axes", ())) & set(ASKED_PROBES)
+    cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw
+             and c.axis not in asked]
+    cells += asked_cells(runner, own, {c.axis for c in cells} | set(raw) | set(OWNED_AXES))
     if getattr(runner, "decodes_only", False):
         return cells + [Convention(a, NOT_PROBED, f"{runner.name}: a harness limit: this "
                                    "runner runs decode cases only, and the probe is one call "

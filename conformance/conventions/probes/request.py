@@ -14,7 +14,7 @@ runner.  Three ways a request ends, kept apart because they are different cells:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,7 @@ class Answer:
     raised: str = ""  # the system's own error, quoted
     inexpressible: str = ""  # the runner's reason the system cannot express the case
     unasked: str = ""  # the harness cannot make this request (not the system's)
+    extras: dict = field(default_factory=dict)  # the Observation's extras, when run gave one
 
     @property
     def answered(self) -> bool:
@@ -49,21 +50,28 @@ def quoted(exc: BaseException | str) -> str:
 def ask(runner, case, data: CaseData | None = None) -> Answer:
     """The runner's output for `case` (with `data`, default the case's canonical data).  A
     runner may define `probe_output(case, translation, data)` to return its raw output
-    without a guard of its matrix rows (e.g. one refusing a non-finite float32 output)."""
-    t = runner.translate(case)
+    without a guard of its matrix rows (e.g. one refusing a non-finite float32 output), and
+    `probe_translate(case)` to take a probe case its matrix rows do not (a decode runner
+    answering a single call with the op every step calls)."""
+    t = (getattr(runner, "probe_translate", None) or runner.translate)(case)
     if isinstance(t, NotExpressible):
         if t.reason.startswith(HARNESS_LIMIT):
             return Answer(None, unasked=quoted(t.reason[len(HARNESS_LIMIT):]))
         return Answer(None, inexpressible=quoted(t.reason))
     data = data if data is not None else case_data(case)
     run = getattr(runner, "probe_output", None)
+    extras: dict = {}
     try:
-        out = run(case, t, data) if run else runner.run(case, t, data).output
+        if run:
+            out = run(case, t, data)
+        else:
+            obs = runner.run(case, t, data)
+            out, extras = obs.output, dict(obs.extras or {})
     except NotExpressibleError as exc:
         return Answer(None, t.call, raised=quoted(str(exc)))
     except Exception as exc:  # the system's refusal is the observation
         return Answer(None, t.call, raised=quoted(exc))
-    return Answer(np.asarray(out, np.float64), t.call)
+    return Answer(np.asarray(out, np.float64), t.call, extras=extras)
 
 
 def first_answer(runner, cases) -> tuple[object, Answer]:

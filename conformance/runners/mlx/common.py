@@ -286,9 +286,32 @@ class MlxAnswers:
         raise NotImplementedError(f"{self.name} passes no raw mask")
 
 
+ROPE_DOC = DOCS + "_autosummary/mlx.core.fast.rope.html"
+ALIBI_FIX = "https://github.com/ml-explore/mlx/pull/3071"  # the paper's slopes since
+# the axes the ledger asks of a runner whose attention is MLX's (ledger_axes)
+ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
+                   "scale_precision"})
+
+
 class SDPAAnswers(MlxAnswers):
     """mx.fast.scaled_dot_product_attention on the canonical projections (common.explicit,
-    the sdpa row's ops) with the mask raw."""
+    the sdpa row's ops) with the mask raw; the ledger asks it the fused op's axes too
+    (`ledger_axes`) and reads the feature axes from the op's and fast.rope's signatures."""
+
+    ledger_axes = ASKED | {"sinks", "kv_head_mapping", "rope_style", "rope_partial",
+                           "alibi_slopes"}
+    documented_conventions = {**MlxAnswers.documented_conventions,
+                              "softmax_scale": ("configurable", SDPA_DOC),
+                              "kv_head_mapping": (None, SDPA_DOC),
+                              "sinks": (None, SDPA_DOC),
+                              "rope_style": ("choosable", ROPE_DOC),
+                              "rope_partial": ("supported", ROPE_DOC),
+                              "alibi_slopes": ("paper", ALIBI_FIX)}
+
+    def signatures(self):
+        mx, _ = import_mlx()
+        return ("mx.fast.scaled_dot_product_attention",
+                (mx.fast.scaled_dot_product_attention, mx.fast.rope))
 
     def answer_with(self, mx, case, data, mask):
         plan = core_plan(case)

@@ -17,7 +17,7 @@ import numpy as np
 
 from conformance.contract.runner import Count, NotExpressible, Observation, Translation
 from conformance.runners.mlx.common import (
-    MHA as CTOR, MlxAnswers, MlxRunner, build, core_plan, held_dtype, import_mlx, mask_array,
+    ASKED, MHA as CTOR, MlxAnswers, MlxRunner, build, core_plan, held_dtype, import_mlx, mask_array,
     mha_kwargs, to_f64, to_mx)
 
 
@@ -26,6 +26,7 @@ class MlxMHA(MlxAnswers, MlxRunner):
     system = CTOR
     description = "`mlx.nn.MultiHeadAttention` (`dims` = total over heads)"
     typed_system = "mlx"
+    ledger_axes = ASKED  # the ledger asks these (conventions/probes/)
 
     def translate(self, case):
         a = case.attention
@@ -79,7 +80,18 @@ class MlxMHA(MlxAnswers, MlxRunner):
         q, k, v = (to_mx(mx, getattr(x, n), dtype) for n in ("query", "key", "value"))
         return layer(q, k, v, mask=mask), f"{CTOR}(...)(queries, keys, values, {{mask}})"
 
-    def conventions(self):
-        from conformance.runners.mlx.probes import mha_cells
+    def signatures(self):
+        _, nn = import_mlx()
+        return CTOR, (nn.MultiHeadAttention.__init__, nn.MultiHeadAttention.__call__)
 
-        return mha_cells()
+    def conventions(self):
+        """What the layer's API shows (observations.py) on 2 heads of 3 over 8 features;
+        the ledger asks the rest."""
+        from conformance.case.loader import parse_case
+        from conformance.oracle.canonical import case_data
+        from conformance.runners.mlx.observations import mha_cells
+
+        case = parse_case({"id": "mlx-mha-api", "attention": {
+            "num_heads": 2, "query_features": 8, "qk_head_dim": 3, "v_head_dim": 3},
+            "inputs": {"batch": 2, "query_len": 3, "key_len": 5, "seed": 7}}, "<api>")
+        return mha_cells(case, case_data(case))

@@ -72,6 +72,7 @@ class MlxSDPA(SDPAAnswers, MlxRunner):
             notes=notes, extras={"mask_polarity": "True = attend", "output_dtype": held})
 
     def conventions(self):
-        from conformance.runners.mlx.probes import sdpa_cells
+        """What the op's API shows (observations.py); the ledger asks the rest."""
+        from conformance.runners.mlx.observations import sdpa_cells
 
         return sdpa_cells()

@@ -18,11 +18,15 @@ from dataclasses import replace
 
 from conformance.contract.runner import Convention, NotExpressible, Observation, Translation
 from conformance.runners.mlx.common import (
-    MlxRunner, SDPAAnswers, core_plan, import_mlx, to_f64, to_mx)
-from conformance.runners.mlx.kv_cache import LAYOUT, STEP, DecodePlan, decode
+    SDPA_DOC, MlxRunner, SDPAAnswers, core_plan, explicit, import_mlx, to_f64, to_mx)
+from conformance.runners.mlx.kv_cache import LAYOUT, MLX_LM, STEP, DecodePlan, decode
+
+TENSORS = "two arrays (keys, values)"
+
 
 # the ledger's raw calls go to the fused op every step calls, on one call (SDPAAnswers, as
-# mlx.sdpa): its mask= and mask="causal" are the cache's prefill mask too
+# mlx.sdpa): its mask= and mask="causal" are the cache's prefill mask too; its single-call
+# probes likewise (probe_translate); the cache's own axes through the decode
 class MlxSDPACache(SDPAAnswers, MlxRunner):
     name = "mlx.sdpa.cache"
     decodes_only = True  # translate refuses a case without a decode section
@@ -34,6 +38,13 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
     no_parameters_label = "mlx sdpa"
     sets_scale = True
     features = MlxRunner.features | {"decode", "rope", "position_offset", "qk_norm", "sinks"}
+    answers = SDPAAnswers.answers | {"step_is_causal"}
+    ledger_axes = SDPAAnswers.ledger_axes | {"cache_causal_alignment", "cache_layout",
+                                             "float64_compute"}
+    documented_conventions = {**SDPAAnswers.documented_conventions,
+                              "cache_causal_alignment": ("lower_right", SDPA_DOC),
+                              "cache_layout": (None, MLX_LM),
+                              "float64_compute": ("below_float64", SDPA_DOC)}
 
     def translate(self, case):
         if case.decode is None:
@@ -50,8 +61,22 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
             f"{replace(core, mask='causal').arguments()}); {d.steps} steps: the same with no "
             "mask", DecodePlan(replace(core, mask="none"), d.prefill))
 
+    def probe_translate(self, case):
+        """A ledger probe's case: a decode through the cache, or a single call of the fused
+        op every step calls (as mlx.sdpa runs it; the matrix rows take decodes only)."""
+        if case.decode is not None:
+            return self.translate(case)
+        plan, call = core_plan(case), "mx.fast.scaled_dot_product_attention({})"
+        before = plan.before()
+        return Translation((f"{before}; " if before else "") + call.format(plan.arguments()),
+                           plan)
+
     def run(self, case, translation, data):
         mx, _ = import_mlx()
+        if not isinstance(translation.plan, DecodePlan):  # a probe's single call
+            out = explicit(mx, case, data, translation.plan)[0]
+            mx.eval(out)
+            return Observation(output=to_f64(mx, out), parameters=None)
         dtype = case.inputs.dtype
         w = {n: to_mx(mx, a, dtype) for n, a in data.weights.arrays().items()}
         outs, cache = decode(mx, translation.plan, w, to_mx(mx, data.inputs.query, dtype),
@@ -66,16 +91,34 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
             notes=[f"prefill {translation.plan.prefill}, then {len(outs) - 1} steps through "
                    f"the cache: {LAYOUT}; backing key array "
                    + " -> ".join(str(s) for s in cache.shapes), "returns no attention weights"],
-            extras={"cache_layout": LAYOUT, "mask_polarity": "True = attend"})
+            extras={"cache_layout": LAYOUT, "mask_polarity": "True = attend",
+                    "cache_shapes": [list(s) for s in cache.shapes], "cache_tensors": TENSORS,
+                    "cache_preallocated": True})
+
+    def answer(self, case, data, raw):
+        """step_is_causal: the decode with mask="causal" (or None) passed at every step too
+        (what a user who passes the prefill's mask to every call gets); the rest as the
+        fused op's single call (SDPAAnswers)."""
+        if raw.argument != "step_is_causal":
+            return super().answer(case, data, raw)
+        mx, _ = import_mlx()
+        dtype = case.inputs.dtype
+        w = {n: to_mx(mx, a, dtype) for n, a in data.weights.arrays().items()}
+        plan = self.translate(case).plan
+        outs, _ = decode(mx, plan, w, to_mx(mx, data.inputs.query, dtype),
+                         case.inputs.position_offset,
+                         step_mask="causal" if raw.value else None)
+        out = mx.concatenate(outs, axis=1)
+        mx.eval(out)
+        return to_f64(mx, out), (f"mask={'causal' if raw.value else None!r} "
+                                 "(ml-explore/mlx#2835)")
 
     def conventions(self):
-        """The fused op's cells (mlx.sdpa's probes: the function every step calls), with
-        the cells a decode settles in their place."""
-        from conformance.contract.cache_probes import override
-        from conformance.runners.mlx.cache_probes import cache_cells
-        from conformance.runners.mlx.probes import sdpa_cells
+        """The fused op's API (mlx.sdpa's observations: the function every step calls); the
+        ledger asks the rest, the cache's axes through the decode."""
+        from conformance.runners.mlx.observations import sdpa_cells
 
-        return override(sdpa_cells(), cache_cells() + [Convention(
+        return sdpa_cells() + [Convention(
             "fully_masked_row", "not_probed", "a harness limit: the runner runs causal "
             "decodes only (translate refuses any other mask), where every query sees at "
-            "least its own key; the system itself takes other masks")])
+            "least its own key; the system itself takes other masks")]

@@ -1,0 +1,36 @@
+"""What the ledger's generic probes of the asked axes (ASKED_PROBES in __init__.py) share:
+the documented statement a runner carries for an axis, a cell from an answer no reading
+was measured on, and a probe case's oracle output.  A runner takes part by listing the
+axes in its `ledger_axes` (contract/runner.py); the probes ask it through its own
+translate and run (request.ask) or its `answer` (request.ask_raw), nothing else.
+"""
+from __future__ import annotations
+
+from conformance.contract.axes import NOT_PROBED, REFUSED
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.request import Answer
+
+NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)
+
+
+def documented(runner, axis: str) -> dict:
+    """documented= and documented_source= of a Convention, from the runner's
+    `documented_conventions` (axis -> (word or None, link))."""
+    word, link = (getattr(runner, "documented_conventions", {}) or {}).get(axis, (None, ""))
+    return {"documented": word, "documented_source": link}
+
+
+def unmeasured(axis: str, runner, what: str, got: Answer) -> Convention:
+    """The cell of a request that gave no output: the system's own error is `refused`
+    (quoted); a runner that cannot say the case, or a harness limit, is `not_probed` with
+    its reason (a translate's reason is no signature's evidence: never not_applicable)."""
+    if got.raised:
+        return Convention(axis, REFUSED, f"{runner.name}, {what}: the system raised: "
+                          f"{got.raised}", **documented(runner, axis))
+    why = got.unasked or got.inexpressible
+    return Convention(axis, NOT_PROBED, f"{runner.name}, {what}: not asked: {why}")
+
+
+def said(what: str, got: Answer) -> str:
+    """`what` with the native call the runner made."""
+    return f"{what} ({got.call})" if got.call else what

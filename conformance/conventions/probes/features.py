@@ -1,0 +1,20 @@
+"""The feature axes (axes.FEATURE_ARGUMENTS: softcap, rotary embeddings, grouped heads,
+QK-norm, ALiBi, caches, windows, sinks) a runner's system takes no argument for, read by
+the ledger from the signatures of the callables the runner names (`Runner.signatures`):
+`not_applicable` where none of an axis's argument names is there, `not_probed` (a probe
+is needed) where one is.  Axes a probe settles for the runner are left to it.
+"""
+from __future__ import annotations
+
+from conformance.contract.probing import feature_cells
+from conformance.contract.runner import Convention
+
+
+def signature_cells(runner, settled: set[str]) -> list[Convention]:
+    """The feature cells of `runner` for the axes not in `settled` ([] where it names no
+    callables)."""
+    named = runner.signatures() if hasattr(runner, "signatures") else ()
+    if not named:
+        return []
+    what, callables = named
+    return feature_cells(what, *callables, skip=tuple(settled))

@@ -1,0 +1,92 @@
+"""Axes of the positions, owned by the ledger: rope_style (the rotary pairing: half-split
+or interleaved, or either by a setting), rope_partial (a rotary width below the head dim)
+and alibi_slopes (the ALiBi slopes of a head count that is no power of two).
+
+Each probe asks the runner probe cases (its translate and run: the rotation or the bias
+as its system applies them) and names the reading of the float64 oracle the output
+matches, every distance quoted.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.contract.axes import IGNORED
+from conformance.contract.probing import closest, distances, probe_case
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
+from conformance.conventions.probes.request import ask
+from conformance.oracle import positional
+from conformance.oracle.reference import attention
+
+STYLES = ("half_split", "interleaved")
+HEAD8 = {"qk_head_dim": 8, "v_head_dim": 8}
+
+
+def _with_rope(case, **rope):
+    return replace(case, attention=replace(case.attention, rope=replace(
+        case.attention.rope, **rope)))
+
+
+def rope_style_cell(runner, own: Convention | None = None) -> Convention:
+    """Each pairing asked (head dim 8, positions from 3): the pairing each output matches;
+    `choosable` where the two asks give the two pairings."""
+    base = probe_case("rope-style", attention={**HEAD8, "rope": {"style": "half_split"}},
+                      inputs={"position_offset": 3})
+    cases = {s: _with_rope(base, style=s) for s in STYLES}
+    cands = {s: attention(c).output for s, c in cases.items()}
+    picks, figures, last = {}, [], None
+    for style, case in cases.items():
+        last = ask(runner, case)
+        if not last.answered:
+            why = last.raised or last.inexpressible or last.unasked
+            figures.append(f"{style} not answered: {why}")
+            continue
+        d = distances(last.output, cands)
+        picks[style] = min(d, key=d.get)
+        figures.append(f"{style} asked ({last.call}): " + ", ".join(
+            f"{s} {v:.1e}" for s, v in d.items()))
+    what = f"probe_case {base.id}, head dim 8, positions from 3"
+    if not picks:
+        return unmeasured("rope_style", runner, what, last)
+    word = "choosable" if len(set(picks.values())) > 1 else next(iter(picks.values()))
+    return Convention("rope_style", word, f"{runner.name}, {what}, max |output - oracle| "
+                      f"under each pairing: {'; '.join(figures)}",
+                      **documented(runner, "rope_style"))
+
+
+def rope_partial_cell(runner, own: Convention | None = None) -> Convention:
+    """rotary_dim 4 of head dim 8 asked: supported (4 rotate), ignored (all 8 rotate)."""
+    case = probe_case("rope-partial", attention={
+        **HEAD8, "rope": {"style": "half_split", "rotary_dim": 4}})
+    what = f"probe_case {case.id}, rotary_dim 4 of head dim 8 (ignored: all 8 rotate)"
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("rope_partial", runner, what, got)
+    return closest("rope_partial", got.output,
+                   {"supported": attention(case).output,
+                    IGNORED: attention(_with_rope(case, rotary_dim=8)).output},
+                   f"{runner.name}, {said(what, got)}", **documented(runner, "rope_partial"))
+
+
+def alibi_slopes_cell(runner, own: Convention | None = None) -> Convention:
+    """6 heads (no power of two), causal self-attention (where a bias -slope |i - j| and the
+    paper's slope (j - i) agree): paper where the output is the oracle's (the paper's
+    rule), ignored where it is the output without ALiBi, else other."""
+    case = probe_case("alibi-slopes", attention={"num_heads": 6, "query_features": 12,
+                                                 "alibi": True},
+                      inputs={"self_attention": True, "key_len": 3},
+                      mask={"causal": "upper_left"})
+    paper = np.round(positional.alibi_slopes(6), 5).tolist()
+    what = f"probe_case {case.id}, 6 heads, causal (the paper's slopes {paper})"
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("alibi_slopes", runner, what, got)
+    plain = replace(case, attention=replace(case.attention, alibi=False))
+    d = distances(got.output, {"paper": attention(case).output,
+                               IGNORED: attention(plain).output})
+    word = "paper" if d["paper"] < NEAR else IGNORED if d[IGNORED] < NEAR else "other"
+    return Convention("alibi_slopes", word, f"{runner.name}, {said(what, got)}: max |output "
+                      f"- oracle| under each reading: paper {d['paper']:.1e}; no ALiBi "
+                      f"{d[IGNORED]:.1e}", **documented(runner, "alibi_slopes"))

@@ -1,0 +1,101 @@
+"""Axes of the scores and their arithmetic, owned by the ledger: softmax_scale (which
+scale the system applies, and whether a user sets it), scale_precision (a float64 call's
+scale exact or float32-rounded), float64_compute (a float64 call computed in float64) and
+sinks (a per-head logit in the softmax denominator).
+
+Each probe asks the runner a probe case (its translate and run) and names the reading of
+the float64 oracle the output matches, every distance quoted.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.contract.axes import IGNORED, NOT_PROBED
+from conformance.contract.probing import closest, distances, nearest, output_with, probe_case
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.request import ask
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention
+
+SET_SCALE = 0.3  # the scale a probe sets where the runner can set one (not 1/sqrt(3))
+FLOAT64 = 1e-12  # max |output - float64 oracle| of a float64 computation
+HEAD3 = {"qk_head_dim": 3, "v_head_dim": 3}  # 1/sqrt(3): unlike 1, rounds in float32
+
+
+def softmax_scale_cell(runner, own: Convention | None = None) -> Convention:
+    """The default scale read as 1/sqrt(d_k) or none; where the runner sets a scale
+    (`sets_scale`), the case's scale asked: `configurable` when the output follows it."""
+    case = probe_case("softmax-scale", attention=HEAD3)
+    readings = {"inv_sqrt_head_dim": output_with(case, None, scale=1 / np.sqrt(3)),
+                "none": output_with(case, None, scale=1.0)}
+    if getattr(runner, "sets_scale", False):
+        case = replace(case, attention=replace(case.attention, scale=SET_SCALE))
+        readings = {"configurable": output_with(case, None, scale=SET_SCALE), **readings}
+    what = f"probe_case {case.id}, d_k 3" + (f", scale {SET_SCALE} set" if "configurable"
+                                              in readings else ", no scale set")
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("softmax_scale", runner, what, got)
+    cell = closest("softmax_scale", got.output, readings, f"{runner.name}, {said(what, got)}",
+                   **documented(runner, "softmax_scale"))
+    if "configurable" in readings and cell.value != "configurable":  # set, and not applied
+        return replace(cell, value=IGNORED, evidence=f"{cell.evidence}: the scale set "
+                       "does not move the output to its reading")
+    return cell
+
+
+def scale_precision_cell(runner, own: Convention | None = None) -> Convention:
+    """A float64 call against the exact and the float32-rounded 1/sqrt(3); `not_probed`
+    where neither is within 1e-12 (arithmetic below float64 hides a scale's rounding:
+    a measurement limit, not the system's word)."""
+    case = probe_case("scale-precision", attention=HEAD3, inputs={"dtype": "float64"})
+    what = f"probe_case {case.id}, float64 arrays, d_k 3"
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("scale_precision", runner, what, got)
+    exact = 1 / np.sqrt(3)
+    d = distances(got.output, {
+        "float64": output_with(case, None, scale=exact),
+        "float32_rounded": output_with(case, None, scale=float(np.float32(exact)))})
+    cell = nearest("scale_precision", d, f"{runner.name}, {said(what, got)}",
+                   **documented(runner, "scale_precision"))
+    if min(d.values()) > FLOAT64:
+        return Convention("scale_precision", NOT_PROBED, f"{cell.evidence}; neither within "
+                          f"{FLOAT64:g}: the arithmetic is below float64, so the scale's "
+                          "rounding is not separable (see float64_compute)")
+    return cell
+
+
+def float64_compute_cell(runner, own: Convention | None = None) -> Convention:
+    """A float64 case (a prefill of 3 and one step for a runner that decodes only) against
+    the float64 oracle: float64 within 1e-12, else below_float64."""
+    inputs = {"self_attention": True, "query_len": 4, "key_len": 4, "dtype": "float64"}
+    decode = {"decode": {"prefill": 3, "steps": 1}} if getattr(
+        runner, "decodes_only", False) else {}
+    case = probe_case("float64", mask={"causal": "upper_left"}, inputs=inputs, **decode)
+    what = f"probe_case {case.id}, float64 causal self-attention" + (
+        ", a prefill of 3 and one step" if decode else "")
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("float64_compute", runner, what, got)
+    d = float(np.max(np.abs(got.output - attention(case).output)))
+    return Convention("float64_compute", "float64" if d <= FLOAT64 else "below_float64",
+                      f"{runner.name}, {said(what, got)}: max |output - float64 oracle| "
+                      f"{d:.1e} (float64 means <= {FLOAT64:g})",
+                      **documented(runner, "float64_compute"))
+
+
+def sinks_cell(runner, own: Convention | None = None) -> Convention:
+    case = probe_case("sinks", attention={"sinks": True})
+    what = f"probe_case {case.id}, (H,) sink logits"
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("sinks", runner, what, got)
+    data = case_data(case)
+    plain = replace(data, weights=replace(data.weights, sinks=None))
+    return closest("sinks", got.output, {"applied": attention(case, data).output,
+                                         IGNORED: attention(case, plain).output},
+                   f"{runner.name}, {said(what, got)}", **documented(runner, "sinks"))

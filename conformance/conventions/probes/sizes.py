@@ -1,0 +1,67 @@
+"""Axes of the call's shape, owned by the ledger: argument_order (which positional argument
+is the key, which the value), size_arguments (what the size arguments count) and
+input_layout (the order of the input's axes).
+
+argument_order is measured: a probe case with distinct key and value arrays is asked of the
+runner (its translate and run: it passes them as its system takes them) and the output is
+named by the reading it matches, the oracle (query_key_value) or the oracle with key and
+value swapped (query_value_key).  size_arguments and input_layout are a reading of the
+system's API its runner reports (a weight's shape, a docstring's layout: its own cell, an
+observation with no oracle), confirmed here: the probe case, whose sizes tell the readings
+apart (head dim 3 of 2 heads over 8 features: 6 in total, 3 per head, 8 / 2 = 4 derived;
+B 2, T 3, S 5), is asked and its output must match the oracle; where it does not, the
+reading is not the system's (not_probed, the distance quoted).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from conformance.contract.axes import NOT_PROBED
+from conformance.contract.probing import closest, distances, output_with, probe_case
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
+from conformance.conventions.probes.request import ask
+from conformance.oracle.canonical import case_data
+
+SIZES_CASE = {"attention": {"qk_head_dim": 3, "v_head_dim": 3}}  # 6 in total, 3 per head
+
+
+def argument_order_cell(runner, own: Convention | None = None) -> Convention:
+    case = probe_case("argument-order")
+    what = f"probe_case {case.id}, distinct key and value arrays"
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("argument_order", runner, what, got)
+    data = case_data(case)
+    swapped = replace(data, inputs=replace(data.inputs, key=data.inputs.value,
+                                           value=data.inputs.key))
+    return closest("argument_order", got.output,
+                   {"query_key_value": output_with(case, None),
+                    "query_value_key": output_with(case, None, swapped)},
+                   f"{runner.name}, {said(what, got)}", **documented(runner, "argument_order"))
+
+
+def confirmed(axis: str, runner, own: Convention | None, case) -> Convention:
+    """The runner's own reading `own` of its API for `axis`, with the probe case asked: kept
+    (the distance added) where the output matches the oracle, else `not_probed`."""
+    if own is None:
+        return Convention(axis, NOT_PROBED, f"{runner.name} reports no reading of its API "
+                          f"for {axis}")
+    what = f"probe_case {case.id}"
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured(axis, runner, f"{own.value} ({own.evidence}); {what}", got)
+    d = distances(got.output, {"oracle": output_with(case, None)})["oracle"]
+    text = f"{own.evidence}; {said(what, got)}: output {d:.1e} from the oracle"
+    if not d < NEAR:
+        return Convention(axis, NOT_PROBED, f"{text}: the reading {own.value!r} is not "
+                          "what the system computes")
+    return replace(own, evidence=text)
+
+
+def size_arguments_cell(runner, own: Convention | None = None) -> Convention:
+    return confirmed("size_arguments", runner, own, probe_case("size-arguments", **SIZES_CASE))
+
+
+def input_layout_cell(runner, own: Convention | None = None) -> Convention:
+    return confirmed("input_layout", runner, own, probe_case("input-layout"))
