@@ -66,7 +66,7 @@ def ask(runner, case, data: CaseData | None = None) -> Answer:
             out = run(case, t, data)
         else:
             obs = runner.run(case, t, data)
-            out, extras = obs.output, dict(obs.extras or {})
+            out, extras = obs.output, dict(getattr(obs, "extras", None) or {})
     except NotExpressibleError as exc:
         return Answer(None, t.call, raised=quoted(str(exc)))
     except Exception as exc:  # the system's refusal is the observation
