@@ -6,10 +6,12 @@ So they are cached: `key(...)` hashes whatever determines the artefact (the
 caller passes case fingerprint, runner name, variant and versions), and the
 bytes live in `<root>/<namespace>/<key>`.
 
-The root is `.cache/` at the repository root (git-ignored), or the directory
-named by the environment variable CONFORMANCE_CACHE_DIR (benchmarks point it
-at a fresh temporary directory to measure a cold run); paths.cache_root
-resolves it.  Writes are atomic
+The root is the user's cache folder (`$XDG_CACHE_HOME/attention-conformance`, else
+`~/.cache/attention-conformance`), shared by every clone on the machine, or the
+directory named by the environment variable CONFORMANCE_CACHE_DIR (benchmarks point it
+at a fresh temporary directory to measure a cold run); paths.cache_root resolves it.
+A hit refreshes the entry's time, and `prune` (run at the end of every session) removes
+the least recently used entries until the folder fits its size limit.  Writes are atomic
 (temporary file in the same directory, then `os.replace`), so two processes
 (the pytest process and a worker) never read a half-written entry.  A cache
 that cannot be written (read-only checkout) is not an error: the artefact is
@@ -60,6 +62,13 @@ def _digest(k: str, data: bytes) -> str:
     return hashlib.sha256(k.encode() + b"\0" + data).hexdigest()
 
 
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
 @dataclass(frozen=True)
 class BytesCache:
     """key -> bytes in one namespace directory (e.g. "onnx"), each entry verified."""
@@ -94,6 +103,7 @@ class BytesCache:
         except (OSError, UnicodeDecodeError):
             stored = ""
         if stored == _digest(self.full_key(k), data):
+            _touch(path)  # least recently used goes first when the cache is pruned
             return data
         self.evict(k, "no digest beside it" if not stored else "its content does not match "
                    "its digest (truncated, damaged or another entry's)")

@@ -11,9 +11,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent  # the repository root
 CASES_DIR = ROOT / "cases"
 REPORTS_DIR = ROOT / "reports"
-CACHE_ENV = "CONFORMANCE_CACHE_DIR"  # overrides the cache root (default: <repo>/.cache)
+CACHE_ENV = "CONFORMANCE_CACHE_DIR"  # overrides the cache root (default: the user's cache)
+CACHE_NAME = "attention-conformance"  # the folder in the user's cache folder
 
 
 def cache_root() -> Path:
-    """Resolved at each use, so a benchmark may change the variable mid-process."""
-    return Path(os.environ.get(CACHE_ENV) or ROOT / ".cache")
+    """Where converted artefacts live: CONFORMANCE_CACHE_DIR, else the user's cache folder
+    ($XDG_CACHE_HOME/attention-conformance, else ~/.cache/attention-conformance), so every
+    clone on a machine shares one cache and a second clone's first run is warm (every key
+    hashes the code and versions that make its entry).  Resolved at each use, so a
+    benchmark may change the variable mid-process."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / CACHE_NAME

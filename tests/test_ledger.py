@@ -330,12 +330,12 @@ def test_probe_that_raises_fails_its_item_only(project):
     res.stdout.fnmatch_lines(["*fake.ledger: conventions() raised ValueError: probe broke*"])
 
 
-def test_readme_lists_every_axis_and_its_words():
-    """The README's axes table is the public vocabulary: it must follow axes.py."""
+def test_the_docs_list_every_axis_and_its_words():
+    """The axes table of docs/ledger.md is the public vocabulary: it must follow axes.py."""
     from conformance.contract.axes import AXES
     from conformance.paths import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "ledger.md").read_text(encoding="utf-8")
     for a in AXES:
         words = ", ".join(f"`{w}`" for w in a.vocabulary) if a.vocabulary else "short free text"
         assert f"| `{a.id}`: {a.title} | {words} |" in readme, a.id

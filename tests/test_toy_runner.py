@@ -133,14 +133,14 @@ def test_what_the_suite_reads_of_a_runner_comes_from_its_class(toy_project):
 
 
 def test_the_readme_runner_table_is_the_registry_s(monkeypatch):
-    """README.md's runner table is `runner_table()` of the shipped registry, so a new
+    """docs/runners.md's runner table is `runner_table()` of the shipped registry, so a new
     runner's line comes from its class `description` (regenerate: paste runner_table())."""
     from conformance.paths import ROOT
     from conformance.runners import all_runners
 
     monkeypatch.delenv(EXTRA_ENV, raising=False)
     assert all(r.description for r in all_runners()), "every runner class has a description"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "runners.md").read_text(encoding="utf-8")
     assert runner_table() in readme
 
 

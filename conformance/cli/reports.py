@@ -83,7 +83,7 @@ def check_reports(args) -> int:
     if changes:
         print(f"{len(changes)} change(s) in {current} against {what}: a result changed "
               "(what belongs to the systems is compared exactly; CPU-dependent figures "
-              "and quoted kernel details are masked; see README). Review `git diff "
+              "and quoted kernel details are masked; see docs/reports.md). Review `git diff "
               "reports/` and commit the regenerated reports if intended.", file=sys.stderr)
         return 1
     print(f"reports in {current} match {what} (metadata aside, CPU-dependent figures "

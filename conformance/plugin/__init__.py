@@ -27,6 +27,9 @@ from conformance.paths import CASES_DIR, REPORTS_DIR
 from conformance.runners import all_runners
 
 
+PRUNED_KEY = pytest.StashKey[str]()  # what pruning the cache removed, for the summary
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("conformance", "attention conformance matrix")
     group.addoption("--runner", action="append", default=[], metavar="NAME",
@@ -62,6 +65,10 @@ def pytest_addoption(parser):
                     help="run shard I of N: whole runners (a worker's runners together), "
                     "balanced by expected seconds (parallel.py); write with --report-dir, "
                     "combine with `python -m conformance merge`")
+    group.addoption("--cache-limit", default=None, metavar="SIZE",
+                    help="prune the shared cache of converted artefacts to SIZE at the end "
+                    "of the run, least recently used first (default $CONFORMANCE_CACHE_LIMIT "
+                    "or 2GB; 0: no limit)")
     generated.add_options(group)  # --generated N: generated cases (generated.py)
 
 
@@ -105,12 +112,20 @@ def _configured(config) -> dict:
         env_isolate()
         plots.configure(figures_wanted())  # read once: tests change it for subprocesses
         item_timeout(config.getoption("item_timeout"))
+        cache_limit(config)
         state = session_state(config)
         if config.getoption("report_dir"):
             check_writable(Path(config.getoption("report_dir")), "--report-dir")
-    except (SettingError, OSError) as exc:
+    except (SettingError, OSError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return state
+
+
+def cache_limit(config) -> int:
+    """The shared cache's size limit in bytes (cache_prune.py); a bad value is a usage error."""
+    from conformance.cache_prune import limit_bytes
+
+    return limit_bytes(config.getoption("cache_limit"))
 
 
 def pytest_report_header(config):
@@ -212,6 +227,12 @@ def pytest_sessionfinish(session, exitstatus):
     state = session.config.stash.get(STATE_KEY, None)
     if state is not None and not is_worker(session.config):  # a worker's rows went with
         state.end = finish(session.config, state)            # its reports to the controller
+    if not is_worker(session.config):
+        from conformance.cache_prune import prune
+
+        pruned = prune(cache_limit(session.config))
+        if pruned.removed:
+            session.config.stash[PRUNED_KEY] = pruned.line()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -232,6 +253,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             terminalreporter.write_line(line)
     for entry in state.skipped_entries:
         terminalreporter.write_line(f"conformance: {entry}")
+    if config.stash.get(PRUNED_KEY, None):
+        terminalreporter.write_line(config.stash[PRUNED_KEY])
     if state.end is not None:
         terminalreporter.write_line(state.end.note)
     if state.end is not None and state.end.written_to is not None:

@@ -58,7 +58,7 @@ def _cluster_lines(found) -> list[str]:
         return []
     lines = ["## Agreement clusters", "",
              "Runners whose outputs agree with one another within 2 x the tolerance, the "
-             "reference left out (README: Agreement clusters)"
+             "reference left out (docs/reports.md: Agreement clusters)"
              + (": **reference suspect**" + (f" (declared: {md(found.declared)})"
                                              if found.declared else "")
                 if found.reference_suspect else "") + ".", ""]
@@ -76,7 +76,7 @@ def render_page(case, rows, runners, found=None) -> str:
     typed = ", ".join(f"{md(k)}={md(v)}" for k, v in first.typed.items())
     lines = [f"# {md(case.id)}: {md(getattr(case, 'title', case.id))}", "",
              "[Back to the report](../index.md). Figures vary with the CPU in their last "
-             "digits (README: check-reports).", "",
+             "digits (docs/reports.md: check-reports).", "",
              f"- dtype: {md(first.dtype)}; parameters by the formula: "
              f"{first.parameters_formula}"]
     if typed:

@@ -87,7 +87,7 @@ def section_numbers(frame, cases, runners):
         "Max abs / max rel error of the output against the float64 reference (fully masked "
         "rows excluded: see edge cases); (model) = not executed, a documented model in "
         "NumPy: it checks layout and translation only. The figures vary with the CPU "
-        "(check-reports compares them by its rule, README).", pivot(frame, "cell", cases,
+        "(check-reports compares them by its rule, docs/reports.md).", pivot(frame, "cell", cases,
                                                                     runners), runners)
 
 
