@@ -112,7 +112,7 @@ def test_results_are_cached_by_versions_and_a_crashed_engine_is_an_error(tmp_pat
              "outcome": "pass", "kind": "", "reason": "", "max_abs_error": 0.0}]
     spec_cache.CACHE.put(spec_cache._key("onnx.reference"), json.dumps(rows).encode())
 
-    def crash(engine):  # an engine whose process dies of SIGSEGV
+    def crash(engine, native=False):  # an engine whose process dies of SIGSEGV
         return subprocess.Popen([sys.executable, "-c", "import os, signal; "
                                  "os.kill(os.getpid(), signal.SIGSEGV)"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -65,6 +65,9 @@ def machine() -> dict[str, str]:
                 break
     except OSError:
         pass
+    from conformance.cpu_isa import cpu_features
+
+    out["cpu features that move kernels"] = " ".join(cpu_features()) or "none"
     np_core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
         "numpy.core._multiarray_umath")
     features = getattr(np_core, "__cpu_features__", None)

@@ -26,6 +26,10 @@ OUTCOMES = ("pass", "fail", "refuse", "skipped", "error")
 OPERATOR_SYSTEM = "onnx Attention"  # ledger systems that run the operator itself (prefix)
 CAVEAT = {"onnx.reference": "the expected outputs were computed by onnx.reference itself, "
                             "so its column proves little about it"}
+# engines held at the ISA floor (runners/onnx/spec_cache.py): their note in the summary
+ISA_NOTE = {"openvino": "run at ONEDNN_MAX_CPU_ISA=AVX2, so its outcomes hold on any CPU; "
+                        "the outcomes this CPU's own instruction sets move are in the run "
+                        "metadata (CPU-dependent, never compared)"}
 SOURCE = ("onnx/backend/test/case/node/attention.py (generated in process: the wheel no "
           "longer ships the node data, onnx/onnx#7959)")
 CELL = 60  # characters of a reason in the per-case table (the full text: the list below)
@@ -47,7 +51,8 @@ def payload(spec: dict) -> dict:
     """spec_vectors.json: what check-reports compares (metadata aside)."""
     from conformance.runners.onnx.spec_vectors import ATOL, BF16_RTOL, RTOL
 
-    return {"metadata": {"versions": spec["versions"], "cached": spec.get("cached", [])},
+    return {"metadata": {"versions": spec["versions"], "cached": spec.get("cached", []),
+                         "isa": spec.get("isa", {})},
             "source": SOURCE,
             "tolerance": {"rtol": RTOL, "atol": ATOL, "bfloat16_rtol": BF16_RTOL},
             "engines": spec["engines"], "caveats": CAVEAT,
@@ -70,7 +75,7 @@ def _summary_table(data: dict) -> list[str]:
     for engine in data["engines"]:
         counts = data["summary"].get(engine, {})
         lines.append(f"| {md(engine)} | " + " | ".join(str(counts.get(o, 0)) for o in OUTCOMES)
-                     + f" | {md(CAVEAT.get(engine, ''))} |")
+                     + f" | {md(CAVEAT.get(engine, '') or ISA_NOTE.get(engine, ''))} |")
     return lines
 
 
@@ -104,8 +109,27 @@ def render_markdown(data: dict) -> str:
     lines += ["", METADATA_START, "## Run metadata", "",
               *[f"- {md(e)}: {md(json.dumps(v, sort_keys=True))}"
                 for e, v in meta.get("versions", {}).items()],
-              f"- cached: {md(', '.join(meta.get('cached', [])) or 'none')}", METADATA_END, ""]
+              f"- cached: {md(', '.join(meta.get('cached', [])) or 'none')}",
+              *_isa_lines(meta.get("isa", {}), data["rows"]), METADATA_END, ""]
     return "\n".join(lines)
+
+
+def _isa_lines(isa: dict, rows: list[dict]) -> list[str]:
+    """The run metadata's account of the instruction sets: the floor, this CPU's features,
+    and each outcome they move (rows' `isa_moved`)."""
+    if not isa:
+        return []
+    lines = [f"- ISA floor: {md(str(isa.get('floor', '')))}; this CPU's features: "
+             f"{md(' '.join(isa.get('features', [])) or 'unknown')}"]
+    for r in rows:
+        m = r.get("isa_moved")
+        if isinstance(m, dict):
+            err = m.get("max_abs_error")
+            lines.append(f"- moved by this CPU: {md(r['case'])} [{md(r['runner'])}] "
+                         f"{md(r['outcome'])} at the floor, {md(str(m.get('outcome')))} "
+                         f"at {md(str(m.get('features')))}"
+                         + (f" (max abs error {err:.3g})" if isinstance(err, float) else ""))
+    return lines
 
 
 def write_spec_vectors(spec: dict, out: Path) -> list[Path]:

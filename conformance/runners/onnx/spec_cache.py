@@ -7,6 +7,12 @@ under `.cache/spec-vectors/` keyed by the engine, the versions of onnx (which ma
 cases), of the engine's package, of NumPy and ml_dtypes, and the code of spec_vectors.py:
 a warm run reads them back without importing any engine.  Rows of a crashed engine are
 never cached.
+
+OpenVINO dispatches its kernels on the CPU's instruction sets, so it runs twice: at the
+ISA floor (cpu_isa.py: ONEDNN_MAX_CPU_ISA=AVX2), whose rows are the report's and hold on
+any CPU, and at this CPU's own level, whose outcome is recorded on a floor row only where
+it differs (`isa_moved`: the CPU's features and that outcome; CPU-dependent, never
+compared by check-reports).
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import sys
 import time
 
 from conformance.cache import BytesCache, key
+from conformance.cpu_isa import ISA_ENV, cpu_features, floor_env
 from conformance.paths import ROOT
 from conformance.runners.onnx.spec_vectors import ENGINES, PACKAGE
 from conformance.versions import package_versions
@@ -25,7 +32,8 @@ from conformance.versions import package_versions
 CACHE = BytesCache("spec-vectors", ".json", covers=("conformance/runners/onnx/spec_vectors.py",))
 MODULE = "conformance.runners.onnx.spec_vectors"
 TIMEOUT = 600.0  # seconds for one engine's cases (OpenVINO compiles ~93 models: ~25 s)
-FORMAT = 1  # bump when the rows' fields change
+FORMAT = 2  # bump when the rows' fields change
+FLOORED = ("openvino",)  # engines that dispatch on the CPU's ISA: run at the floor, and native
 
 
 def engine_versions(engine: str) -> dict[str, str]:
@@ -34,12 +42,23 @@ def engine_versions(engine: str) -> dict[str, str]:
                                                  "ml_dtypes"))))
 
 
-def _key(engine: str) -> str:
-    return key("spec-vectors", FORMAT, engine, engine_versions(engine))
+def _isa(engine: str, native: bool) -> list:
+    """What the engine's kernels depend on: the ISA cap it runs under and, native, the CPU's
+    features."""
+    if engine not in FLOORED:
+        return []
+    if native:
+        return ["native", os.environ.get(ISA_ENV, ""), list(cpu_features())]
+    return ["floor", floor_env()[ISA_ENV]]
 
 
-def _start(engine: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+def _key(engine: str, native: bool = False) -> str:
+    return key("spec-vectors", FORMAT, engine, engine_versions(engine), _isa(engine, native))
+
+
+def _start(engine: str, native: bool = False) -> subprocess.Popen:
+    base = os.environ if native or engine not in FLOORED else floor_env()
+    env = {**base, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.Popen([sys.executable, "-m", MODULE, engine], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -81,21 +100,38 @@ def _collect(engine: str, proc: subprocess.Popen, deadline: float) -> tuple[list
 
 
 def spec_results(engines: tuple[str, ...] = ENGINES) -> dict:
-    """{"engines", "versions", "rows", "cached"}: every engine's rows (from the cache where
-    they are there), rows in engine order, each engine's cases in onnx's order."""
-    found: dict[str, list[dict]] = {}
-    for engine in engines:
-        data = CACHE.get(_key(engine))
+    """{"engines", "versions", "rows", "cached", "isa"}: every engine's rows (from the cache
+    where they are there), rows in engine order, each engine's cases in onnx's order; a
+    floored engine's rows carry `isa_moved` where the CPU's own level gives another outcome."""
+    jobs = [(e, False) for e in engines] + [(e, True) for e in engines if e in FLOORED]
+    found: dict[tuple[str, bool], list[dict]] = {}
+    for job in jobs:
+        data = CACHE.get(_key(*job))
         if data is not None:
-            found[engine] = json.loads(data)
-    cached = list(found)
-    started = {e: _start(e) for e in engines if e not in found}
+            found[job] = json.loads(data)
+    cached = [e for e, native in jobs if (e, native) in found and not native]
+    started = {job: _start(*job) for job in jobs if job not in found}
     deadline = time.monotonic() + TIMEOUT
-    for engine, proc in started.items():
-        rows, keep = _collect(engine, proc, deadline)
-        found[engine] = rows
+    for job, proc in started.items():
+        rows, keep = _collect(job[0], proc, deadline)
+        found[job] = rows
         if keep:
-            CACHE.put(_key(engine), json.dumps(rows, allow_nan=False).encode())
+            CACHE.put(_key(*job), json.dumps(rows, allow_nan=False).encode())
+    for engine in engines:
+        if engine in FLOORED:
+            moved(found[(engine, False)], found[(engine, True)])
     return {"engines": list(engines),
             "versions": {e: engine_versions(e) for e in engines},
-            "rows": [r for e in engines for r in found[e]], "cached": cached}
+            "rows": [r for e in engines for r in found[(e, False)]], "cached": cached,
+            "isa": {"floor": floor_env()[ISA_ENV], "features": list(cpu_features())}}
+
+
+def moved(floor: list[dict], native: list[dict]) -> None:
+    """Mark each floor row whose outcome (or failure kind) the CPU's own level changes."""
+    at = {r["case"]: r for r in native}
+    features = " ".join(cpu_features()) or "unknown"
+    for row in floor:
+        other = at.get(row["case"])
+        if other and (other["outcome"], other["kind"]) != (row["outcome"], row["kind"]):
+            row["isa_moved"] = {"features": features, "outcome": other["outcome"],
+                                "kind": other["kind"], "max_abs_error": other["max_abs_error"]}
