@@ -1,4 +1,4 @@
-"""Throughput of generated cases (conformance/generated.py) after warm-up.
+"""Throughput of generated cases (conformance/plugin/generated.py) after warm-up.
 
     python benchmarks/generated_throughput.py [--small 20] [--large 220] [--seed 0]
         [--runner torch.mha,torch.sdpa,keras.tensorflow,onnx.attention-op.ort]

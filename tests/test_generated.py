@@ -1,4 +1,4 @@
-"""Generated cases (conformance/generated.py): drawing, validity, determinism,
+"""Generated cases (conformance/plugin/generated.py): drawing, validity, determinism,
 shrinking, and a generated pytest run with a runner that disagrees above a size."""
 from __future__ import annotations
 

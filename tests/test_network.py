@@ -1,4 +1,4 @@
-"""The MATLAB Answers digit network (conformance/network.py): learnables per system,
+"""The MATLAB Answers digit network (conformance/report/digit_network.py): learnables per system,
 the documented counts against torch and Keras built for real."""
 from __future__ import annotations
 

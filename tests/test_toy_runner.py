@@ -1,7 +1,7 @@
 """A new runner is its module, one registry line and its expectations file (#16 part 5).
 
 The test adds a toy framework the way a contributor would, in a temporary
-project: `toyframework/attention.py` (a Runner subclass declaring everything the
+project: `<project>/toyframework/attention.py` (a Runner subclass declaring everything the
 suite reads of a runner: its README line, its seconds per item, a probe cell),
 the registry line (CONFORMANCE_EXTRA_RUNNERS, the out-of-tree spelling of a line
 in conformance/runners/__init__.py) and `expectations/toy.numpy.yaml` (its pinned

@@ -122,6 +122,9 @@ class Declared:
     strict: bool = True
     source: str = ""  # where the known mismatch is declared, to remove it from
     file: str = ""  # the runner's expectations file, where an answer may be added
+    # a runner whose answers are reported, never pinned (the user's attention, runners/
+    # target/): an undeclared behaviour is what it observed, not a failure
+    observing: bool = False
 
 
 def declared(case: Case, runner: str, expectations: Expectations | None) -> Declared:

@@ -4,8 +4,8 @@
 are rounded to the case dtype (1e3 saturates the softmax; in float16 a value
 over 65504 rounds to inf).  `nonfinite` places NaN, inf or -inf at chosen
 (tensor, batch, position, feature) elements after rounding.  Read here, from
-the reader `r` of case.py (its `fail` names file, case and field), to keep
-case.py short; weights.py applies them.
+the reader `r` of loader.py (its `fail` names file, case and field), to keep
+loader.py short; oracle/canonical.py applies them.
 """
 from __future__ import annotations
 

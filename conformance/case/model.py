@@ -1,8 +1,8 @@
 """The case types: frozen dataclasses, constants, tolerance defaults, budgets and
-the limits of reading a file (case_yaml.py reads within them).
+the limits of reading a file (yaml_reader.py reads within them).
 
 No imports from the rest of the package, so that anything may import it;
-`conformance/case.py` validates documents into these types and re-exports
+`conformance/case/loader.py` validates documents into these types and re-exports
 every public name.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAUSAL = ("none", "upper_left", "lower_right")
-# Edge case -> what a system does there, each label checked numerically (compare.py)
+# Edge case -> what a system does there, each label checked numerically (compare/agreement.py)
 BEHAVIOURS = {
     "fully_masked_row": ("nan", "zeros", "uniform", "finite_other", "error"),
     "nonfinite_input": ("nan_propagates", "contained", "partial", "nan_spreads", "overflow_inf",
@@ -195,9 +195,9 @@ class Inputs:
     key_len: int  # S
     self_attention: bool  # one tensor serves as query, key and value
     dtype: str  # one of DTYPES: what the runner computes in
-    seed: int  # seeds every array of the case (weights.py)
-    scale: float = field(default=1.0, repr=False)  # multiplies q, k, v inputs (case_extreme)
-    nonfinite: tuple = field(default=(), repr=False)  # case_extreme.NonFinite entries
+    seed: int  # seeds every array of the case (oracle/canonical.py)
+    scale: float = field(default=1.0, repr=False)  # multiplies q, k, v inputs (extreme.py)
+    nonfinite: tuple = field(default=(), repr=False)  # extreme.NonFinite entries
     position_offset: int = field(default=0, repr=False)  # first query position
     key_position_offset: int = field(default=0, repr=False)  # first key position
 
@@ -257,7 +257,7 @@ class Case:
         """A hash of the case content (not its file), for caches."""
         text = repr(replace(self, path=""))  # scales are out of repr: unset keeps old keys
         extra = "" if self.attention.scale is None else f"|scale={self.attention.scale!r}"
-        i = self.inputs  # extreme inputs (case_extreme.py), only when set
+        i = self.inputs  # extreme inputs (extreme.py), only when set
         extra += f"|inputs={i.scale!r},{i.nonfinite!r}" if i.scale != 1 or i.nonfinite else ""
         if self.features:  # today's attention, only when used (older keys hold)
             a, m = self.attention, self.mask

@@ -1,7 +1,7 @@
 """Reading the real-valued fields of a case: tolerances and the softmax scale.
 
-Split from case.py (which validates everything else) to keep each module
-short; the reader `r` is case._Reader (its `fail` builds the CaseError that
+Split from loader.py (which validates everything else) to keep each module
+short; the reader `r` is loader._Reader (its `fail` builds the CaseError that
 names file, case and field).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A case's `typed` may name a `system` and give the numbers in that system's own
 vocabulary, e.g. `{system: matlab, num_heads: 4, num_key_channels: 784,
 input_features: 3136}`; `derive` turns them into the suite's canonical
-`attention` mapping (case.py reads it as if the case had stated it).  Each
+`attention` mapping (loader.py reads it as if the case had stated it).  Each
 system is one small table (VOCABULARIES): its words, which canonical quantity
 each sets (a per-head width or a total over heads), which are required, and its
 fixed facts (T5 has no biases).  `meaning` reads the same numbers in every
@@ -332,7 +332,7 @@ def _why(typed: Mapping[str, Any], key: str, derived: Mapping[str, Any]) -> str:
 
 
 def with_attention(r, raw: Mapping[str, Any], typed: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`raw` with its `attention` section derived from `typed` (case.py's reader `r`
+    """`raw` with its `attention` section derived from `typed` (loader.py's reader `r`
     builds the CaseError).  Without a `system`, `typed` is free numbers: `raw` as is.
     Stated attention fields must agree with the derivation; fields it has no word
     for (scale) pass through."""

@@ -1,6 +1,6 @@
 """Bounded reading of an untrusted case file: refused while composing, before any
 Python object is built (file size, UTF-8, node count, alias expansion, depth,
-plain YAML types only).  The case reader (case.py) calls `read_document`."""
+plain YAML types only).  The case reader (loader.py) calls `read_document`."""
 from __future__ import annotations
 
 from pathlib import Path

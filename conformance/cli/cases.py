@@ -1,4 +1,4 @@
-"""The case commands of the CLI: validate, list, show (new: cli_new.py)."""
+"""The case commands of the CLI: validate, list, show (new: new.py)."""
 from __future__ import annotations
 
 import json

@@ -67,7 +67,7 @@ def agree(expected: np.ndarray, observed: np.ndarray | None, tol: Tolerance,
 def _as_floats(expected: np.ndarray, observed) -> tuple[np.ndarray | None, Agreement | None]:
     """`observed` as float64, or the Agreement that says why it cannot be compared.  Numbers
     of another kind are a mismatch; what is not numbers at all (a string) raises, as before:
-    a runner fault, an error row (matrix.py)."""
+    a runner fault, an error row (run/evaluate.py)."""
     if observed is None:
         return None, Agreement(False, None, None, "no output was returned")
     observed = np.asarray(observed)
@@ -119,7 +119,7 @@ def classify_masked_weights(weights: np.ndarray, fully_masked: np.ndarray) -> st
 
 
 def classify_nonfinite(expected: Expected, output: np.ndarray) -> str:
-    """What a system did with non-finite or overflowing inputs (case_extreme.py), over
+    """What a system did with non-finite or overflowing inputs (case/extreme.py), over
     the output elements outside fully masked rows.  U: where the float64 oracle is
     NaN/inf (Expected.undefined); N: where the system's output is NaN/inf.
 

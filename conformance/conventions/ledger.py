@@ -7,7 +7,7 @@ A cell comes from one of two sources, never from hand-written text:
   masked rows, returned weights, float64, parameter counts, weight layout,
   refusals), evidence naming the rows, as `<case-id>[<runner>]`.
 A probe cell wins over a derived cell for the same (system, axis); where neither
-exists the cell says `not_probed`, and why.  Layer 4, beside matrix.py.
+exists the cell says `not_probed`, and why.  A layer above run/evaluate.py (its rows).
 """
 from __future__ import annotations
 

@@ -213,7 +213,7 @@ def _windowed(case: Case, allowed: np.ndarray | None):
 
 
 def _extreme(case: Case, query, key, value):
-    """inputs.nonfinite placed in the rounded inputs (case_extreme.py); inputs.scale was
+    """inputs.nonfinite placed in the rounded inputs (case/extreme.py); inputs.scale was
     applied before rounding.  Self-attention keeps one tensor."""
     if case.inputs.self_attention:
         key = value = query

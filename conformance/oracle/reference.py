@@ -9,7 +9,7 @@ A query row whose every key is masked has no defined softmax: the reference
 returns NaN there (weights and output) and the comparator judges that row by
 the behaviour the case declares instead of by numbers.
 
-Extreme inputs (case_extreme.py) are computed in IEEE float64 as they are: a
+Extreme inputs (case/extreme.py) are computed in IEEE float64 as they are: a
 saturated softmax is an ordinary number; a NaN or inf input spreads through
 the arithmetic.  A NaN in key position s of item b makes every score of item b
 that attends to s NaN, so those query rows are undefined (a masked score is
@@ -42,7 +42,7 @@ class Expected:
     output: np.ndarray  # (B, T, E_o), NaN on fully masked rows
     weights: np.ndarray  # (B, H, T, S) per-head softmax, NaN on fully masked rows
     fully_masked: np.ndarray  # (B, T) bool
-    # What each fully-masked-row hypothesis would give there (compare.py):
+    # What each fully-masked-row hypothesis would give there (compare/agreement.py):
     output_if_zeros: np.ndarray  # the row's attention weights are all 0
     output_if_uniform: np.ndarray  # the row attends uniformly to every key
     # (B, T, E_o) output elements the oracle leaves NaN/inf, fully masked rows apart

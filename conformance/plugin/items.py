@@ -1,4 +1,4 @@
-"""The pytest session state and the matrix's items, apart from the hooks (plugin.py),
+"""The pytest session state and the matrix's items, apart from the hooks (plugin/__init__.py),
 so that the plugin's helper modules (conventions items, parallel runs, generated
 cases) import them without importing the plugin.
 

@@ -368,7 +368,7 @@ def write_html(frame, cases, runners, sections, meta: dict, out_dir, selection: 
     """Write the figures (plots.FIGURES, when matplotlib is installed) and index.html
     into out_dir.  `frame`: the results frame (base.results_frame), `cases` in file
     order, `runners` in column order, `sections` as build_sections gives them, `ledger`:
-    a conformance.conventions.Ledger (or its as_dict()) or None."""
+    a conformance.conventions.ledger.Ledger (or its as_dict()) or None."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figures = plots.make_figures(frame, cases, runners)

@@ -1,6 +1,6 @@
 """The conventions ledger files: reports/conventions.json and reports/conventions.md.
 
-The Ledger (conformance/ledger.py) holds one cell per (system, axis); this
+The Ledger (conformance/conventions/ledger.py) holds one cell per (system, axis); this
 module only writes it.  The Markdown has one table per framework family
 (torch, keras, onnx, others), split so that no table has more than
 MAX_COLUMNS systems, one word per cell ("†": the cell contradicts the

@@ -20,7 +20,7 @@ EAGER = ("torch", "torch.nn.MultiheadAttention")  # framework, system of the eag
 EAGER_PATHS = ("ordinary", "ordinary, need_weights=False")  # the paths shown beside the graphs
 RUNTIMES = ("onnx", "openvino", "executorch")  # frameworks that run an exported torch module
 # The torch exports' row output comes from the graph exported with need_weights=False
-# (onnx_export.py), so that eager path is their like-for-like counterpart.
+# (runners/_export/torch_onnx.py), so that eager path is their like-for-like counterpart.
 LIKE_FOR_LIKE = "ordinary, need_weights=False"
 
 

@@ -1,6 +1,6 @@
 """Fault containment settings: the per-item timeout and the isolation mode.
 
-Every item yields a row, whatever its runner does (matrix.py catches
+Every item yields a row, whatever its runner does (evaluate.py catches
 exceptions in every stage; workers.py turns a dead or hung worker into an
 error and restarts it).  Two settings decide how far that reaches:
 

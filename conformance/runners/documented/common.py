@@ -1,4 +1,4 @@
-"""What the documented models share (marian_model.py, matlab_model.py): systems that
+"""What the documented models share (marian.py, matlab.py): systems that
 cannot run here, modelled from their cited documentation or source (Observation.executed
 = False).  A model is its module's functions: `limitation(case)` (the reason a case is not
 expressible, or None), `call(case)` (the native call's text and the plan) and `cells()`

@@ -1,7 +1,7 @@
 """C++ Marian (marian-nmt): a documented model of its transformer attention, not an execution.
 
 Marian cannot be built or run here, so this runner is a *model* (Observation.executed
-= False), in the style of matlab_model.py: it translates the case into the options a
+= False), in the style of matlab.py: it translates the case into the options a
 Marian user sets, holds the canonical weights under Marian's own parameter names and
 shapes, and evaluates the algorithm of the cited source in NumPy float64.  Its numbers
 test the translation and the layout (head split, weight orientation, mask), never

@@ -170,7 +170,7 @@ def documented_conventions() -> list:
     """Every ledger cell of the model from the cited documentation (executed=False): the
     value the page states, or not_applicable where no page states one.  Not given:
     parameter_formula, weight_layout, returned_weights and refusals (the model's rows
-    settle them, conformance/ledger.py MODEL_AXES).  float64_compute is not_applicable:
+    settle them, conformance/conventions/cells.py MODEL_AXES).  float64_compute is not_applicable:
     no page states it."""
     from conformance.contract.axes import NA, NOT_PROBED
     from conformance.contract.runner import Convention

@@ -84,7 +84,7 @@ def constructor(plan: dict, base) -> dict:
 
 def compilation_cache() -> None:
     """JAX's persistent compilation cache under the project cache (the folder the
-    Keras JAX rows use, runners/_keras.py): keyed by JAX's own cache key (HLO,
+    Keras JAX rows use, runners/keras/common.py): keyed by JAX's own cache key (HLO,
     versions, flags), so it cannot change a result.  Set once per process."""
     import jax
 

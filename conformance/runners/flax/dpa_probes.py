@@ -2,11 +2,12 @@
 projections made in jnp (BTNH), the function called with one argument passed raw, the
 heads projected back and compared with the float64 oracle under each reading
 (contract/probing.py).  Parameter formula, weight layout, fully masked rows, float64 and
-refusals are left to the matrix rows (ledger.py); mask_fill and masked_kv_nonfinite are
-probed through the runner's own translate and run (contract/fill_probes.py), the fill
-then named from the source; the mask polarity, the float mask and the causal flag are the
-ledger's own probes (conventions/probes/flags.py), answered by JaxDPA.answer.  jax is
-imported inside the functions only.
+refusals are left to the matrix rows (ledger.py); mask_fill, masked_key_nonfinite and
+masked_value_nonfinite are the ledger's, asked through the runner's own translate and run
+(conventions/probes/masks.py), the fill then named from the source; the mask polarity,
+the float mask and the causal flag are the ledger's own probes
+(conventions/probes/flags.py), answered by JaxDPA.answer.  jax is imported inside the
+functions only.
 """
 from __future__ import annotations
 

@@ -223,7 +223,7 @@ class KerasLayerRunner(Runner):
         return run_layer(self, self.layer_cls, case, translation, data)
 
     def count(self, case):
-        """The layer built with no variable initialised (runners/_counts.py)."""
+        """The layer built with no variable initialised (runners/counting.py)."""
         import keras
 
         from conformance.runners.counting import keras_count
@@ -231,7 +231,7 @@ class KerasLayerRunner(Runner):
         return keras_count(keras, self.layer_cls, case, self.translate(case).plan)
 
     def conventions(self):
-        """Probes of this layer and path on this worker's backend (_keras_probes.py)."""
+        """Probes of this layer and path on this worker's backend (probes.py)."""
         import keras
 
         from conformance.contract.probing import feature_cells

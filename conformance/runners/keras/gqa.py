@@ -11,7 +11,7 @@ head h uses kv head h // r, the canonical grouping.  Its limits:
 Non-grouped cases run too, with num_key_value_heads == num_query_heads.
 One class parametrised by `backend` (`KerasGQA(backend="jax")` is
 `keras.gqa.jax`); it shares the Keras workers (one per backend) and the layer
-machinery (_keras.py) with keras_mha.py; the default call
+machinery (common.py, _export/keras_mha.py) with mha.py; the default call
 (return_attention_scores=False, fused path) is what these rows run.
 """
 from __future__ import annotations

@@ -4,10 +4,10 @@ One class, parametrised by `backend` and `scores` (registry lines, not
 subclasses): `KerasMHA(backend="jax", scores=True)` is `keras.jax.scores`.
 Why worker subprocesses: a Keras backend is fixed when Keras is first
 imported, so each backend runs in its own long-lived worker (keys
-"keras-tensorflow", "keras-jax", "keras-torch"; _keras.worker_spec), shared by
-every Keras runner of that backend (MHA, its `.scores` path,
-GroupedQueryAttention in keras_gqa.py, the ONNX export in onnx_keras.py).
-What they share lives in _keras.py.  Keras is imported inside `run` only.
+"keras-tensorflow", "keras-jax", "keras-torch"; _export/keras_mha.py worker_spec),
+shared by every Keras runner of that backend (MHA, its `.scores` path,
+GroupedQueryAttention in gqa.py, the ONNX export in onnx/keras_export.py).
+What they share lives in common.py and _export/keras_mha.py.  Keras is imported inside `run` only.
 
 Conventions this runner makes explicit:
 - sizes are per head: `key_dim` = d_k, `value_dim` = d_v, `output_shape` =

@@ -8,7 +8,7 @@ the runner's rows call them (eagerly on TensorFlow and torch, `jax.jit` over
 reading of that argument the output matches (probes.closest), with every
 distance as the figure.  Axes the matrix rows settle (fully masked rows,
 returned weights, float64, parameters, layout, refusals) are left to
-conformance/ledger.py.  Keras is imported inside the functions only.
+conformance/conventions/ledger.py.  Keras is imported inside the functions only.
 """
 from __future__ import annotations
 

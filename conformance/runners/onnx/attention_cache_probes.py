@@ -5,7 +5,7 @@ for the external-cache rows (Attention-24, nonpad_kv_seqlen) also the errata of
 onnx/onnx#8068 on a one-call graph (causal_flag: is_causal=1 with nonpad_kv_seqlen = S for
 T=3 < S=5), key padding given as lengths, and an item with nonpad_kv_seqlen = 0.
 The other cells are the Attention op's (attention_op's probes on its plain graph) and the
-mask-encoding probes (contract/fill_probes.py) through this runner's own translate.
+mask-encoding probes (conventions/probes/masks.py) through this runner's own translate.
 """
 from __future__ import annotations
 

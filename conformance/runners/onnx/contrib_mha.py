@@ -29,8 +29,9 @@ from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session
 from conformance.runners.onnx.graph_parts import ELEM, Graph, graph_inputs, in_out
 
 FILL = -10000.0  # MultiHeadAttention's mask_filter_value default
-# The op's attributes and inputs, as onnxruntime's docs/ContribOperators.md lists them
-# (com.microsoft.MultiHeadAttention): the names the ledger's feature axes look for.
+# The op's attributes and inputs, as onnxruntime's operator documentation
+# (ContribOperators.md, com.microsoft.MultiHeadAttention) lists them: the names the
+# ledger's feature axes look for.
 CONTRIB_MHA_NAMES = ["num_heads", "mask_filter_value", "scale", "unidirectional", "query", "key",
                      "value", "bias", "key_padding_mask", "attention_bias", "past_key",
                      "past_value", "past_sequence_length", "cache_indirection"]
@@ -110,7 +111,7 @@ class OnnxContribMHA(Runner):
                            "onnxruntime CPUExecutionProvider", None)
 
     def probe_output(self, case, translation, data):
-        """The graph's raw output, for the mask-encoding probes (fill_probes.py): a
+        """The graph's raw output, for the mask-encoding probes (conventions/probes/masks.py): a
         non-finite float32 output is the observation there, not a refusal."""
         model, feed = build_model(case, data)
         session = ort_session(model.SerializeToString(), "MultiHeadAttention probe graph")
