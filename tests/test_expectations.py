@@ -24,7 +24,7 @@ from .helpers import make_case
 def test_every_runner_has_a_valid_file_and_no_case_pins_a_runner_answer():
     loaded = load_dir(EXPECTATIONS_DIR, runner_names())
     assert sorted(p.stem for p in EXPECTATIONS_DIR.glob("*.yaml")) == sorted(runner_names())
-    assert all(e.conventions for e in loaded.values())  # today's ledger, split per runner
+    assert all(e.conventions for e in loaded.values())  # the ledger's cells, split per runner
     for case in load_cases(CASES_DIR):
         assert not case.expect.behaviours and not case.expect.known_mismatch, case.id
 

@@ -104,8 +104,8 @@ def test_hf_probe_cells_are_vocabulary_words(runner):
     from conformance.runners.hf.probes import hf_cells
 
     cells = {c.axis: c for c in hf_cells(runner)}
-    modern = ("alibi_slopes",) if runner.name == "hf.t5" else ()  # position_bias is not ALiBi
-    assert tuple(cells) == HF_AXES + modern
+    alibi = ("alibi_slopes",) if runner.name == "hf.t5" else ()  # position_bias is not ALiBi
+    assert tuple(cells) == HF_AXES + alibi
     for c in cells.values():
         assert c.value in BY_ID[c.axis].words and c.evidence
     assert cells["mixed_dtype"].value == "refused" and "dtype" in cells["mixed_dtype"].evidence

@@ -32,7 +32,7 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
 # (g) runners only answer native calls: the judgement of a convention (the reference
 # oracle, candidate readings, classification) belongs to the ledger (conventions/)
 JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
-             "conformance.contract.probe_cells", "conformance.contract.modern_probes",
+             "conformance.contract.probe_cells", "conformance.contract.position_head_probes",
              "conformance.contract.cache_probes", "conformance.conventions")
 # The runner modules whose probes still judge, to be moved into conventions/probes/ (the
 # issue "One judge for every convention"): the list may only shrink; a module that no
@@ -44,7 +44,7 @@ STILL_JUDGING = frozenset({
     "conformance.runners.flax.common", "conformance.runners.flax.dpa_probes",
     "conformance.runners.flax.probes", "conformance.runners.hf.cache_probes",
     "conformance.runners.hf.common", "conformance.runners.hf.decoder_probes",
-    "conformance.runners.hf.modern_probes", "conformance.runners.hf.probes",
+    "conformance.runners.hf.position_head_probes", "conformance.runners.hf.probes",
     "conformance.runners.keras.common", "conformance.runners.keras.hub_probes",
     "conformance.runners.keras.probes", "conformance.runners.keras.window",
     "conformance.runners.litert.keras", "conformance.runners.onnx.attention_cache",

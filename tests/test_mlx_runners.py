@@ -1,5 +1,6 @@
 """MLX runners (conformance/runners/mlx): the sdpa row's ops against the oracle on
-today's attention, planted defects rejected, and the head-mapping candidates."""
+rope, QK-norm, ALiBi, sinks and windows, planted defects rejected, and the head-mapping
+candidates."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -34,7 +35,7 @@ def test_tiled_candidate_is_h_mod_kv():
 
 mlx = pytest.importorskip("mlx.core")
 
-MODERN = [
+FEATURE_SECTIONS = [
     {"attention": {"num_heads": 4, "query_features": 16, "rope": {"style": "interleaved",
                                                                   "rotary_dim": 4}},
      "inputs": {"position_offset": 9}},
@@ -50,8 +51,8 @@ MODERN = [
 ]
 
 
-@pytest.mark.parametrize("sections", MODERN, ids=["rope-interleaved", "qknorm-gqa", "alibi",
-                                                  "sinks", "window"])
+@pytest.mark.parametrize("sections", FEATURE_SECTIONS, ids=[
+    "rope-interleaved", "qknorm-gqa", "alibi", "sinks", "window"])
 def test_sdpa_row_matches_the_oracle(sections):
     from conformance.runners.mlx.sdpa import MlxSDPA
 
@@ -65,7 +66,7 @@ def test_sdpa_row_rejects_a_planted_rope_style():
     """The interleaved case run as half-split (traditional=False) is far off."""
     from conformance.runners.mlx.sdpa import MlxSDPA
 
-    case = probe_case("mlx-wrong", **MODERN[0])
+    case = probe_case("mlx-wrong", **FEATURE_SECTIONS[0])
     runner = MlxSDPA()
     plan = runner.translate(case).plan
     wrong = replace(runner.translate(case), plan=replace(plan, rope=(4, False, 10000.0)))

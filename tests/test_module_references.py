@@ -53,6 +53,10 @@ PENDING: dict[tuple[str, str], str] = {
         "line 7: 'the matrix (matrix.py) judges' -> 'the matrix (run/evaluate.py) judges'",
     ("conformance/plugin/__init__.py", "matrix.py"):
         "line 5: 'evaluates itself (matrix.py)' -> 'evaluates itself (run/evaluate.py)'",
+    ("conformance/contract/runner.py", "case/modern.py"):
+        "line 159: '(Case.features, case/modern.py)' -> '(Case.features, case/features.py)'; "
+        "and there 'the parts of today's attention it translates' -> 'the case features it "
+        "translates (rope, QK-norm, ALiBi, softcap, sinks, windows, fills, decode)'",
     ("conformance/runners/__init__.py", "contract.py"):
         "line 3: '(contract.py says what a runner is)' -> '(contract/runner.py says ...)'",
 }

@@ -31,11 +31,11 @@ def test_gqa_refusals_and_lengths(gqa):
 
 def test_gqa_qk_norm_refused_with_ort_message(gqa):
     """The schema has q_norm_weight / k_norm_weight; the CPU kernel refuses them."""
-    from conformance.contract import modern_probes as mp
+    from conformance.contract import position_head_probes as php
     from conformance.oracle.canonical import case_data
     from conformance.runners.onnx.gqa_probes import qk_norm_cell
 
-    case = mp.qk_norm_case("per_head", head_dim=16)
+    case = php.qk_norm_case("per_head", head_dim=16)
     cell = qk_norm_cell(case, lambda c, d=None: gqa.run(c, gqa.translate(c),
                                                         d or case_data(c)).output)
     assert cell.value == "refused"
@@ -45,11 +45,11 @@ def test_gqa_qk_norm_refused_with_ort_message(gqa):
 def test_qk_norm_cell_planted():
     """A kernel that runs the per-head norm is read per_head, one that refuses is refused:
     never not_applicable for an input the schema has."""
-    from conformance.contract import modern_probes as mp
+    from conformance.contract import position_head_probes as php
     from conformance.contract.probing import output_with
     from conformance.runners.onnx.gqa_probes import qk_norm_cell
 
-    case = mp.qk_norm_case("per_head", head_dim=16)
+    case = php.qk_norm_case("per_head", head_dim=16)
 
     def refuses(c, d=None):
         raise NotExpressibleError("onnxruntime's CPU kernel refuses the case") from \

@@ -1,4 +1,5 @@
-"""The oracle's parts of today's attention against values computed by hand."""
+"""The oracle's rotary embeddings, ALiBi, QK-norm, softcap and sinks against values
+computed by hand."""
 from __future__ import annotations
 
 import math

@@ -1,9 +1,10 @@
 """The case format: one framework-neutral description of an attention setup.
 
 A case file (`cases/*.yaml`) holds one case (a mapping) or several under a top-level
-`cases:` list.  Everything is validated here (today's attention in case/modern.py),
-so that a runner can trust every field it reads.  Every error names the file, the
-case id, the field and what would be valid.  Case files are untrusted: every failure
+`cases:` list.  Everything is validated here (rope, QK-norm, ALiBi, softcap, sinks,
+windows, fills and decode in case/features.py), so that a runner can trust every field
+it reads.  Every error names the file, the case id, the field and what would be valid.
+Case files are untrusted: every failure
 is a CaseError with a bounded message, and reading is bounded (yaml_reader).  The
 field names are the public interface; case/case.schema.json publishes the same.
 """
@@ -15,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance.case import extreme as case_extreme, modern as case_modern
+from conformance.case import extreme as case_extreme, features as case_features
 from conformance.case import numbers as case_numbers, typed_numbers
 from conformance.case.model import (  # noqa: F401  (re-exported: the public names of the format)
     ACTIVATION_ENV, BEHAVIOURS, BIAS_VALUES, CAUSAL, DEFAULT_TOLERANCE, DTYPES, WEIGHT_ENV,
@@ -304,7 +305,7 @@ def parse_case(raw: Any, path: Path | str, index: int = 0, *,
     inputs = _inputs(r, att)
     _check_budget(r, att, inputs, budget or load_budget())
     mask, ws = _mask(r, inputs), r.section("weights")
-    att, inputs, mask, decode = case_modern.read(r, att, inputs, mask)  # today's attention
+    att, inputs, mask, decode = case_features.read(r, att, inputs, mask)  # rope, windows...
     case = Case(  # expect is read last: whether a row is fully masked is the case's to say
         case_id, r.text("title", case_id), r.text("description"), r.text("source"), tags, att,
         inputs, mask, Expect(None, {}, {}, {}),

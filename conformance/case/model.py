@@ -23,7 +23,7 @@ BEHAVIOURS = {
     "nonfinite_input": ("nan_propagates", "contained", "partial", "nan_spreads", "overflow_inf",
                         "error")}
 BIAS_VALUES = ("random", "zeros")
-# Today's attention (case/modern.py reads them; oracle/positional.py computes them)
+# The attention features (case/features.py reads them; oracle/positional.py computes them)
 ROPE_STYLES = ("half_split", "interleaved")
 QK_NORM_KINDS = ("rms", "layer")
 QK_NORM_SCOPES = ("per_head", "all_heads")
@@ -180,7 +180,8 @@ class Attention:
     output_features: int  # E_o: last dim of the output
     bias: bool  # q, k, v and output projections carry biases
     scale: float | None = field(default=None, repr=False)  # softmax scale; None: 1/sqrt(d_k)
-    # today's attention (case/modern.py); out of repr, so cache keys of older cases hold
+    # rotary embeddings, QK-norm, ALiBi, softcap, sinks (case/features.py); out of repr, so
+    # the cache keys of cases without them hold
     rope: Rope | None = field(default=None, repr=False)
     qk_norm: QKNorm | None = field(default=None, repr=False)
     alibi: bool = field(default=False, repr=False)
@@ -259,7 +260,8 @@ class Case:
         extra = "" if self.attention.scale is None else f"|scale={self.attention.scale!r}"
         i = self.inputs  # extreme inputs (extreme.py), only when set
         extra += f"|inputs={i.scale!r},{i.nonfinite!r}" if i.scale != 1 or i.nonfinite else ""
-        if self.features:  # today's attention, only when used (older keys hold)
+        if self.features:  # rope, windows, fills, decode...: only when used (older keys
+            # hold; the tag's text "modern=" is in every such cache key, so it stays)
             a, m = self.attention, self.mask
             extra += (f"|modern={a.rope!r},{a.qk_norm!r},{a.alibi},{a.softcap!r},{a.sinks},"
                       f"{i.position_offset},{i.key_position_offset},{m.window!r},{m.fill!r},"
@@ -268,7 +270,8 @@ class Case:
 
     @property
     def features(self) -> frozenset[str]:
-        """The parts of today's attention this case asks for (runners declare theirs)."""
+        """The features this case asks for: rope, qk_norm, alibi, softcap, sinks,
+        position_offset, window, fill, decode (runners declare theirs)."""
         a, i, m = self.attention, self.inputs, self.mask
         named = {"rope": a.rope is not None, "qk_norm": a.qk_norm is not None,
                  "alibi": a.alibi, "softcap": a.softcap is not None, "sinks": a.sinks,
@@ -306,10 +309,10 @@ def parameter_count(a: Attention) -> int:
     count += h * dv * a.output_features
     if a.bias:
         count += h * dk + hkv * (dk + dv) + a.output_features
-    return count + modern_parameter_count(a)
+    return count + feature_parameter_count(a)
 
 
-def modern_parameter_count(a: Attention) -> int:
+def feature_parameter_count(a: Attention) -> int:
     """QK-norm scales (and LayerNorm biases) and attention sinks: per head widths d_k for
     `per_head`, every head's d_k values for `all_heads`; one sink logit per head."""
     count = a.num_heads if a.sinks else 0

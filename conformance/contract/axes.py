@@ -99,7 +99,7 @@ AXES: tuple[Axis, ...] = (
          "applied: the system's softcap setting caps the scores before the softmax (ONNX "
          "Attention softcap); ignored: set, but the output is uncapped; not_applicable: the "
          "system has no such setting"),
-    # today's attention, part 1 (#19): rotary embeddings, grouped heads, QK-norm, ALiBi
+    # positions and heads: rotary embeddings, grouped heads, QK-norm, ALiBi
     Axis("rope_style", "Rotary embedding pairing",
          ("half_split", "interleaved", "choosable", NA),
          "half_split: dimensions (i, i + r/2) rotate together (GPT-NeoX, HF Llama); "
@@ -117,7 +117,7 @@ AXES: tuple[Axis, ...] = (
     Axis("alibi_slopes", "ALiBi slopes", ("paper", "other", NA),
          "paper: the ALiBi paper's slopes, with its rule for a head count that is not a power "
          "of two; other: other slopes (the evidence shows them)"),
-    # today's attention, part 2 (#20): caches, windows, softcap order, sinks, mask fills
+    # caches, windows, softcap order, sinks, mask fills
     Axis("cache_causal_alignment", "Causal alignment of a cached decode step",
          ("lower_right", "upper_left", "full", NA),
          "what a one-position step with a KV cache attends: lower_right = every cached key and "
@@ -156,7 +156,8 @@ AXES: tuple[Axis, ...] = (
          "item i of a batch against the same item run alone: bitwise_equal, or differs (the "
          "evidence gives the largest difference)"),
 )
-# The argument names that would give a system each part of today's attention: a system
+# The argument names that would give a system each feature (softcap, rotary embeddings,
+# grouped heads, QK-norm, ALiBi, caches, windows, sinks): a system
 # whose signatures take none of them gets `not_applicable` read from the signatures
 # (probing.feature_cells); one that takes any of them needs a probe.
 FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {

@@ -161,7 +161,8 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     counted = [r for r in rows if r.outcome is not Outcome.SKIPPED]
     if not counted:
         return None
-    # a case asking for a part of today's attention the runner lacks is not the system's
+    # a case asking for a feature the runner lacks (Case.features: rope, ALiBi, a window..)
+    # is not the system's
     # refusal (the feature axes say what it lacks): counted apart, named in the evidence
     lacking = [r for r in counted if r.outcome is Outcome.NOT_EXPRESSIBLE
                and FEATURE_REFUSAL in r.reason]
@@ -188,7 +189,7 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     # the number of kinds of refusal, not of cases: a new case refused for a known
     # reason changes the evidence, not the pinned value
     value = f"{len(groups)} kind{'s' if len(groups) > 1 else ''}" if groups else "none"
-    if lacking:
+    if lacking:  # these words are in the committed reports: change them with a regeneration
         text += (f"; besides, {len(lacking)} case(s) ask for parts of today's attention it "
                  f"lacks (e.g. {_at(lacking[0])}: {lacking[0].reason[:120]})")
     return _cell(name, "refusals", value, text)

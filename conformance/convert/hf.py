@@ -113,7 +113,7 @@ def from_gpt2(state: Mapping[str, Any], num_heads: int,
     return from_linear(lin, _GPT2_LINEAR, num_heads, num_heads, GPT2)
 
 
-# -- today's decoders (issue #19) ------------------------------------------------------
+# -- decoders: GPT-J, GPT-NeoX / BLOOM (fused QKV), MPT, Qwen3 / OLMo2 (QK-norm) ---------
 GPTJ = LinearNames(("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"))
 to_gptj, from_gptj = linear_pair(GPTJ, "GPTJAttention", "GPTJAttention q/k/v/out_proj.weight "
                                  "(no biases: a weight set with biases is refused)")

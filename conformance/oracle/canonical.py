@@ -46,7 +46,7 @@ class CanonicalWeights:
     bk: np.ndarray | None  # (H_kv, d_k)
     bv: np.ndarray | None  # (H_kv, d_v)
     bo: np.ndarray | None  # (E_o,)
-    # today's attention, only when the case asks (drawn after everything else, so the
+    # QK-norm and sinks, only when the case asks (drawn after everything else, so the
     # arrays of other cases never change): QK-norm scales (d_k,) per head or (H, d_k) /
     # (H_kv, d_k) over all heads, LayerNorm biases alike, and one sink logit per head (H,)
     q_norm: np.ndarray | None = None
@@ -165,7 +165,7 @@ def _generate(case: Case) -> CaseData:
         value = rng.standard_normal((i.batch, i.key_len, a.value_features))
     causal, key_valid, attn, allowed, fully = _masks(case, rng)
     if case.features:
-        weights = _modern_weights(case, weights, rng)
+        weights = _feature_weights(case, weights, rng)
         allowed, fully = _windowed(case, allowed)
     dt = i.dtype
     weights = CanonicalWeights(**{n: None if v is None else round_to_dtype(v, dt)
@@ -178,7 +178,7 @@ def _generate(case: Case) -> CaseData:
                                         allowed, fully))
 
 
-def _modern_weights(case: Case, weights: CanonicalWeights,
+def _feature_weights(case: Case, weights: CanonicalWeights,
                     rng: np.random.Generator) -> CanonicalWeights:
     """QK-norm scales near 1 (and LayerNorm biases), sink logits: drawn last."""
     a, extra = case.attention, {}

@@ -1,4 +1,5 @@
-"""The parts of today's attention, each from its paper, in float64 NumPy.
+"""Rotary embeddings, QK-norm, ALiBi, softcap, sinks and windows, each from its paper,
+in float64 NumPy.
 
 Rotary embeddings (RoPE; Su et al. 2021, "RoFormer", eq. 34): the query or key
 vector at position m is rotated pair by pair, pair i by the angle

@@ -19,7 +19,7 @@ makes row t undefined.  `Expected.undefined` marks the output elements the
 oracle leaves non-finite (fully masked rows apart): the comparator judges them
 by the case's declared nonfinite_input behaviour, not by numbers.
 
-Today's attention (case/modern.py; each part from its paper in positional.py), in
+The attention features (case/features.py; each from its paper in positional.py), in
 this order: QK-norm on the projected q and k (before the kv heads are repeated),
 RoPE at the absolute positions, the scaled scores, softcap, the ALiBi bias, the
 mask (mask.window ANDed in by canonical.py), and the softmax with the sink logits

@@ -291,7 +291,7 @@ FEATURE_REFUSAL = " (as this runner calls it) has no "  # in every no_feature_re
 
 
 def no_feature_reason(case: Case, runner: Runner) -> str:
-    """Why a runner cannot run a case asking for parts of today's attention it lacks."""
+    """Why a runner cannot run a case asking for features it lacks (rope, ALiBi, a window...)."""
     missing = sorted(case.features - runner.features)
     return (f"{runner.system or runner.name}{FEATURE_REFUSAL}"
             + ", no ".join(FEATURE_WORDS.get(f, f) for f in missing))

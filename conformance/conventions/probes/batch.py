@@ -42,7 +42,7 @@ def batch_case(batch: int = BATCH, self_attention: bool = False, causal: bool = 
 
 
 # What a system may need of the case to run it at all (no judgement reads the oracle here,
-# so any of today's parts will do): a causal LM's mask, the rotation, QK-norm or ALiBi a
+# so any of the case features will do): a causal LM's mask, the rotation, QK-norm or ALiBi a
 # module always applies
 NEEDS = ({}, {"rope": {"style": "half_split"}}, {"rope": {"style": "interleaved"}},
          {"qk_norm": {"kind": "rms", "scope": "per_head"}},

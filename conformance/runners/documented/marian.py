@@ -195,9 +195,9 @@ def _cell(axis: str, value: str, line: int, text: str, *more: int):
     return Convention(axis, value, f"{text}: {cite(line, *more)}", value, url(line))
 
 
-def _modern_cells() -> list:
-    """Today's attention (#19, #20): what the cited MultiHead has of it (nothing but its mask
-    fill)."""
+def _feature_cells() -> list:
+    """Rotary embeddings, grouped heads, QK-norm, ALiBi, softcap, sinks, windows, caches:
+    what the cited MultiHead has of them (nothing but its mask fill)."""
     from conformance.contract.axes import NA
 
     return [
@@ -264,7 +264,7 @@ def documented_conventions() -> list:
               "width; no option sets it", 210, 217),
         _cell("softcap", NA, 217, "no soft-capping: the scaled scores get the mask added and "
               "go straight to the softmax", 220, 223),
-        *_modern_cells(),
+        *_feature_cells(),
         _cell("scale_precision", "float32_rounded", 216, "the scale is a C++ float whatever "
               "the graph's type"),
         _cell("dropout", "training_flag", 230, "attention dropout only when not inference_",

@@ -148,7 +148,7 @@ UNDOCUMENTED_AXES = {  # axis -> what no cited page states
     "scale_precision": "precision of the scale in a double layer",
     "dropout": "switch that turns DropoutProbability on (only the option is listed)",
     "mixed_dtype": "behaviour for double input into a single layer",
-    # today's attention: none of the cited pages names such an option
+    # rotary embeddings, grouped heads, QK-norm, ALiBi...: no cited page names such an option
     "rope_style": "rotary position embeddings", "rope_partial": "partial rotary embeddings",
     "kv_head_mapping": "grouped key/value heads (NumHeads applies to queries, keys and "
                        "values alike)",

@@ -205,7 +205,7 @@ def _mixed(q64, k, v, what: str) -> Convention:
 
 def kv_mapping_cell() -> Convention:
     """4 query heads on 2 kv heads of distinct weights: k, v (B, S, 2, H)."""
-    from conformance.contract.modern_probes import gqa_case, kv_head_mapping
+    from conformance.contract.position_head_probes import gqa_case, kv_head_mapping
 
     case = gqa_case()
     fwd, _ = forward(case)

@@ -232,7 +232,7 @@ def kv_head_mapping(api: str) -> list[Convention]:
 
 
 def features(api: str) -> list[Convention]:
-    """softcap and today's attention, read from the installed layer's fields and call
+    """softcap and the other feature axes, read from the installed layer's fields and call
     signature (probing.feature_cells); the axes probed here are skipped."""
     from flax import linen, nnx
 
@@ -248,8 +248,8 @@ def flax_cells(api: str) -> list[Convention]:
     from conformance.contract.cache_probes import override
     from conformance.runners.flax.cache_probes import cache_cells
 
-    today = sorted(override([qk_norm_scope(api), *kv_head_mapping(api), *features(api)],
+    feature_axes = sorted(override([qk_norm_scope(api), *kv_head_mapping(api), *features(api)],
                             cache_cells(api)),
                    key=lambda c: list(FEATURE_ARGUMENTS).index(c.axis))  # the axes' order
     return [key_padding(api), weights_dropout(api), causal(api), scale_precision(api),
-            float64_compute(api), mixed_dtype(api), implicit_mask(api), *today]
+            float64_compute(api), mixed_dtype(api), implicit_mask(api), *feature_axes]

@@ -249,11 +249,11 @@ def scale_setting(runner) -> list[Convention]:
 
 
 def hf_cells(runner) -> list[Convention]:
-    from conformance.runners.hf.modern_probes import modern_cells
+    from conformance.runners.hf.position_head_probes import position_head_cells
 
     return [key_padding(runner), fully_masked(runner), weights_dropout(runner), causal(runner),
             scale_precision(runner), float64_compute(runner), mixed_dtype(runner),
-            implicit_mask(runner), *modern_cells(runner)]
+            implicit_mask(runner), *position_head_cells(runner)]
 
 
 class ProbedHFRunner(HFRunner):

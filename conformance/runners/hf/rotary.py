@@ -1,4 +1,4 @@
-"""What the HF runners of today's attention share: rotary embeddings computed by
+"""What the HF runners of rotary, QK-norm and ALiBi decoders share: rotary embeddings computed by
 the model's own rotary module at the case's positions, the limits of each
 system's RoPE, QK-norm and ALiBi, and one base class.
 

@@ -1,5 +1,5 @@
 """`mlx.core.fast.scaled_dot_product_attention` with explicit projections, and the
-parts of today's attention through MLX's own ops: `mx.fast.rope` (half-split, or
+case features through MLX's own ops: `mx.fast.rope` (half-split, or
 interleaved with `traditional=True`; `dims` partial; `offset`), QK-norm with
 `mx.fast.rms_norm` / `layer_norm`, ALiBi with `nn.ALiBi.create_alibi_matrix` as an
 additive mask, grouped-query heads passed untiled, attention sinks through the op's own

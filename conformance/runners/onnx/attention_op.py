@@ -25,7 +25,7 @@ operator's own offset: the first S - T projected keys/values go in as
 past_key/past_value (4-D, (B, H_kv, S - T, d)), the last T as K/V.  With
 S < T no past length can be negative: not expressible.
 
-Today's attention (#19): where the case asks, the projected Q and K pass through
+Rotary embeddings and QK-norm: where the case asks, the projected Q and K pass through
 standard opset-23 nodes before `Attention` (graph_parts.py): `RMSNormalization` /
 `LayerNormalization` (QK-norm, per head through a reshape or over the projection) and
 `RotaryEmbedding` (`interleaved`, `rotary_embedding_dim`, `position_ids` at the case's

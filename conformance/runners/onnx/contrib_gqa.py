@@ -17,7 +17,7 @@ bidirectional attention"), `seqlens_k` = S - 1 per item and `total_sequence_leng
   are not expressible.
 - Masks: `causal=1` is the upper-left diagonal of a prompt (T = S, self-attention); every
   other mask goes into `attention_bias` (B, 1, T, S), 0 or the case's fill (default -inf).
-- Today's attention (#20): `softcap` (attribute), `head_sink` (input 11, the canonical sink
+- Softcap, sinks and windows: `softcap` (attribute), `head_sink` (input 11, the canonical sink
   logits), `local_window_size` (left_window_size "for causal local attention (like
   Mistral). Must be -1 when causal is 0"): since microsoft/onnxruntime#25927 ("Fix Local
   Attention off by 1 bug", 1.23) the window includes the current token, so w keys in all

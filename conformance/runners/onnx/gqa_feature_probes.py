@@ -1,4 +1,4 @@
-"""The probes of onnxruntime's GroupQueryAttention for today's attention, part 2 (#20):
+"""The probes of onnxruntime's GroupQueryAttention for softcaps, sinks, windows and caches:
 its `softcap` attribute and where it sits against the mask, its `head_sink` input, its
 `local_window_size` read as keys counted, a fully masked row of `attention_bias`, and its
 past/present cache (`past_key`/`past_value` in, `present_key`/`present_value` out, with

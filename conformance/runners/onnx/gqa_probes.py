@@ -1,5 +1,5 @@
 """Convention probes of onnxruntime's com.microsoft.GroupQueryAttention (onnx.contrib-gqa.ort):
-the runner's own graph run on small seeded cases (contract/modern_probes.py names the
+the runner's own graph run on small seeded cases (contract/position_head_probes.py names the
 reading), and the other cells from the op's schema as the installed onnxruntime ships it.
 """
 from __future__ import annotations
@@ -29,26 +29,26 @@ def schema_names() -> list[str]:
 
 
 def gqa_cells(runner) -> list[Convention]:
-    from conformance.contract import modern_probes as mp
+    from conformance.contract import position_head_probes as php
     from conformance.oracle.canonical import case_data
 
     def run(case, data=None):
         return runner.run(case, runner.translate(case), data or case_data(case)).output
 
-    gqa = mp.gqa_case()
-    half, inter = mp.rope_case("half_split"), mp.rope_case("interleaved")
-    part = mp.rope_case("half_split", rotary_dim=16, head_dim=32)
-    per_head = mp.qk_norm_case("per_head", head_dim=16)
+    gqa = php.gqa_case()
+    half, inter = php.rope_case("half_split"), php.rope_case("interleaved")
+    part = php.rope_case("half_split", rotary_dim=16, head_dim=32)
+    per_head = php.qk_norm_case("per_head", head_dim=16)
     cells = [
-        mp.kv_head_mapping(gqa, lambda: run(gqa), f"{WHAT}, num_heads=4, kv_num_heads=2",
+        php.kv_head_mapping(gqa, lambda: run(gqa), f"{WHAT}, num_heads=4, kv_num_heads=2",
                            documented="grouped", **DOC),
-        mp.rope_style(half, {"rotary_interleaved=0": lambda: run(half),
+        php.rope_style(half, {"rotary_interleaved=0": lambda: run(half),
                              "rotary_interleaved=1": lambda: run(inter)},
                       f"{WHAT}, do_rotary=1, head_size 16", documented="choosable", **DOC),
-        mp.rope_partial(part, lambda: run(part), f"{WHAT}, do_rotary=1, cos_cache (P, 8) "
+        php.rope_partial(part, lambda: run(part), f"{WHAT}, do_rotary=1, cos_cache (P, 8) "
                         "for head_size 32", **DOC),
         qk_norm_cell(per_head, run)]
-    causal = mp.gqa_case(mask={"causal": "upper_left"})
+    causal = php.gqa_case(mask={"causal": "upper_left"})
     cells.append(closest("causal_flag", run(causal),
                          {"upper_left": output_with(causal, causal_allowed(causal)),
                           "ignored": output_with(causal, None)},
@@ -97,17 +97,17 @@ def qk_norm_cell(case, run) -> Convention:
     ("q_norm_weight / k_norm_weight inputs are not supported ... only on the CUDA and
     WebGPU EPs"): refused, with its message.  Where a kernel runs them, the scope
     probe reads what it computes."""
-    from conformance.contract import modern_probes as mp
+    from conformance.contract import position_head_probes as php
 
     setting = "q_norm_weight/k_norm_weight (head_size,)"
     what = f"{WHAT}: the op's QK-norm inputs"
     try:
-        run(case, mp.unit_norm_data(case))
+        run(case, php.unit_norm_data(case))
     except NotExpressibleError as exc:
         return Convention("qk_norm_scope", REFUSED, f"{what} {setting} (inputs 14 and 15 of "
                           "its schema: 'Optional 1D tensor of shape (head_size)'), unit "
                           f"scales: {ort_words(exc)}", documented="per_head", **DOC)
-    return mp.qk_norm_scope({setting: (case, lambda d: run(case, d))}, what,
+    return php.qk_norm_scope({setting: (case, lambda d: run(case, d))}, what,
                             documented="per_head", **DOC)
 
 

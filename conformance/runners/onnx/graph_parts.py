@@ -1,6 +1,6 @@
 """Pieces of hand-built ONNX graphs that the graph runners share (the `Attention` op graph,
 onnxruntime's contrib GroupQueryAttention graph): the node/initializer builder, and the
-standard operators a user puts between the projections and attention for today's models.
+standard operators a user puts between the projections and attention (rotary embeddings, QK-norm).
 
 - Rotary embeddings: `RotaryEmbedding` (opset 23; https://onnx.ai/onnx/operators/
   onnx__RotaryEmbedding.html) on the 3-D projection (B, L, heads*d) with `num_heads`,

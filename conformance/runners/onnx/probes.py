@@ -310,48 +310,48 @@ def attention_op_cells(engine: str, build, execute, nonpad=None,
         Convention("weights_dropout", NA, "Attention-23 has no dropout", **OP_DOC),
         Convention("implicit_mask", "none", "ONNX graph inputs are plain tensors: no mask "
                    "travels with them")]
-    return cells + modern_cells(p) + attention_schema_features()
+    return cells + position_head_cells(p) + attention_schema_features()
 
 
-MODERN_AXES = ("softcap", "kv_head_mapping", "rope_style", "rope_partial", "qk_norm_scope")
+PROBED_AXES = ("softcap", "kv_head_mapping", "rope_style", "rope_partial", "qk_norm_scope")
 
 
 def attention_schema_features() -> list[Convention]:
     """The feature axes read from the installed ONNX Attention-23 schema's attributes and
-    inputs (onnx.defs); softcap and the axes of modern_cells are probed."""
+    inputs (onnx.defs); softcap and the axes of position_head_cells are probed."""
     import onnx.defs
 
     schema = onnx.defs.get_schema("Attention", 23, "")
     names = list(schema.attributes) + [i.name for i in schema.inputs]
     return feature_cells_from_names("ONNX Attention-23 (onnx.defs schema)", names,
-                                    "attributes and inputs", skip=MODERN_AXES)
+                                    "attributes and inputs", skip=PROBED_AXES)
 
 
-def modern_cells(p: OpProbe) -> list[Convention]:
+def position_head_cells(p: OpProbe) -> list[Convention]:
     """kv_num_heads with distinct kv-head weights; RotaryEmbedding-23 (interleaved 0 / 1,
     rotary_embedding_dim) and RMSNormalization-23 (per head through a reshape, or over
-    the projection) in front of the node: the graph a user writes for today's models."""
-    from conformance.contract import modern_probes as mp
+    the projection) in front of the node: the graph a user writes for a Llama-style layer."""
+    from conformance.contract import position_head_probes as php
     from conformance.runners.onnx.graph_parts import ROPE_DOC
 
     def run(case, data=None):
         model, feed = p.build(case, data)
         return np.asarray(p.execute(model, feed, case.inputs.dtype)[0], np.float64)
 
-    gqa = mp.gqa_case()
-    cells = [mp.kv_head_mapping(gqa, lambda: run(gqa), f"{p.what}, Attention(q_num_heads=4, "
+    gqa = php.gqa_case()
+    cells = [php.kv_head_mapping(gqa, lambda: run(gqa), f"{p.what}, Attention(q_num_heads=4, "
                                 "kv_num_heads=2)", documented="grouped", **OP_DOC)]
-    half, inter = mp.rope_case("half_split"), mp.rope_case("interleaved")
+    half, inter = php.rope_case("half_split"), php.rope_case("interleaved")
     rope = {"documented_source": ROPE_DOC}
-    cells.append(mp.rope_style(half, {"RotaryEmbedding(interleaved=0)": lambda: run(half),
+    cells.append(php.rope_style(half, {"RotaryEmbedding(interleaved=0)": lambda: run(half),
                                       "RotaryEmbedding(interleaved=1)": lambda: run(inter)},
                                f"{p.what} after RotaryEmbedding-23", documented="choosable",
                                **rope))
-    part = mp.rope_case("half_split", rotary_dim=8)
-    cells.append(mp.rope_partial(part, lambda: run(part), f"{p.what} after RotaryEmbedding-23 "
+    part = php.rope_case("half_split", rotary_dim=8)
+    cells.append(php.rope_partial(part, lambda: run(part), f"{p.what} after RotaryEmbedding-23 "
                                  "(rotary_embedding_dim=8)", documented="supported", **rope))
-    ph, ah = mp.qk_norm_case("per_head"), mp.qk_norm_case("all_heads")
-    cells.append(mp.qk_norm_scope(
+    ph, ah = php.qk_norm_case("per_head"), php.qk_norm_case("all_heads")
+    cells.append(php.qk_norm_scope(
         {"RMSNormalization(axis=-1) on (B, L, H, d)": (ph, lambda d: run(ph, d)),
          "RMSNormalization(axis=-1) on (B, L, H*d)": (ah, lambda d: run(ah, d))},
         f"{p.what} after RMSNormalization-23 (ONNX has no QK-norm attribute: the graph's "

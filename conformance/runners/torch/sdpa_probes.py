@@ -142,7 +142,7 @@ def _has_signature(torch) -> bool:
 def gqa_cell(torch) -> Convention:
     """enable_gqa=True with 4 query heads and 2 kv heads of distinct weights; the call
     without it is quoted beside (SDPA then needs equal head counts)."""
-    from conformance.contract.modern_probes import gqa_case, kv_head_mapping
+    from conformance.contract.position_head_probes import gqa_case, kv_head_mapping
 
     case = gqa_case()
     d = case_data(case)

@@ -1,4 +1,4 @@
-"""HF runners of today's attention (#19): rotary (hf.llama, hf.gptj, hf.gpt_neox), QK-norm
+"""HF runners of positions and heads: rotary (hf.llama, hf.gptj, hf.gpt_neox), QK-norm
 (hf.qwen3, hf.olmo2), ALiBi (hf.bloom, hf.mpt): runs against the reference, refusals in
 the systems' words, converters, the interleaved <-> half-split permutation through real
 modules, and the ledger probes with planted defects."""
@@ -20,7 +20,7 @@ from conformance.runners.hf.bloom import HFBloom
 from conformance.runners.hf.gpt_neox import HFGptNeox
 from conformance.runners.hf.gptj import HFGptj
 from conformance.runners.hf.llama import HFLlama
-from conformance.runners.hf.modern_probes import (
+from conformance.runners.hf.position_head_probes import (
     kv_head_mapping, qk_norm_scope, rope_partial, rope_style)
 from conformance.runners.hf.mpt import HFMpt
 from conformance.runners.hf.olmo2 import HFOlmo2

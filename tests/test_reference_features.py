@@ -1,5 +1,6 @@
-"""The oracle on today's attention: properties each part must have, and the loader's
-fields (case/modern.py) with their errors."""
+"""The oracle on the case features (rope, QK-norm, ALiBi, softcap, sinks, windows, fills,
+decode): properties each must have, and the loader's
+fields (case/features.py) with their errors."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -14,7 +15,7 @@ from conformance.oracle.reference import attention
 
 
 def make(attention_extra=None, inputs_extra=None, mask=None, **top):
-    raw = {"id": "modern", "attention": {"num_heads": 4, "query_features": 16,
+    raw = {"id": "features", "attention": {"num_heads": 4, "query_features": 16,
                                          **(attention_extra or {})},
            "inputs": {"batch": 2, "query_len": 5, "self_attention": True,
                       "dtype": "float64", **(inputs_extra or {})}, **top}

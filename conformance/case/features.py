@@ -1,4 +1,4 @@
-"""The case fields of today's attention (issues #19 and #20), read and validated.
+"""The case fields of the attention features (Case.features), read and validated.
 
     attention.rope: {style: half_split | interleaved, rotary_dim: even <= qk_head_dim,
                      base: > 0}                     rotary embeddings on q and k
@@ -134,7 +134,7 @@ def decode(r, raw: Mapping, inp, mask) -> Decode | None:
 
 
 def read(r, att, inp, mask):
-    """The case's attention, inputs and mask with today's fields, and its decode."""
+    """The case's attention, inputs and mask with their feature fields, and its decode."""
     att = attention(r, r.section("attention"), att)
     inp = inputs(r, r.section("inputs"), inp)
     m = r.section("mask")

@@ -1,5 +1,6 @@
-"""Ledger probes of the HF runners for today's attention (issue #19): rope_style,
-rope_partial, kv_head_mapping, qk_norm_scope, alibi_slopes.
+"""Ledger probes of the HF runners for positions and heads: rope_style, rope_partial,
+alibi_slopes (rotary embeddings, ALiBi), kv_head_mapping, qk_norm_scope (grouped heads,
+QK-norm).
 
 Each probe runs the runner's own translate() and run() (its config call, its
 converter, its model's rotary or ALiBi tensors) on a small seeded case and
@@ -181,7 +182,7 @@ def alibi_slopes(runner) -> Convention:
                       f" from the paper's; output {d:.1e} from the oracle with the paper's slopes")
 
 
-def modern_cells(runner) -> list[Convention]:
+def position_head_cells(runner) -> list[Convention]:
     cells = []
     if "rope" in runner.features:
         cells += [rope_style(runner), rope_partial(runner)]

@@ -1,11 +1,11 @@
-"""The probes of today's axes (contract/modern_probes.py) name what a system does: NumPy
-stand-ins for systems that tile kv heads, pair RoPE the other way, or normalise QK over
+"""The probes of positions and heads (contract/position_head_probes.py) name what a system
+does: NumPy stand-ins for systems that tile kv heads, pair RoPE the other way, or normalise QK over
 the wrong scope get the word of what they do, never the correct one."""
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract import modern_probes as mp
+from conformance.contract import position_head_probes as php
 from conformance.contract.probing import output_with
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import project
@@ -25,66 +25,66 @@ def _attend(case, kv_index):
 
 
 def test_tiled_reading_is_brute_force_tiling():
-    case = mp.gqa_case(num_heads=6, num_kv_heads=3, head_dim=4)
+    case = php.gqa_case(num_heads=6, num_kv_heads=3, head_dim=4)
     tiled = _attend(case, lambda h: h % 3)
     grouped = _attend(case, lambda h: h // 2)
-    assert np.max(np.abs(output_with(case, None, mp.tiled_data(case)) - tiled)) < 1e-12
+    assert np.max(np.abs(output_with(case, None, php.tiled_data(case)) - tiled)) < 1e-12
     assert np.max(np.abs(output_with(case, None) - grouped)) < 1e-12
     assert np.max(np.abs(tiled - grouped)) > 1e-2
 
 
 def test_kv_head_mapping_names_a_tiling_system():
-    case = mp.gqa_case()
-    assert mp.kv_head_mapping(case, lambda: _attend(case, lambda h: h % 2), "t").value == "tiled"
-    assert mp.kv_head_mapping(case, lambda: _attend(case, lambda h: h // 2),
+    case = php.gqa_case()
+    assert php.kv_head_mapping(case, lambda: _attend(case, lambda h: h % 2), "t").value == "tiled"
+    assert php.kv_head_mapping(case, lambda: _attend(case, lambda h: h // 2),
                               "g").value == "grouped"
 
     def refuses():
         raise ValueError("heads must match")
-    cell = mp.kv_head_mapping(case, refuses, "r")
+    cell = php.kv_head_mapping(case, refuses, "r")
     assert cell.value == "refused" and "heads must match" in cell.evidence
 
 
 def test_rope_style_one_pairing_or_both():
-    half, inter = mp.rope_case("half_split"), mp.rope_case("interleaved")
-    both = mp.rope_style(half, {"0": lambda: output_with(half, None),
+    half, inter = php.rope_case("half_split"), php.rope_case("interleaved")
+    both = php.rope_style(half, {"0": lambda: output_with(half, None),
                                 "1": lambda: output_with(inter, None)}, "w")
     assert both.value == "choosable"
-    wrong = mp.rope_style(half, {"only": lambda: output_with(inter, None)}, "w")
+    wrong = php.rope_style(half, {"only": lambda: output_with(inter, None)}, "w")
     assert wrong.value == "interleaved"  # asked for half-split, paired the other way
 
 
 def test_rope_partial_rejects_a_whole_head_rotation():
-    part, whole = mp.rope_case("half_split", rotary_dim=8), mp.rope_case("half_split")
-    assert mp.rope_partial(part, lambda: output_with(part, None), "w").value == "supported"
-    cell = mp.rope_partial(part, lambda: output_with(whole, None), "w")
+    part, whole = php.rope_case("half_split", rotary_dim=8), php.rope_case("half_split")
+    assert php.rope_partial(part, lambda: output_with(part, None), "w").value == "supported"
+    cell = php.rope_partial(part, lambda: output_with(whole, None), "w")
     assert cell.value == "ignored" and "whole head" in cell.evidence  # accepted, dropped
 
     def raises():
         raise ValueError("rotary_dim must equal head_dim")
-    cell = mp.rope_partial(part, raises, "w")
+    cell = php.rope_partial(part, raises, "w")
     assert cell.value == "refused" and "must equal head_dim" in cell.evidence
 
 
 def test_every_setting_raising_is_refused_and_no_rotation_is_ignored():
-    case = mp.rope_case("half_split")
+    case = php.rope_case("half_split")
 
     def raises():
         raise RuntimeError("kernel does not support rotary")
-    assert mp.rope_style(case, {"a": raises}, "w").value == "refused"
-    unrotated = output_with(mp._with_rope(case, style="none"), None)
-    assert mp.rope_style(case, {"a": lambda: unrotated}, "w").value == "ignored"
-    qk = mp.qk_norm_case("per_head")
-    cell = mp.qk_norm_scope({"a": (qk, lambda data: raises())}, "w")
+    assert php.rope_style(case, {"a": raises}, "w").value == "refused"
+    unrotated = output_with(php._with_rope(case, style="none"), None)
+    assert php.rope_style(case, {"a": lambda: unrotated}, "w").value == "ignored"
+    qk = php.qk_norm_case("per_head")
+    cell = php.qk_norm_scope({"a": (qk, lambda data: raises())}, "w")
     assert cell.value == "refused" and "does not support rotary" in cell.evidence
 
 
 def test_qk_norm_scope_names_the_scope_applied():
-    ph, ah = mp.qk_norm_case("per_head"), mp.qk_norm_case("all_heads")
+    ph, ah = php.qk_norm_case("per_head"), php.qk_norm_case("all_heads")
 
     def as_(case):
-        return lambda data: output_with(case, None, mp.unit_norm_data(case))
-    assert mp.qk_norm_scope({"a": (ph, as_(ph))}, "w").value == "per_head"
+        return lambda data: output_with(case, None, php.unit_norm_data(case))
+    assert php.qk_norm_scope({"a": (ph, as_(ph))}, "w").value == "per_head"
     # a system asked for per-head normalisation that normalises over all heads
-    assert mp.qk_norm_scope({"a": (ph, as_(ah))}, "w").value == "all_heads"
-    assert mp.qk_norm_scope({"a": (ph, as_(ph)), "b": (ah, as_(ah))}, "w").value == "choosable"
+    assert php.qk_norm_scope({"a": (ph, as_(ah))}, "w").value == "all_heads"
+    assert php.qk_norm_scope({"a": (ph, as_(ph)), "b": (ah, as_(ah))}, "w").value == "choosable"

@@ -1,6 +1,7 @@
-"""Probes of today's attention axes (#19): rope_style, rope_partial, kv_head_mapping and
-qk_norm_scope, observed by running a system on a small seeded case and naming the reading
-of the float64 oracle its output matches (probing.closest), every distance quoted.
+"""Probes of positions and heads: rope_style, rope_partial (rotary embeddings),
+kv_head_mapping and qk_norm_scope (grouped heads, QK-norm), observed by running a system
+on a small seeded case and naming the reading of the float64 oracle its output matches
+(probing.closest), every distance quoted.
 
 kv_head_mapping: with distinct weights per key/value head, query head h reading kv head
 h // g (grouped) and h % H_kv (tiled) give different outputs.  The tiled reading is the
