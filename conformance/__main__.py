@@ -14,6 +14,8 @@ the tools around it:
   merge DIR... --out DIR      merge the shards of a --shard I/N run into one run's reports
   drift [--bisect]            probe past releases in uv envs: which release changed
                               which convention (reports/drift.md, drift.json)
+  probe TARGET --kind KIND    your attention, judged: its ledger column, its rows and
+                              the nearest known system (runs your code; docs/probe.md)
   diff A B                    what differs between two systems or runners and what to do
                               (--typed "MultiHeadAttention(num_heads=4, key_dim=784)"
                               --features 3136: the numbers on both sides; --json)
@@ -60,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     from conformance.cli.version_drift import add_parser
     add_parser(sub, REPORTS_DIR)
     _diff_parser(sub)
+    from conformance.cli.probe import add_parser as add_probe
+    add_probe(sub)
     return parser
 
 
@@ -97,6 +101,8 @@ def _command(name: str):
         from conformance.cli import reports as module
     elif name == "diff":
         from conformance.cli import diff as module
+    elif name == "probe":
+        from conformance.cli import probe as module
     else:
         from conformance.cli import cases as module
     return getattr(module, {"list": "list_cases"}.get(name, name.replace("-", "_")))

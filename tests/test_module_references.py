@@ -48,18 +48,7 @@ UPSTREAM_NAMES = re.compile(r"(modeling|configuration)_\w+\.py|masking_utils\.py
                             r"sdpa_attention\.py|functions\.py|rotary_embedding\.py|"
                             r"(cached_)?multi_head_attention\.py")
 # (file, reference) -> the fix, for files another change is editing now; may only shrink
-PENDING: dict[tuple[str, str], str] = {
-    ("conformance/contract/runner.py", "matrix.py"):
-        "line 7: 'the matrix (matrix.py) judges' -> 'the matrix (run/evaluate.py) judges'",
-    ("conformance/plugin/__init__.py", "matrix.py"):
-        "line 5: 'evaluates itself (matrix.py)' -> 'evaluates itself (run/evaluate.py)'",
-    ("conformance/contract/runner.py", "case/modern.py"):
-        "line 159: '(Case.features, case/modern.py)' -> '(Case.features, case/features.py)'; "
-        "and there 'the parts of today's attention it translates' -> 'the case features it "
-        "translates (rope, QK-norm, ALiBi, softcap, sinks, windows, fills, decode)'",
-    ("conformance/runners/__init__.py", "contract.py"):
-        "line 3: '(contract.py says what a runner is)' -> '(contract/runner.py says ...)'",
-}
+PENDING: dict[tuple[str, str], str] = {}
 LINK = re.compile(r"\]\(([^)#\s]+)")  # a Markdown link's target
 
 

@@ -4,7 +4,7 @@ A runner turns the framework-neutral Case into what a user of one system
 would type (`translate`), loads the canonical weights into that system's own
 layout and runs it (`run`), returning NumPy arrays and the system's own
 accounting in an Observation.  Runners never assert and never compare: the
-matrix (matrix.py) judges and the report package tabulates.
+matrix (run/evaluate.py) judges and the report package tabulates.
 
 This module imports nothing of the suite above the case layer, so every
 runner, `workers` and `matrix` can import it without importing each other.
@@ -156,7 +156,8 @@ class Runner:
     # (word, source): the fill the system's source writes into masked scores, where the
     # ledger's fill probe sees a tie its outputs cannot break (finfo_min, -0.7*finfo_max)
     documented_fill: tuple[str, str] = ()
-    # the parts of today's attention it translates (Case.features, case/modern.py); a case
+    # the case features it translates (rope, QK-norm, ALiBi, softcap, sinks, windows, fills,
+    # decode: Case.features, case/features.py); a case
     # asking for another is not expressible.  Every runner takes mask.fill: one that takes
     # only boolean masks ignores it, one that takes a float mask must use that fill.
     features: frozenset[str] = frozenset({"fill"})

@@ -2,7 +2,7 @@
 
 Collection reads `cases/*.yaml` (no framework is imported), yields items
 named `<case-id>[<runner>]` with a marker per framework, and each item
-evaluates itself (matrix.py), records its Row and turns the outcome into
+evaluates itself (run/evaluate.py), records its Row and turns the outcome into
 pass / skip / fail, judged against what the runner's expectations file
 (`expectations/<runner>.yaml`) and the case declare.  After the matrix, one item
 per runner checks its conventions ledger cells against the `conventions:` of that
@@ -28,6 +28,7 @@ from conformance.runners import all_runners
 
 
 PRUNED_KEY = pytest.StashKey[str]()  # what pruning the cache removed, for the summary
+ATTENTION_KEY = pytest.StashKey[object]()  # CONFORMANCE_ATTENTION before --attention set it
 
 
 def pytest_addoption(parser):
@@ -69,11 +70,22 @@ def pytest_addoption(parser):
                     help="prune the shared cache of converted artefacts to SIZE at the end "
                     "of the run, least recently used first (default $CONFORMANCE_CACHE_LIMIT "
                     "or 2GB; 0: no limit)")
+    group.addoption("--attention", default=None, metavar="TARGET",
+                    help="add your attention to this run as a runner: module:function (kinds "
+                    "sdpa, torch-mha), an .onnx file (onnx) or a transformers model_type (hf); "
+                    "runs your code by design (docs/probe.md)")
+    group.addoption("--attention-kind", default="sdpa", metavar="KIND",
+                    help="what --attention is: sdpa, torch-mha, onnx or hf (default sdpa)")
+    group.addoption("--attention-array", default="numpy", metavar="LIB",
+                    help="the arrays an sdpa --attention takes: numpy, torch, jax or mlx")
+    group.addoption("--attention-name", default="", metavar="NAME",
+                    help="its column in the reports (default target.<function>)")
     generated.add_options(group)  # --generated N: generated cases (generated.py)
 
 
 def pytest_configure(config):
     """One marker per runner framework (so `-m torch` works under --strict-markers)."""
+    _attention_target(config)  # before any registry read: it is one of the runners
     for framework in sorted({r.framework for r in all_runners()}):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
     from conformance.run import counting
@@ -95,6 +107,44 @@ def pytest_configure(config):
     from conformance.plugin import parallel
 
     parallel.configure(config)  # xdist: loadgroup, rows sent to the controller
+
+
+def _attention_target(config) -> None:
+    """--attention: the user's implementation joins the registry for this run (and every
+    process of it: CONFORMANCE_ATTENTION); a target that cannot be used is a usage error
+    naming it (runners/target/)."""
+    text = config.getoption("attention")
+    if not text:
+        return
+    import os
+
+    from conformance.runners.target import ENV, TargetError, TargetSpec, check_spec, encode
+    from conformance.runners.target.checks import first_call
+
+    try:
+        spec = check_spec(TargetSpec(text, config.getoption("attention_kind"),
+                                     config.getoption("attention_array"),
+                                     config.getoption("attention_name"), os.getcwd()))
+        first_call(spec)
+    except TargetError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[ATTENTION_KEY] = os.environ.get(ENV)
+    os.environ[ENV] = encode(spec)
+
+
+def pytest_unconfigure(config):
+    """The run's --attention leaves the environment as it found it (an in-process run,
+    e.g. `probe`, must not leave its target in the next run's registry)."""
+    if ATTENTION_KEY in config.stash:
+        import os
+
+        from conformance.runners.target import ENV
+
+        before = config.stash[ATTENTION_KEY]
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
 
 
 def _configured(config) -> dict:

@@ -53,7 +53,26 @@ def finish(config, state: SessionState) -> RunEnd | None:
                       run_metadata(state.seconds))
     if shard:
         _write_shard(config, state, out, len(full))
-    return RunEnd(f"conformance: reports written to {out} ({selection})", out)
+    note = _target_report(state, out)
+    return RunEnd(f"conformance: reports written to {out} ({selection}){note}", out)
+
+
+def _target_report(state: SessionState, out: Path) -> str:
+    """The judgement of the user's attention (--attention), beside the run's reports:
+    index.md where it is the run's only runner (the probe command), else
+    attention-<name>.md."""
+    from conformance.runners.target import from_environment
+
+    spec = from_environment()
+    if spec is None:
+        return ""
+    from conformance.report.target import write_target_report
+
+    ran = {runner for _case, runner in state.rows}
+    name = spec.runner_name()
+    page = "index.md" if ran == {name} else f"attention-{name}.md"
+    write_target_report(out, name, spec.target, spec.kind, out / page)
+    return f"; your attention judged in {out / page}"
 
 
 def _write_shard(config, state: SessionState, out: Path, total: int) -> None:

@@ -1,6 +1,6 @@
 """The registry: one line per runner, `(target, params)`, in report column order.
 
-A runner module holds one system (contract.py says what a runner is); runners
+A runner module holds one system (contract/runner.py says what a runner is); runners
 that differ only by a backend or a flag are one class with parameters, so a
 backend is a registry line, not a subclass.  Runner modules import the
 contract, the case, oracle and convert layers and their framework folder's
@@ -103,10 +103,14 @@ def load(target: str, params: dict[str, Any] | None = None) -> Runner:
 
 def registry() -> tuple[tuple[str, dict[str, Any]], ...]:
     """REGISTRY plus out-of-tree runners named in CONFORMANCE_EXTRA_RUNNERS, so a
-    runner can be tried without editing this package."""
+    runner can be tried without editing this package, plus the user's attention of this
+    run (CONFORMANCE_ATTENTION: `probe`, `pytest --attention`; runners/target/)."""
+    from conformance.runners.target import from_environment
     from conformance.settings import extra_runners
 
-    return REGISTRY + tuple((f"{module}:{cls}", {}) for module, cls in extra_runners())
+    target = from_environment()
+    return REGISTRY + tuple((f"{module}:{cls}", {}) for module, cls in extra_runners()) \
+        + ((target.line(),) if target else ())
 
 
 def all_runners() -> list[Runner]:

@@ -12,7 +12,9 @@ own translate and run (request.ask), so no runner carries their judgement:
   that matches the most output rows, with every count as evidence.  finfo.min and
   -0.7 * finfo.max give the same outputs at any score a probe can make: where they tie,
   the number the runner documents (`Runner.documented_fill`) names the cell, else the
-  cell says `huge_finite` (the same number, the same name, for every system).
+  cell says `huge_finite` (the same number, the same name, for every system).  A system
+  reading the boolean mask the other way round shows its number too (the fill written where
+  the mask says attend: attn_mask_polarity names the inversion).
 - masked_key_nonfinite, masked_value_nonfinite: a NaN in a key position, then in a value
   position, that every query of item 1 masks: does it reach the output?  Two facts: a
   NaN value behind a mask reaches every row where the masked weight is an exact 0
@@ -49,7 +51,10 @@ FILLS32 = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min),
            "-1e4": -1e4}
 HUGE = ("finfo_min", "-0.7*finfo_max")  # alike in every output a probe can make
 HUGE_WORD = "huge_finite"  # a huge finite fill whose number no documentation names
-NO_MASK = "0 (no mask)"  # a candidate too: a system that ignores the mask is "other"
+NO_MASK = "0 (no mask)"
+# the fill written where the boolean mask says attend: the number of a system that reads the
+# mask the other way round (attn_mask_polarity says so); rows the mask leaves open differ
+INVERTED = "written in, the mask read inverted"  # a candidate too: a system that ignores the mask is "other"
 
 
 def _case(name: str, mask: dict, attention: dict, **inputs):
@@ -92,10 +97,13 @@ def unanswered(axis: str, label: str, probe: str, got: Answer) -> Convention:
                       f"here: {got.inexpressible}")
 
 
-def _simulated(case, fill: float, added: bool, zeroed: bool = False) -> np.ndarray:
+def _simulated(case, fill: float, added: bool, zeroed: bool = False,
+               inverted: bool = False) -> np.ndarray:
     """The output when masked float32 scores get `fill` (added or written in), softmax in
     float64 of the float32 logits; NaN on a row whose logits are all -inf.  `zeroed`:
-    the masked weights are then set to 0 without renormalising (Keras's Softmax layer)."""
+    the masked weights are then set to 0 without renormalising (Keras's Softmax layer).
+    `inverted`: the fill goes where the mask says attend (a system reading the boolean
+    mask the other way round still shows its number)."""
     data = case_data(case)
     w, x = data.weights, data.inputs
     q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
@@ -103,7 +111,7 @@ def _simulated(case, fill: float, added: bool, zeroed: bool = False) -> np.ndarr
     scale = case.attention.scale or 1 / np.sqrt(case.attention.qk_head_dim)
     s = np.einsum("bhtd,bhsd->bhts", q, k) * scale
     s32 = s.astype(np.float32)
-    allowed = np.broadcast_to(x.allowed[:, None], s.shape)
+    allowed = np.broadcast_to(x.allowed[:, None] != inverted, s.shape)
     with np.errstate(over="ignore", invalid="ignore"):
         logits = (s32 + np.where(allowed, np.float32(0), np.float32(fill)) if added
                   else np.where(allowed, s32, np.float32(fill))).astype(np.float64)
@@ -119,7 +127,8 @@ def _candidates(case) -> dict[str, dict[str, np.ndarray]]:
     zeroed after the softmax, and for -inf the fully masked rows answered with zeros
     (output bias) as some systems do."""
     cands = {word: {"added": _simulated(case, f, True), "written in": _simulated(case, f, False),
-                    "written in, masked weights then zeroed": _simulated(case, f, False, True)}
+                    "written in, masked weights then zeroed": _simulated(case, f, False, True),
+                    INVERTED: _simulated(case, f, False, inverted=True)}
              for word, f in FILLS32.items()}
     cands[NO_MASK] = {"added": _simulated(case, 0.0, True)}
     exp = attention(case)
