@@ -51,10 +51,10 @@ FILLS32 = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min),
            "-1e4": -1e4}
 HUGE = ("finfo_min", "-0.7*finfo_max")  # alike in every output a probe can make
 HUGE_WORD = "huge_finite"  # a huge finite fill whose number no documentation names
-NO_MASK = "0 (no mask)"
+NO_MASK = "0 (no mask)"  # a candidate too: a system that ignores the mask is "other"
 # the fill written where the boolean mask says attend: the number of a system that reads the
 # mask the other way round (attn_mask_polarity says so); rows the mask leaves open differ
-INVERTED = "written in, the mask read inverted"  # a candidate too: a system that ignores the mask is "other"
+INVERTED = "written in, the mask read inverted"
 
 
 def _case(name: str, mask: dict, attention: dict, **inputs):
