@@ -6,7 +6,7 @@ scanned, an import of a missing module fails on its own), README.md and docs/*.m
 whole text).  A reference is one of
 
     conformance/<package>/<module>.py    a path from the repository root, file or folder
-                                         (conformance/, tests/, benchmarks/, docs/)
+                                         (conformance/, tests/, benchmarks/, docs/, examples/)
     conformance.<package>.<module>       a dotted module, optionally followed by a name
                                          the module defines or imports
     <folder>/<module>.py                 a path relative to conformance/ or to one of its
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from conformance.paths import ROOT
 
-ROOTED = ("conformance", "tests", "benchmarks", "docs")
+ROOTED = ("conformance", "tests", "benchmarks", "docs", "examples")
 _SEG = r"[A-Za-z_][\w-]*"
 REFERENCE = re.compile(
     rf"(?<![\w./<>{{}}$-])("
