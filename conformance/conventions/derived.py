@@ -190,8 +190,9 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     # reason changes the evidence, not the pinned value
     value = f"{len(groups)} kind{'s' if len(groups) > 1 else ''}" if groups else "none"
     if lacking:  # these words are in the committed reports: change them with a regeneration
-        text += (f"; besides, {len(lacking)} case(s) ask for parts of today's attention it "
-                 f"lacks (e.g. {_at(lacking[0])}: {lacking[0].reason[:120]})")
+        text += (f"; besides, {len(lacking)} case(s) ask for case features it lacks (rope, "
+                 f"QK-norm, ALiBi, softcap, sinks, windows, decode; e.g. {_at(lacking[0])}: "
+                 f"{lacking[0].reason[:120]})")
     return _cell(name, "refusals", value, text)
 
 
