@@ -48,15 +48,6 @@ class Judgement:
     not_expressible: int = 0
     failed_cases: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
-        return {"name": self.name, "target": self.target, "kind": self.kind,
-                "nearest": [n.__dict__ for n in self.nearest[:3]],
-                "matched": self.matched, "judged": self.judged,
-                "counts_only": self.counts_only,
-                "not_expressible": self.not_expressible,
-                "differences": {g.b: [d.axis for d in measured_differences(g)]
-                                for g in self.guides}}
-
 
 def measured(value: str) -> bool:
     return bool(value) and value not in SILENT
@@ -86,7 +77,7 @@ def judge(name: str, target: str, kind: str, ledger: dict, known: dict,
         if both:
             scores.append(Nearest(system, equal, len(both)))
     scores.sort(key=lambda n: (-n.equal, n.compared - n.equal, order.index(n.system)))
-    merged = _merged(ledger, known, name)
+    merged = overlay(known, ledger, {name})  # one ledger for porting.porting
     guides = []
     for other in dict.fromkeys([n.system for n in scores[:1]] + [BASELINE]):
         if other in others:
@@ -103,14 +94,13 @@ def judge(name: str, target: str, kind: str, ledger: dict, known: dict,
                                          if r["outcome"] not in MATCHING))
 
 
-def _merged(ledger: dict, known: dict, name: str) -> dict:
-    """One ledger holding the known systems and the target (for porting.porting)."""
-    systems = [s for s in known.get("systems", []) if s.get("id") != name] + \
-        [s for s in ledger.get("systems", []) if s.get("id") == name]
-    cells = [c for c in known.get("cells", []) if c.get("system") != name] + \
-        [c for c in ledger.get("cells", []) if c.get("system") == name]
-    return {"axes": known.get("axes") or ledger.get("axes", []), "systems": systems,
-            "cells": cells}
+def overlay(base: dict, top: dict, ids: set[str]) -> dict:
+    """`base` with the systems `ids` (and their cells) taken from `top` instead."""
+    return {"axes": base.get("axes") or top.get("axes", []),
+            "systems": [s for s in base.get("systems", []) if s.get("id") not in ids]
+            + [s for s in top.get("systems", []) if s.get("id") in ids],
+            "cells": [c for c in base.get("cells", []) if c.get("system") not in ids]
+            + [c for c in top.get("cells", []) if c.get("system") in ids]}
 
 
 def _clip(text: str, limit: int = EVIDENCE) -> str:
@@ -218,10 +208,4 @@ def judge_files(out, name: str, target: str, kind: str) -> Judgement:
 def known_systems(ledger: dict, committed: dict, rows: list[dict], name: str) -> dict:
     """The known systems' ledger: the run's cells for the systems this run ran, the
     committed ledger's for the others (a probe run runs the target alone)."""
-    ran = {str(r.get("runner")) for r in rows} - {name}
-    systems = [s for s in committed.get("systems", []) if s.get("id") not in ran] + \
-        [s for s in ledger.get("systems", []) if s.get("id") in ran]
-    cells = [c for c in committed.get("cells", []) if c.get("system") not in ran] + \
-        [c for c in ledger.get("cells", []) if c.get("system") in ran]
-    return {"axes": committed.get("axes") or ledger.get("axes", []), "systems": systems,
-            "cells": cells}
+    return overlay(committed, ledger, {str(r.get("runner")) for r in rows} - {name})

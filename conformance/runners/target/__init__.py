@@ -15,6 +15,8 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
+from conformance.contract.runner import Runner
+
 ENV = "CONFORMANCE_ATTENTION"
 KINDS = {"sdpa": "conformance.runners.target.sdpa:TargetSDPA",
          "onnx": "conformance.runners.target.onnx_file:TargetOnnx",
@@ -88,3 +90,38 @@ def from_environment(environ=None) -> TargetSpec | None:
         raise TargetError(f"{ENV}: not a target description ({exc}); set it with "
                           "pytest --attention TARGET --attention-kind KIND") from None
     return check_spec(spec)
+
+
+class TargetRunner(Runner):
+    """What every kind's runner shares: the spec it was built from (its registry params),
+    the user's object loaded once on first use (`load`), and `available` naming a target
+    that cannot be loaded.  Its cells are reported, never pinned."""
+
+    framework = "target"
+    spec: dict = {}  # TargetSpec fields
+    pinned = False  # no expectations file of the user's code
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.target_spec = TargetSpec(**self.spec)
+        self.system = self.target_spec.target
+        self._loaded = None
+
+    def load(self):
+        """The user's object (TargetError when it cannot be used)."""
+        raise NotImplementedError
+
+    def loaded(self):
+        if self._loaded is None:
+            self._loaded = self.load()
+        return self._loaded
+
+    def available(self) -> str | None:
+        missing = super().available()
+        if missing:
+            return missing
+        try:
+            self.loaded()
+        except TargetError as exc:
+            return str(exc)
+        return None

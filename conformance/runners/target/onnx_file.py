@@ -18,8 +18,6 @@ from conformance.runners.target import TargetError, TargetSpec
 from conformance.runners.target.sdpa import TargetSDPA
 
 NAMES = ("query", "key", "value")
-TYPES = {"tensor(float)": "float32", "tensor(double)": "float64",
-         "tensor(float16)": "float16"}
 
 
 def session_for(spec: TargetSpec):
@@ -64,7 +62,7 @@ def session_function(spec: TargetSpec):
         params.append(inspect.Parameter("attn_mask", inspect.Parameter.KEYWORD_ONLY,
                                         default=None))
     f.__signature__ = inspect.Signature(params)
-    return f, TYPES.get(inputs["query"].type, inputs["query"].type)
+    return f
 
 
 class TargetOnnx(TargetSDPA):
@@ -77,11 +75,9 @@ class TargetOnnx(TargetSDPA):
     def check(spec) -> None:
         session_for(spec)
 
-    def loaded(self):
-        if self._loaded is None:
-            fn, self.element_type = session_function(self.target_spec)
-            self._loaded = (fn, tuple(inspect.signature(fn).parameters))
-        return self._loaded
+    def load(self):
+        fn = session_function(self.target_spec)
+        return fn, tuple(inspect.signature(fn).parameters)
 
     def translate(self, case):
         try:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from conformance.contract.runner import (
-    Convention, Count, NotExpressible, Observation, Runner, Translation)
-from conformance.runners.target import TargetError, TargetSpec
+    Convention, Count, NotExpressible, Observation, Translation)
+from conformance.runners.target import TargetError, TargetRunner
 from conformance.runners.target.arrays import REQUIRES, Arrays
 
 MASK_KEYWORDS = ("mask", "attn_mask", "attention_mask")
@@ -67,14 +67,11 @@ class SdpaCall:
         return f"{target}({', '.join(args)})"
 
 
-class TargetSDPA(Runner):
-    framework = "target"
+class TargetSDPA(TargetRunner):
     path = "the user's function"
     description = "your attention: an sdpa function you point the suite at (probe --kind sdpa)"
     no_parameters_label = "your sdpa"
     seconds = 0.01
-    spec: dict = {}  # TargetSpec fields (runners/target/__init__.py)
-    pinned = False  # its cells are reported, never pinned (no expectations file)
 
     @staticmethod
     def check(spec) -> None:
@@ -85,22 +82,17 @@ class TargetSDPA(Runner):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.target_spec = TargetSpec(**self.spec)
-        self.system = self.target_spec.target
         self.arrays = Arrays(self.target_spec.array)
         self.requires = REQUIRES[self.target_spec.array]
         self.extras = {"torch": "torch", "jax": "flax", "mlx": "mlx"}.get(
             self.target_spec.array, "")
-        self._loaded = None
 
     # -- the user's function -------------------------------------------------------------
-    def loaded(self):
-        """(function, its parameter names), imported once (TargetError when it cannot be)."""
-        if self._loaded is None:
-            from conformance.runners.target.loading import callable_target
+    def load(self):
+        """(function, its parameter names)."""
+        from conformance.runners.target.loading import callable_target
 
-            self._loaded = callable_target(self.target_spec)
-        return self._loaded
+        return callable_target(self.target_spec)
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -108,16 +100,6 @@ class TargetSDPA(Runner):
             return self.loaded()[1]
         except TargetError:
             return ()
-
-    def available(self) -> str | None:
-        missing = super().available()
-        if missing:
-            return missing
-        try:
-            self.loaded()
-        except TargetError as exc:
-            return str(exc)
-        return None
 
     @property
     def mask_keyword(self) -> str:
@@ -251,23 +233,18 @@ class TargetSDPA(Runner):
 
     def answer(self, case, data, raw):
         """The target with one argument raw (the ledger's flags probes)."""
-        base = SdpaCall(scale=case.attention.scale if self.sets_scale else None)
+        scale = case.attention.scale if self.sets_scale else None
         if raw.argument == "attn_mask" and self.mask_keyword:
             m = np.asarray(raw.value)
             if m.dtype != bool:
                 m = m.astype(np.float32 if case.inputs.dtype == "bfloat16"
                              else case.inputs.dtype)
-            call = SdpaCall(mask=self.mask_keyword, scale=base.scale)
+            call = SdpaCall(mask=self.mask_keyword, scale=scale)
             out, _, _ = self.invoke(case, data, call, m[:, None])
             return out, call.words(self.system, f"<{m.dtype} (B, 1, T, S)>")
         if raw.argument == "is_causal" and "is_causal" in self.parameters:
-            call = SdpaCall(is_causal=bool(raw.value), scale=base.scale)
-            fn_call = SdpaCall(scale=base.scale)
-            if raw.value:
-                out, _, _ = self.invoke(case, data, call)
-            else:  # is_causal=False given explicitly
-                out, _, _ = self.invoke(case, data, fn_call)
-            return out, call.words(self.system)
+            call = SdpaCall(is_causal=bool(raw.value), scale=scale)  # off: not passed
+            return self.invoke(case, data, call)[0], call.words(self.system)
         raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
 
     def count(self, case):

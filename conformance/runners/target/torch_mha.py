@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import (
-    Convention, NotExpressibleError, Observation, Runner, to_numpy)
-from conformance.runners.target import TargetError, TargetSpec
+from conformance.contract.runner import Convention, NotExpressibleError, Observation, to_numpy
+from conformance.runners.target import TargetError, TargetRunner, TargetSpec
 
 ASKED = frozenset({"argument_order", "size_arguments", "softmax_scale", "scale_precision",
                    "float64_compute"})
@@ -48,15 +47,12 @@ def module_class(spec: TargetSpec):
     return cls
 
 
-class TargetTorchMHA(Runner):
-    framework = "target"
+class TargetTorchMHA(TargetRunner):
     path = "the user's module, called as torch.nn.MultiheadAttention"
     description = "your attention: a drop-in nn.MultiheadAttention you point the suite at"
     requires = ("torch",)
     extras = "torch"
     seconds = 0.05
-    spec: dict = {}
-    pinned = False
     answers = frozenset({"attn_mask"})
     ledger_axes = ASKED
 
@@ -64,26 +60,11 @@ class TargetTorchMHA(Runner):
     def check(spec) -> None:
         module_class(spec)
 
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.target_spec = TargetSpec(**self.spec)
-        self.system = self.target_spec.target
-        self._cls = None
+    def load(self):
+        return module_class(self.target_spec)
 
     def cls(self):
-        if self._cls is None:
-            self._cls = module_class(self.target_spec)
-        return self._cls
-
-    def available(self):
-        missing = super().available()
-        if missing:
-            return missing
-        try:
-            self.cls()
-        except TargetError as exc:
-            return str(exc)
-        return None
+        return self.loaded()
 
     def signatures(self):
         try:
