@@ -120,3 +120,13 @@ def test_report_re_renders_from_results_json_and_check_reports_agrees(tmp_path):
     done = run("check-reports", str(again), "--against", str(run_dir))
     assert done.returncode == 1
     assert "results/f.one.json: a[f.one] parameters: 10 -> 11" in done.stderr
+
+
+def test_check_reports_of_a_folder_outside_the_repository_is_one_error(tmp_path, capsys):
+    """Without --against the committed version is asked for: a folder outside the repository
+    has none, which is an error naming the fix, not a traceback."""
+    run_dir = _written(tmp_path)
+    assert main(["check-reports", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "outside the repository" in err and "--against DIR" in err
+    assert "Traceback" not in err

@@ -27,8 +27,16 @@ def report(args) -> int:
 
 
 def _committed(current: Path, rev: str, tmp: Path) -> Path:
-    """The report files of `current` as committed at `rev`, in the folder `tmp`."""
-    rel = current.resolve().relative_to(ROOT)
+    """The report files of `current` as committed at `rev`, in the folder `tmp`.  A folder
+    outside the repository has no committed version: one error naming the fix."""
+    from conformance.datafile import DataFileError
+
+    try:
+        rel = current.resolve().relative_to(ROOT)
+    except ValueError:
+        raise DataFileError(current, f"outside the repository ({ROOT}), so it has no "
+                            f"committed version at {rev}: compare it with another report "
+                            "folder by --against DIR") from None
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", rev, "--",
                              f"{rel}/"], capture_output=True, text=True)
     for name in listed.stdout.splitlines():
