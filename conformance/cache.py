@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from conformance import progress
 from conformance.paths import CACHE_ENV, ROOT, cache_root
 
 __all__ = ["CACHE_ENV", "BytesCache", "cache_root", "key"]
@@ -136,6 +137,7 @@ class BytesCache:
             self._write(self._sidecar(k), _digest(self.full_key(k), data).encode())
         except OSError:
             return  # an unwritable cache only costs time
+        progress.record(k=self.namespace)  # a conversion made: the run's progress line
 
     def get_or_make(self, k: str, make: Callable[[], bytes]) -> tuple[bytes, bool]:
         """(data, True) from the cache, else (make(), False) after storing it."""

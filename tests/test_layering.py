@@ -57,7 +57,8 @@ STILL_JUDGING = frozenset({
     "conformance.runners.torch.sdpa", "conformance.runners.torch.sdpa_cache",
     "conformance.runners.torch.sdpa_probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60
-LAYERS = (("paths", "versions", "cache", "cache_prune", "cpu_isa", "datafile", "settings"),
+LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
+           "settings"),
           ("case",),
           ("oracle", "contract", "convert"), ("runners",), ("compare",), ("run",),
           ("conventions",), ("report", "history"), ("plugin",), ("cli",), ("__main__",))

@@ -80,6 +80,9 @@ def pytest_addoption(parser):
                     help="the arrays an sdpa --attention takes: numpy, torch, jax or mlx")
     group.addoption("--attention-name", default="", metavar="NAME",
                     help="its column in the reports (default target.<function>)")
+    group.addoption("--no-progress", action="store_true", default=False,
+                    help="no progress line (per runner family n/N and the time left, shown "
+                    "while the run waits on conversions)")
     generated.add_options(group)  # --generated N: generated cases (generated.py)
 
 
@@ -107,6 +110,9 @@ def pytest_configure(config):
     from conformance.plugin import parallel
 
     parallel.configure(config)  # xdist: loadgroup, rows sent to the controller
+    from conformance.plugin import progress
+
+    progress.configure(config)  # the controller's progress line (its events folder)
 
 
 def _attention_target(config) -> None:

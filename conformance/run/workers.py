@@ -44,6 +44,7 @@ import time
 from concurrent.futures import Future
 from typing import IO, Any
 
+from conformance import progress
 from conformance.contract.runner import NotExpressibleError, WorkerSpec
 from conformance.run.isolation import item_timeout
 from conformance.paths import ROOT
@@ -55,6 +56,11 @@ HIDE_ENV = "CONFORMANCE_WORKER_HIDE"  # "mod,mod": WorkerSpec.hide, passed to th
 class RaisedInWorker(RuntimeError):
     """An exception the runner raised inside its worker: its text is the worker's
     "Type: message" of the original, so reports name the original exception."""
+
+
+def op_answers_item(op: str) -> bool:
+    """A request whose answer is what a matrix or conventions item waits for."""
+    return op in ("run", "count", "conventions")
 
 
 def described(exc: BaseException) -> str:
@@ -188,8 +194,9 @@ class _Worker:
                 else f"the count of {runner.name} on case {case.id}" if op == "count"
                 else f"{translation[0]} in the worker of {runner.name}" if op == "call"
                 else f"the {op} probes of {runner.name}")
+        done = (runner.name, case.id if op in ("run", "count") else "conventions")
         self.requests.put((priority, next(self.sequence), (
-            (runner.target, dict(runner.params)), op, case, translation, what, future)))
+            (runner.target, dict(runner.params)), op, case, translation, what, done, future)))
         return future
 
     def _pump(self) -> None:
@@ -197,13 +204,15 @@ class _Worker:
             item = self.requests.get()[2]
             if item is None:
                 return
-            *request, what, future = item
+            *request, what, (runner, case), future = item
             if not future.set_running_or_notify_cancel():
                 continue
             try:
                 future.set_result(self._exchange(tuple(request), what))
             except BaseException as exc:  # the pump must live on for the queue
                 future.set_exception(exc)
+            if op_answers_item(request[1]):
+                progress.record(a=runner, c=case)  # the progress line's n/N
 
     def _exchange(self, request: tuple, what: str) -> Any:
         with BUSY:  # at most one busy worker per core, start-up and imports included
