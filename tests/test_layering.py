@@ -53,9 +53,7 @@ STILL_JUDGING = frozenset({
     "conformance.runners.onnx.contrib_mha", "conformance.runners.onnx.gqa_cache_probe",
     "conformance.runners.onnx.gqa_feature_probes", "conformance.runners.onnx.gqa_probes",
     "conformance.runners.onnx.keras_export", "conformance.runners.onnx.probes",
-    "conformance.runners.torch.mha", "conformance.runners.torch.mha_probes",
-    "conformance.runners.torch.sdpa", "conformance.runners.torch.sdpa_cache",
-    "conformance.runners.torch.sdpa_probes"})
+    "conformance.runners.torch.mha", "conformance.runners.torch.mha_probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
            "settings"),

@@ -63,11 +63,12 @@ def test_cells():
 
 
 def test_a_decode_that_passes_is_causal_is_named_upper_left(monkeypatch):
-    """The planted defect: the decode passes is_causal=True at every step; the cache cell
-    measures the decode it runs, so it says upper_left (the planted answer is rejected)."""
+    """The planted defect: the decode passes is_causal=True at every step; the ledger's
+    cache cell measures the decode the runner runs, so it says upper_left (the planted
+    answer is rejected)."""
     import torch
 
-    from conformance.runners.torch.sdpa_cache import _step_alignment
+    from conformance.conventions.probes.cache import cache_causal_alignment_cell
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
@@ -75,7 +76,7 @@ def test_a_decode_that_passes_is_causal_is_named_upper_left(monkeypatch):
         return sdpa(q, k, v, **{**kw, "is_causal": True})
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", always_causal)
-    assert _step_alignment(torch).value == "upper_left"
+    assert cache_causal_alignment_cell(TorchSDPACache()).value == "upper_left"
 
 
 def test_plain_cases_are_not_expressible():

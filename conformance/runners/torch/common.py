@@ -1,9 +1,13 @@
 """What the torch runners share beyond the nn.MultiheadAttention module (which the
 exports share too: runners/_export/torch_mha.py): their class attributes, the fast-path
-spy and SDPA's hand-made projections and observation.  torch is imported inside the
-functions only.
+spy, SDPA's plan of a case, its hand-made projections, its single call and observation,
+and the raw calls SDPA answers for the ledger.  torch is imported inside the functions
+only.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 from conformance.contract.runner import Runner
 from conformance.runners._export.torch_mha import torch_dtype
@@ -19,6 +23,74 @@ class TorchRunner(Runner):
 
 SDPA_DOC = ("https://docs.pytorch.org/docs/stable/generated/"
             "torch.nn.functional.scaled_dot_product_attention.html")
+
+
+MASK_WORDS = {"causal_lower_right": "causal_lower_right(T, S)",
+              "bool": "bool (B, 1, T, S), True = attend"}  # as the call shows them
+
+
+@dataclass(frozen=True)
+class SdpaPlan:
+    """Which SDPA arguments a user would pass for the case."""
+
+    is_causal: bool = False  # is_causal=True: the causal part alone, upper-left aligned
+    mask: Literal["none", "causal_lower_right", "bool"] = "none"  # what attn_mask gets
+    enable_gqa: bool = False
+    scale: float | None = None  # scale=: only when the case sets attention.scale
+
+    def arguments(self) -> str:
+        """The call's arguments, e.g. "q, k, v, is_causal=True"."""
+        args = ["q, k, v"]
+        if self.is_causal:
+            args.append("is_causal=True")
+        if self.mask != "none":
+            args.append(f"attn_mask={MASK_WORDS[self.mask]}")
+        if self.enable_gqa:
+            args.append("enable_gqa=True")
+        if self.scale is not None:
+            args.append(f"scale={self.scale!r}")
+        return ", ".join(args)
+
+
+def sdpa_plan(case, gqa: bool = False) -> SdpaPlan:
+    """Read from the case alone (no arrays): a causal mask with nothing else goes
+    to is_causal (or causal_lower_right where the alignment needs it), any other
+    mask to a boolean attn_mask holding every part.  enable_gqa=True on grouped cases,
+    and on every case with `gqa` (torch.sdpa.gqa)."""
+    causal = case.mask.causal != "none"
+    common = {"enable_gqa": gqa or case.grouped, "scale": case.attention.scale}
+    if causal and not case.has_non_causal_mask:
+        if case.mask.causal == "upper_left" or case.inputs.query_len == case.inputs.key_len:
+            return SdpaPlan(is_causal=True, **common)
+        return SdpaPlan(mask="causal_lower_right", **common)
+    return SdpaPlan(mask="bool" if causal or case.has_non_causal_mask else "none", **common)
+
+
+def sdpa_call(torch, case, plan: SdpaPlan, data):
+    """F.scaled_dot_product_attention called as `plan` says on the canonical projections:
+    the Observation of its heads through the output projection."""
+    from conformance.runners._export.torch_mha import tensors
+
+    w, project = canonical_projector(torch, case, data)
+    xq, xk, xv = tensors(torch, case, data.inputs)
+    kw = {"is_causal": True} if plan.is_causal else {}
+    if plan.mask == "causal_lower_right":
+        from torch.nn.attention.bias import causal_lower_right
+
+        kw["attn_mask"] = causal_lower_right(case.inputs.query_len, case.inputs.key_len)
+    elif plan.mask == "bool":
+        kw["attn_mask"] = torch.tensor(data.inputs.allowed[:, None])
+    if plan.enable_gqa:
+        kw["enable_gqa"] = True
+    if plan.scale is not None:
+        kw["scale"] = plan.scale
+    with torch.no_grad():
+        heads = torch.nn.functional.scaled_dot_product_attention(
+            project(xq, "wq", "bq"), project(xk, "wk", "bk"), project(xv, "wv", "bv"), **kw)
+        return sdpa_observation(
+            torch, heads, w, data, ["holds no parameters: the canonical projections are "
+                                    "passed as tensors", "returns no attention weights"],
+            extras={"mask_polarity": "True = attend"})
 
 
 def fast_call(torch, mha, args, **kwargs):
@@ -73,13 +145,24 @@ class SDPAAnswers:
     with the one argument given, the output projected back.  It only calls; the ledger's
     probes (conventions/probes/flags.py) judge."""
 
-    answers = frozenset({"attn_mask", "is_causal"})
+    answers = frozenset({"attn_mask", "is_causal", "dropout_training"})
+    # the axes the ledger's generic probes ask of it (conventions/probes/ ASKED_PROBES)
+    ledger_axes = frozenset({"argument_order", "size_arguments", "input_layout",
+                             "softmax_scale", "scale_precision", "kv_head_mapping"})
     # the documentation's reference code: attn_bias.masked_fill_(attn_mask.logical_not(),
     # float("-inf"))
     documented_fill = ("-inf", SDPA_DOC)
     documented_conventions = {"attn_mask_polarity": ("true_attends", SDPA_DOC),
                               "float_mask": ("added", SDPA_DOC),
-                              "causal_flag": ("upper_left", SDPA_DOC)}
+                              "causal_flag": ("upper_left", SDPA_DOC),
+                              "kv_head_mapping": ("grouped", SDPA_DOC),
+                              "dropout": ("always", SDPA_DOC)}
+
+    def signatures(self):
+        from conformance.runners._export.torch_mha import import_torch
+
+        return ("scaled_dot_product_attention",
+                (import_torch().nn.functional.scaled_dot_product_attention,))
 
     def answer(self, case, data, raw):
         import numpy as np
@@ -107,6 +190,11 @@ class SDPAAnswers:
         elif raw.argument == "is_causal":
             kw["is_causal"] = bool(raw.value)
             call += f", is_causal={bool(raw.value)}"
+        elif raw.argument == "dropout_training":  # a plain call: no training switch
+            kw["dropout_p"] = float(raw.value["rate"])
+            call += f", dropout_p={kw['dropout_p']}) (no training switch: asked training=" \
+                f"{raw.value['training']}"
+            torch.manual_seed(0)
         else:
             raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
         with torch.no_grad():

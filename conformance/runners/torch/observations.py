@@ -1,0 +1,90 @@
+"""What the torch runners report of their API for the ledger, with no oracle and no reading
+of an output against one: SDPA's signature (no size argument, no key-padding argument),
+its return (one tensor, no weights), what a 2-D call and a float64 q into float32 k, v
+give (the output's shape, the system's error text), and a tensor's lack of an implicit
+mask; the readings of the API the ledger confirms by asking (sizes.confirmed: the size
+arguments and the layout).  The ledger asks the rest (conventions/probes/, the runners'
+`ledger_axes`).  torch arrives as an argument.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from conformance.contract.axes import NA, REFUSED
+from conformance.contract.runner import Convention
+from conformance.runners.torch.common import SDPA_DOC
+
+SDPA = "F.scaled_dot_product_attention"
+DOC = {"documented_source": SDPA_DOC}
+
+
+def error_text(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+def _signature(fn) -> str:
+    try:
+        return ", ".join(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return "query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa"
+
+
+def _tensors(torch):
+    """Seeded (B=2, H=2, L=3, d=4) q and (B, H, S=5, d) k, as float32."""
+    rng = np.random.default_rng(0)
+    q, k = (torch.from_numpy(rng.standard_normal(s).astype(np.float32))
+            for s in ((2, 2, 3, 4), (2, 2, 5, 4)))
+    return q, k
+
+
+def sdpa_cells(torch) -> list[Convention]:
+    """F.scaled_dot_product_attention's API: its signature and return, a 2-D call and a
+    float64 q into float32 k, v."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    sig = _signature(sdpa)
+    q, k = _tensors(torch)
+    with torch.no_grad():
+        one = sdpa(q, k, k)
+    cells = [
+        Convention("size_arguments", "given_tensors", f"{SDPA}: the signature ({sig}) takes "
+                   "projected tensors; no size argument, any head size",
+                   documented="given_tensors", **DOC),
+        Convention("input_layout", "batch_heads_first", f"{SDPA}: query (N, ..., Hq, L, E) "
+                   "by its documentation; the runner passes (B, H, T, d)",
+                   documented="batch_heads_first", **DOC),
+        _tried("unbatched_input", lambda: sdpa(q[0, 0], k[0, 0], k[0, 0]),
+               f"{SDPA} on 2-D (L, d) q, k, v", documented="accepted"),
+        Convention("key_padding_polarity", NA, f"no key-padding argument: the signature is "
+                   f"({sig}); padding goes into attn_mask"),
+        Convention("returned_weights", "none", f"{SDPA} returns one tensor "
+                   f"{tuple(one.shape)} for q {tuple(q.shape)}, no weights",
+                   documented="none", **DOC),
+        Convention("weights_dropout", NA, f"{SDPA} returns no attention weights"),
+        _mixed(lambda: sdpa(q.double(), k, k), f"{SDPA}: float64 q, float32 k and v"),
+        Convention("implicit_mask", "none", "a torch.Tensor carries no mask; SDPA reads only "
+                   "attn_mask and is_causal"),
+    ]
+    return cells
+
+
+def _tried(axis: str, run, what: str, **doc) -> Convention:
+    """accepted (the output's shape) or refused (the system's error, quoted)."""
+    try:
+        out = run()
+    except Exception as exc:  # the system's refusal is the observation
+        return Convention(axis, REFUSED, f"{what}: {error_text(exc)}")
+    return Convention(axis, "accepted", f"{what}: output {tuple(out.shape)}",
+                      **({**doc, **DOC} if doc else {}))
+
+
+def _mixed(run, what: str) -> Convention:
+    """mixed_dtype from the output's dtype (or the system's error, quoted)."""
+    try:
+        out = run()
+    except Exception as exc:  # the system's refusal is the observation
+        return Convention("mixed_dtype", REFUSED, f"{what}: {error_text(exc)}")
+    held = str(out.dtype).split(".")[-1]
+    return Convention("mixed_dtype", "promoted" if held == "float64" else "cast_to_layer",
+                      f"{what}: output {held}")
