@@ -77,25 +77,6 @@ def test_the_flag_fact_names_the_reading_of_the_step():
     assert noted.value == "lower_right" and noted.evidence.endswith(upper)
 
 
-def test_flax_nnx_cache_cell_is_its_own_decode(monkeypatch):
-    """nnx's decode as its users call it (init_cache, then layer(x_t)): lower_right, the
-    is_causal=True step quoted as the flag's upper-left reading; a planted decode that
-    passes is_causal=True at every call is named upper_left."""
-    pytest.importorskip("flax")
-    from flax import nnx
-
-    from conformance.runners.flax.cache_probes import cache_cells
-
-    align, layout = cache_cells("flax.nnx")
-    assert align.value == "lower_right", align.evidence
-    assert "it attends key 0 only: that is the flag's upper-left reading" in align.evidence
-    assert layout.value.startswith("BSNH")
-    call = nnx.MultiHeadAttention.__call__
-    monkeypatch.setattr(nnx.MultiHeadAttention, "__call__",
-                        lambda self, *a, **kw: call(self, *a, **{**kw, "is_causal": True}))
-    assert cache_cells("flax.nnx")[0].value == "upper_left"
-
-
 def test_layout_words_read_the_shape():
     case = cp.decode_case()  # B 2, H_kv 2, d 4
     assert cp.layout_words(case, [(2, 2, 3, 4), (2, 2, 4, 4)], "two").startswith(

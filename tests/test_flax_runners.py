@@ -50,7 +50,9 @@ def test_seed_case_agrees_with_reference(runner):
 
 @needs_flax
 def test_conventions_use_the_vocabulary():
-    cells = FlaxLinen().conventions()
+    from conformance.conventions.probes import ledger_cells
+
+    cells = ledger_cells(FlaxLinen())
     by = {c.axis: c.value for c in cells}
     assert by["size_arguments"] == "total_over_heads" and by["attn_mask_polarity"] == "true_attends"
     for c in cells:

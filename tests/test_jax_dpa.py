@@ -78,23 +78,6 @@ def test_a_window_read_as_one_number_is_caught(monkeypatch):
     assert _error(case) > 1e-2
 
 
-def test_window_cell_reads_left_then_right(monkeypatch):
-    from conformance.runners.flax.dpa_probes import window_cell
-
-    assert window_cell().value == "left_right"
-    import jax
-
-    dpa = jax.nn.dot_product_attention
-
-    def swapped(*a, local_window_size=None, **kw):  # planted: (right, left)
-        if isinstance(local_window_size, tuple):
-            local_window_size = local_window_size[::-1]
-        return dpa(*a, local_window_size=local_window_size, **kw)
-
-    monkeypatch.setattr(jax.nn, "dot_product_attention", swapped)
-    assert window_cell().value != "left_right"
-
-
 def test_fill_reaches_the_bias():
     """float16 with -inf in bias=: the fully masked row is NaN, as pinned in the case;
     with a boolean mask (no fill) it is uniform."""
@@ -112,43 +95,21 @@ def test_fill_reaches_the_bias():
 def test_mixed_dtype_depends_on_x64_and_scale_precision_is_not_probed(monkeypatch):
     """x64 off (the runner's setting): float64 NumPy q becomes float32 before the call;
     under jax.enable_x64(True) the function refuses it (its own dtype check): depends,
-    each condition quoted.  The scale's rounding hides under the float32 softmax:
-    not_probed.  A planted function that casts in both settings gives one word."""
-    from conformance.contract.probing import probe_case
-    from conformance.runners.flax import dpa_probes
+    each condition quoted.  The ledger's scale_precision: the float32 arithmetic hides the
+    scale's rounding, not_probed.  A planted function that casts in both settings gives
+    one word."""
+    from conformance.conventions.probes.scores import scale_precision_cell
+    from conformance.runners.flax import dpa_observations as obs
 
-    cells = {c.axis: c for c in dpa_probes._dtype_cells(probe_case("dpa"))}
-    mixed = cells["mixed_dtype"]
+    mixed = obs.mixed_dtype_cell()
     assert mixed.value == "depends", mixed.evidence
     assert "cast_to_layer: jax_enable_x64=False" in mixed.evidence
     assert "refused: jax_enable_x64=True: ValueError" in mixed.evidence
-    assert cells["scale_precision"].value == "not_probed"
-    assert "gap" in cells["scale_precision"].evidence
-    planted = dpa_probes.Convention("mixed_dtype", "cast_to_layer", "planted")
-    monkeypatch.setattr(dpa_probes, "_mixed", lambda *a: planted)
-    again = {c.axis: c for c in dpa_probes._dtype_cells(probe_case("dpa"))}
-    assert again["mixed_dtype"].value == "cast_to_layer"
-
-
-def test_key_value_lengths_planted_as_dropped_read_ignored(monkeypatch):
-    """key_value_seq_lengths read as lengths; a planted function that accepts and drops
-    them (the output of no padding) is `ignored`, not not_applicable."""
-    from conformance.contract.probing import probe_case
-    from conformance.runners.flax import dpa_probes
-
-    case = probe_case("dpa")
-    cell = next(c for c in dpa_probes._mask_cells(case) if c.axis == "key_padding_polarity")
-    assert cell.value == "lengths", cell.evidence
-    real = dpa_probes.forward
-
-    def dropping(c, *a, **k):
-        fwd, qkv = real(c, *a, **k)
-        return (lambda **kw: fwd(**{n: v for n, v in kw.items()
-                                    if n != "key_value_seq_lengths"})), qkv
-
-    monkeypatch.setattr(dpa_probes, "forward", dropping)
-    cell = next(c for c in dpa_probes._mask_cells(case) if c.axis == "key_padding_polarity")
-    assert cell.value == "ignored", cell.evidence
+    cell = scale_precision_cell(JaxDPA())
+    assert cell.value == "not_probed" and "below float64" in cell.evidence
+    planted = obs.Convention("mixed_dtype", "cast_to_layer", "planted")
+    monkeypatch.setattr(obs, "_mixed", lambda *a: planted)
+    assert obs.mixed_dtype_cell().value == "cast_to_layer"
 
 
 def test_raw_answers_give_the_ledger_s_cells_and_a_planted_inversion_is_caught(monkeypatch):

@@ -108,6 +108,10 @@ RAW_ARGUMENTS = {
     "is_causal": "the system's causal switch set to `value`, with no mask",
     "step_is_causal": "a decode case run through the system's cache, its single-position "
                       "steps with the causal switch set to `value` (the prefill as it runs)",
+    "dropout_training": "the system's attention dropout rate set to `value['rate']` and its "
+                        "training switch to `value['training']` (a fixed seed), no mask",
+    "window": "the system's sliding-window argument set to `value` as it takes it (an int, "
+              "or a pair), no mask; the case's causal mask, if any, as its causal switch",
 }
 
 
@@ -148,6 +152,10 @@ class Runner:
     extras: str = ""  # the pip extras that bring them, when not just `framework`
     worker: WorkerSpec | None = None  # set: runs in that worker subprocess
     sets_scale: bool = False  # the system can set the softmax scale (attention.scale)
+    # True: the scale is set by the harness (a wrapper the suite writes, e.g. Flax's
+    # attention_fn pre-scaling the query), not by an argument of the system: the ledger's
+    # softmax_scale probe then reads the default scale only (scores.py)
+    harness_scale: bool = False
     executed: bool = True  # False: a documented model (its `run` is the suite's NumPy)
     # True: translate takes decode cases only (a harness choice: the system behind it takes
     # single calls too, which another runner covers); the ledger's single-call probes

@@ -3,9 +3,10 @@
 Two kinds: LEDGER_PROBES ask every executed runner through its `translate` and `run`
 (mask fill, masked key and value, batch invariance); RAW_PROBES (flags.py) ask a runner
 to pass one native argument raw (`Runner.answer`), for the runners whose `answers` lists
-it (attn_mask_polarity, float_mask, causal_flag); the others keep their own cells for
-those axes until their runner answers.  ASKED_PROBES (sizes.py, scores.py, heads.py,
-positions.py, cache.py) are asked of the runners whose `ledger_axes` lists the axis,
+it (attn_mask_polarity, float_mask, causal_flag; training.py dropout, windows.py
+window_width); the others keep their own cells for those axes until their runner answers.
+ASKED_PROBES (sizes.py, scores.py, heads.py, qk_norm.py, padding.py, positions.py,
+cache.py) are asked of the runners whose `ledger_axes` lists the axis,
 through their translate and run; the feature axes no cell settles are read from the
 signatures a runner names (`Runner.signatures`, features.py).
 
@@ -25,10 +26,10 @@ from typing import Callable
 
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
-from conformance.conventions.probes import cache, heads, positions, scores, sizes
+from conformance.conventions.probes import (
+    cache, flags, heads, padding, positions, qk_norm, scores, sizes, training, windows)
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.features import signature_cells
-from conformance.conventions.probes.flags import RAW_PROBES
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
 
@@ -42,6 +43,10 @@ LEDGER_PROBES: tuple[tuple[tuple[str, ...], Callable[..., list[Convention]]], ..
     (("batch_invariance",), lambda r, own: [batch_invariance_cell(r)]),
 )
 OWNED_AXES = tuple(a for axes, _ in LEDGER_PROBES for a in axes)
+# axis -> (the RAW_ARGUMENTS argument, probe(runner) -> cell): asked of the runners whose
+# `answers` lists the argument (flags.py: masks and the causal switch; training.py:
+# dropout; windows.py: the window number)
+RAW_PROBES = {**flags.RAW_PROBES, **training.RAW_PROBES, **windows.RAW_PROBES}
 # axis -> probe(runner, the runner's own cell of it or None) -> cell, asked of the runners
 # whose `ledger_axes` lists the axis (through their translate/run or `answer`): one entry
 # an axis; the runner's own cell is never the word, but a reading of its API it reports
@@ -55,6 +60,8 @@ ASKED_PROBES: dict[str, Callable[..., Convention]] = {
     "float64_compute": scores.float64_compute_cell,
     "sinks": scores.sinks_cell,
     "kv_head_mapping": heads.kv_head_mapping_cell,
+    "qk_norm_scope": qk_norm.qk_norm_scope_cell,
+    "key_padding_polarity": padding.key_padding_polarity_cell,
     "rope_style": positions.rope_style_cell,
     "rope_partial": positions.rope_partial_cell,
     "alibi_slopes": positions.alibi_slopes_cell,

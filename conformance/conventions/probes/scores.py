@@ -27,15 +27,20 @@ HEAD3 = {"qk_head_dim": 3, "v_head_dim": 3}  # 1/sqrt(3): unlike 1, rounds in fl
 
 def softmax_scale_cell(runner, own: Convention | None = None) -> Convention:
     """The default scale read as 1/sqrt(d_k) or none; where the runner sets a scale
-    (`sets_scale`), the case's scale asked: `configurable` when the output follows it."""
+    (`sets_scale`) through an argument of the system (not `harness_scale`: a wrapper of the
+    suite's is no setting of the system), the case's scale asked: `configurable` when the
+    output follows it."""
     case = probe_case("softmax-scale", attention=HEAD3)
     readings = {"inv_sqrt_head_dim": output_with(case, None, scale=1 / np.sqrt(3)),
                 "none": output_with(case, None, scale=1.0)}
-    if getattr(runner, "sets_scale", False):
+    harness = getattr(runner, "harness_scale", False)
+    if getattr(runner, "sets_scale", False) and not harness:
         case = replace(case, attention=replace(case.attention, scale=SET_SCALE))
         readings = {"configurable": output_with(case, None, scale=SET_SCALE), **readings}
-    what = f"probe_case {case.id}, d_k 3" + (f", scale {SET_SCALE} set" if "configurable"
-                                              in readings else ", no scale set")
+    what = f"probe_case {case.id}, d_k 3" + (
+        f", scale {SET_SCALE} set" if "configurable" in readings else
+        ", no scale set (the system takes none: the runner's scale is a wrapper of its own)"
+        if harness else ", no scale set")
     got = ask(runner, case)
     if not got.answered:
         return unmeasured("softmax_scale", runner, what, got)

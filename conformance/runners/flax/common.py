@@ -1,6 +1,9 @@
 """What the Flax runners share: limits, the canonical weights in Flax's
 DenseGeneral layout (kernel (E_in, H, d), out kernel (H, d, E_o), in x out),
-masks (True = attend, (B, 1, T, S)) and the convention probes.
+masks (True = attend, (B, 1, T, S)) and what the layers answer the ledger: the raw calls
+(`FlaxRunner.answer`), the probe cases it takes beyond the matrix's (`probe_translate`:
+a decode through the layer's own cache, QK-norm) and the axes it hands to the ledger's
+generic probes (`ledger_axes`); the layers' API facts are observations.py's.
 
 JAX runs at its default (x64 off): a float64 case is computed in float32
 (declared as a known mismatch in expectations/flax.*.yaml).  The `.x64` variants
@@ -27,9 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from conformance.contract.runner import (
-    Convention, Count, NotExpressible, Observation, Runner, Translation, to_numpy)
-from conformance.contract.probing import output_with, probe_case, refusal
-from conformance.contract import probe_cells as _ledger
+    Count, NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
 
 DOCS = "https://flax.readthedocs.io/en/v0.12.8/api_reference/"
 
@@ -70,10 +71,15 @@ def with_scale(case, kw: dict, base: str) -> tuple[str, dict]:
             {**kw, "query_scale": factor})
 
 
+# plan keys that are no constructor keyword: how the layer is called (a decode through its
+# cache, the nnx call's is_causal, the decode steps' is_causal)
+CALL_KEYS = ("query_scale", "decode", "is_causal", "step_is_causal")
+
+
 def constructor(plan: dict, base) -> dict:
     """The plan as constructor keywords: `query_scale` becomes an attention_fn
-    wrapping `base` (the layer's default dot_product_attention)."""
-    kw = {k: v for k, v in plan.items() if k != "query_scale"}
+    wrapping `base` (the layer's default dot_product_attention); CALL_KEYS dropped."""
+    kw = {k: v for k, v in plan.items() if k not in CALL_KEYS}
     factor = plan.get("query_scale")
     if factor is not None:
         def attention_fn(query, key, value, **rest):
@@ -111,8 +117,10 @@ def jitted(key: tuple, make):
     return _JITTED[key]
 
 
-def params_for(weights) -> dict:
-    """Canonical per-head arrays -> {module: {kernel, bias}} in Flax's layout."""
+def params_for(weights, qk_norm: bool = False) -> dict:
+    """Canonical per-head arrays -> {module: {kernel, bias}} in Flax's layout; with
+    `qk_norm` (normalize_qk=True) the QK-norm scales as query_ln / key_ln, whose
+    LayerNorm(use_bias=False) takes no bias (a non-zero one cannot be loaded)."""
     p = {n: {"kernel": w.transpose(1, 0, 2)} for n, w in
          (("query", weights.wq), ("key", weights.wk), ("value", weights.wv))}
     p["out"] = {"kernel": weights.wo}
@@ -120,6 +128,12 @@ def params_for(weights) -> dict:
         for n, b in (("query", weights.bq), ("key", weights.bk), ("value", weights.bv),
                      ("out", weights.bo)):
             p[n]["bias"] = b
+    if qk_norm:
+        if any(b is not None and np.any(b) for b in (weights.q_norm_bias,
+                                                      weights.k_norm_bias)):
+            raise NotExpressibleError("normalize_qk=True: query_ln / key_ln are "
+                                      "LayerNorm(use_bias=False): no QK-norm bias to load")
+        p["query_ln"], p["key_ln"] = {"scale": weights.q_norm}, {"scale": weights.k_norm}
     return p
 
 
@@ -147,46 +161,6 @@ def mask_for(jnp, allowed):
     return None if allowed is None else jnp.asarray(allowed[:, None])
 
 
-def probe(name: str, **inputs):
-    return probe_case(name, inputs={"self_attention": True, "key_len": 3, "query_len": 3,
-                                    **inputs})
-
-
-def common_cells(runner, call, what: str) -> list[Convention]:
-    """Axes probed the same way on both Flax APIs.  `call(case, mask=None, x=None,
-    dropout=0.0, deterministic=True)` -> output (NumPy)."""
-    case = probe("layout")
-    fwd = lambda m: call(case, mask=m)  # noqa: E731
-    cells = [
-        Convention("input_layout", "batch_first", f"{what}: inputs (B, T, E) read batch-first, "
-                   f"{_ledger.matches(case, fwd(None)):.1e} from the oracle"),
-        _ledger.mask_polarity(case, fwd, f"boolean mask (B, 1, T, S) passed raw to {what}"),
-        _ledger.float_mask(case, fwd, f"0/-1e9 float mask (B, 1, T, S) passed raw to {what}"),
-        _ledger.softmax_scale(case, fwd, what),
-        Convention("returned_weights", "none", f"{what} returns the output only (weights "
-                   "only through sow_weights / intermediates)")]
-    x = np.asarray(case_inputs(case))
-    try:
-        out = call(case, x=x[0])
-        err = float(np.max(np.abs(out - output_with(case, None)[0])))
-        cells.append(Convention("unbatched_input", "accepted", f"{what} on ({x.shape[1]}, "
-                                f"{x.shape[2]}): batch item 0 {err:.1e} from the oracle"))
-    except Exception as exc:
-        cells.append(refusal("unbatched_input", exc, f"{what} on a 2-D input"))
-    evald = _ledger.matches(case, call(case, dropout=0.5, deterministic=True))
-    trained = _ledger.matches(case, call(case, dropout=0.5, deterministic=False))
-    cells.append(Convention("dropout", "training_flag" if trained > 1e-3 > evald else (
-        "always" if evald > 1e-3 else "ignored"),  # ignored: dropout_rate accepted, no effect
-                            f"dropout_rate=0.5: deterministic=True {evald:.1e} from the oracle, "
-                            f"deterministic=False {trained:.1e} (the call's deterministic flag)"))
-    return cells
-
-
-def case_inputs(case):
-    from conformance.oracle.canonical import case_data
-    return case_data(case).inputs.query
-
-
 def numpy_out(y) -> np.ndarray:
     return to_numpy(y)
 
@@ -202,6 +176,14 @@ class SizeFacts(NamedTuple):
     layout: str
 
 
+# the axes both layers hand to the ledger's generic probes (conventions/probes/__init__.py
+# ASKED_PROBES), asked through translate/run (probe_translate: decodes and QK-norm too)
+LEDGER_AXES = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
+                         "scale_precision", "float64_compute", "qk_norm_scope",
+                         "cache_causal_alignment", "cache_layout"})
+CACHE_TENSORS = "two tensors (cached_key, cached_value) and a cache_index"
+
+
 class FlaxRunner(Runner):
     """A Flax attention layer: subclasses give its limits, constructor keywords, the
     jitted function of one configuration and the parameter shapes."""
@@ -211,6 +193,10 @@ class FlaxRunner(Runner):
     backend = "jax"
     requires = ("jax", "flax")
     sets_scale = True  # through attention_fn (module docstring)
+    harness_scale = True  # ... a wrapper of the suite's: the layers take no scale argument
+    # the ledger's raw probes (conventions/probes/: flags.py, training.py) ask `answer`
+    answers = frozenset({"attn_mask", "dropout_training"})
+    ledger_axes = LEDGER_AXES
 
     x64: bool = False  # run in a worker with JAX_ENABLE_X64=1 (a process-wide switch)
     api = ""  # the layer's name as typed, e.g. "flax.linen.MultiHeadDotProductAttention"
@@ -219,6 +205,7 @@ class FlaxRunner(Runner):
     kv_one_width = False
     base_fn = ""  # the default attention_fn as typed
     call_suffix = ""  # the call's arguments after the constructor keywords
+    decode_suffix = ""  # the same for a decode through the layer's cache
     sizes: SizeFacts
 
     def __init__(self, **params):
@@ -233,18 +220,57 @@ class FlaxRunner(Runner):
             self.path = "JAX x64 on (JAX_ENABLE_X64=1)"
             self.worker = WorkerSpec(key="jax-x64", env={"JAX_ENABLE_X64": "1"})
 
+    def layer_class(self):
+        """The layer's class (its signature is what the ledger reads the feature axes
+        from)."""
+        raise NotImplementedError
+
+    @property
+    def doc(self) -> str:
+        """The layer's API reference page."""
+        return DOCS + self.sizes.page
+
+    def signatures(self):
+        cls = self.layer_class()
+        return (self.api, (cls.__init__, cls.__call__))
+
     def kwargs(self, case) -> dict:
         return kwargs_for(case)
 
     def translate(self, case):
+        return self.translation(case)
+
+    def translation(self, case, extra: dict | None = None, decode: bool = False):
+        """The call for `case` with `extra` constructor keywords; `decode`: through the
+        layer's cache (the plan's "decode" is the prefill length)."""
         reason = limits(case, gqa=self.gqa, kv_one_width=self.kv_one_width, name=self.short)
         if reason:
             return NotExpressible(reason)
-        args, plan = with_scale(case, self.kwargs(case), self.base_fn)
+        args, plan = with_scale(case, {**self.kwargs(case), **(extra or {})}, self.base_fn)
+        if decode:
+            return Translation(f"{self.api}({args}{self.decode_suffix})",
+                               {**plan, "decode": case.decode.prefill})
         return Translation(f"{self.api}({args}{self.call_suffix})", plan)
 
+    def probe_translate(self, case):
+        """A ledger probe's case: the matrix's call, and beyond the matrix's cases a decode
+        through the layer's own cache (decode=True, one position per call, as its users
+        decode) and QK-norm (normalize_qk=True: LayerNorm(use_bias=False) over each head's
+        d values, the only kind and scope it has)."""
+        qk = case.attention.qk_norm
+        if qk is not None and (qk.kind, qk.scope) != ("layer", "per_head"):
+            return NotExpressible(f"qk_norm {qk.kind} {qk.scope}: normalize_qk=True is a "
+                                  "LayerNorm(use_bias=False) over each head's d values, no "
+                                  "other kind or scope")
+        if case.decode is not None and case.has_non_causal_mask:
+            return NotExpressible("a decode is causal self-attention with no other mask")
+        return self.translation(case, {"normalize_qk": True} if qk is not None else None,
+                                decode=case.decode is not None)
+
     def make(self, plan: dict, dt, dropout: float, deterministic: bool):
-        """The function (params, q, k, v, mask) -> output of one configuration."""
+        """The function (params, q, k, v, mask) -> output of one configuration; with
+        plan["decode"] (the prefill P) -> (output of every position, the cache's key
+        tensor after the prefill and after the last step)."""
         raise NotImplementedError
 
     def shapes(self, plan: dict, dt, params: dict) -> dict[str, tuple]:
@@ -264,43 +290,66 @@ class FlaxRunner(Runner):
         return Count(sum(math.prod(s) for s in shapes.values()), shapes, "jax.eval_shape")
 
     def apply(self, case, plan, data, mask=None, x=None, dropout=0.0, deterministic=True):
-        """-> (output, the params it ran with)."""
+        """-> (output, the params it ran with, the cache's key tensors after the prefill and
+        after the last step: () unless the plan decodes)."""
         import jax
         import jax.numpy as jnp
 
         dt = getattr(jnp, case.inputs.dtype)
         fn = jitted((self.name, repr(sorted(plan.items())), case.inputs.dtype, dropout,
                      deterministic), lambda: self.make(plan, dt, dropout, deterministic))
-        params = jax.tree.map(lambda a: jnp.asarray(a, dtype=dt), params_for(data.weights))
+        params = jax.tree.map(lambda a: jnp.asarray(a, dtype=dt), params_for(
+            data.weights, bool(plan.get("normalize_qk"))))
         q, k, v = inputs_for(case, data, jnp, dt) if x is None else (jnp.asarray(x),) * 3
         m = None if mask is None else jnp.asarray(np.asarray(mask)[:, None])
-        return fn(params, q, k, v, m), params
+        y = fn(params, q, k, v, m)
+        return (y[0], params, tuple(y[1])) if plan.get("decode") else (y, params, ())
 
     def run(self, case, translation, data):
         import jax.numpy as jnp
 
-        y, params = self.apply(case, translation.plan, data, mask=data.inputs.allowed)
+        plan = translation.plan
+        y, params, keys = self.apply(case, plan, data, mask=data.inputs.allowed)
         dt = getattr(jnp, case.inputs.dtype)
-        shapes = self.shapes(translation.plan, dt, params)
+        shapes = self.shapes(plan, dt, params)
         notes = []
         if y.dtype != dt:
             notes.append(f"computed in {y.dtype}: JAX x64 is off (its default)")
+        extras = {"mask_polarity": "True = attend", "output_dtype": str(y.dtype)}
+        if keys:
+            extras.update(cache_shapes=[list(k.shape) for k in keys],
+                          cache_tensors=CACHE_TENSORS, cache_preallocated=True,
+                          cache_layout="cached_key (B, max_length, H_kv, d) allocated up "
+                          "front; cache_index counts the steps")
         return Observation(output=to_numpy(y),
                            parameters=int(sum(int(np.prod(s)) for s in shapes.values())),
-                           weight_shapes=shapes, notes=notes,
-                           extras={"mask_polarity": "True = attend", "output_dtype": str(y.dtype)})
+                           weight_shapes=shapes, notes=notes, extras=extras)
+
+    def answer(self, case, data, raw):
+        """The layer on `case` with one argument raw: a (B, T, S) mask, boolean or float, as
+        mask= (B, 1, T, S) (the layer's own jnp.where(mask, ...)); dropout_rate=rate with
+        deterministic = not training (dropout key 0); a subclass adds its own."""
+        t = self.probe_translate(case)
+        if isinstance(t, NotExpressible):
+            raise NotImplementedError(f"{self.name}: {t.reason}")
+        if raw.argument == "attn_mask":
+            m = np.asarray(raw.value)
+            y = self.apply(case, t.plan, data, mask=m)[0]
+            said = f"mask=<{m.dtype} (B, 1, T, S)>"
+        elif raw.argument == "dropout_training":
+            rate, training = raw.value["rate"], bool(raw.value["training"])
+            y = self.apply(case, t.plan, data, dropout=rate, deterministic=not training)[0]
+            said = f"dropout_rate={rate}; deterministic={not training}, dropout key 0"
+        else:
+            y, said = self.answer_more(case, t.plan, data, raw)
+        return to_numpy(y), f"{t.call} called with {said}"
+
+    def answer_more(self, case, plan, data, raw):
+        """(output, what was passed) for a raw argument only this layer takes."""
+        raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
 
     def conventions(self):
-        from conformance.oracle.canonical import case_data
+        """What the layer's API shows (observations.py); the ledger asks the rest."""
+        from conformance.runners.flax.observations import layer_cells
 
-        def call(case, **kw):
-            return to_numpy(self.apply(case, self.translate(case).plan, case_data(case), **kw)[0])
-        f = self.sizes
-        return common_cells(self, call, self.api) + self.probe_cells() + [
-            Convention("size_arguments", "total_over_heads", f.size, "total_over_heads",
-                       DOCS + f.page),
-            Convention("parameter_formula", f.formula, f.counted),
-            Convention("weight_layout", f.layout,
-                       "canonical Wq (H, E, d) loaded as transpose(1, 0, 2)"),
-            Convention("argument_order", "query_key_value",
-                       "__call__(inputs_q, inputs_k=None, inputs_v=None, *, mask=None, ...)")]
+        return layer_cells(self)

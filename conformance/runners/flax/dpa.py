@@ -137,9 +137,18 @@ class JaxDPA(Runner):
     # the ledger's raw probes (conventions/probes/flags.py) ask `answer`; the docstring
     # states the mask's polarity and that an additive mask goes to bias=, not is_causal's
     # alignment (only "causal attention will be applied")
-    answers = frozenset({"attn_mask", "is_causal"})
+    answers = frozenset({"attn_mask", "is_causal", "window"})
+    # the axes the ledger's generic probes ask (conventions/probes/__init__.py ASKED_PROBES)
+    # through translate and run; its own cells of size_arguments, input_layout and
+    # key_padding_polarity are the readings of the API they confirm
+    ledger_axes = frozenset({"argument_order", "size_arguments", "input_layout",
+                             "softmax_scale", "scale_precision", "kv_head_mapping",
+                             "key_padding_polarity"})
     documented_conventions = {"attn_mask_polarity": ("true_attends", DOC),
-                              "float_mask": ("added", DOC), "causal_flag": (None, DOC)}
+                              "float_mask": ("added", DOC), "causal_flag": (None, DOC),
+                              "softmax_scale": ("configurable", DOC),
+                              "kv_head_mapping": ("grouped", DOC),
+                              "window_width": ("left_right", SOURCE)}
     framework = "jax"
     system = "jax.nn.dot_product_attention"
     backend = "xla"
@@ -195,16 +204,23 @@ class JaxDPA(Runner):
                                                 "output_dtype": str(y.dtype)})
 
     def conventions(self):
-        from conformance.runners.flax.dpa_probes import dpa_cells
+        """What the function's API shows (dpa_observations.py); the ledger asks the rest."""
+        from conformance.runners.flax.dpa_observations import dpa_cells
 
-        return dpa_cells(self)
+        return dpa_cells()
+
+    def signatures(self):
+        import jax
+
+        return ("jax.nn.dot_product_attention", (jax.nn.dot_product_attention,))
 
     def answer(self, case, data, raw):
         """The function on the canonical projections (jnp, BTNH) with one argument raw: a
         boolean (B, T, S) mask as mask= (B, 1, T, S); a float one as bias= (B, 1, T, S),
         JAX's additive mask argument (the docstring: "For an additive mask, users should
         pass it to `bias`"; mask= refuses a float, "mask dtype should be bool", functions.py
-        line 1189, jax 0.10.2); or is_causal=value."""
+        line 1189, jax 0.10.2); is_causal=value; or local_window_size=value (an int or a
+        pair, as given), with is_causal=True where the case is causal."""
         import jax
         import jax.numpy as jnp
 
@@ -220,6 +236,10 @@ class JaxDPA(Runner):
         elif raw.argument == "is_causal":
             kw = {"is_causal": bool(raw.value)}
             said = f"is_causal={bool(raw.value)}"
+        elif raw.argument == "window":
+            causal = case.mask.causal != "none"
+            kw = {"local_window_size": raw.value, "is_causal": causal}
+            said = f"local_window_size={raw.value!r}, is_causal={causal}"
         else:
             raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
         heads = jax.nn.dot_product_attention(q, k, v, **kw)

@@ -10,17 +10,19 @@ layer's own cache: `decode=True`, `init_cache((B, P + N, E))`, then one position
 (nnx refuses more: "Autoregressive cache shape error, expected query shape (B, 1, ...)"),
 so the prefill of P positions is P single steps too.  The calls pass no causal flag: the
 layer masks the cache slots past `cache_index` itself.  With `is_causal=True` a step sees
-key 0 only (`jnp.tril(ones((1, max_length)))`, google/flax#5591): the
-cache_causal_alignment cell and tests/test_flax_decode.py show it.  The whole loop is
-traced in one jitted function per shape (float16 eager, as below).
+key 0 only (`jnp.tril(ones((1, max_length)))`, google/flax#5591): the ledger's
+cache_causal_alignment probe asks it (`answer`, step_is_causal) and quotes it, and
+tests/test_flax_decode.py shows it.  The whole loop is traced in one jitted function per
+shape (float16 eager, as below).  The ledger's probes of flax.nnx and flax.nnx.decode alike
+run their decodes through the cache and their single calls with decode off.
 """
 from __future__ import annotations
 
 from conformance.contract.runner import Convention, NotExpressible
 from conformance.runners.flax import common as _flax
-from conformance.runners.flax.probes import flax_cells
 
 FLAX_5591 = "https://github.com/google/flax/issues/5591"
+DOC = _flax.DOCS + "flax.nnx/nn/attention.html"
 
 
 class FlaxNnx(_flax.FlaxRunner):
@@ -36,6 +38,13 @@ class FlaxNnx(_flax.FlaxRunner):
     gqa = kv_one_width = True
     base_fn = "nnx.dot_product_attention"
     call_suffix = ", decode=False, rngs=..."
+    decode_suffix = (", decode=True, rngs=...); layer.init_cache((B, P + N, E)); "
+                     "layer(x[:, t:t + 1]) for each position (no is_causal)")
+    answers = _flax.FlaxRunner.answers | {"is_causal", "step_is_causal"}
+    ledger_axes = _flax.LEDGER_AXES | {"kv_head_mapping"}
+    documented_conventions = {"cache_causal_alignment": ("lower_right", DOC),
+                              "cache_layout": (None, DOC), "qk_norm_scope": (None, DOC),
+                              "kv_head_mapping": (None, DOC)}
     sizes = _flax.SizeFacts(
         "qkv_features=8, num_heads=2: query.kernel (8, 2, 4)", "flax.nnx/nn/attention.html",
         "(E_q + 2 E_kv) F + F E_o (+ 3F + E_o), F = qkv_features",
@@ -55,8 +64,6 @@ class FlaxNnx(_flax.FlaxRunner):
             self.name = "flax.nnx.decode"
             self.path = "decode=True, init_cache, one position per call"
             self.features = _flax.FlaxRunner.features | {"decode"}
-            self.call_suffix = ", decode=True, rngs=...); layer.init_cache((B, P + N, E)); " \
-                "layer(x[:, t:t + 1]) for each position (no is_causal)"
             self.description = (
                 "`flax.nnx.MultiHeadAttention(decode=True)` decoding through its own cache "
                 "(`init_cache`, then one position per call, the prefill too)")
@@ -67,7 +74,7 @@ class FlaxNnx(_flax.FlaxRunner):
                                   "plain call is flax.nnx)")
         if self.decode and case.has_non_causal_mask:
             return NotExpressible("a decode is causal self-attention with no other mask")
-        return super().translate(case)
+        return self.translation(case, decode=self.decode)
 
     def kwargs(self, case):
         a = case.attention
@@ -87,12 +94,39 @@ class FlaxNnx(_flax.FlaxRunner):
                                       dtype=dt, param_dtype=dt, dropout_rate=dropout,
                                       decode=decode, rngs=nnx.Rngs(0))
 
-    def probe_cells(self):
-        return flax_cells(self.api)
+    def layer_class(self):
+        from flax import nnx
+
+        return nnx.MultiHeadAttention
+
+    def answer_more(self, case, plan, data, raw):
+        """is_causal=value on the call (no mask); step_is_causal: the decode with
+        is_causal=value passed at every one-position call too (google/flax#5591)."""
+        if raw.argument == "is_causal":
+            return (self.apply(case, {**plan, "is_causal": bool(raw.value)}, data)[0],
+                    f"is_causal={bool(raw.value)}, no mask")
+        if raw.argument == "step_is_causal" and plan.get("decode"):
+            return (self.apply(case, {**plan, "step_is_causal": bool(raw.value)}, data)[0],
+                    f"is_causal={bool(raw.value)} at every step ({FLAX_5591})")
+        return super().answer_more(case, plan, data, raw)
+
+    def sown_weights(self, case, plan, data, rate: float):
+        """The attention weights the layer sows (sow_weights=True) with dropout_rate=rate,
+        deterministic=False, rngs=nnx.Rngs(0): (B, H, T, S)."""
+        import jax.numpy as jnp
+
+        layer = self.layer(plan, jnp.float32, rate)
+        for name, leaves in _flax.params_for(data.weights).items():
+            for n, a in leaves.items():
+                getattr(getattr(layer, name), n)[...] = jnp.asarray(a)
+        q, k, v = _flax.inputs_for(case, data, jnp, jnp.float32)
+        layer(q, k, v, deterministic=False, sow_weights=True)
+        sown = getattr(layer, "attention_weights", None)
+        return None if sown is None else sown.value[0]
 
     def run(self, case, translation, data):
         obs = super().run(case, translation, data)
-        if self.decode:
+        if translation.plan.get("decode"):  # a decode (a probe's single call is none)
             d = case.decode
             obs.notes.append(f"prefill {d.prefill} and {d.steps} steps, all one position per "
                              "call through the layer's cache (cached_key (B, max_length, "
@@ -100,13 +134,11 @@ class FlaxNnx(_flax.FlaxRunner):
         return obs
 
     def conventions(self):
-        """flax.nnx.decode: the layer's own cells (probed with decode off, as flax.nnx;
-        its cache cells are the decode's), but a fully masked row, which a causal decode
-        cannot have."""
+        """flax.nnx.decode: the layer's API facts (as flax.nnx), and a fully masked row,
+        which a causal decode cannot have."""
         if not self.decode:
             return super().conventions()
-        plain = FlaxNnx(**{k: v for k, v in self.params.items() if k != "decode"})
-        return [c for c in plain.conventions() if c.axis != "fully_masked_row"] + [Convention(
+        return [c for c in super().conventions() if c.axis != "fully_masked_row"] + [Convention(
             "fully_masked_row", "not_probed", "a harness limit: the runner runs causal "
             "decodes only (translate refuses any other mask), where every query sees at "
             "least its own key; the system itself takes other masks")]
@@ -117,16 +149,24 @@ class FlaxNnx(_flax.FlaxRunner):
         (float16 eager, see below)."""
         import jax
 
+        prefill = plan.get("decode")
+        step = {"is_causal": True} if plan.get("step_is_causal") else {}
+        call = {"is_causal": True} if plan.get("is_causal") else {}
+
         def fn(params, q, k, v, m):
-            layer = self.layer(plan, dt, dropout, self.decode)
+            layer = self.layer(plan, dt, dropout, bool(prefill))
             for name, leaves in params.items():
                 for n, a in leaves.items():
                     getattr(getattr(layer, name), n)[...] = a
-            if self.decode:  # the cache of every position, then one position per call
-                layer.init_cache(q.shape, dtype=dt)
-                return jax.numpy.concatenate([layer(q[:, t:t + 1]) for t in
-                                              range(q.shape[1])], axis=1)
-            return layer(q, k, v, mask=m, deterministic=deterministic)
+            if not prefill:
+                return layer(q, k, v, mask=m, deterministic=deterministic, **call)
+            layer.init_cache(q.shape, dtype=dt)  # every position's slot, then one a call
+            outs, keys = [], []
+            for t in range(q.shape[1]):
+                outs.append(layer(q[:, t:t + 1], **step))
+                if t in (prefill - 1, q.shape[1] - 1):
+                    keys.append(layer.cached_key[...])
+            return jax.numpy.concatenate(outs, axis=1), keys
         # XLA:CPU rejects the float16 dot_general nnx emits under jit ("The precision
         # 'F16_F16_F32' is not supported by dot_general on CPU"): float16 stays eager
         return fn if dt == jax.numpy.float16 else jax.jit(fn)

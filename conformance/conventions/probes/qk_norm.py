@@ -1,0 +1,54 @@
+"""qk_norm_scope, owned by the ledger: whether QK-norm normalises each head's d_k values
+apart (per_head) or the whole projection at once (all_heads).
+
+The probe cases (2 heads of 8, RMS and LayerNorm, each scope) are asked of the runner
+(its translate and run) with unit norm scales and zero biases (position_head_probes.
+unit_norm_data: the scope alone then moves the output), and each answer read against the
+oracle under either scope: the reading of every answer, `choosable` where the answers
+give both, `not_probed` where an answer matches neither.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from conformance.contract.axes import NOT_PROBED
+from conformance.contract.position_head_probes import qk_norm_case, unit_norm_data
+from conformance.contract.probing import distances, output_with
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.asked import NEAR, documented, unmeasured
+from conformance.conventions.probes.request import ask
+
+SCOPES = ("per_head", "all_heads")
+KINDS = ("rms", "layer")
+
+
+def _scoped(case, scope: str):
+    a = case.attention
+    return replace(case, attention=replace(a, qk_norm=replace(a.qk_norm, scope=scope)))
+
+
+def qk_norm_scope_cell(runner, own: Convention | None = None) -> Convention:
+    picks, texts, last = set(), [], None
+    for kind in KINDS:
+        for scope in SCOPES:
+            case = qk_norm_case(scope, kind)
+            last = ask(runner, case, unit_norm_data(case))
+            if not last.answered:
+                texts.append(f"{kind} {scope}: not answered: "
+                             f"{last.raised or last.inexpressible or last.unasked}")
+                continue
+            d = distances(last.output, {s: output_with(_scoped(case, s), None, unit_norm_data(
+                _scoped(case, s))) for s in SCOPES})
+            best = min(d, key=d.get)
+            picks.add(best if d[best] < NEAR else "neither")
+            texts.append(f"{kind} {scope} asked ({last.call}): " + ", ".join(
+                f"{s} {v:.1e}" for s, v in d.items()))
+    what = "probe_case qk-norm-*, 2 heads of 8, unit scales, zero biases"
+    if not picks:
+        return unmeasured("qk_norm_scope", runner, f"{what}: {' | '.join(texts)}", last)
+    evidence = f"{runner.name}, {what}: max |output - oracle| per scope: {' | '.join(texts)}"
+    if "neither" in picks:
+        return Convention("qk_norm_scope", NOT_PROBED, f"{evidence}: an answer matches "
+                          "neither scope")
+    word = "choosable" if len(picks) > 1 else picks.pop()
+    return Convention("qk_norm_scope", word, evidence, **documented(runner, "qk_norm_scope"))
