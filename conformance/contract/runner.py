@@ -165,9 +165,9 @@ class Runner:
     # ledger's fill probe sees a tie its outputs cannot break (finfo_min, -0.7*finfo_max)
     documented_fill: tuple[str, str] = ()
     # the case features it translates (rope, QK-norm, ALiBi, softcap, sinks, windows, fills,
-    # decode: Case.features, case/features.py); a case
-    # asking for another is not expressible.  Every runner takes mask.fill: one that takes
-    # only boolean masks ignores it, one that takes a float mask must use that fill.
+    # decode: Case.features, case/features.py); a case asking for another is not
+    # expressible.  Every runner takes mask.fill: one that takes only boolean masks ignores
+    # it, one that takes a float mask must use that fill.
     features: frozenset[str] = frozenset({"fill"})
     # What the rest of the suite reads from the class, so that a new runner is its module,
     # a registry line and its expectations file (tests/test_toy_runner.py):
