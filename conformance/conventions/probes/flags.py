@@ -5,7 +5,10 @@ boolean?) and causal_flag (the causal switch with T != S: upper left or lower ri
 Each probe builds its case and its raw value, asks the runner (request.ask_raw: the
 runner's `answer`, which only calls its system with that argument as given), and names
 the reading of the float64 oracle the output matches, every distance quoted.  A runner
-whose `answers` lacks the argument keeps its own cell for the axis until it answers.
+whose `answers` lacks the argument keeps its own cell for the axis until it answers.  A
+runner that cannot pass a mask on the cross-attention case (`unasked`) is asked its
+self-attention form (forms.py); one that answers "causal_hint" (a causal switch that is a
+hint beside a mask, nn.MultiheadAttention's) is read by causal_hint.py.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from conformance.contract.probe_cells import mask_polarity
 from conformance.contract.probing import (
     causal_candidates, closest, output_with, probe_case, probe_mask)
 from conformance.contract.runner import Convention, RawCall
+from conformance.conventions.probes.forms import forms
 from conformance.conventions.probes.request import Answer, ask_raw
 from conformance.oracle.canonical import case_data
 
@@ -53,33 +57,47 @@ class _Refused(Exception):
         self.answer = answer
 
 
+def _asked_form(runner, name: str, argument: str, value):
+    """(case, fwd, last, the first output or the _Refused): the raw probe on case `name`, or
+    where the runner cannot pass the argument on it (`unasked`: a path that takes only
+    self-attention) on its self-attention form (forms.py)."""
+    for case in forms(name)[:2]:
+        fwd, last = _forward(runner, case, argument)
+        try:
+            return case, fwd, last, fwd(value(case))
+        except _Refused as exc:
+            found = (case, fwd, last, exc)
+            if not exc.answer.unasked:
+                break
+    return found
+
+
 def attn_mask_polarity_cell(runner) -> Convention:
-    case = probe_case("raw-attn-mask")
-    fwd, last = _forward(runner, case, "attn_mask")
+    case, fwd, last, out = _asked_form(runner, "raw-attn-mask", "attn_mask", probe_mask)
     what = f"probe_case {case.id}: boolean attn_mask (B, T, S) passed raw"
-    try:
-        fwd(probe_mask(case))
-    except _Refused as exc:
-        return _unanswered("attn_mask_polarity", runner, what, exc.answer)
+    if isinstance(out, _Refused):
+        return _unanswered("attn_mask_polarity", runner, what, out.answer)
     return mask_polarity(case, fwd, f"{what} ({last['answer'].call})",
                          **_documented(runner, "attn_mask_polarity"))
 
 
 def float_mask_cell(runner) -> Convention:
-    case = probe_case("raw-float-mask")
-    fwd, last = _forward(runner, case, "attn_mask")
+    case, fwd, last, out = _asked_form(runner, "raw-float-mask", "attn_mask",
+                                       lambda c: np.where(probe_mask(c), 0.0, -1e9))
     m = probe_mask(case)
     what = f"probe_case {case.id}: float attn_mask 0 / -1e9 (B, T, S) passed raw"
-    try:
-        out = fwd(np.where(m, 0.0, -1e9))
-    except _Refused as exc:
-        return _unanswered("float_mask", runner, what, exc.answer)
+    if isinstance(out, _Refused):
+        return _unanswered("float_mask", runner, what, out.answer)
     return closest("float_mask", out, {"added": output_with(case, m),
                                        "cast_to_bool": output_with(case, ~m)},
                    f"{what} ({last['answer'].call})", **_documented(runner, "float_mask"))
 
 
 def causal_flag_cell(runner) -> Convention:
+    if "causal_hint" in getattr(runner, "answers", ()):  # a switch read beside a mask
+        from conformance.conventions.probes.causal_hint import causal_hint_cell
+
+        return causal_hint_cell(runner)
     case = probe_case("raw-causal")
     fwd, last = _forward(runner, case, "is_causal")
     what = (f"probe_case {case.id}: the causal switch on, T {case.inputs.query_len} != S "

@@ -6,17 +6,18 @@ The probe case with key padding (valid lengths [5, 3] of S 5) is asked of the ru
 translate and run: the padding passed as its system takes it) and read against the
 oracle padded and unpadded: the runner's reading is kept where the output is the padded
 oracle's, `ignored` where it is the unpadded one (the padding accepted and dropped), else
-`not_probed` (the reading is not what the system computes).
+`not_probed` (the reading is not what the system computes).  A system that takes only
+self-attention is asked the case in that form (forms.py).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from conformance.contract.axes import IGNORED, NOT_PROBED
-from conformance.contract.probing import distances, output_with, probe_case
+from conformance.contract.probing import distances, output_with
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
-from conformance.conventions.probes.request import ask
+from conformance.conventions.probes.forms import first_taken, forms
 from conformance.oracle.reference import attention
 
 LENGTHS = [5, 3]
@@ -27,9 +28,9 @@ def key_padding_polarity_cell(runner, own: Convention | None = None) -> Conventi
     if own is None:
         return Convention(axis, NOT_PROBED, f"{runner.name} reports no reading of its "
                           "key-padding argument")
-    case = probe_case("key-padding", mask={"key_padding": LENGTHS})
-    what = f"probe_case {case.id}, valid key lengths {LENGTHS} of S {case.inputs.key_len}"
-    got = ask(runner, case)
+    case, got, note = first_taken(runner, forms("key-padding", mask={"key_padding": LENGTHS}))
+    what = (f"probe_case {case.id}, valid key lengths {LENGTHS} of S {case.inputs.key_len}"
+            f"{note}")
     if not got.answered:
         return unmeasured(axis, runner, f"{own.value} ({own.evidence}); {what}", got)
     d = distances(got.output, {"padded": attention(case).output,

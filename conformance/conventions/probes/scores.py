@@ -3,8 +3,9 @@ scale the system applies, and whether a user sets it), scale_precision (a float6
 scale exact or float32-rounded), float64_compute (a float64 call computed in float64) and
 sinks (a per-head logit in the softmax denominator).
 
-Each probe asks the runner a probe case (its translate and run) and names the reading of
-the float64 oracle the output matches, every distance quoted.
+Each probe asks the runner a probe case (its translate and run; softmax_scale and
+scale_precision the first form of it the runner can express: forms.py) and names the
+reading of the float64 oracle the output matches, every distance quoted.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from conformance.contract.axes import IGNORED, NOT_PROBED
 from conformance.contract.probing import closest, distances, nearest, output_with, probe_case
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.forms import first_taken, forms
 from conformance.conventions.probes.request import ask
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
@@ -30,18 +32,19 @@ def softmax_scale_cell(runner, own: Convention | None = None) -> Convention:
     (`sets_scale`) through an argument of the system (not `harness_scale`: a wrapper of the
     suite's is no setting of the system), the case's scale asked: `configurable` when the
     output follows it."""
-    case = probe_case("softmax-scale", attention=HEAD3)
+    harness = getattr(runner, "harness_scale", False)
+    sets = getattr(runner, "sets_scale", False) and not harness
+    cases = [replace(c, attention=replace(c.attention, scale=SET_SCALE)) if sets else c
+             for c in forms("softmax-scale", attention=HEAD3)]
+    case, got, note = first_taken(runner, cases)
     readings = {"inv_sqrt_head_dim": output_with(case, None, scale=1 / np.sqrt(3)),
                 "none": output_with(case, None, scale=1.0)}
-    harness = getattr(runner, "harness_scale", False)
-    if getattr(runner, "sets_scale", False) and not harness:
-        case = replace(case, attention=replace(case.attention, scale=SET_SCALE))
+    if sets:
         readings = {"configurable": output_with(case, None, scale=SET_SCALE), **readings}
     what = f"probe_case {case.id}, d_k 3" + (
         f", scale {SET_SCALE} set" if "configurable" in readings else
         ", no scale set (the system takes none: the runner's scale is a wrapper of its own)"
-        if harness else ", no scale set")
-    got = ask(runner, case)
+        if harness else ", no scale set") + note
     if not got.answered:
         return unmeasured("softmax_scale", runner, what, got)
     cell = closest("softmax_scale", got.output, readings, f"{runner.name}, {said(what, got)}",
@@ -56,9 +59,9 @@ def scale_precision_cell(runner, own: Convention | None = None) -> Convention:
     """A float64 call against the exact and the float32-rounded 1/sqrt(3); `not_probed`
     where neither is within 1e-12 (arithmetic below float64 hides a scale's rounding:
     a measurement limit, not the system's word)."""
-    case = probe_case("scale-precision", attention=HEAD3, inputs={"dtype": "float64"})
-    what = f"probe_case {case.id}, float64 arrays, d_k 3"
-    got = ask(runner, case)
+    case, got, note = first_taken(runner, forms("scale-precision", attention=HEAD3,
+                                                inputs={"dtype": "float64"}))
+    what = f"probe_case {case.id}, float64 arrays, d_k 3{note}"
     if not got.answered:
         return unmeasured("scale_precision", runner, what, got)
     exact = 1 / np.sqrt(3)

@@ -4,7 +4,10 @@ The runner is asked (its `answer`, RawCall "dropout_training") to run a probe ca
 attention dropout rate of 0.5 set and the system's training switch off, then on (a fixed
 seed), and each output is read against the float64 oracle, which has no dropout:
 `training_flag` where only the training run moves, `always` where the inference run
-moves too, `ignored` where neither does (the rate accepted, the output unchanged).
+moves too, `ignored` where neither does (the rate accepted, the output unchanged).  A
+system that refuses the training run (its own error, e.g. a path that declines training)
+reads `never` where its inference run is the oracle's (dropout applies nowhere it runs),
+`always` where that run moves.
 """
 from __future__ import annotations
 
@@ -26,6 +29,12 @@ def dropout_cell(runner) -> Convention:
     for training in (False, True):
         got = ask_raw(runner, case, RawCall("dropout_training", {"rate": RATE,
                                                                  "training": training}), data)
+        if training and got.raised:  # the training run refused: does the other one drop?
+            return Convention("dropout", "never" if d[False] < NEAR else "always",
+                              f"{runner.name}, {what}: max |output - oracle (no dropout)| "
+                              f"with the training switch off {d[False]:.1e} ({calls[0]}); "
+                              f"on, the system raised: {got.raised}",
+                              **documented(runner, "dropout"))
         if not got.answered:
             return unmeasured("dropout", runner, f"{what}, training {training}", got)
         d[training] = distances(got.output, {"oracle": oracle})["oracle"]

@@ -1,6 +1,6 @@
 """nn.MultiheadAttention as torch.mha runs it and the exports convert it: the import,
-dtypes, the translation and build, masks in torch's polarity, the input tensors and the
-convention-probe helpers of the module.
+dtypes, the translation and build, masks in torch's polarity, the input tensors and what the
+export probes build of the module (a probe case's module, a mask per head).
 
 Used by runners/torch/ (torch.mha, torch.sdpa), runners/onnx/torch_export.py (which
 exports the very module torch.mha runs) and runners/openvino/ (which compiles that
@@ -100,7 +100,8 @@ def tensors(torch, case, inputs):
     return q, torch.tensor(inputs.key, dtype=dt), torch.tensor(inputs.value, dtype=dt)
 
 
-# ---- convention probes (Runner.conventions) of the module, shared by torch.mha and the exports
+# ---- what the export probes (torch_onnx_probes.py) build of the module: its doc link, a
+# probe case's module and inputs, a mask per head (no judgement: that is the probes')
 
 MHA_DOC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html"
 
@@ -119,50 +120,3 @@ def probe_mha(torch, case, **ctor):
 def per_head(torch, case, mask: np.ndarray):
     """A probe's (B, T, S) mask as MHA's (B*H, T, S) attn_mask, passed raw (bool or float)."""
     return torch.from_numpy(np.ascontiguousarray(np.repeat(mask, case.attention.num_heads, 0)))
-
-
-def key_padding_cell(case, fwd, what: str, **doc):
-    """A (B, S) boolean key-padding mask passed raw: True = attends or True = blocks."""
-    from conformance.contract.probing import closest, output_with, probe_mask, refusal
-
-    kp = probe_mask(case)[:, 0, :]  # key 0 True, the last False: both readings defined
-    allowed = np.broadcast_to(kp[:, None, :], probe_mask(case).shape)
-    try:
-        out = fwd(kp)
-    except Exception as exc:  # the system's refusal is the observation
-        return refusal("key_padding_polarity", exc, what)
-    return closest("key_padding_polarity", out, {"true_attends": output_with(case, allowed),
-                                                 "true_blocks": output_with(case, ~allowed)},
-                   what, **doc)
-
-
-def float_mask_cell(case, fwd, what: str, **doc):
-    """_ledger.float_mask (0 / -1e9), and the same with -inf, quoted beside it."""
-    from dataclasses import replace
-
-    from conformance.contract.probing import distances, output_with, probe_mask
-    from conformance.contract.probe_cells import float_mask
-
-    cell = float_mask(case, fwd, what, **doc)
-    if cell.value != "added":
-        return cell
-    m = probe_mask(case)
-    d = distances(fwd(np.where(m, 0.0, -np.inf)), {"added": output_with(case, m)})
-    return replace(cell, evidence=f"{cell.evidence}; 0 / -inf mask: added {d['added']:.1e}")
-
-
-def scale_probe_case():
-    """float64, d_k = 3: 1/sqrt(3) is not a float32 number, so its rounding shows."""
-    from conformance.contract.probing import probe_case
-
-    return probe_case("scale-precision", attention={"num_heads": 2, "query_features": 6},
-                      inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
-
-
-def scale_precision_cell(case64, out, what: str):
-    from conformance.contract.probing import closest, output_with
-
-    s32 = float(np.float32(1 / np.sqrt(case64.attention.qk_head_dim)))
-    cands = {"float64": output_with(case64, None),
-             "float32_rounded": output_with(case64, None, scale=s32)}
-    return closest("scale_precision", out, cands, what)

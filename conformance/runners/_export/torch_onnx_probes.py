@@ -170,8 +170,7 @@ def _weights_distance(case, allowed, weights) -> float:
 def _mask_graph_cells(e: ExportProbe) -> list[Convention]:
     """need_weights=False (the inference form the rows' output comes from): key_padding_mask
     (B, S) bool, float attn_mask (B*H, T, S), is_causal=True beside a non-causal attn_mask."""
-    from conformance.runners._export.torch_mha import (
-        MHA_DOC, float_mask_cell, key_padding_cell, per_head)
+    from conformance.runners._export.torch_mha import MHA_DOC, per_head
 
     torch, case = e.torch, probe_case("export-mask")
     m, feed, inference = probe_mask(case), _qkv_feed(case), {"need_weights": False}
@@ -207,7 +206,6 @@ def _best(cell: Convention) -> float:
 def _float64_cell(e: ExportProbe) -> list[Convention]:
     """A float64 module exported twice: need_weights=False (the rows' output) and the
     default call (need_weights=True, the kind of graph the rows' weights come from)."""
-    from conformance.runners._export.torch_mha import scale_precision_cell, scale_probe_case
 
     c64, cells, outs = scale_probe_case(), [], []
     for label, kwargs, what in (("float64", {"need_weights": False}, "need_weights=False"),
@@ -255,3 +253,53 @@ def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convent
         *feature_cells("nn.MultiheadAttention (the exported module; the opset-23 export "
                        "writes Attention(softcap=0.0))", e.torch.nn.MultiheadAttention.__init__,
                        e.torch.nn.MultiheadAttention.forward)]
+
+
+# ---- the judgements of nn.MultiheadAttention's probes these export probes share (moved
+# from _export/torch_mha.py, which builds the module only)
+
+def key_padding_cell(case, fwd, what: str, **doc):
+    """A (B, S) boolean key-padding mask passed raw: True = attends or True = blocks."""
+    from conformance.contract.probing import closest, output_with, probe_mask, refusal
+
+    kp = probe_mask(case)[:, 0, :]  # key 0 True, the last False: both readings defined
+    allowed = np.broadcast_to(kp[:, None, :], probe_mask(case).shape)
+    try:
+        out = fwd(kp)
+    except Exception as exc:  # the system's refusal is the observation
+        return refusal("key_padding_polarity", exc, what)
+    return closest("key_padding_polarity", out, {"true_attends": output_with(case, allowed),
+                                                 "true_blocks": output_with(case, ~allowed)},
+                   what, **doc)
+
+
+def float_mask_cell(case, fwd, what: str, **doc):
+    """_ledger.float_mask (0 / -1e9), and the same with -inf, quoted beside it."""
+    from dataclasses import replace
+
+    from conformance.contract.probing import distances, output_with, probe_mask
+    from conformance.contract.probe_cells import float_mask
+
+    cell = float_mask(case, fwd, what, **doc)
+    if cell.value != "added":
+        return cell
+    m = probe_mask(case)
+    d = distances(fwd(np.where(m, 0.0, -np.inf)), {"added": output_with(case, m)})
+    return replace(cell, evidence=f"{cell.evidence}; 0 / -inf mask: added {d['added']:.1e}")
+
+
+def scale_probe_case():
+    """float64, d_k = 3: 1/sqrt(3) is not a float32 number, so its rounding shows."""
+    from conformance.contract.probing import probe_case
+
+    return probe_case("scale-precision", attention={"num_heads": 2, "query_features": 6},
+                      inputs={"dtype": "float64", "self_attention": True, "key_len": 3})
+
+
+def scale_precision_cell(case64, out, what: str):
+    from conformance.contract.probing import closest, output_with
+
+    s32 = float(np.float32(1 / np.sqrt(case64.attention.qk_head_dim)))
+    cands = {"float64": output_with(case64, None),
+             "float32_rounded": output_with(case64, None, scale=s32)}
+    return closest("scale_precision", out, cands, what)

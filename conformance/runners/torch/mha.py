@@ -12,17 +12,24 @@ Conventions this runner makes explicit:
 - attention weights come back averaged over heads unless
   `average_attn_weights=False`.
 The shared helpers live in common.py and _export/torch_mha.py (the module, shared with
-the exports); torch is imported inside `run` only.
+the exports).  The runners only answer: the ledger asks their conventions (LEDGER_AXES
+through translate/run, ANSWERS through `answer`), mha_observations.py reports what the
+module's API shows.  torch is imported inside the methods only.
 """
 from __future__ import annotations
 
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Translation, to_numpy)
 from conformance.runners.torch.common import TorchRunner, fast_call
+from conformance.runners.torch.mha_observations import declined
 from conformance.runners._export.torch_mha import (
-    build_mha, import_torch, mha_translation, tensors, torch_masks)
-from conformance.contract.probing import feature_cells
-from conformance.runners.torch.mha_probes import mha_conventions
+    MHA_DOC, build_mha, import_torch, mha_translation, tensors, torch_masks)
+
+# the axes the ledger's generic probes ask of nn.MultiheadAttention (conventions/probes/
+# ASKED_PROBES, through translate/run), and the raw arguments it answers (`answer`)
+LEDGER_AXES = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
+                         "scale_precision", "key_padding_polarity"})
+ANSWERS = frozenset({"attn_mask", "is_causal", "causal_hint", "dropout_training"})
 
 
 class TorchMHA(TorchRunner):
@@ -32,6 +39,11 @@ class TorchMHA(TorchRunner):
     description = "`torch.nn.MultiheadAttention`, ordinary path, per-head weights"
     typed_system = "torch"
     need_weights = True  # False: torch.mha.no-weights, forward(..., need_weights=False)
+    ledger_axes = LEDGER_AXES
+    answers = ANSWERS
+    documented_conventions = {a: (w, MHA_DOC) for a, w in (
+        ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
+        ("causal_flag", "hint_only"), ("argument_order", "query_key_value"))}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -53,13 +65,47 @@ class TorchMHA(TorchRunner):
 
         return torch_mha_count(import_torch(), case, mha_translation(case).plan)
 
+    def signatures(self):
+        mha = import_torch().nn.MultiheadAttention
+        return "torch.nn.MultiheadAttention", (mha.__init__, mha.forward)
+
     def conventions(self):
+        """What the module's API shows (mha_observations.py); the ledger asks the rest."""
+        from conformance.runners.torch.mha_observations import mha_cells
+
+        return mha_cells(import_torch(), "fast" if self.path == "fast path" else "ordinary",
+                         self.need_weights)
+
+    def answer(self, case, data, raw):
+        """The module on the case's canonical weights with one argument passed raw (the
+        ledger judges): a (B, T, S) attn_mask repeated per head to (B*H, T, S); is_causal
+        alone; causal_hint (is_causal=True beside value['attn_mask'], and an all-False
+        key_padding_mask where value['pad_nothing']); dropout_training (the module built
+        with dropout=rate, train() or eval(), torch.manual_seed(0))."""
         torch = import_torch()
-        mha = torch.nn.MultiheadAttention
-        return mha_conventions(torch, "fast" if self.path == "fast path" else "ordinary",
-                               self.need_weights) + feature_cells(
-                                   "torch.nn.MultiheadAttention",
-                                   mha.__init__, mha.forward)
+        if raw.argument not in self.answers:
+            raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+        t = mha_translation(case)
+        if isinstance(t, NotExpressible):
+            raise NotImplementedError(t.reason)
+        rate = raw.value["rate"] if raw.argument == "dropout_training" else 0.0
+        mha, _ = build_mha(torch, case, Translation(t.call, {**t.plan, "dropout": rate}),
+                           data.weights)
+        kw, said = raw_keywords(torch, case, raw)
+        training = raw.argument != "dropout_training" or raw.value["training"]
+        out = self._forward(torch, mha, tensors(torch, case, data.inputs), kw, training)
+        return to_numpy(out), f"{t.call}; forward(q, k, v{said})"
+
+    def _forward(self, torch, mha, args, kw, training: bool):
+        """The ordinary path: train() under no_grad (dropout 0 unless set); eval() with grad
+        enabled, which keeps forward off the fast path."""
+        torch.manual_seed(0)
+        if training:
+            mha.train()
+            with torch.no_grad():
+                return mha(*args, need_weights=self.need_weights, **kw)[0]
+        mha.eval()
+        return mha(*args, need_weights=self.need_weights, **kw)[0].detach()
 
     def run(self, case, translation, data):
         torch = import_torch()
@@ -131,6 +177,24 @@ class TorchMHAFastPath(TorchMHA):
             return NotExpressible(f"fast path not taken: {why}")
         return t
 
+    def _forward(self, torch, mha, args, kw, training: bool):
+        """The fast path as the runner calls it (eval, or train() for dropout, under
+        inference_mode, need_weights=False); the system's decline raised in torch's words
+        (a path taking only self-attention is asked the self-attention form: unasked)."""
+        if args[0] is not args[1]:
+            raise NotImplementedError(f"fast path: {declined('cross')}")
+        mha.train(training and mha.dropout > 0)
+        torch.manual_seed(0)
+        out, _, ran = fast_call(torch, mha, args, need_weights=False, **kw)
+        if not ran:
+            mask = kw.get("attn_mask")
+            why = "training" if mha.training else "float_mask" if mask is not None and \
+                mask.is_floating_point() else None
+            raise NotExpressibleError(f"fast path not taken: {declined(why)}" if why else
+                                      "fast path not taken: forward fell back to the ordinary "
+                                      "path")
+        return out
+
     def run(self, case, translation, data):
         torch = import_torch()
 
@@ -146,3 +210,29 @@ class TorchMHAFastPath(TorchMHA):
             output=to_numpy(out), parameters=sum(p.numel() for p in mha.parameters()),
             weight_shapes=shapes, notes=["fast path taken (torch._native_multi_head_attention)"],
             extras={"mask_polarity": "True = blocked", "fast_path": True})
+
+
+def raw_keywords(torch, case, raw) -> tuple[dict, str]:
+    """forward's keyword arguments for a raw call, and how the call shows them."""
+    import numpy as np
+
+    def per_head(mask):
+        m = np.asarray(mask)
+        m = m if m.dtype == bool else m.astype(case.inputs.dtype)
+        return torch.from_numpy(np.ascontiguousarray(np.repeat(m, case.attention.num_heads, 0)))
+
+    if raw.argument == "attn_mask":
+        m = per_head(raw.value)
+        return {"attn_mask": m}, f", attn_mask=<{str(m.dtype)[6:]} (B*H, T, S)>"
+    if raw.argument == "is_causal":
+        return {"is_causal": bool(raw.value)}, f", is_causal={bool(raw.value)}"
+    if raw.argument == "causal_hint":
+        kw = {"attn_mask": per_head(raw.value["attn_mask"]), "is_causal": True}
+        said = ", attn_mask=<bool (B*H, T, S)>, is_causal=True"
+        if raw.value.get("pad_nothing"):
+            kw["key_padding_mask"] = torch.zeros(case.inputs.batch, case.inputs.key_len,
+                                                 dtype=torch.bool)
+            said += ", key_padding_mask=<all-False bool (B, S)>"
+        return kw, said
+    return {}, (f") with dropout={raw.value['rate']}, "
+                f"{'train' if raw.value['training'] else 'eval'}() (seed 0")
