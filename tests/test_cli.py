@@ -15,6 +15,7 @@ from conformance.paths import ROOT
 from conformance.report import write_reports
 from conformance.compare.verdict import Outcome
 
+from . import inprocess
 from .report_rows import FakeCase, make_row, stand_in
 
 FRAMEWORKS = ("torch", "tensorflow", "jax", "keras", "onnx", "onnxruntime", "flax",
@@ -117,7 +118,7 @@ def test_report_re_renders_from_results_json_and_check_reports_agrees(tmp_path):
     data = json.loads(part.read_text())
     data["rows"][0]["parameters"] = 11
     part.write_text(json.dumps(data))
-    done = run("check-reports", str(again), "--against", str(run_dir))
+    done = inprocess.cli("check-reports", str(again), "--against", str(run_dir))
     assert done.returncode == 1
     assert "results/f.one.json: a[f.one] parameters: 10 -> 11" in done.stderr
 

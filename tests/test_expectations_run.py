@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from conformance.paths import ROOT
 from conformance.report.results_files import read_results
 from tests.helpers import require
+
+pytest_plugins = ["pytester"]
 
 require("torch", reason="needs the torch extra: pip install -e '.[torch]'")
 
@@ -46,6 +49,13 @@ def pytest_run(cwd, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def inline_run(pytester, *args) -> SimpleNamespace:
+    """A run in this process, rooted in pytester's folder (no conftest of the repository):
+    its exit code and terminal output, as pytest_run gives them."""
+    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+    return SimpleNamespace(returncode=int(res.ret), stdout=res.stdout.str())
 
 
 @pytest.fixture
@@ -82,24 +92,24 @@ def test_cases_dir_alone_collects_that_directory_from_the_repository(new_cases):
     assert len(items) == 5 and all("new.yaml::new-" in i for i in items), items
 
 
-def test_undeclared_answer_names_the_line_and_update_writes_it(new_cases, tmp_path):
-    mine = tmp_path / "expectations"
+def test_undeclared_answer_names_the_line_and_update_writes_it(new_cases, pytester):
+    mine = pytester.path / "expectations"
     mine.mkdir()
     args = ("-p", "conformance.plugin", f"--cases-dir={new_cases}", "--runner", "torch.mha",
             "--case", "new-lower-right-tall", "--expectations-dir", str(mine), "-q", "-m",
             "not conventions")
-    done = pytest_run(tmp_path, *args)
+    done = inline_run(pytester, *args)
     assert done.returncode == 1
     assert (f"fully masked row: observed 'nan', undeclared; add to {mine / 'torch.mha.yaml'} "
             "under 'behaviours:' (or run with --update-expectations):\n"
             "  fully_masked_row: nan\n") in done.stdout
-    assert pytest_run(tmp_path, *args, "--update-expectations").returncode == 0
+    assert inline_run(pytester, *args, "--update-expectations").returncode == 0
     assert "behaviours:\n  fully_masked_row: nan\n" in (mine / "torch.mha.yaml").read_text()
-    assert pytest_run(tmp_path, *args).returncode == 0
+    assert inline_run(pytester, *args).returncode == 0
 
 
-def test_known_mismatch_is_strict_unless_it_says_not(new_cases, tmp_path):
-    mine = tmp_path / "expectations"
+def test_known_mismatch_is_strict_unless_it_says_not(new_cases, pytester):
+    mine = pytester.path / "expectations"
     mine.mkdir()
     known = ("behaviours: {fully_masked_row: nan}\nknown_mismatches:\n"
              "  - when: {dtype: float64, self_attention: true}\n"
@@ -108,10 +118,10 @@ def test_known_mismatch_is_strict_unless_it_says_not(new_cases, tmp_path):
     args = ("-p", "conformance.plugin", f"--cases-dir={new_cases}", "--runner", "torch.mha",
             "--case", "new-float64,new-float64-padding", "--expectations-dir", str(mine),
             "-q", "-m", "not conventions")
-    done = pytest_run(tmp_path, *args)
+    done = inline_run(pytester, *args)
     assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout[-2000:]
     assert (f"new-float64[torch.mha] passed, but a known mismatch is declared (a planted "
             f"reason, for the test); remove known_mismatches[0] in {mine / 'torch.mha.yaml'}"
             ) in done.stdout  # new-float64-padding is not self-attention: not matched
     (mine / "torch.mha.yaml").write_text(known + "    strict: false\n")
-    assert pytest_run(tmp_path, *args).returncode == 0
+    assert inline_run(pytester, *args).returncode == 0

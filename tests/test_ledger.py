@@ -235,6 +235,7 @@ def project(pytester, monkeypatch):
     from conformance.paths import ROOT  # this checkout's package, not an installed one
 
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{pytester.path}")
+    pytester.syspathinsert()  # fakeledger for the in-process runs (PYTHONPATH: workers)
     return pytester
 
 
@@ -243,7 +244,7 @@ def write_runner(pytester, probe: str = "pass"):
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest_inprocess(
         "-p", "conformance.plugin", "-p", "no:cacheprovider", "--cases-dir",
         str(pytester.path / "cases"), "--runner", "fake.ledger", "--expectations-dir",
         str(pytester.path / "expectations"), *args)

@@ -34,7 +34,7 @@ def project(pytester, monkeypatch):
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "conformance.plugin", "-p", "no:cacheprovider",
+    return pytester.runpytest_inprocess("-p", "conformance.plugin", "-p", "no:cacheprovider",
                                          "--cases-dir", str(pytester.path / "cases"), *args)
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +14,7 @@ from conformance.contract.runner import WorkerSpec
 from conformance.plugin.parallel import assign, group_costs, parse_shard
 from conformance.paths import ROOT
 from conformance.report.results_files import read_results
+from tests.inprocess import cli
 
 pytest_plugins = ["pytester"]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -53,19 +52,18 @@ def tiny(pytester, monkeypatch):
                        "tests.toy_runner:ToyRunner,shardrunners:QuietWorker")
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{pytester.path}")
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    pytester.syspathinsert()  # shardrunners for the in-process runs (PYTHONPATH: workers)
     return pytester
 
 
-def run(pytester, *args):
+def run(pytester, *args, alone: bool = False):
+    """One run of the tiny matrix: in this process, or (`alone`) in a subprocess of its
+    own, for a run that starts processes of its own that must find the runners (xdist)."""
     cases = str(pytester.path / "cases")
-    return pytester.runpytest_subprocess(
+    start = pytester.runpytest_subprocess if alone else pytester.runpytest_inprocess
+    return start(
         "-p", "conformance.plugin", "-p", "no:cacheprovider", cases, "--cases-dir", cases,
         "--runner", RUNNERS, "--expectations-dir", str(pytester.path / "expectations"), *args)
-
-
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
-                          text=True)
 
 
 def single_run(pytester):
@@ -108,7 +106,7 @@ def test_an_empty_shard_writes_a_shard_file_that_merges(tiny):
     write an (empty) shard file, and the merge equals one run of that selection."""
     one = ("--runner", "torch.mha")
     single = tiny.path / "single"
-    res = tiny.runpytest_subprocess(
+    res = tiny.runpytest_inprocess(
         "-p", "conformance.plugin", "-p", "no:cacheprovider", str(tiny.path / "cases"),
         "--cases-dir", str(tiny.path / "cases"), *one, "--update-expectations",
         f"--expectations-dir={tiny.path / 'exp'}", f"--report-dir={single}")
@@ -116,7 +114,7 @@ def test_an_empty_shard_writes_a_shard_file_that_merges(tiny):
     ran = []
     for i in (1, 2, 3):
         out = tiny.path / f"shard{i}"
-        res = tiny.runpytest_subprocess(
+        res = tiny.runpytest_inprocess(
             "-p", "conformance.plugin", "-p", "no:cacheprovider", str(tiny.path / "cases"),
             "--cases-dir", str(tiny.path / "cases"), *one,
             f"--expectations-dir={tiny.path / 'exp'}", f"--shard={i}/3", f"--report-dir={out}")

@@ -74,7 +74,7 @@ def toy_project(pytester, monkeypatch):
 
 
 def _run(project, *args):
-    return project.runpytest_subprocess(
+    return project.runpytest_inprocess(
         "-p", "conformance.plugin", "-p", "no:cacheprovider",
         "--cases-dir", str(project.path / "cases"), "--runner", "toy.numpy",
         f"--expectations-dir={project.path / 'expectations'}",

@@ -18,7 +18,7 @@ needs_xdist = pytest.mark.skipif(importlib.util.find_spec("xdist") is None,
 @needs_torch
 def test_two_xdist_workers_write_the_serial_reports(tiny):  # noqa: F811
     single = single_run(tiny)
-    res = run(tiny, "-n", "2", "-v", f"--report-dir={tiny.path / 'xdist'}")
+    res = run(tiny, "-n", "2", "-v", f"--report-dir={tiny.path / 'xdist'}", alone=True)
     assert res.ret == 0, res.stdout.str()[-3000:]
     where: dict[str, set[str]] = {}
     for gw, name in re.findall(r"\[(gw\d)\].*?(?:PASSED|SKIPPED|XFAIL)\S* \S*::\S*\[(\S+)\]",
