@@ -16,10 +16,10 @@ import numpy as np
 from conformance.contract.axes import IGNORED
 from conformance.contract.runner import Convention
 from conformance.contract.probing import (
-    causal_candidates, closest, feature_cells, output_with, probe_case, probe_mask)
+    causal_candidates, closest, distances, feature_cells, output_with, probe_case, probe_mask)
 from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
-from conformance.runners._export.onnx_runtime import short, tried
+from conformance.runners._export.onnx_runtime import short, split_scale, tried
 
 
 PROBE_FORMAT = 1  # bump when an export probe graph changes
@@ -224,11 +224,19 @@ def _float64_cell(e: ExportProbe) -> list[Convention]:
             _float64_compute(c64, outs[0], f"{e.what}: float64 module, d_k=3, need_weights=False")]
 
 
+def float64_readings(case, out) -> dict[str, float]:
+    """Distances of a float64 output from the oracle at the exact scale, the float32-rounded
+    scale and the split scale (split_scale)."""
+    d = case.attention.qk_head_dim
+    return distances(out, {"exact scale": output_with(case, None),
+                           "float32 scale": output_with(case, None,
+                                                        scale=float(np.float32(1 / np.sqrt(d)))),
+                           "split float32 scale": output_with(case, None, scale=split_scale(d))})
+
+
 def _float64_compute(case, out, what: str) -> Convention:
     """float64_compute of the export's float64 graph: float64 when one reading of the scale
-    (exact, float32, split float32: probes.float64_readings) is within 1e-12."""
-    from conformance.runners._export.onnx_runtime import float64_readings
-
+    (exact, float32, split float32: float64_readings) is within 1e-12."""
     r = float64_readings(case, out)
     best = min(r, key=r.get)
     return Convention("float64_compute", "float64" if r[best] < 1e-12 else "below_float64",

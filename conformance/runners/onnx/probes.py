@@ -29,7 +29,8 @@ from conformance.contract.probing import (
     probe_case, probe_mask)
 from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
-from conformance.runners._export.onnx_runtime import float64_readings, split_scale, tried
+from conformance.runners._export.onnx_runtime import split_scale, tried
+from conformance.runners._export.torch_onnx_probes import float64_readings
 
 SPEC = "https://onnx.ai/onnx/operators/onnx__Attention.html"
 OP_DOC = {"documented_source": SPEC}
