@@ -12,16 +12,19 @@ from conformance.conventions.probes import OWNED_AXES
 
 
 def probe_in_worker(**params):
+    from conformance.conventions.probes import LEDGER_CELLS
     from conformance.run import workers
     from conformance.runners import load
 
     runner = load("conformance.runners.keras.mha:KerasMHA", params)
     if runner.available():
         pytest.skip(runner.available())
-    return {c.axis: c for c in workers.conventions_in_worker(runner)}
+    return {c.axis: c for c in workers.conventions_in_worker(runner, LEDGER_CELLS)}
 
 
 def test_keras_scores_path_probes_name_its_conventions():
+    """The ledger's cells of keras.torch.scores: the layer answers (its `answer`, its
+    translate and run), the ledger names (conventions/probes/)."""
     cells = probe_in_worker(backend="torch", scores=True)
     assert not [cell_problem(c) for c in cells.values() if cell_problem(c)]
     words = {axis: c.value for axis, c in cells.items()}
@@ -35,48 +38,25 @@ def test_keras_scores_path_probes_name_its_conventions():
     assert words["weights_dropout"] == "pre_dropout"
     assert words["mixed_dtype"] == "cast_to_layer"
     assert words["unbatched_input"] == "refused"
-    # every figure is quoted: the float mask's three readings
-    assert all(r in cells["float_mask"].evidence for r in ("added", "cast_to_bool", "ignored"))
-    # every axis is a probe cell, left to the rows that ledger.py derives from, or one
-    # the ledger's own probes measure for every runner (conventions/probes)
+    # every figure is quoted: the float mask's readings
+    assert all(r in cells["float_mask"].evidence for r in ("added", "cast_to_bool"))
+    # every axis is a ledger cell, or left to the rows that ledger.py derives from
     assert set(AXIS_IDS) - set(cells) <= set(DERIVERS) | set(OWNED_AXES)
 
 
-def test_probes_leave_to_the_rows_only_what_the_rows_settle():
-    from conformance.runners.keras import probes as _keras_probes
+def test_the_runners_own_cells_are_api_facts_the_rows_do_not_settle():
+    """What a Keras runner reports itself (observations.py) holds no axis the matrix rows
+    settle, and none the ledger asks of it."""
+    from conformance.runners.keras.mha import KerasMHA
+    from conformance.conventions.probes import ASKED_PROBES, RAW_PROBES
 
-    assert "fully_masked_row" not in _keras_probes.layer_cells.__doc__
+    runner = KerasMHA(backend="torch")
+    asked = {a for a, (arg, _) in RAW_PROBES.items() if arg in runner.answers}
+    assert "fully_masked_row" not in runner.ledger_axes  # the rows settle it
+    assert asked >= {"argument_order", "attn_mask_polarity", "key_padding_polarity",
+                     "implicit_mask", "window_width", "dropout", "causal_flag"}
+    assert runner.ledger_axes <= set(ASKED_PROBES)
     assert NA == "not_applicable"
-
-
-def test_scale_precision_the_probe_cannot_isolate_is_not_probed_never_not_applicable():
-    """probes.scale_precision with a fake layer call: a float64 layer computing in float32
-    (Keras on JAX) or below float64 elsewhere is the suite's limit (not_probed, the reason
-    given), while an exact float64 output is read as float64 (a planted near-float32 one is
-    not)."""
-    from dataclasses import replace
-    from types import SimpleNamespace
-
-    from conformance.contract.axes import NOT_PROBED
-    from conformance.contract.probing import output_with
-    from conformance.oracle.canonical import case_data
-    from conformance.runners._export.keras_mha import base_case
-    from conformance.runners.keras.probes import scale_precision
-
-    case = base_case("float64")
-    x = case_data(case).inputs
-    data = replace(case_data(case), inputs=replace(x, query=8 * x.query, key=8 * x.key))
-    exact = output_with(case, None, data, scale=1 / np.sqrt(3.0))
-
-    def fake(out, held):
-        return SimpleNamespace(what="fake layer", layer=lambda *a, **k: None,
-                               call=lambda *a, **k: (out, None, held))
-
-    assert scale_precision(fake(exact, "float64")).value == "float64"
-    in32 = scale_precision(fake(exact.astype(np.float32), "float32"))
-    assert in32.value == NOT_PROBED and "does not compute in float64" in in32.evidence
-    blurred = scale_precision(fake(exact + 1e-7, "float64"))
-    assert blurred.value == NOT_PROBED and "cannot be isolated" in blurred.evidence
 
 
 def test_a_float64_export_the_runtime_rejects_is_refused_with_its_message():

@@ -42,8 +42,6 @@ STILL_JUDGING = frozenset({
     "conformance.runners._export.torch_onnx_probes", "conformance.runners.hf.cache_probes",
     "conformance.runners.hf.common", "conformance.runners.hf.decoder_probes",
     "conformance.runners.hf.position_head_probes", "conformance.runners.hf.probes",
-    "conformance.runners.keras.common", "conformance.runners.keras.hub_probes",
-    "conformance.runners.keras.probes", "conformance.runners.keras.window",
     "conformance.runners.litert.keras", "conformance.runners.onnx.attention_cache",
     "conformance.runners.onnx.attention_cache_probes",
     "conformance.runners.onnx.attention_op", "conformance.runners.onnx.cache_probes",

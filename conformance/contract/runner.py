@@ -112,6 +112,13 @@ RAW_ARGUMENTS = {
                         "training switch to `value['training']` (a fixed seed), no mask",
     "window": "the system's sliding-window argument set to `value` as it takes it (an int, "
               "or a pair), no mask; the case's causal mask, if any, as its causal switch",
+    "positional": "the case's query, key and value arrays passed in this order as the "
+                  "system's first three positional arguments, no mask",
+    "key_padding": "a (B, S) boolean array given as it is to the system's separate "
+                   "key-padding argument, no other mask",
+    "implicit_mask": "self-attention over the case's query with the (B, T) positions "
+                     "`value` False marked as padding the system's own way (e.g. an "
+                     "Embedding(mask_zero=True) in front), no mask argument",
 }
 
 
@@ -161,6 +168,11 @@ class Runner:
     # single calls too, which another runner covers); the ledger's single-call probes
     # then read not_probed, never the system's not_applicable
     decodes_only: bool = False
+    # Case.attention fields the system applies on every call (keras.rope.*: its rotation, in
+    # front of a plain layer its probe_translate answers other probe cases with): the
+    # ledger's probes of the whole system's arithmetic (float64_compute, fully_masked_row)
+    # carry them
+    probe_needs: Mapping[str, Any] = {}
     # (word, source): the fill the system's source writes into masked scores, where the
     # ledger's fill probe sees a tie its outputs cannot break (finfo_min, -0.7*finfo_max)
     documented_fill: tuple[str, str] = ()

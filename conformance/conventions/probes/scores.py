@@ -83,7 +83,9 @@ def float64_compute_cell(runner, own: Convention | None = None) -> Convention:
     inputs = {"self_attention": True, "query_len": 4, "key_len": 4, "dtype": "float64"}
     decode = {"decode": {"prefill": 3, "steps": 1}} if getattr(
         runner, "decodes_only", False) else {}
-    case = probe_case("float64", mask={"causal": "upper_left"}, inputs=inputs, **decode)
+    needs = dict(getattr(runner, "probe_needs", None) or {})  # what its system always applies
+    case = probe_case("float64", mask={"causal": "upper_left"}, inputs=inputs, **decode,
+                      **({"attention": needs} if needs else {}))
     what = f"probe_case {case.id}, float64 causal self-attention" + (
         ", a prefill of 3 and one step" if decode else "")
     got = ask(runner, case)

@@ -178,7 +178,7 @@ def classify_call_error(exc: Exception, case, backend: str, scores: bool) -> Exc
     return exc
 
 
-# ---- the sliding window (#20): its translation; keras/window.py probes it
+# ---- the sliding window (#20): its translation; the ledger probes it (probes/windows.py)
 
 SOURCE = ("https://github.com/keras-team/keras/blob/v3.15.0/keras/src/layers/attention/"
           "multi_head_attention.py")

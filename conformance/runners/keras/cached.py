@@ -17,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import NotExpressible, Observation, Translation
-from conformance.runners.keras.common import FLASH_NOTE, JIT_NOTE, built_layer, digest
+from conformance.runners.keras.answers import ANSWERS
+from conformance.runners.keras.common import (
+    FLASH_NOTE, JIT_NOTE, KerasLayerRunner, built_layer, digest)
 from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.hub import CACHED_SRC, KerasHubRunner, decode
 
@@ -36,7 +38,8 @@ class KerasCached(KerasHubRunner):
                    "`compute_causal_mask`)")
     path = "cache"
     layer_cls, layer_name, kind = "MultiHeadAttention", "cached", "cached"
-    # no "window": the constructor takes sliding_window and the call ignores it (hub_probes)
+    # no "window": the constructor takes sliding_window and the call ignores it (the
+    # ledger's window probe reads `ignored`)
     features = frozenset({"fill", "decode"})
 
     def translate(self, case):
@@ -90,7 +93,43 @@ class KerasCached(KerasHubRunner):
                                  "output_dtype": held, "mask_polarity": "True = attend"},
             output_digest=digest(output, dtype))
 
-    def conventions(self):
-        from conformance.runners.keras.hub_probes import cached_conventions
+    # the ledger asks these (conventions/probes/): a single call through the layer without
+    # a cache (probe_translate, probe_output; the decode through its cache for the cache's
+    # alignment and float64), the raw arguments through `answer` on the layer without a
+    # cache; its call has no causal switch and no key-padding argument (observations.py)
+    ledger_axes = KerasLayerRunner.ledger_axes | {"cache_causal_alignment", "float64_compute"}
+    answers = ANSWERS - {"is_causal", "key_padding"}
+    documented_conventions = {**KerasLayerRunner.documented_conventions,
+                              "cache_causal_alignment": (None, CACHED_SRC),
+                              "window_width": (None, CACHED_SRC)}
 
-        return cached_conventions(self)
+    @property
+    def answer_layer(self):
+        import keras_hub
+
+        return keras_hub.layers.CachedMultiHeadAttention
+
+    def probe_translate(self, case):
+        """A decode case as the rows translate it; a single call as the layer without a cache
+        (CachedMultiHeadAttention.call with cache=None is MultiHeadAttention's attention)."""
+        return self.translate(case) if case.decode is not None else mha_translation(case)
+
+    def probe_output(self, case, translation, data):
+        if case.decode is not None:
+            return self.run(case, translation, data).output
+        from conformance.runners.keras.calls import Probe
+
+        return Probe(self).fwd(case, data)
+
+    def signatures(self):
+        import keras_hub
+
+        cls = keras_hub.layers.CachedMultiHeadAttention
+        return "keras_hub.layers.CachedMultiHeadAttention", (cls.__init__, cls.call)
+
+    def conventions(self):
+        """The API facts of CachedMultiHeadAttention (hub_observations.py): the layer's, its
+        call's missing arguments and its cache tensor's shapes."""
+        from conformance.runners.keras.hub_observations import cached_facts
+
+        return cached_facts(self)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import NotExpressibleError, Observation, Runner
-from conformance.paths import cache_root
 from conformance.runners._export.keras_mha import (
     classify_call_error, explicit_mask, load_weights, storage_dtype, tensor, to_f64,
-    worker_spec)
+    SOURCE, worker_spec)
+from conformance.runners.keras.answers import ANSWERS
+from conformance.runners.keras.calls import jax_compilation_cache, numpy_zeros
 
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module
 DIGEST_LIMIT = 512  # outputs up to this size are kept whole for the cross-backend table
@@ -22,6 +23,7 @@ DIGEST_SAMPLE = 256  # larger outputs: this many evenly spaced elements
 FLASH_NOTE = ("flash attention disabled: keras.config.disable_flash_attention() (the layer's "
               "flash_attention=False alone means auto: `flash_attention or "
               "is_flash_attention_enabled()`)")
+DOCS = "https://keras.io/api/layers/attention_layers/multi_head_attention/"
 CAUSAL_NOTE = "use_causal_mask=True: upper_left alignment (query i sees keys 0..i)"
 
 
@@ -37,18 +39,6 @@ def call_text(case, scores: bool) -> str:
     return "layer(" + ", ".join(args) + ")"
 
 
-def numpy_zeros(keras):
-    """An initializer that runs no backend op: the weights are overwritten at once,
-    and Keras's own zeros cost a JAX compilation per kernel shape.  A subclass of
-    keras.initializers.Initializer, because MultiHeadAttention clones its
-    initializers for each sublayer through get_config/from_config."""
-    class NumpyZeros(keras.initializers.Initializer):
-        def __call__(self, shape, dtype=None):
-            return tensor(keras, np.zeros(shape), dtype or "float32")
-
-    return NumpyZeros()
-
-
 def digest(out: np.ndarray, dtype: str) -> dict:
     """A compact, deterministic record of the output for the cross-backend table:
     the values themselves (float32-rounded unless the case is float64), every
@@ -62,20 +52,6 @@ def digest(out: np.ndarray, dtype: str) -> dict:
         flat = flat.astype(np.float32).astype(np.float64)
     return {"size": int(np.asarray(out).size), "sampled": sampled,
             "values": [float(f"{v:.{digits}g}") if np.isfinite(v) else None for v in flat]}
-
-
-def jax_compilation_cache() -> str:
-    """JAX compiles every eager op per new shape (about 40 ms each, 30+ per case);
-    a persistent compilation cache under the git-ignored .cache/ makes every run
-    after the first reuse them.  Keyed by JAX's own cache key (HLO, versions, flags),
-    so it cannot change a result."""
-    import jax
-
-    root = cache_root() / f"jax-{jax.__version__}"
-    jax.config.update("jax_compilation_cache_dir", str(root))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return str(root)
 
 
 JIT_NOTE = ("called under jax.jit (layer.stateless_call), as model.predict and fit run it: "
@@ -230,13 +206,30 @@ class KerasLayerRunner(Runner):
 
         return keras_count(keras, self.layer_cls, case, self.translate(case).plan)
 
-    def conventions(self):
-        """Probes of this layer and path on this worker's backend (probes.py)."""
+    # the ledger asks these through translate/run (conventions/probes/ ASKED_PROBES) and
+    # through `answer` (RAW_PROBES); observations.py reports the API facts
+    ledger_axes = frozenset({"size_arguments", "input_layout", "softmax_scale",
+                             "scale_precision"})
+    answers = ANSWERS
+    documented_conventions = {
+        "argument_order": ("query_value_key", DOCS), "attn_mask_polarity": ("true_attends", DOCS),
+        "dropout": ("training_flag", DOCS), "window_width": ("2w_minus_1_keys", SOURCE)}
+
+    def answer(self, case, data, raw):
+        """The layer called with one native argument as given (answers.py)."""
+        from conformance.runners.keras.answers import answer
+
+        return answer(self, case, data, raw)
+
+    def signatures(self):
         import keras
 
-        from conformance.contract.probing import feature_cells
-
         cls = getattr(keras.layers, self.layer_cls)
-        probed = self.probe_cells()
-        return probed + feature_cells(f"keras.layers.{self.layer_cls}", cls.__init__, cls.call,
-                                      skip=tuple(c.axis for c in probed))
+        return f"keras.layers.{self.layer_cls}", (cls.__init__, cls.call)
+
+    def conventions(self):
+        """The API facts of this layer and path on this worker's backend (observations.py):
+        the ledger asks every other axis."""
+        from conformance.runners.keras.observations import layer_facts
+
+        return layer_facts(self)

@@ -19,7 +19,8 @@ from __future__ import annotations
 from conformance.contract.runner import NotExpressible, Translation
 from conformance.runners.keras.common import KerasLayerRunner
 from conformance.runners._export.keras_mha import layer_translation
-from conformance.runners.keras.probes import layer_cells
+
+GQA_DOCS = "https://keras.io/api/layers/attention_layers/group_query_attention/"
 
 
 def gqa_translation(case) -> Translation | NotExpressible:
@@ -46,8 +47,9 @@ class KerasGQA(KerasLayerRunner):
     path = "fused"  # return_attention_scores=False
     layer_cls, layer_name = "GroupQueryAttention", "gqa"
 
-    def probe_cells(self):
-        return layer_cells(self)
+    ledger_axes = KerasLayerRunner.ledger_axes | {"kv_head_mapping"}
+    documented_conventions = {**KerasLayerRunner.documented_conventions,
+                              "kv_head_mapping": ("grouped", GQA_DOCS)}
 
     def default_name(self) -> str:
         return f"keras.gqa.{self.backend}"

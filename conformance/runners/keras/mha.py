@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from conformance.runners.keras.common import KerasLayerRunner
 from conformance.runners._export.keras_mha import mha_translation
-from conformance.runners.keras.probes import layer_cells
 
 
 class KerasMHA(KerasLayerRunner):
@@ -46,9 +45,6 @@ class KerasMHA(KerasLayerRunner):
     system = "keras.layers.MultiHeadAttention"
     typed_system = "keras"
     layer_cls, layer_name = "MultiHeadAttention", "mha"
-
-    def probe_cells(self):
-        return layer_cells(self)
 
     def __init__(self, **params):
         super().__init__(**params)

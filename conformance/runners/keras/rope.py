@@ -11,11 +11,12 @@ skip naming the install line.  Keras and keras_hub are imported inside the funct
 from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Translation
-from conformance.runners.keras.common import run_layer
+from conformance.runners.keras.answers import ANSWERS
+from conformance.runners.keras.common import KerasLayerRunner, run_layer
 from conformance.runners._export.keras_mha import mha_translation
-from conformance.runners.keras.gqa import gqa_translation
+from conformance.runners.keras.gqa import GQA_DOCS, gqa_translation
 from conformance.runners.keras.hub import (
-    ROPE_KEYS, KerasHubRunner, rope_call, rope_refusal, rotary_class)
+    ROPE_KEYS, ROPE_SRC, KerasHubRunner, rope_call, rope_refusal, rotary_class)
 
 
 def base_layer(case) -> str:
@@ -46,9 +47,33 @@ class KerasRope(KerasHubRunner):
                 "starts": (i.position_offset, i.key_position_offset)}
         return Translation(f"{base.call}; {rope_call(case)}", plan)
 
+    # the ledger asks these (conventions/probes/): the plain layer's axes through the layer
+    # under the rotation (probe_translate, answer: the rotary subclass overrides
+    # _compute_attention only), rope_style through the rotation itself.  Not rope_partial:
+    # the rows' partial rotation is this runner's slicing (hub.rotary_class), so the cell
+    # is read from the signatures, which take no rotary width (signatures)
+    ledger_axes = KerasLayerRunner.ledger_axes | {"kv_head_mapping", "rope_style",
+                                                  "float64_compute", "fully_masked_row"}
+    answers = ANSWERS
+    # the whole system's arithmetic is probed with its rotation (float64_compute,
+    # fully_masked_row): RotaryEmbedding computes in its own dtype
+    probe_needs = {"qk_head_dim": 8, "v_head_dim": 8, "rope": {"style": "half_split"}}
+    documented_conventions = {
+        **KerasLayerRunner.documented_conventions, "rope_style": ("half_split", ROPE_SRC),
+        "kv_head_mapping": ("grouped", GQA_DOCS)}
+
+    def probe_translate(self, case):
+        """A probe case with no rotation runs through the layer underneath (MultiHeadAttention,
+        GroupQueryAttention for grouped heads): the rows' class minus the rotation."""
+        if case.attention.rope is None:
+            return (gqa_translation if case.grouped else mha_translation)(case)
+        return self.translate(case)
+
     def run(self, case, translation, data):
         import keras
 
+        if case.attention.rope is None:  # a probe case (probe_translate): the plain layer
+            return run_layer(self, base_layer(case), case, translation, data)
         cls = rotary_class(keras, base_layer(case))
         obs = run_layer(self, cls, case, translation, data)
         obs.extras["rope"] = "keras_hub.layers.RotaryEmbedding, half-split"
@@ -62,7 +87,21 @@ class KerasRope(KerasHubRunner):
         plan = {k: v for k, v in self.translate(case).plan.items() if k not in ROPE_KEYS}
         return keras_count(keras, base_layer(case), case, plan)
 
-    def conventions(self):
-        from conformance.runners.keras.hub_probes import rope_conventions
+    def signatures(self):
+        """keras_hub.layers.RotaryEmbedding, MultiHeadAttention and GroupQueryAttention:
+        RotaryEmbedding.call rotates the whole feature axis it is given (rotary_dim =
+        input_shape[feature_axis], keras_hub 0.32 rotary_embedding.py:151) and takes no
+        rotary width, so rope_partial reads not_applicable from them."""
+        import keras
+        import keras_hub
 
-        return rope_conventions(self)
+        classes = (keras_hub.layers.RotaryEmbedding, keras.layers.MultiHeadAttention,
+                   keras.layers.GroupQueryAttention)
+        return (" + ".join(c.__name__ for c in classes),
+                tuple(f for c in classes for f in (c.__init__, c.call)))
+
+    def conventions(self):
+        """The API facts of the layer under the rotation (observations.py)."""
+        from conformance.runners.keras.observations import layer_facts
+
+        return layer_facts(self)

@@ -1,0 +1,41 @@
+"""fully_masked_row asked by the ledger, for a runner whose matrix rows meet no fully masked
+row (keras.rope.*: its cases all carry a rotation, none masks a whole row): a probe case
+whose query row 1 attends no key (mask.masked_rows [1]), with what the system applies on
+every call (Runner.probe_needs: keras.rope's rotation), is asked of the runner (its
+translate and run) and the row named by what it holds: `nan`, or the reading it matches
+within 1e-4, the output with zero weights (`zeros`) or with uniform weights over every key
+(`uniform`), else `finite_other`, every distance quoted.  Where matrix rows also see such a
+row, they are the second witness and must agree (ledger.witnessed).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.probing import distances, probe_case
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.request import ask
+from conformance.oracle.reference import attention
+
+MATCH = 1e-4  # a masked row within this of a reading is that reading
+
+
+def fully_masked_row_cell(runner, own: Convention | None = None) -> Convention:
+    needs = dict(getattr(runner, "probe_needs", None) or {})  # what its system always applies
+    case = probe_case("fully-masked-row", mask={"masked_rows": [1]},
+                      **({"attention": needs} if needs else {}))
+    what = f"probe_case {case.id}, query row 1 fully masked (masked_rows [1])"
+    got = ask(runner, case)
+    if not got.answered:
+        return unmeasured("fully_masked_row", runner, what, got)
+    exp = attention(case)
+    row = got.output[exp.fully_masked]
+    text = f"{runner.name}, {said(what, got)}"
+    if np.isnan(row).any():
+        return Convention("fully_masked_row", "nan", f"{text}: NaN",
+                          **documented(runner, "fully_masked_row"))
+    d = distances(row, {"zeros": exp.output_if_zeros[exp.fully_masked],
+                        "uniform": exp.output_if_uniform[exp.fully_masked]})
+    word = min(d, key=d.get) if min(d.values()) <= MATCH else "finite_other"
+    return Convention("fully_masked_row", word, f"{text}: max |row - reading| " + "; ".join(
+        f"{k} {v:.1e}" for k, v in d.items()), **documented(runner, "fully_masked_row"))

@@ -1,0 +1,73 @@
+"""The Keras layer runners' answers to the ledger's raw requests (Runner.answer,
+contract/runner.py RAW_ARGUMENTS): the layer of the runner's class and path (calls.Probe)
+called on the probe case with one native argument as the request gives it, nothing judged
+(the ledger's probes read the outputs: conventions/probes/flags.py, training.py,
+windows.py, order.py, key_padding.py, implicit.py).  Keras is imported inside the
+functions only.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from conformance.runners._export.keras_mha import load_weights, tensor, to_f64
+from conformance.runners.keras.calls import Probe, swapped
+
+# the RawCall arguments a Keras layer runner answers
+ANSWERS = frozenset({"attn_mask", "is_causal", "dropout_training", "window", "positional",
+                     "key_padding", "implicit_mask"})
+
+
+def _implicit(p: Probe, case, data, valid: np.ndarray):
+    """keras.layers.Embedding(mask_zero=True) -> the layer, in a functional model: token
+    id 0 at the padded positions (its embedding row zeros), the others the inputs' rows."""
+    k = p.keras
+    b, t, e = data.inputs.query.shape
+    ids = np.where(valid, np.arange(b * t).reshape(b, t) + 1, 0).astype("int32")
+    table = np.concatenate([np.zeros((1, e)), np.asarray(data.inputs.query).reshape(-1, e)])
+    tokens = k.Input((t,), batch_size=b, dtype="int32")
+    emb = k.layers.Embedding(b * t + 1, e, mask_zero=True)
+    layer = p.cls(**p.plan(case), flash_attention=False)
+    hidden = emb(tokens)
+    with warnings.catch_warnings():  # "query (EinsumDense) ... will destroy the mask"
+        warnings.simplefilter("ignore", UserWarning)
+        model = k.Model(tokens, layer(hidden, hidden))
+    emb.embeddings.assign(tensor(k, table, "float32"))
+    load_weights(k, layer, data.weights, "float32")
+    return to_f64(k, p.invoke(model, [ids])), (
+        f"Embedding(mask_zero=True) -> {p.cls.__name__}(hidden, hidden) in a functional "
+        "model, token id 0 at the padded positions")
+
+
+def answer(runner, case, data, raw) -> tuple[np.ndarray, str]:
+    """The output of `runner`'s layer on `case` with `raw` passed as given, and the call."""
+    p = Probe(runner)
+    name, value = raw.argument, raw.value
+    if name == "implicit_mask":
+        return _implicit(p, case, data, np.asarray(value, bool))
+    options, kw, call = {}, {}, "layer(query, value, key"
+    if name == "dropout_training":
+        p.keras.utils.set_random_seed(0)
+        options["dropout"] = value["rate"]
+        kw["training"] = value["training"]
+    elif name == "window":
+        options["sliding_window"] = value
+        if case.mask.causal != "none":
+            kw["use_causal_mask"] = True
+    elif name == "attn_mask":
+        kw["attention_mask"] = np.asarray(value)
+    elif name == "is_causal":
+        kw["use_causal_mask"] = bool(value)
+    elif name == "key_padding":
+        kw["value_mask"] = np.asarray(value, bool)
+    elif name == "positional":
+        data, call = swapped(data), "layer(query, key, value"  # (q, k, v) into its slots
+    else:
+        raise NotImplementedError(f"{runner.name} passes no raw {name}")
+    layer = p.layer(case, data, **options)
+    out = p.call(layer, data, **kw)[0]
+    given = [f"{k}={v!r}" for k, v in options.items()] + [
+        f"{k}=<{np.asarray(v).dtype} {np.asarray(v).shape}>" if isinstance(v, np.ndarray)
+        else f"{k}={v!r}" for k, v in kw.items()]
+    return out, f"{p.what}: {call}{''.join(', ' + g for g in given)})"
