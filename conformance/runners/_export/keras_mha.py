@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from conformance.contract.probing import probe_case
+from conformance.case.loader import parse_case
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Translation, WorkerSpec)
 from conformance.convert.frameworks import to_keras
@@ -209,8 +209,9 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m|\[1m|\[0m")
 
 def base_case(dtype: str = "float32", self_attention: bool = False):
     """Head width 3 on 8 features (neither 8 / 2 nor 8): a per-head size shows as itself."""
-    inputs = {"dtype": dtype}
+    inputs = {"batch": 2, "query_len": 3, "key_len": 5, "seed": 7, "dtype": dtype}
     if self_attention:
         inputs.update(self_attention=True, query_len=4, key_len=4)
-    return probe_case(f"keras-{dtype}{'-self' if self_attention else ''}",
-                      attention={"qk_head_dim": 3, "v_head_dim": 3}, inputs=inputs)
+    return parse_case({"id": f"probe-keras-{dtype}{'-self' if self_attention else ''}",
+                       "attention": {"num_heads": 2, "query_features": 8, "qk_head_dim": 3,
+                                     "v_head_dim": 3}, "inputs": inputs}, "<probe>")
