@@ -97,13 +97,20 @@ def test_decode_through_the_cache_equals_the_full_forward(runner_cls):
     assert np.max(np.abs(wrong[:, 4:] - attention(case).output[:, 4:])) > 1e-2
 
 
+def cache_cells(runner):
+    """The ledger's two cache cells of `runner`, asked through its own decode."""
+    from conformance.conventions.probes.cache import (
+        cache_causal_alignment_cell, cache_layout_cell)
+
+    return [cache_causal_alignment_cell(runner), cache_layout_cell(runner)]
+
+
 @needs_hf
 @pytest.mark.parametrize("runner_cls", [HFLlama, HFGptNeox], ids=lambda c: c.name)
 def test_cache_probe_reaches_the_rotary_modules(runner_cls):
     """The cache cells of a rotary module: its rotation follows the cache's length, and
-    GPT-NeoX takes the cache as layer_past (passed as cache= it is silently dropped)."""
-    from conformance.runners.hf.cache_probes import cache_cells
-
+    GPT-NeoX takes the cache as layer_past (passed as cache= it is silently dropped).  The
+    ledger's cache probes ask them (conventions/probes/cache.py)."""
     align, layout = cache_cells(runner_cls())
     assert align.value == "lower_right" and layout.value.startswith("BNSH"), align.evidence
 
@@ -111,15 +118,13 @@ def test_cache_probe_reaches_the_rotary_modules(runner_cls):
         cache_argument = "cache"
     dropped = cache_cells(Dropped())
     assert [c.value for c in dropped] == ["not_probed", "not_probed"]
-    assert dropped[0].evidence.startswith("harness limit") and "layer_past" in \
-        dropped[0].evidence
+    assert "not asked: the prefill left the DynamicCache empty" in dropped[0].evidence
+    assert "layer_past" in dropped[0].evidence
 
 
 @needs_hf
 def test_a_module_that_raises_on_the_cache_is_refused():
     """The system's own error is `refused`, its message quoted (not not_applicable)."""
-    from conformance.runners.hf.cache_probes import cache_cells
-
     class Raising(HFLlama):
         def forward(self, module, x, mask, **kw):
             raise ValueError("planted: this module takes no cache")

@@ -39,7 +39,7 @@ JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
 # longer judges must leave it, and no other module may start.
 STILL_JUDGING = frozenset({
     "conformance.runners._export.keras_export_probes",
-    "conformance.runners._export.torch_onnx_probes", "conformance.runners.hf.cache_probes",
+    "conformance.runners._export.torch_onnx_probes",
     "conformance.runners.hf.common", "conformance.runners.hf.decoder_probes",
     "conformance.runners.hf.position_head_probes", "conformance.runners.hf.probes",
     "conformance.runners.litert.keras", "conformance.runners.onnx.attention_cache",

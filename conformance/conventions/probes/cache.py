@@ -19,17 +19,20 @@ from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.request import ask, ask_raw
 
 
-def decode_probe_case():
+def decode_probe_case(runner=None):
     """cache_probes.decode_case (causal self-attention over 3 + 1 positions) with its
-    decode section: a prefill of 3, one step."""
+    decode section: a prefill of 3, one step; with what the runner's system applies on
+    every call (Runner.probe_needs: T5's bias-free scale 1.0, GPT-J's rotation)."""
+    needs = dict(getattr(runner, "probe_needs", None) or {})
     return probe_case("cache-step", mask={"causal": "upper_left"},
+                      **({"attention": needs} if needs else {}),
                       inputs={"self_attention": True, "query_len": cp.PREFILL + 1,
                               "key_len": cp.PREFILL + 1},
                       decode={"prefill": cp.PREFILL, "steps": 1})
 
 
 def cache_causal_alignment_cell(runner, own: Convention | None = None) -> Convention:
-    case = decode_probe_case()
+    case = decode_probe_case(runner)
     what = f"probe_case {case.id}"
     got = ask(runner, case)
     if not got.answered:
@@ -44,7 +47,7 @@ def cache_causal_alignment_cell(runner, own: Convention | None = None) -> Conven
 
 
 def cache_layout_cell(runner, own: Convention | None = None) -> Convention:
-    case = decode_probe_case()
+    case = decode_probe_case(runner)
     what = f"probe_case {case.id}"
     got = ask(runner, case)
     if not got.answered:

@@ -19,7 +19,6 @@ from conformance.contract.runner import (
     Convention, NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
 from conformance.contract.probing import probe_case
 from conformance.contract import probe_cells as _ledger
-
 from conformance.runners.hf.declared import ConfigBuild, Refusals, mask_fill
 
 DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en/model_doc/"
@@ -249,7 +248,8 @@ class HFRunner(Runner):
             notes=self.notes(case, module),
             extras={"attn_implementation": self.attn_implementation,
                     "mask": "additive float (B, 1, T, S), 0 / finfo.min" if self.attn_implementation
-                    == "eager" else "boolean (B, 1, T, S), True = attend"})
+                    == "eager" else "boolean (B, 1, T, S), True = attend",
+                    **getattr(module, "conformance_extras", {})})  # a decode's cache shapes
 
     def call(self, torch, case, data, module, x):
         """-> (output, weights): the module on the case's input with the case's mask in

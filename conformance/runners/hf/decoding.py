@@ -21,6 +21,7 @@ torch and transformers are imported inside functions only.
 """
 from __future__ import annotations
 
+from conformance.runners.hf.cache_decode import CACHE_TENSORS, key_shape
 from conformance.runners.hf.common import SOURCE
 from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.declared import self_attention_refusals
@@ -154,12 +155,17 @@ class DecodingHFRunner(MaskBuilt, ConfigRotaryHFRunner):
         from transformers import DynamicCache
 
         cache = DynamicCache(config=module.config)
-        p, outs = case.decode.prefill, []
+        p, outs, shapes = case.decode.prefill, [], []
         for a, b in [(0, p)] + [(t, t + 1) for t in range(p, case.inputs.query_len)]:
             xs = x[:, a:b]
             mask = self.built_mask(torch, case, module, xs, cache)
             outs.append(self.forward(module, xs, mask, cache=cache)[0])
+            shapes.append(key_shape(cache))
         module.conformance_cache = cache
+        module.conformance_extras = {  # what the ledger's cache_layout reads
+            "cache_shapes": shapes, "cache_tensors": CACHE_TENSORS,
+            "cache_layout": "DynamicCache(config=config) passed as cache=, each call's mask "
+                            "from the model's builder (torch.cat on the sequence axis)"}
         return torch.cat(outs, 1), None
 
     def decode_notes(self, case, module) -> list[str]:

@@ -18,6 +18,7 @@ from conformance.contract.probing import (
 from conformance.oracle.reference import attention
 from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
+from conformance.runners.hf.cache_decode import CacheDecoding
 from conformance.runners.hf.common import HFRunner, hf_mask, import_torch
 
 NEAR = _ledger.NEAR
@@ -256,17 +257,17 @@ def hf_cells(runner) -> list[Convention]:
             implicit_mask(runner), *position_head_cells(runner)]
 
 
-class ProbedHFRunner(HFRunner):
+class ProbedHFRunner(CacheDecoding, HFRunner):
     """An HFRunner whose `probe_cells` are this module's (the base class lives in
-    common.py, which these probes build on, so the runner modules derive from this)."""
+    common.py, which these probes build on, so the runner modules derive from this); the
+    ledger asks its cache axes through its own decode (cache_decode.py)."""
 
     def probe_cells(self):
         return hf_cells(self)
 
     def conventions(self):
-        """The cells of HFRunner.conventions, the cache axes probed (cache_probes.py) and
-        a scale config field's softmax_scale (scale_setting)."""
+        """The cells of HFRunner.conventions and a scale config field's softmax_scale
+        (scale_setting)."""
         from conformance.contract.cache_probes import override
-        from conformance.runners.hf.cache_probes import cache_cells
 
-        return override(super().conventions(), cache_cells(self) + scale_setting(self))
+        return override(super().conventions(), scale_setting(self))

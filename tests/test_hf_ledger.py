@@ -1,0 +1,132 @@
+"""The HF runners only answer for the cache axes: the ledger's cache probes
+(conventions/probes/cache.py) ask each of them a decode probe case through its own decode
+(hf/cache_decode.py, or the model's mask builder for the decoding runners), with what the
+module applies on every call (probe_needs), and a planted wrong answer moves the cell.
+The generic pieces are tested on toy runners too: a harness limit found on running is
+`not_probed`, never the system's `refused`; a decode probe case carries probe_needs."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from conformance.contract.runner import (
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation, harness_limit)
+from conformance.conventions.probes.cache import (
+    cache_causal_alignment_cell, cache_layout_cell, decode_probe_case)
+from conformance.conventions.probes.request import ask
+from conformance.contract.probing import output_with
+from conformance.oracle.reference import attention
+
+needs_hf = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None,
+    reason="transformers/torch not installed (pip install -e '.[hf]')")
+
+
+class ToyDecoder(Runner):
+    """A bias-free system decoding with the oracle: each row sees the keys up to it
+    (lower_right), or with `first_key_only` the step sees key 0 alone (upper_left)."""
+
+    name = "toy.decoder"
+    probe_needs = {"bias": False}
+    first_key_only = False
+    fails_with = ""  # a NotExpressibleError's message run raises
+
+    def translate(self, case):
+        if case.attention.bias:
+            return NotExpressible("this toy system has no biases")
+        return Translation("toy(q, cache)", {})
+
+    def run(self, case, translation, data):
+        if self.fails_with:
+            raise NotExpressibleError(self.fails_with)
+        n = case.inputs.query_len
+        allowed = np.broadcast_to(np.tril(np.ones((n, n), bool)), (case.inputs.batch, n, n))
+        if self.first_key_only:
+            allowed = allowed.copy()
+            allowed[:, -1, 1:] = False
+        return Observation(output_with(case, allowed, data),
+                           extras={"cache_shapes": [(2, 2, 3, 4), (2, 2, 4, 4)],
+                                   "cache_tensors": "two toy tensors"})
+
+
+def test_the_decode_probe_case_carries_what_the_system_always_applies():
+    """probe_needs reach the decode case: the bias-free toy answers it (lower_right, BNSH);
+    without them its translate refuses the biased case and the cells are not_probed."""
+    assert decode_probe_case(ToyDecoder()).attention.bias is False
+    assert decode_probe_case().attention.bias is True
+    toy = ToyDecoder()
+    assert cache_causal_alignment_cell(toy).value == "lower_right"
+    assert cache_layout_cell(toy).value.startswith("BNSH, two toy tensors, growing")
+
+    class Bare(ToyDecoder):
+        probe_needs = {}
+    assert cache_causal_alignment_cell(Bare()).value == "not_probed"
+
+
+def test_a_planted_first_key_step_reads_upper_left():
+    toy = ToyDecoder(first_key_only=True)
+    cell = cache_causal_alignment_cell(toy)
+    assert cell.value == "upper_left", cell.evidence
+
+
+def test_a_harness_limit_found_on_running_is_not_the_systems():
+    """run raising NotExpressibleError: a harness limit (HARNESS_LIMIT) is `unasked`, so
+    the cell is not_probed with the reason; any other text is the system's refusal."""
+    limited = ToyDecoder(fails_with=harness_limit("the cache went by the module"))
+    got = ask(limited, decode_probe_case(limited))
+    assert got.unasked == "the cache went by the module" and not got.raised
+    cell = cache_causal_alignment_cell(limited)
+    assert cell.value == "not_probed" and "the cache went by the module" in cell.evidence
+    refusing = ToyDecoder(fails_with="the system's own words")
+    assert cache_causal_alignment_cell(refusing).value == "refused"
+
+
+@needs_hf
+@pytest.mark.parametrize("target", ["gpt2:HFGpt2", "t5:HFT5", "gptj:HFGptj", "qwen3:HFQwen3",
+                                    "mistral:HFMistral"])
+def test_each_family_is_asked_its_own_decode(target):
+    """GPT-2 (its cache through cache_decode), T5 (an EncoderDecoderCache, bias-free scale
+    1.0: probe_needs), GPT-J (always rotating: its rotation in the case), Qwen3 (QK-norm),
+    Mistral (the model's mask builder): the step sees the cache and itself."""
+    from conformance.runners import load
+
+    runner = load(f"conformance.runners.hf.{target}")
+    cell, layout = cache_causal_alignment_cell(runner), cache_layout_cell(runner)
+    assert cell.value == "lower_right", cell.evidence
+    assert layout.value == ("BNSH, two tensors per layer (cache.layers[i].keys, .values), "
+                            "growing ((2, 2, 3, 4) -> (2, 2, 4, 4))"), layout.evidence
+
+
+@needs_hf
+def test_a_planted_step_that_sees_key_zero_only_reads_upper_left():
+    """The planted defect in the system: GPT-2's step called with a mask that admits key 0
+    alone (an upper-left step); the ledger's cell follows it."""
+    import torch
+
+    from conformance.runners.hf.gpt2 import HFGpt2
+
+    class FirstKey(HFGpt2):
+        def forward(self, module, x, mask, **kw):
+            cache = kw.get("cache")
+            if x.shape[1] == 1 and cache is not None and cache.get_seq_length():
+                s = cache.get_seq_length() + 1
+                mask = torch.full((x.shape[0], 1, 1, s), torch.finfo(x.dtype).min)
+                mask[..., 0] = 0.0
+            return super().forward(module, x, mask, **kw)
+
+    cell = cache_causal_alignment_cell(FirstKey())
+    assert cell.value == "upper_left", cell.evidence
+
+
+@needs_hf
+def test_the_decode_output_is_the_causal_forward():
+    """The prefill rows and the step of GPT-2's own decode against the oracle."""
+    from conformance.runners.hf.gpt2 import HFGpt2
+
+    runner = HFGpt2()
+    case = decode_probe_case(runner)
+    got = ask(runner, case)
+    assert np.max(np.abs(got.output - attention(case).output)) < 1e-5
+    assert got.extras["cache_shapes"] == [(2, 2, 3, 4), (2, 2, 4, 4)]
