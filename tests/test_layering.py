@@ -45,7 +45,7 @@ STILL_JUDGING = frozenset({
     "conformance.runners.litert.keras", "conformance.runners.onnx.attention_cache",
     "conformance.runners.onnx.attention_cache_probes",
     "conformance.runners.onnx.attention_op", "conformance.runners.onnx.cache_probes",
-    "conformance.runners.onnx.contrib_mha", "conformance.runners.onnx.gqa_cache_probe",
+    "conformance.runners.onnx.contrib_mha",
     "conformance.runners.onnx.gqa_feature_probes", "conformance.runners.onnx.gqa_probes",
     "conformance.runners.onnx.keras_export", "conformance.runners.onnx.probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60

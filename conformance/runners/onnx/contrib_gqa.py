@@ -255,6 +255,12 @@ class OnnxContribGQA(Runner):
     sets_scale = True  # the `scale` attribute (default 1/sqrt(head_size))
     features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "sinks",
                                   "window", "decode"}
+    # the ledger asks these through translate/run (conventions/probes/cache.py: the op's own
+    # past/present decode); the other axes are still gqa_probes.py's (issue #29)
+    ledger_axes = ("cache_causal_alignment", "cache_layout")
+    # the CPU kernel takes head sizes that are multiples of 8 only: the ledger's probe cases
+    # whose readings do not depend on the head size are asked at 2 heads of 8
+    probe_needs = {"query_features": 16}
 
     def translate(self, case):
         plan = gqa_plan(case)
@@ -279,7 +285,9 @@ class OnnxContribGQA(Runner):
         try:
             if decode:
                 out, shapes = decode_run(session, case, feed)
-                extras["cache_layout"] = f"present_key after each run: {shapes}"
+                extras.update(cache_shapes=shapes, cache_layout=f"present_key after each run: "
+                              f"{shapes}", cache_tensors="two tensors (present_key, "
+                              "present_value)")
             else:
                 (out,) = session.run(["output"], feed)
         except Exception as exc:  # the kernel's own checks (head_size, CPU limits)

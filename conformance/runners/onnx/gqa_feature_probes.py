@@ -1,10 +1,9 @@
-"""The probes of onnxruntime's GroupQueryAttention for softcaps, sinks, windows and caches:
+"""The probes of onnxruntime's GroupQueryAttention for softcaps, sinks and windows:
 its `softcap` attribute and where it sits against the mask, its `head_sink` input, its
-`local_window_size` read as keys counted, a fully masked row of `attention_bias`, and its
-past/present cache (`past_key`/`past_value` in, `present_key`/`present_value` out, with
-`seqlens_k` and `total_sequence_length`).  Each runs the runner's own graph (or, for the
-cache, a graph of the bare node on projected tensors) in onnxruntime and names the reading
-of the oracle it matches.
+`local_window_size` read as keys counted and a fully masked row of `attention_bias`.  Each
+runs the runner's own graph in onnxruntime and names the reading of the oracle it matches.
+Its past/present cache is the ledger's (conventions/probes/cache.py asks the runner's own
+decode).
 """
 from __future__ import annotations
 
@@ -92,8 +91,7 @@ def fully_masked_cell(runner) -> Convention:
 
 
 def gqa_feature_cells(runner) -> list[Convention]:
-    from conformance.runners.onnx.gqa_cache_probe import cache_cells
-
+    """The cache's alignment and layout are the ledger's (the runner's ledger_axes)."""
     return [*softcap_cells(runner), sinks_cell(runner), window_cell(runner),
-            fully_masked_cell(runner), *cache_cells()]
+            fully_masked_cell(runner)]
 

@@ -1,0 +1,109 @@
+"""The ONNX runners the ledger asks (issue #29, conventions/probes/): onnxruntime's
+com.microsoft.GroupQueryAttention hands cache_causal_alignment and cache_layout to
+conventions/probes/cache.py, which asks its own past/present decode (translate and run) at
+2 heads of 8 (its `probe_needs`: the CPU kernel's head sizes).  The real runner gives the
+pinned cells; a defect planted in the system (a step run without its past, present shapes
+reported transposed) moves the ledger's cell; at the kernel's refused head size the cell is
+`refused` with onnxruntime's own words, never not_applicable."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.contract.axes import REFUSED
+from conformance.conventions.probes import ASKED_PROBES, cache
+from tests.helpers import require
+
+GQA = "conformance.runners.onnx.contrib_gqa:OnnxContribGQA"
+
+
+def _gqa(**attrs):
+    require("onnx", "onnxruntime")
+    from conformance.runners import load
+
+    runner = load(GQA)
+    for k, v in attrs.items():
+        setattr(runner, k, v)
+    return runner
+
+
+def test_gqa_hands_its_cache_axes_to_the_ledger():
+    from conformance.runners.onnx.contrib_gqa import OnnxContribGQA
+
+    assert {"cache_causal_alignment", "cache_layout"} <= set(OnnxContribGQA.ledger_axes)
+    assert set(OnnxContribGQA.ledger_axes) <= set(ASKED_PROBES)
+
+
+def test_gqa_cache_cells_from_its_own_decode():
+    runner = _gqa()
+    align = cache.cache_causal_alignment_cell(runner)
+    layout = cache.cache_layout_cell(runner)
+    assert align.value == "lower_right", align.evidence
+    assert "GroupQueryAttention" in align.evidence and "past_key" in align.evidence
+    assert layout.value == ("BNSH, two tensors (present_key, present_value), growing "
+                            "((2, 2, 3, 8) -> (2, 2, 4, 8))"), layout.evidence
+
+
+def test_the_kernels_head_size_refusal_reads_refused_with_its_words():
+    """Without the kernel's head size (2 heads of 4), onnxruntime's CPU kernel refuses the
+    probe case: `refused`, its message quoted (the op's schema has the cache inputs)."""
+    runner = _gqa(probe_needs={})
+    cell = cache.cache_causal_alignment_cell(runner)
+    assert cell.value == REFUSED, cell.evidence
+    assert "GroupQueryAttention kernel" in cell.evidence
+    assert "Status Message: head_size must be a" in cell.evidence  # quoted, bounded
+
+
+def _no_past_decode(session, case, feed):
+    """A planted system: every step run as a fresh prompt, its past dropped."""
+    a, b = case.attention, case.inputs.batch
+    x, p = feed["query"], case.decode.prefill
+    empty = np.zeros((b, a.num_kv_heads, 0, a.qk_head_dim), x.dtype)
+    outs, shapes = [], []
+    for lo, hi in [(0, p)] + [(s, s + 1) for s in range(p, case.inputs.query_len)]:
+        out, k, _ = session.run(["output", "present_key", "present_value"], {
+            "query": x[:, lo:hi], "past_key": empty, "past_value": empty,
+            "seqlens_k": np.full(b, hi - lo - 1, np.int32),
+            "total_sequence_length": np.array(hi - lo, np.int32)})
+        outs.append(out)
+        shapes.append(tuple(k.shape))
+    return np.concatenate(outs, axis=1), shapes
+
+
+@pytest.mark.xfail(strict=True, reason="contract/cache_probes.cache_alignment names the nearest "
+                   "of lower_right / upper_left with no threshold: a step with its past "
+                   "dropped (attending itself only) reads lower_right at 2.0 from it (the "
+                   "evidence quotes the distance); an unmatched step should read neither")
+def test_a_step_without_its_past_moves_the_alignment(monkeypatch):
+    from conformance.runners.onnx import contrib_gqa
+
+    runner = _gqa()
+    monkeypatch.setattr(contrib_gqa, "decode_run", _no_past_decode)
+    cell = cache.cache_causal_alignment_cell(runner)
+    assert cell.value != "lower_right", cell.evidence
+
+
+def test_transposed_present_shapes_move_the_layout(monkeypatch):
+    from conformance.runners.onnx import contrib_gqa
+
+    real = contrib_gqa.decode_run
+
+    def bsnh(session, case, feed):
+        out, shapes = real(session, case, feed)
+        return out, [(s[0], s[2], s[1], s[3]) for s in shapes]
+
+    runner = _gqa()
+    monkeypatch.setattr(contrib_gqa, "decode_run", bsnh)
+    cell = cache.cache_layout_cell(runner)
+    assert cell.value.startswith("BSNH"), cell.value
+
+
+def test_the_ledger_has_one_cell_of_each_handed_axis_its_own():
+    """The runner's own cells of the handed axes (schema-read feature cells) give way: the
+    ledger's cell is the asked probe's."""
+    from conformance.conventions.probes import ledger_cells
+
+    cells = ledger_cells(_gqa())
+    for axis in ("cache_causal_alignment", "cache_layout"):
+        mine = [c for c in cells if c.axis == axis]
+        assert len(mine) == 1 and "probe_case probe-cache-step" in mine[0].evidence, mine
