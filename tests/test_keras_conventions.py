@@ -3,7 +3,6 @@ worker of one backend (torch: the cheapest to start), the matrix's own (warm in 
 run); the request is urgent, so it never queues behind the matrix's prefetched items."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from conformance.contract.axes import AXIS_IDS, NA
@@ -57,40 +56,3 @@ def test_the_runners_own_cells_are_api_facts_the_rows_do_not_settle():
                      "implicit_mask", "window_width", "dropout", "causal_flag"}
     assert runner.ledger_axes <= set(ASKED_PROBES)
     assert NA == "not_applicable"
-
-
-def test_a_float64_export_the_runtime_rejects_is_refused_with_its_message():
-    """keras_export_probes.scale_precision_cell with a converter that raises: `refused`,
-    quoting the message, and litert's float64_compute follows it; a graph that runs is
-    measured, not refused."""
-    from conformance.contract.axes import REFUSED
-    from conformance.runners._export.keras_export_probes import scale_precision_cell
-    from conformance.runners.litert.keras import _float64_cell
-
-    class Refusing:
-        what = "fake LiteRT model"
-
-        def session(self, case):
-            raise RuntimeError("Select TensorFlow op(s) are not supported by this interpreter")
-
-        @staticmethod
-        def run(session, case, **feeds):
-            raise AssertionError("never reached")
-
-    cell = scale_precision_cell(Refusing())
-    assert cell.value == REFUSED and "Select TensorFlow op(s)" in cell.evidence
-    assert [c.value for c in _float64_cell([cell])] == [REFUSED]
-    from conformance.contract.probing import output_with
-    from conformance.runners._export.keras_mha import base_case
-
-    class Running(Refusing):
-        def session(self, case):
-            return None
-
-        @staticmethod
-        def run(session, case, **feeds):
-            return output_with(case, None, scale=float(np.float32(1 / np.sqrt(3.0))))
-
-    ran = scale_precision_cell(Running())
-    assert ran.value == "float32_rounded" and _float64_cell([ran]) == []
-    assert base_case  # the probe's case builder stays importable without Keras

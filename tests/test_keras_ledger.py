@@ -195,3 +195,68 @@ def test_keras_hub_cells_the_issue_names():
     assert rope["rope_partial"].value == NA
     assert rope["rope_style"].value == "half_split"
     assert "RotaryEmbedding" in rope["float64_compute"].evidence
+
+
+# -- the exported Keras layer (onnx.keras-export, litert.keras): answers through its graphs --
+class FakeGraphs:
+    """keras_export_probes.Graphs with the oracle as its runtime: each session is the graph
+    configuration it was asked for; `plant` names one defect of the exported graph."""
+
+    what, runtime, artifact = "fake graph", "fake runtime", "fake model"
+
+    def __init__(self, plant: str = ""):
+        self.plant, self.sessions = plant, []
+
+    def session(self, case, mask=None, causal=False, dropout=0.0, value_mask=False,
+                options=()):
+        self.sessions.append({"mask": mask, "causal": causal, "dropout": dropout,
+                              "value_mask": value_mask, "options": dict(options)})
+        return self.sessions[-1]
+
+    def run(self, session, case, data=None, **feeds):
+        out = output_with(case, None, data)
+        if self.plant == "drops" and session["dropout"]:  # planted: dropout in inference
+            return out * 0.5
+        return out
+
+
+class ExportToy(Runner):
+    name, framework, system = "toy.keras-export", "toy", "toy"
+    answers = frozenset({"attn_mask", "is_causal", "key_padding", "window",
+                         "dropout_training"})
+
+    def __init__(self, graphs):
+        super().__init__()
+        self.g = graphs
+
+    def answer(self, case, data, raw):
+        from conformance.runners._export.keras_export_answers import answer
+
+        return answer(self.g, case, data, raw)
+
+
+def test_the_exported_graph_answers_each_raw_argument_with_its_own_graph():
+    from conformance.contract.probing import probe_case
+    from conformance.contract.runner import RawCall
+    from conformance.oracle.canonical import case_data
+    from conformance.runners._export.keras_export_answers import NoTrainingInput, answer
+
+    g, case = FakeGraphs(), probe_case("export-answers")
+    data = case_data(case)
+    answer(g, case, data, RawCall("attn_mask", np.ones((2, 3, 5), bool)))
+    answer(g, case, data, RawCall("attn_mask", np.zeros((2, 3, 5))))
+    answer(g, case, data, RawCall("window", 3))
+    answer(g, case, data, RawCall("key_padding", np.ones((2, 5), bool)))
+    assert [s["mask"] for s in g.sessions[:2]] == ["bool", "float32"]
+    assert g.sessions[2]["options"] == {"sliding_window": 3}
+    assert g.sessions[3]["value_mask"] is True
+    with pytest.raises(NoTrainingInput):  # an inference graph has no training switch
+        answer(g, case, data, RawCall("dropout_training", {"rate": 0.5, "training": True}))
+
+
+def test_an_inference_graph_reads_dropout_never_unless_it_drops():
+    from conformance.conventions.probes import training
+
+    cell = training.dropout_cell(ExportToy(FakeGraphs()))
+    assert cell.value == "never" and "no training input" in cell.evidence
+    assert training.dropout_cell(ExportToy(FakeGraphs("drops"))).value == "always"  # planted

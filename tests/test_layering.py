@@ -38,16 +38,15 @@ JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
 # issue "One judge for every convention"): the list may only shrink; a module that no
 # longer judges must leave it, and no other module may start.
 STILL_JUDGING = frozenset({
-    "conformance.runners._export.keras_export_probes",
     "conformance.runners._export.torch_onnx_probes",
     "conformance.runners.hf.common", "conformance.runners.hf.decoder_probes",
     "conformance.runners.hf.position_head_probes", "conformance.runners.hf.probes",
-    "conformance.runners.litert.keras", "conformance.runners.onnx.attention_cache",
+    "conformance.runners.onnx.attention_cache",
     "conformance.runners.onnx.attention_cache_probes",
     "conformance.runners.onnx.attention_op", "conformance.runners.onnx.cache_probes",
     "conformance.runners.onnx.contrib_mha",
     "conformance.runners.onnx.gqa_feature_probes", "conformance.runners.onnx.gqa_probes",
-    "conformance.runners.onnx.keras_export", "conformance.runners.onnx.probes"})
+    "conformance.runners.onnx.probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
            "settings"),

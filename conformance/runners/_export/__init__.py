@@ -21,8 +21,10 @@ framework import them from here; no runners/<framework>/ folder imports another
   (OpenVINO, ExecuTorch) and `both_calls`, one module making both exported calls;
 - keras_export.py: the functional Keras model a user converts (ONNX, LiteRT) and its
   ONNX bytes;
-- keras_export_probes.py: the convention probes of that converted model, in onnxruntime
-  or another runtime (LiteRT).
+- keras_export_probes.py: the probe graphs of that converted model (one input or argument
+  of their own), run in onnxruntime or another runtime (LiteRT);
+- keras_export_answers.py: what those runners answer the ledger's probes through them, and
+  their API facts (no oracle).
 
 Frameworks are imported inside functions only.
 """

@@ -3,7 +3,7 @@ with the canonical weights, wrapped in a functional model whose inputs are the q
 (value, key) and the merged (B, T, S) attention_mask (True = attend), use_causal_mask for a
 causal case.  The ONNX export (onnx.keras-export) and the LiteRT conversion (litert.keras)
 build it here; `keras_onnx_bytes` is that ONNX export (also the default converter of the
-Keras export probes, keras_export_probes.py, which litert.keras runs its own way).  keras
+Keras export probe graphs, keras_export_probes.py, which litert.keras converts its own way).  keras
 is passed in (the caller's worker fixed the backend); tf2onnx is imported inside.
 """
 from __future__ import annotations

@@ -14,7 +14,8 @@ called both ways in one functional model), so one conversion gives the output an
 per-head scores.  Models are cached under `.cache/litert/`, keyed by case content, format
 and the keras / tensorflow / ai-edge-litert versions.  Each row reports the operators the
 model became and its float constants (the parameters the artifact holds).  The probes are
-onnx.keras-export's (runners/_export/keras_export_probes.py), converted and run this way.
+onnx.keras-export's probe graphs (runners/_export/keras_export_probes.py), converted and run
+this way, asked by the ledger (_export/keras_export_answers.py).
 
 TensorFlow must be the Keras backend, so the rows run in the keras-tensorflow worker.
 """
@@ -23,13 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.cache import key
-from conformance.contract.axes import REFUSED
 from conformance.contract.runner import (
-    Convention,
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.runners._export.keras_export import functional_model
+from conformance.runners._export.keras_export_answers import ANSWERS, ASKED, answer, facts
 from conformance.runners._export.keras_mha import (
-    classify_call_error, mha_translation, storage_dtype, worker_spec)
+    SOURCE, classify_call_error, mha_translation, storage_dtype, worker_spec)
 from conformance.runners.litert import common as ltc
 from conformance.versions import package_versions
 
@@ -77,21 +77,33 @@ class LiteRTKeras(Runner):
                            f"format='litert'{f16}); ai_edge_litert.interpreter.Interpreter("
                            "model_content=...).get_signature_runner()(**inputs)", t.plan)
 
-    def conventions(self):
+    # the ledger asks these through translate/run (ASKED_PROBES: float64_compute too, which
+    # the rows only see as not expressible) and `answer` (RAW_PROBES): probe models converted
+    # like the rows' (_export/keras_export_answers.py); the API facts are its own cells
+    ledger_axes = ASKED | {"float64_compute"}
+    answers = ANSWERS
+    documented_conventions = {"window_width": ("2w_minus_1_keys", SOURCE)}
+
+    def graphs(self):
+        from conformance.runners._export.keras_export_probes import Graphs
+
+        return Graphs(_versions(), what=f"{self.name} model in the LiteRT interpreter",
+                      label=f"{self.name} probe", cache=ltc.CACHE, opener=ltc.open_session,
+                      convert=lambda m: ltc.tflite_bytes(m, self.precision),
+                      runtime="the LiteRT interpreter", artifact="LiteRT model")
+
+    def answer(self, case, data, raw):
+        return answer(self.graphs(), case, data, raw)
+
+    def signatures(self):
         import keras
 
-        from conformance.contract.probing import feature_cells
-        from conformance.runners._export.keras_export_probes import Graphs, onnx_cells
-
-        g = Graphs(_versions(), what=f"{self.name} model in the LiteRT interpreter",
-                   label=f"{self.name} probe", cache=ltc.CACHE, opener=ltc.open_session,
-                   convert=lambda m: ltc.tflite_bytes(m, self.precision),
-                   runtime="the LiteRT interpreter", artifact="LiteRT model")
         mha = keras.layers.MultiHeadAttention
-        cells = onnx_cells(g.versions, g)
-        return cells + _float64_cell(cells) + [_window_cell(g)] + feature_cells(
-            "keras.layers.MultiHeadAttention (converted)", mha.__init__, mha.call,
-            skip=("window_width",))
+        return "keras.layers.MultiHeadAttention (converted)", (mha.__init__, mha.call)
+
+    def conventions(self):
+        """The converted layer's API facts (_export/keras_export_answers.py)."""
+        return facts(self.graphs())
 
     def _model(self, keras, case, translation, data):
         try:
@@ -144,24 +156,3 @@ class LiteRTKeras(Runner):
                     "litert": {"operators": session.operators(), "constants": held},
                     "scores_output_delta": float(f"{delta:.2e}")})
 
-
-def _float64_cell(cells) -> list:
-    """float64_compute from the float64 probe model: the interpreter refusing it (its Flex
-    ops) is the answer for every float64 layer, which the rows only see as not expressible."""
-    scale = next((c for c in cells if c.axis == "scale_precision"), None)
-    if scale is None or scale.value != REFUSED:
-        return []
-    return [Convention("float64_compute", REFUSED, scale.evidence)]
-
-
-def _window_cell(g, w: int = 3):
-    """window_width through the shared converted-layer probe; a converter or interpreter
-    refusing the windowed layer is the answer, quoted."""
-    from conformance.runners._export.keras_export_probes import window_cell
-
-    try:
-        return window_cell(g, f"{g.what}: MultiHeadAttention(sliding_window={w}), "
-                           "self-attention over 8 positions", w)
-    except Exception as exc:  # the converter or the interpreter refuses the windowed layer
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        return Convention("window_width", "refused", f"{g.what}: sliding_window={w}: {text}")

@@ -192,12 +192,3 @@ def window_cell(engine: str, build, execute) -> Convention:
                    "no causal mask (the others read the number 2)", documented="left_right",
                    **SPEC)
     return cell if cell.value != "no window" else replace(cell, value="not_applicable")
-
-
-def keras_export_window(versions: list[str], w: int = 3) -> Convention:
-    """window_width of onnx.keras-export: the layer exported by the runner's exporter
-    (cached like its other probe graphs) and run in onnxruntime."""
-    from conformance.runners._export.keras_export_probes import Graphs, window_cell
-
-    return window_cell(Graphs(versions), "onnx.keras-export graph of MultiHeadAttention("
-                       f"sliding_window={w}) in onnxruntime, self-attention over 8 positions", w)

@@ -32,8 +32,9 @@ from conformance.contract.runner import (
 from conformance.versions import package_versions
 from conformance.runners._export.keras_export import (
     KERAS_EXPORT_FORMAT, functional_model, keras_onnx_bytes)
+from conformance.runners._export.keras_export_answers import ANSWERS, ASKED, answer, facts
 from conformance.runners._export.keras_mha import (
-    classify_call_error, mha_translation, storage_dtype, to_f64, worker_spec)
+    SOURCE, classify_call_error, mha_translation, storage_dtype, to_f64, worker_spec)
 from conformance.runners._export.onnx_runtime import (
     CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short)
 
@@ -86,20 +87,30 @@ class OnnxKerasExport(Runner):
             raise NotExpressibleError(f"keras model.export(format='onnx', {variant}) "
                                       f"failed: {short(exc)}") from exc
 
-    def conventions(self):
-        """Probe graphs exported and run like the rows' (_export/keras_export_probes.py)."""
+    # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
+    # probe graphs exported like the rows' (_export/keras_export_answers.py); the API facts
+    # are its own cells
+    ledger_axes = ASKED
+    answers = ANSWERS
+    documented_conventions = {"window_width": ("2w_minus_1_keys", SOURCE)}
+
+    def graphs(self):
+        from conformance.runners._export.keras_export_probes import Graphs
+
+        return Graphs(_versions())
+
+    def answer(self, case, data, raw):
+        return answer(self.graphs(), case, data, raw)
+
+    def signatures(self):
         import keras
 
-        from conformance.contract.probing import feature_cells
-        from conformance.runners._export.keras_export_probes import onnx_cells
-
-        from conformance.contract.cache_probes import override
-        from conformance.runners.onnx.cache_probes import keras_export_window
-
         mha = keras.layers.MultiHeadAttention
-        return override(onnx_cells(_versions()) + feature_cells(
-            "keras.layers.MultiHeadAttention (exported)", mha.__init__, mha.call),
-            [keras_export_window(_versions())])
+        return "keras.layers.MultiHeadAttention (exported)", (mha.__init__, mha.call)
+
+    def conventions(self):
+        """The exported layer's API facts (_export/keras_export_answers.py)."""
+        return facts(self.graphs())
 
     def run(self, case, translation, data):
         import keras
