@@ -96,7 +96,7 @@ class KerasCached(KerasHubRunner):
     # the ledger asks these (conventions/probes/): a single call through the layer without
     # a cache (probe_translate, probe_output; the decode through its cache for the cache's
     # alignment and float64), the raw arguments through `answer` on the layer without a
-    # cache; its call has no causal switch and no key-padding argument (observations.py)
+    # cache; its call has no causal switch and no key-padding argument (hub_observations.py)
     ledger_axes = KerasLayerRunner.ledger_axes | {"cache_causal_alignment", "float64_compute"}
     answers = ANSWERS - {"is_causal", "key_padding"}
     documented_conventions = {**KerasLayerRunner.documented_conventions,

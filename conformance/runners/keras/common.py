@@ -178,7 +178,7 @@ class KerasLayerRunner(Runner):
     scores = False  # True: return_attention_scores=True (einsum + Softmax path)
     layer_cls = ""  # the keras.layers class, e.g. "MultiHeadAttention"
     layer_name = ""  # the layer's name (its variable paths start with it)
-    features = Runner.features | {"window"}  # sliding_window (window.py)
+    features = Runner.features | {"window"}  # sliding_window (_export/keras_mha.py)
     # the number the backends' dot_product_attention writes into masked logits
     # (_get_large_negative: 'val = 65500 if dtype == "float16" else 3.38953e38', val * -0.7):
     # the ledger's fill probe cannot tell it from finfo.min by the outputs (masks.py)
