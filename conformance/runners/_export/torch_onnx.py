@@ -18,6 +18,7 @@ from conformance.cache import key
 from conformance.contract.runner import NotExpressibleError
 from conformance.runners._export.onnx_runtime import CACHE, FORMAT, numpy_dtype, short
 from conformance.runners._export.torch_mha import build_mha, tensors, torch_masks
+from conformance.runners._export.torchlib_once import torchlib_listed_once
 
 VARIANTS = {  # variant label -> forward keyword arguments
     "need_weights=False": {"need_weights": False},
@@ -88,8 +89,9 @@ class TorchOnnxExporter:
     def _export(self, torch, module, args, names) -> bytes:
         if self.dynamo:
             extra = {"opset_version": self.opset} if self.opset else {}
-            program = torch.onnx.export(module, args, dynamo=True, input_names=list(names),
-                                        verbose=False, **extra)
+            with torchlib_listed_once():  # the same graph, 1.4 s of CPU sooner
+                program = torch.onnx.export(module, args, dynamo=True,
+                                            input_names=list(names), verbose=False, **extra)
             return program.model_proto.SerializeToString()
         buf = io.BytesIO()
         try:

@@ -1,0 +1,63 @@
+"""torchlib_listed_once (runners/_export/torchlib_once.py) hands the dynamo exporter the
+process's first torchlib listing: the exported graph must be byte-for-byte the one an
+export without it gives, and a listing that differs must show in the bytes."""
+from __future__ import annotations
+
+import pytest
+
+from conformance.runners._export import torchlib_once
+from conformance.runners._export.torchlib_once import torchlib_listed_once
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+
+
+def _export() -> bytes:
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+
+    class Call(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, q, mask):
+            return self.mha(q, q, q, attn_mask=mask, need_weights=False)[0]
+
+    args = (torch.randn(1, 3, 8), torch.zeros(3, 3, dtype=torch.bool))
+    program = torch.onnx.export(Call().eval(), args, dynamo=True, verbose=False,
+                                input_names=["query", "attn_mask"])
+    return program.model_proto.SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def plain() -> bytes:
+    """The graph of an export without the kept listing (shared: an export costs seconds)."""
+    return _export()
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    monkeypatch.setattr(torchlib_once, "_LISTED", {})
+
+
+def test_the_listed_once_graph_is_the_plain_export_byte_for_byte(plain, fresh):
+    with torchlib_listed_once():
+        first, again = _export(), _export()  # the second export is handed the first listing
+    assert "ops" in torchlib_once._LISTED
+    assert first == plain and again == plain
+
+
+def test_a_listing_that_differs_shows_in_the_exported_bytes(plain, fresh):
+    """The planted defect: a kept listing without torchlib's aten::linear.  The exporter
+    then decomposes the projections differently or refuses; either way not the plain
+    graph, so the byte comparison above can fail."""
+    with torchlib_listed_once():
+        _export()
+        kept = torchlib_once._LISTED["ops"]
+        torchlib_once._LISTED["ops"] = [m for m in kept if m.qualified_name != "aten::linear"]
+        try:
+            planted = _export()
+        except Exception:  # the exporter found no function for an operator: also caught
+            planted = None
+    assert planted != plain
