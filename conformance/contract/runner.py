@@ -119,6 +119,9 @@ RAW_ARGUMENTS = {
     "implicit_mask": "self-attention over the case's query with the (B, T) positions "
                      "`value` False marked as padding the system's own way (e.g. an "
                      "Embedding(mask_zero=True) in front), no mask argument",
+    "causal_hint": "the system's causal switch on beside `value['attn_mask']` (a (B, T, S) "
+                   "boolean array given as it is to its attention-mask argument) and, where "
+                   "`value['pad_nothing']` is set, a key-padding mask that pads no key",
 }
 
 
