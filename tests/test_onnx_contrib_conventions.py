@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.runner import NotExpressibleError
+from conformance.contract.runner import NotExpressibleError, RawCall
 from tests.helpers import require
 
 require("onnx", "onnxruntime")
@@ -81,13 +81,20 @@ def test_nonpad_cell_planted():
 
 
 def test_mha_mask3d_and_refusals():
-    from conformance.runners.onnx.contrib_mha import OnnxContribMHA
+    """The contrib op's API facts (contrib_mha_calls.facts, no oracle) and its raw (B, T, S)
+    mask: onnxruntime's type check of a bool key_padding_mask quoted in the call; the
+    mask's polarity and the float64 graph's refusal are the ledger's (test_onnx_ledger)."""
+    from conformance.runners.onnx import contrib_mha_calls as calls
+    from conformance.runners.onnx.contrib_mha import CONTRIB_MHA_NAMES, OnnxContribMHA
+
+    from conformance.oracle.canonical import case_data
 
     r = OnnxContribMHA()
-    cell = r.mask3d_cell()
-    assert cell.value == "true_attends"
-    assert "tensor(bool)" in cell.evidence  # a bool mask: ORT's type check, quoted
-    cells = {c.axis: c for c in r.refusal_cells()}
-    for axis in ("unbatched_input", "mixed_dtype", "scale_precision"):
+    case = calls.raw_case()
+    out, call = r.answer(case, case_data(case), RawCall("attn_mask", np.ones(
+        (2, 3, 5), bool)))
+    assert out.shape == (2, 3, 8) and "tensor(bool)" in call, call
+    cells = {c.axis: c for c in calls.facts(r, CONTRIB_MHA_NAMES)}
+    for axis in ("unbatched_input", "mixed_dtype"):
         assert cells[axis].value == "refused", cells[axis].evidence
     assert "3 or 5 dimensions" in cells["unbatched_input"].evidence

@@ -107,3 +107,105 @@ def test_the_ledger_has_one_cell_of_each_handed_axis_its_own():
     for axis in ("cache_causal_alignment", "cache_layout"):
         mine = [c for c in cells if c.axis == axis]
         assert len(mine) == 1 and "probe_case probe-cache-step" in mine[0].evidence, mine
+
+
+# -- onnx.contrib-mha.ort: the ledger asks it (translate/run, `answer`); it only calls ------
+
+MHA = "conformance.runners.onnx.contrib_mha:OnnxContribMHA"
+
+
+def _mha():
+    require("onnx", "onnxruntime")
+    from conformance.runners import load
+
+    return load(MHA)
+
+
+def test_contrib_mha_hands_its_axes_to_the_ledger():
+    from conformance.conventions.probes import RAW_PROBES
+    from conformance.runners.onnx.contrib_mha import OnnxContribMHA
+
+    assert set(OnnxContribMHA.ledger_axes) <= set(ASKED_PROBES)
+    assert {a for a, (arg, _) in RAW_PROBES.items() if arg in OnnxContribMHA.answers} == {
+        "attn_mask_polarity", "float_mask", "causal_flag"}
+
+
+def test_contrib_mha_cells_from_its_own_calls():
+    from conformance.conventions.probes import flags
+
+    runner = _mha()
+    align, layout = cache.cache_causal_alignment_cell(runner), cache.cache_layout_cell(runner)
+    assert align.value == "lower_right" and "past_key" in align.evidence, align.evidence
+    assert layout.value == ("BNSH, two tensors (past_key, past_value in; present_key, "
+                            "present_value out), growing ((2, 2, 3, 4) -> (2, 2, 4, 4))")
+    pol = flags.attn_mask_polarity_cell(runner)
+    assert pol.value == "true_attends" and "key_padding_mask (B, T, S) int32" in pol.evidence
+    assert "a bool key_padding_mask refused" in pol.evidence  # onnxruntime's type check
+    assert flags.float_mask_cell(runner).value == "added"
+    assert ASKED_PROBES["softmax_scale"](runner).value == "configurable"
+    precision = ASKED_PROBES["scale_precision"](runner)
+    assert precision.value == REFUSED and "ONNXRuntimeError" in precision.evidence
+
+
+def test_contrib_mha_unidirectional_reads_row_by_row():
+    """onnxruntime's CPU kernel, unidirectional=1 on T 3 != S 5: rows 0 and 1 attend upper
+    left, the last row every key (lower right = no mask there): `depends`, each row named."""
+    from conformance.conventions.probes import flags
+
+    cell = flags.causal_flag_cell(_mha())
+    assert cell.value == "depends", cell.evidence
+    assert "query row 0: upper_left; query row 1: upper_left; query row 2: lower_right = " \
+        "ignored" in cell.evidence
+
+
+def _planted_causal(out_of):
+    """A runner answering is_causal with the oracle under `out_of(case)` (a (T, S) mask)."""
+    from conformance.contract.probing import output_with
+
+    class Planted:
+        name, answers = "planted", frozenset({"is_causal"})
+
+        def answer(self, case, data, raw):
+            allowed = np.broadcast_to(out_of(case), (case.inputs.batch, *out_of(case).shape))
+            return output_with(case, allowed.copy()), "planted(is_causal=True)"
+
+    return Planted()
+
+
+def test_a_planted_mixed_row_causal_switch_reads_depends():
+    from conformance.conventions.probes import flags
+
+    def tri(case, off):
+        t, s = case.inputs.query_len, case.inputs.key_len
+        return np.arange(s)[None, :] <= np.arange(t)[:, None] + off
+
+    def last_row_all(case):
+        m = tri(case, 0)
+        m[-1] = True
+        return m
+
+    upper = flags.causal_flag_cell(_planted_causal(lambda c: tri(c, 0)))
+    lower = flags.causal_flag_cell(_planted_causal(
+        lambda c: tri(c, c.inputs.key_len - c.inputs.query_len)))
+    mixed = flags.causal_flag_cell(_planted_causal(last_row_all))
+    assert (upper.value, lower.value, mixed.value) == ("upper_left", "lower_right", "depends")
+    assert "no reading matches" not in upper.evidence
+
+
+def test_a_planted_contrib_graph_that_drops_unidirectional_reads_ignored(monkeypatch):
+    from conformance.conventions.probes import flags
+    from conformance.runners.onnx import contrib_mha_graph
+
+    real = contrib_mha_graph.build_model
+    monkeypatch.setattr(contrib_mha_graph, "build_model", lambda case, data, unidirectional=0:
+                        real(case, data))
+    assert flags.causal_flag_cell(_mha()).value == "ignored"
+
+
+def test_contrib_mha_feature_cells_from_its_schema_names():
+    from conformance.conventions.probes import ledger_cells
+
+    cells = {c.axis: c for c in ledger_cells(_mha())}
+    assert cells["softcap"].value == "not_applicable"
+    assert "attributes and inputs (ContribOperators.md)" in cells["softcap"].evidence
+    assert cells["cache_layout"].evidence.startswith("onnx.contrib-mha.ort, probe_case")

@@ -6,13 +6,19 @@ is needed) where one is.  Axes a probe settles for the runner are left to it.
 """
 from __future__ import annotations
 
-from conformance.contract.probing import feature_cells
+from conformance.contract.probing import feature_cells, feature_cells_from_names
 from conformance.contract.runner import Convention
 
 
 def signature_cells(runner, settled: set[str]) -> list[Convention]:
     """The feature cells of `runner` for the axes not in `settled` ([] where it names no
-    callables)."""
+    callables).  A system described by names, not a Python signature (an ONNX operator
+    schema's attributes and inputs), names them in `schema_names()`: (what, names, where
+    they are listed)."""
+    schema = runner.schema_names() if hasattr(runner, "schema_names") else ()
+    if schema:
+        what, names, source = schema
+        return feature_cells_from_names(what, list(names), source, skip=tuple(settled))
     named = runner.signatures() if hasattr(runner, "signatures") else ()
     if not named:
         return []

@@ -106,8 +106,11 @@ def causal_flag_cell(runner) -> Convention:
         out = fwd(True)
     except _Refused as exc:
         return _unanswered("causal_flag", runner, what, exc.answer)
-    return closest("causal_flag", out, causal_candidates(case),
-                   f"{what} ({last['answer'].call})", **_documented(runner, "causal_flag"))
+    from conformance.conventions.probes.causal_rows import by_rows
+
+    return by_rows(closest("causal_flag", out, causal_candidates(case),
+                           f"{what} ({last['answer'].call})",
+                           **_documented(runner, "causal_flag")), case, out)
 
 
 RAW_PROBES = {"attn_mask_polarity": ("attn_mask", attn_mask_polarity_cell),

@@ -1,10 +1,11 @@
 """#20 probes of the ONNX attention graphs: the cache of `Attention`-23 (past_key /
-past_value in, present_key / present_value out) and of onnxruntime's contrib
-`MultiHeadAttention`, and the order of `Attention`'s softcap against a float mask.
+past_value in, present_key / present_value out; onnxruntime's contrib MultiHeadAttention's
+cache is asked by the ledger through its runner, onnx/contrib_mha_calls.py), and the order
+of `Attention`'s softcap against a float mask.
 
 Cache: the runner's own graph for a one-query step at position P = 3 whose first 3
 projected keys/values go in as past_key/past_value (4-D) and the last as K/V, with the
-node's causal switch on (`is_causal=1`; contrib: `unidirectional=1`): the switch is a node
+node's causal switch on (`is_causal=1`): the switch is a node
 attribute, so the graph its users run for the prefill and for every step carries it (the
 users' decode), and the Attention schema aligns it to the past (onnx/defs, Attention-23:
 "causal masking is applied with bottom-right (offset-aware) alignment: query `i` attends
@@ -25,8 +26,6 @@ from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
 
 SPEC = {"documented_source": "https://onnx.ai/onnx/operators/onnx__Attention.html"}
-CONTRIB = {"documented_source": "https://github.com/microsoft/onnxruntime/blob/main/docs/"
-           "ContribOperators.md#com.microsoft.MultiHeadAttention"}
 CAP, FILL = 1.0, -2.0
 
 
@@ -100,63 +99,6 @@ def softcap_order_cell(engine: str, p) -> Convention:
     out = p.run(case, add.astype(np.float32), float_mask=True, softcap=CAP)[0]
     return cp.softcap_order(case, CAP, add, out, f"{p.what}, qk_matmul_output_mode=3",
                             documented="before_mask", **SPEC)
-
-
-def _contrib_graph(causal: bool, past: bool):
-    """A lone com.microsoft.MultiHeadAttention node (2 heads) on projected Q, K, V
-    (B, L, H*d), with past_key/past_value (B, H, P, d) when `past`."""
-    from onnx import TensorProto, helper
-
-    f = TensorProto.FLOAT
-    names = ["query", "key", "value", "", "", "", *(("past_key", "past_value") if past else ())]
-    node = helper.make_node("MultiHeadAttention", names, ["output", "present_key",
-                                                          "present_value"],
-                            domain="com.microsoft", num_heads=2,
-                            **({"unidirectional": 1} if causal else {}))
-    inputs = [helper.make_tensor_value_info(n, f, None) for n in names if n]
-    outputs = [helper.make_tensor_value_info(n, f, None) for n in node.output]
-    return helper.make_model(helper.make_graph([node], "contrib_cache", inputs, outputs),
-                             opset_imports=[helper.make_opsetid("", 17),
-                                            helper.make_opsetid("com.microsoft", 1)])
-
-
-def contrib_cache_cells() -> list[Convention]:
-    """Prefill then one step through the contrib op's own past/present, unidirectional=1."""
-    import onnxruntime as ort
-
-    from conformance.oracle.reference import project
-
-    case = cp.decode_case()
-    d = case_data(case)
-    w, x = d.weights, d.inputs.query
-    b, n = x.shape[:2]
-
-    def flat(t):  # (B, H, L, d) -> (B, L, H*d)
-        return np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(b, t.shape[2], -1),
-                                    np.float32)
-
-    q, k, v = (flat(project(x, wt, bt)) for wt, bt in ((w.wq, w.bq), (w.wk, w.bk),
-                                                         (w.wv, w.bv)))
-
-    def session(past):
-        return ort.InferenceSession(_contrib_graph(True, past).SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
-
-    def out_proj(h):  # (B, L, H*d) -> (B, L, E)
-        y = np.einsum("blhd,hde->ble", h.reshape(b, h.shape[1], 2, -1), w.wo)
-        return y if w.bo is None else y + w.bo
-
-    pre = session(False).run(None, {"query": q[:, :-1], "key": k[:, :-1], "value": v[:, :-1]})
-    step = session(True).run(None, {"query": q[:, -1:], "key": k[:, -1:], "value": v[:, -1:],
-                                    "past_key": pre[1], "past_value": pre[2]})
-    what = ("com.microsoft.MultiHeadAttention in onnxruntime, unidirectional=1, num_heads=2, "
-            "its present_key/present_value fed back as past_key/past_value")
-    shapes = [tuple(pre[1].shape), tuple(step[1].shape)]
-    return [cp.cache_alignment(case, out_proj(step[0]), what, out_proj(pre[0]), **CONTRIB),
-            Convention("cache_layout", cp.layout_words(case, shapes, "two tensors "
-                       "(past_key, past_value in; present_key, present_value out)"),
-                       f"{what}: present_key {shapes[0]} after the prefill, {shapes[1]} "
-                       "after the step", **CONTRIB)]
 
 
 def attention_op_cells_20(engine: str, build, execute) -> list[Convention]:
