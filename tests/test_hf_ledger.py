@@ -7,6 +7,7 @@ The generic pieces are tested on toy runners too: a harness limit found on runni
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -130,3 +131,96 @@ def test_the_decode_output_is_the_causal_forward():
     got = ask(runner, case)
     assert np.max(np.abs(got.output - attention(case).output)) < 1e-5
     assert got.extras["cache_shapes"] == [(2, 2, 3, 4), (2, 2, 4, 4)]
+
+
+# -- positions and heads: the generic probes in the forms a system takes, the partial-rotary
+# setting passed raw (conventions/probes/needs.py, partial.py) ------------------------------
+
+class ToyRotary(Runner):
+    """A self-attention system that always applies RMS QK-norm (probe_needs) and rotates
+    with the oracle; `mode` is what its partial-rotary setting does: "partial" rotates 4
+    of 8, "ignored" rotates all, "moved" moves the output off both, "raises" refuses."""
+
+    name = "toy.rotary"
+    probe_needs = {"qk_norm": {"kind": "rms", "scope": "per_head"}}
+    answers = frozenset({"partial_rotary"})
+    mode = "ignored"
+
+    def translate(self, case):
+        if not case.inputs.self_attention:
+            return NotExpressible("this toy system is self-attention only")
+        if case.attention.qk_norm is None:
+            return NotExpressible("this toy system applies QK-norm on every call")
+        return Translation("toy(x)", {})
+
+    def run(self, case, translation, data):
+        return Observation(attention(case, data).output)
+
+    def answer(self, case, data, raw):
+        if self.mode == "raises":
+            raise ValueError("partial_rotary_factor must be 1.0")
+        a = case.attention
+        if self.mode == "partial":
+            case = replace(case, attention=replace(a, rope=replace(a.rope, rotary_dim=4)))
+        out = attention(case, data).output
+        return (out + 0.1 if self.mode == "moved" else out), f"toy(x, partial={raw.value})"
+
+
+def test_a_probe_case_is_asked_with_what_the_system_always_applies():
+    """The written kv case (cross-attention, no QK-norm) is inexpressible; the forms with
+    probe_needs (self-attention, QK-norm) are asked; without probe_needs: not_probed."""
+    from conformance.conventions.probes.heads import kv_head_mapping_cell
+    from conformance.conventions.probes.needs import needed_forms
+
+    toy = ToyRotary()
+    cell = kv_head_mapping_cell(toy)
+    assert cell.value == "grouped", cell.evidence
+    assert "with-needs-self-attention" in cell.evidence
+    forms = needed_forms(toy, "kv", attention={"num_heads": 6, "num_kv_heads": 3,
+                                               "query_features": 12})
+    assert forms[0].attention.qk_norm is None and forms[-1].attention.qk_norm is not None
+
+    class Bare(ToyRotary):
+        probe_needs = {}
+    assert kv_head_mapping_cell(Bare()).value == "not_probed"
+
+
+def test_needs_keep_the_probes_own_fields():
+    """A field the probe sets keeps the probe's value (rope merged key by key); needs
+    that contradict the probe's sizes give no extra form."""
+    from conformance.conventions.probes.needs import needed_forms, with_needs
+
+    class Toy(Runner):
+        probe_needs = {"rope": {"style": "interleaved", "base": 500.0}, "query_features": 16}
+    assert with_needs(Toy(), {"rope": {"style": "half_split"}, "query_features": 12}) == {
+        "rope": {"style": "half_split", "base": 500.0}, "query_features": 12}
+
+    class Odd(Runner):
+        probe_needs = {"num_heads": 5}
+    assert len(needed_forms(Odd(), "x", attention={"query_features": 12})) == len(
+        needed_forms(Runner(), "x", attention={"query_features": 12}))
+
+
+@pytest.mark.parametrize("mode, word, words", [
+    ("ignored", "ignored", "accepted: output 0.0e+00 from the run without it"),
+    ("partial", "supported", "toy(x, partial=0.5)"),
+    ("moved", "not_probed", "neither reading matches"),
+    ("raises", "refused", "must be 1.0"),
+])
+def test_the_partial_rotary_setting_is_read_from_the_output(mode, word, words):
+    from conformance.conventions.probes.partial import rope_partial_setting_cell
+
+    toy = ToyRotary()
+    toy.mode = mode
+    cell = rope_partial_setting_cell(toy)
+    assert cell.value == word and words in cell.evidence, cell.evidence
+
+
+def test_the_partial_rotary_setting_is_asked_only_where_answered():
+    from conformance.conventions.probes import ledger_cells
+
+    class Silent(ToyRotary):
+        answers = frozenset()
+    assert "rope_partial" not in {c.axis for c in ledger_cells(Silent())}
+    cells = {c.axis: c for c in ledger_cells(ToyRotary())}
+    assert cells["rope_partial"].value == "ignored", cells["rope_partial"].evidence

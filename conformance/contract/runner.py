@@ -122,6 +122,9 @@ RAW_ARGUMENTS = {
     "causal_hint": "the system's causal switch on beside `value['attn_mask']` (a (B, T, S) "
                    "boolean array given as it is to its attention-mask argument) and, where "
                    "`value['pad_nothing']` is set, a key-padding mask that pads no key",
+    "partial_rotary": "the system's own partial-rotary setting set to `value` (the fraction "
+                      "of the head dim to rotate, as the system takes it, e.g. a config's "
+                      "partial_rotary_factor) on the case as it translates it, no mask",
 }
 
 

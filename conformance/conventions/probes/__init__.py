@@ -5,7 +5,8 @@ Two kinds: LEDGER_PROBES ask every executed runner through its `translate` and `
 to pass one native argument raw (`Runner.answer`), for the runners whose `answers` lists
 it (attn_mask_polarity, float_mask, causal_flag; training.py dropout, windows.py
 window_width, order.py argument_order by position, key_padding.py a key-padding argument,
-implicit.py implicit_mask); the others keep their own cells for those axes until their
+implicit.py implicit_mask, partial.py rope_partial through a partial-rotary
+setting); the others keep their own cells for those axes until their
 runner answers.
 ASKED_PROBES (sizes.py, scores.py, heads.py, qk_norm.py, padding.py, positions.py,
 cache.py, rows.py) are asked of the runners whose `ledger_axes` lists the axis,
@@ -29,8 +30,8 @@ from typing import Callable
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.conventions.probes import (
-    cache, flags, heads, implicit, key_padding, order, padding, positions, qk_norm, rows,
-    scores, sizes, training, windows)
+    cache, flags, heads, implicit, key_padding, order, padding, partial, positions, qk_norm,
+    rows, scores, sizes, training, windows)
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.features import signature_cells
 from conformance.conventions.probes.masks import (
@@ -49,9 +50,11 @@ OWNED_AXES = tuple(a for axes, _ in LEDGER_PROBES for a in axes)
 # axis -> (the RAW_ARGUMENTS argument, probe(runner) -> cell): asked of the runners whose
 # `answers` lists the argument (flags.py: masks and the causal switch; training.py:
 # dropout; windows.py: the window number; order.py: the positional inputs; key_padding.py:
-# a key-padding argument; implicit.py: padding the system marks itself)
+# a key-padding argument; implicit.py: padding the system marks itself; partial.py:
+# rope_partial through a partial-rotary setting)
 RAW_PROBES = {**flags.RAW_PROBES, **training.RAW_PROBES, **windows.RAW_PROBES,
-              **order.RAW_PROBES, **key_padding.RAW_PROBES, **implicit.RAW_PROBES}
+              **order.RAW_PROBES, **key_padding.RAW_PROBES, **implicit.RAW_PROBES,
+              **partial.RAW_PROBES}
 # axis -> probe(runner, the runner's own cell of it or None) -> cell, asked of the runners
 # whose `ledger_axes` lists the axis (through their translate/run or `answer`): one entry
 # an axis; the runner's own cell is never the word, but a reading of its API it reports

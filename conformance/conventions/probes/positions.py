@@ -3,8 +3,10 @@ or interleaved, or either by a setting), rope_partial (a rotary width below the 
 and alibi_slopes (the ALiBi slopes of a head count that is no power of two).
 
 Each probe asks the runner probe cases (its translate and run: the rotation or the bias
-as its system applies them) and names the reading of the float64 oracle the output
-matches, every distance quoted.
+as its system applies them), in the first form it takes (needs.needed_forms: as written,
+as self-attention, with the head size derived from the width, then with what the system
+applies on every call, Runner.probe_needs), and names the reading of the float64 oracle
+the output matches, every distance quoted.
 """
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import closest, distances, probe_case
+from conformance.contract.probing import closest, distances
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
-from conformance.conventions.probes.request import ask
+from conformance.conventions.probes.forms import first_taken
+from conformance.conventions.probes.needs import needed_forms
 from conformance.oracle import positional
 from conformance.oracle.reference import attention
 
@@ -32,22 +35,21 @@ def _with_rope(case, **rope):
 def rope_style_cell(runner, own: Convention | None = None) -> Convention:
     """Each pairing asked (head dim 8, positions from 3): the pairing each output matches;
     `choosable` where the two asks give the two pairings."""
-    base = probe_case("rope-style", attention={**HEAD8, "rope": {"style": "half_split"}},
-                      inputs={"position_offset": 3})
-    cases = {s: _with_rope(base, style=s) for s in STYLES}
-    cands = {s: attention(c).output for s, c in cases.items()}
+    bases = needed_forms(runner, "rope-style", attention={
+        **HEAD8, "rope": {"style": "half_split"}}, inputs={"position_offset": 3})
     picks, figures, last = {}, [], None
-    for style, case in cases.items():
-        last = ask(runner, case)
+    for style in STYLES:
+        case, last, note = first_taken(runner, [_with_rope(b, style=style) for b in bases])
         if not last.answered:
             why = last.raised or last.inexpressible or last.unasked
             figures.append(f"{style} not answered: {why}")
             continue
-        d = distances(last.output, cands)
+        d = distances(last.output, {s: attention(_with_rope(case, style=s)).output
+                                    for s in STYLES})
         picks[style] = min(d, key=d.get)
-        figures.append(f"{style} asked ({last.call}): " + ", ".join(
+        figures.append(f"{style} asked ({last.call}){note}: " + ", ".join(
             f"{s} {v:.1e}" for s, v in d.items()))
-    what = f"probe_case {base.id}, head dim 8, positions from 3"
+    what = f"probe_case {bases[0].id}, head dim 8, positions from 3"
     if not picks:
         return unmeasured("rope_style", runner, what, last)
     word = "choosable" if len(set(picks.values())) > 1 else next(iter(picks.values()))
@@ -57,11 +59,12 @@ def rope_style_cell(runner, own: Convention | None = None) -> Convention:
 
 
 def rope_partial_cell(runner, own: Convention | None = None) -> Convention:
-    """rotary_dim 4 of head dim 8 asked: supported (4 rotate), ignored (all 8 rotate)."""
-    case = probe_case("rope-partial", attention={
-        **HEAD8, "rope": {"style": "half_split", "rotary_dim": 4}})
-    what = f"probe_case {case.id}, rotary_dim 4 of head dim 8 (ignored: all 8 rotate)"
-    got = ask(runner, case)
+    """rotary_dim 4 of head dim 8 asked, in the pairing the system always applies (its
+    probe_needs' rope, else half-split): supported (4 rotate), ignored (all 8 rotate)."""
+    case, got, note = first_taken(runner, needed_forms(
+        runner, "rope-partial", attention={**HEAD8, "rope": {
+            "style": native_style(runner), "rotary_dim": 4}}))
+    what = f"probe_case {case.id}, rotary_dim 4 of head dim 8 (ignored: all 8 rotate){note}"
     if not got.answered:
         return unmeasured("rope_partial", runner, what, got)
     return closest("rope_partial", got.output,
@@ -70,17 +73,23 @@ def rope_partial_cell(runner, own: Convention | None = None) -> Convention:
                    f"{runner.name}, {said(what, got)}", **documented(runner, "rope_partial"))
 
 
+def native_style(runner) -> str:
+    """The rotary pairing the system applies on every call (its probe_needs' rope), else
+    half-split."""
+    rope = dict(getattr(runner, "probe_needs", None) or {}).get("rope") or {}
+    return rope.get("style", "half_split")
+
+
 def alibi_slopes_cell(runner, own: Convention | None = None) -> Convention:
     """6 heads (no power of two), causal self-attention (where a bias -slope |i - j| and the
     paper's slope (j - i) agree): paper where the output is the oracle's (the paper's
     rule), ignored where it is the output without ALiBi, else other."""
-    case = probe_case("alibi-slopes", attention={"num_heads": 6, "query_features": 12,
-                                                 "alibi": True},
-                      inputs={"self_attention": True, "key_len": 3},
-                      mask={"causal": "upper_left"})
+    case, got, note = first_taken(runner, needed_forms(
+        runner, "alibi-slopes", attention={"num_heads": 6, "query_features": 12,
+                                           "alibi": True},
+        inputs={"self_attention": True, "key_len": 3}, mask={"causal": "upper_left"}))
     paper = np.round(positional.alibi_slopes(6), 5).tolist()
-    what = f"probe_case {case.id}, 6 heads, causal (the paper's slopes {paper})"
-    got = ask(runner, case)
+    what = f"probe_case {case.id}, 6 heads, causal (the paper's slopes {paper}){note}"
     if not got.answered:
         return unmeasured("alibi_slopes", runner, what, got)
     plain = replace(case, attention=replace(case.attention, alibi=False))
