@@ -1,7 +1,8 @@
 """HF runners of positions and heads: rotary (hf.llama, hf.gptj, hf.gpt_neox), QK-norm
 (hf.qwen3, hf.olmo2), ALiBi (hf.bloom, hf.mpt): runs against the reference, refusals in
 the systems' words, converters, the interleaved <-> half-split permutation through real
-modules, and the ledger probes with planted defects."""
+modules, and the ledger's generic probes (conventions/probes/) asking the real modules,
+with planted defects."""
 from __future__ import annotations
 
 import importlib.util
@@ -14,14 +15,17 @@ from conformance.contract.runner import NotExpressible
 from conformance.convert import ConversionError
 from conformance.convert.hf import from_gpt_neox, from_qk_norm, to_gpt_neox, to_qk_norm
 from conformance.convert.rope import interleaved_to_half_split
+from conformance.conventions.probes.heads import kv_head_mapping_cell as kv_head_mapping
+from conformance.conventions.probes.partial import rope_partial_setting_cell
+from conformance.conventions.probes.positions import (
+    rope_partial_cell as rope_partial, rope_style_cell as rope_style)
+from conformance.conventions.probes.qk_norm import qk_norm_scope_cell as qk_norm_scope
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
 from conformance.runners.hf.bloom import HFBloom
 from conformance.runners.hf.gpt_neox import HFGptNeox
 from conformance.runners.hf.gptj import HFGptj
 from conformance.runners.hf.llama import HFLlama
-from conformance.runners.hf.position_head_probes import (
-    kv_head_mapping, qk_norm_scope, rope_partial, rope_style)
 from conformance.runners.hf.mpt import HFMpt
 from conformance.runners.hf.olmo2 import HFOlmo2
 from conformance.runners.hf.qwen3 import HFQwen3
@@ -162,11 +166,11 @@ def test_qk_norm_round_trip(scope, shape):
 # -- the ledger probes, with planted defects -------------------------------------------
 
 class _TiledLlama(HFLlama):
-    """A converter bug: query heads loaded in the order [0, 2, 1, 3] (and W_o's blocks
-    with them), so canonical query head h reads kv head h % 2: tiled."""
+    """A converter bug: the probe's 6 query heads loaded in the order [0, 3, 1, 4, 2, 5]
+    (and W_o's blocks with them), so canonical query head h reads kv head h % 3: tiled."""
     def state(self, case, weights):
-        if weights.wq.shape[0] == 4 and weights.wk.shape[0] == 2:
-            p = np.array([0, 2, 1, 3])
+        if weights.wq.shape[0] == 6 and weights.wk.shape[0] == 3:
+            p = np.array([0, 3, 1, 4, 2, 5])
             weights = replace(weights, wq=weights.wq[p], wo=weights.wo[p],
                               bq=None if weights.bq is None else weights.bq[p])
         return super().state(case, weights)
@@ -233,9 +237,9 @@ def test_typed_rotary_errors_name_the_field(typed, rope, words):
 @needs_hf
 @pytest.mark.parametrize("runner", [HFLlama(), HFQwen3(), HFOlmo2()])
 def test_partial_rotary_factor_is_accepted_and_ignored(runner):
-    cell = rope_partial(runner)
+    cell = rope_partial_setting_cell(runner)
     assert cell.value == "ignored", cell.evidence
-    assert "partial_rotary_factor']=0.5 accepted: output 0.0e+00 from the run" in cell.evidence
+    assert "accepted: output 0.0e+00 from the run without it" in cell.evidence
 
 
 @needs_hf
@@ -248,7 +252,7 @@ def test_rope_partial_supported_refused_and_a_planted_wrong_rotation():
             if plan.get("partial_rotary_factor"):
                 raise ValueError("partial_rotary_factor must be 1.0")
             return super().build(torch, plan)
-    cell = rope_partial(Refusing())
+    cell = rope_partial_setting_cell(Refusing())
     assert cell.value == "refused" and "must be 1.0" in cell.evidence, cell.evidence
 
     class Moved(HFLlama):  # the planted defect: the setting changes the output, wrongly
@@ -257,7 +261,7 @@ def test_rope_partial_supported_refused_and_a_planted_wrong_rotation():
             if module.config.rope_parameters.get("partial_rotary_factor"):
                 out = out + 0.1
             return out, w
-    assert rope_partial(Moved()).value == "not_probed"
+    assert rope_partial_setting_cell(Moved()).value == "not_probed"
 
 
 @needs_hf

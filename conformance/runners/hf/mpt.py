@@ -35,6 +35,7 @@ class HFMpt(ProbedHFRunner):
     description = "`MptAttention` (ALiBi, fused `Wqkv`, boolean mask True = masked)"
     features = ProbedHFRunner.features | {"alibi"}
     probe_attention = {"alibi": True, "bias": False}
+    ledger_axes = ProbedHFRunner.ledger_axes | {"alibi_slopes"}  # positions.py asks it
     sets_scale = True
     scale_setting = ("MptConfig(attn_config={'softmax_scale': s}) (None: 1/sqrt(d_model / "
                      f"n_heads), {MPT_SOURCE}#L77-L79)")

@@ -72,6 +72,8 @@ class RotaryHFRunner(ProbedHFRunner):
     needs_rope = False  # True: a case without rope is not this system's
     rope_source = ""  # the source line of its rotation (rotate_half / rotate_every_two)
     cache_argument = "cache"  # the forward's cache keyword (GPT-NeoX: layer_past)
+    # the ledger asks the rotation (conventions/probes/positions.py) through translate/run
+    ledger_axes = ProbedHFRunner.ledger_axes | {"rope_style", "rope_partial"}
 
     def rope_model_limits(self, case) -> str | None:
         if self.needs_rope and case.attention.rope is None:
@@ -150,10 +152,33 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
     config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                    "attention_bias", "attn_implementation")
     linear_names = ("q_proj", "k_proj", "v_proj", "o_proj")
-    # the config's partial-rotary setting, which the rope_partial probe sets (the matrix
-    # refuses a partial rotary: the default rope takes dim = head_dim, `partial_line`)
+    # the config's partial-rotary setting, which the ledger's rope_partial probe passes raw
+    # (RawCall partial_rotary, conventions/probes/partial.py; the matrix refuses a partial
+    # rotary: the default rope takes dim = head_dim, `partial_line`); grouped heads asked
+    ledger_axes = RotaryHFRunner.ledger_axes - {"rope_partial"} | {"kv_head_mapping"}
+    answers = frozenset({"partial_rotary"})
     partial_setting = "rope_parameters['partial_rotary_factor']"
     partial_line = ""  # the source line of <model>RotaryEmbedding's dim
+
+    def answer(self, case, data, raw):
+        """RawCall partial_rotary: the module built with rope_parameters'
+        partial_rotary_factor = raw.value on the case as it translates, its own call."""
+        if raw.argument != "partial_rotary":
+            return super().answer(case, data, raw)
+        from conformance.contract.runner import NotExpressible, to_numpy
+        from conformance.runners.hf.common import import_torch
+
+        t = self.translate(case)
+        if isinstance(t, NotExpressible):
+            raise NotImplementedError(f"{self.name} cannot build the case: {t.reason}")
+        torch = import_torch()
+        module = self.module_for(torch, case, {**t.plan, "partial_rotary_factor": raw.value},
+                                 data.weights)
+        with torch.no_grad():
+            out, _ = self.call(torch, case, data, module, torch.tensor(
+                data.inputs.query, dtype=getattr(torch, case.inputs.dtype)))
+        line = f" (its dim: {self.partial_line})" if self.partial_line else ""
+        return to_numpy(out), f"{t.call}, {self.partial_setting}={raw.value:g}{line}"
 
     def size_evidence(self, case, module, shape):
         return (f"{self.model}Config(hidden_size=8, num_attention_heads=2, head_dim="
@@ -199,6 +224,8 @@ class QKNormRotaryHFRunner(ConfigRotaryHFRunner):
                "rope_theta": rope_theta(case)}
         return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
                             f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
+
+    ledger_axes = ConfigRotaryHFRunner.ledger_axes | {"qk_norm_scope"}
 
     def config_kwargs(self, plan):
         return {"rms_norm_eps": plan.get("rms_norm_eps", 1e-6)}
