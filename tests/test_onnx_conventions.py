@@ -39,7 +39,8 @@ RAW_AXES = {"attn_mask_polarity", "float_mask", "causal_flag"}
 def test_attention_op_answers_raw(op_cells):
     """The one-call rows answer attn_mask and is_causal raw (Runner.answer): the ledger's
     probes judge those axes (their call quoted), the runner's own probes no longer do; the
-    cache rows (a subclass) answer nothing and keep their own cells."""
+    past/present cache rows (a subclass) answer nothing and keep the op's cells; the
+    external-cache rows answer is_causal (beside nonpad_kv_seqlen = S, test_onnx_ledger)."""
     from conformance.runners.onnx.attention_cache import OnnxAttentionCache
     from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
@@ -52,7 +53,7 @@ def test_attention_op_answers_raw(op_cells):
         assert "is_causal=1, no attn_mask, no past_key" in cells["causal_flag"].evidence
         assert cells["causal_flag"].documented == "upper_left"
     assert OnnxAttentionCache(engine="reference").answers == frozenset()
-    assert OnnxAttentionCache(engine="reference", cache="static").answers == frozenset()
+    assert OnnxAttentionCache(engine="reference", cache="static").answers == {"is_causal"}
 
 
 @pytest.mark.parametrize("plant, axis, word", [

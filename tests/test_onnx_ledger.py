@@ -209,3 +209,87 @@ def test_contrib_mha_feature_cells_from_its_schema_names():
     assert cells["softcap"].value == "not_applicable"
     assert "attributes and inputs (ContribOperators.md)" in cells["softcap"].evidence
     assert cells["cache_layout"].evidence.startswith("onnx.contrib-mha.ort, probe_case")
+
+
+# -- onnx.attention-op.cache.* / .static-cache.*: the ledger asks the cache axes -----------
+
+def _cache(kind: str, engine: str = "ort"):
+    require("onnx", "onnxruntime")
+    from conformance.runners import load
+
+    return load("conformance.runners.onnx.attention_cache:OnnxAttentionCache",
+                {"engine": engine, "cache": kind})
+
+
+@pytest.mark.parametrize("kind, word", [
+    ("past", "BNSH, two tensors (past_key, past_value in; present_key, present_value out), "
+             "growing ((2, 2, 3, 4) -> (2, 2, 4, 4))"),
+    ("static", "BNSH, two preallocated tensors (key and value caches written by "
+               "TensorScatter, returned whole), preallocated ((2, 2, 4, 4) -> (2, 2, 4, 4))")])
+def test_attention_cache_cells_from_its_own_decode(kind, word):
+    runner = _cache(kind)
+    assert cache.cache_causal_alignment_cell(runner).value == "lower_right"
+    assert cache.cache_layout_cell(runner).value == word
+
+
+def test_the_external_cache_answers_its_causal_switch_and_lengths():
+    from conformance.conventions.probes import flags
+
+    runner = _cache("static", "reference")
+    cell = flags.causal_flag_cell(runner)
+    assert cell.value == "lower_right" and "nonpad_kv_seqlen=[5, 5]" in cell.evidence
+    row = ASKED_PROBES["fully_masked_row"](runner)
+    assert row.value == "zeros" and "probe-fully-padded-item" in row.evidence, row.evidence
+    own = next(c for c in runner.conventions() if c.axis == "key_padding_polarity")
+    assert ASKED_PROBES["key_padding_polarity"](runner, own).value == "lengths"
+
+
+def test_an_external_cache_aligned_top_left_moves_its_causal_flag(monkeypatch):
+    """onnx.reference before the onnx/onnx#8068 errata: is_causal beside nonpad_kv_seqlen
+    aligned top-left; planted as the plain causal graph, the cell reads upper_left."""
+    from dataclasses import replace
+
+    from conformance.conventions.probes import flags
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
+
+    real = OnnxAttentionOp.run
+
+    def top_left(self, case, translation, data):
+        return real(self, case, replace(translation, plan=replace(translation.plan,
+                                                                  nonpad=None)), data)
+
+    monkeypatch.setattr(OnnxAttentionOp, "run", top_left)
+    assert flags.causal_flag_cell(_cache("static", "reference")).value == "upper_left"
+
+
+def _lengths_only(row_of):
+    """A runner taking valid key lengths only (no per-row mask): its fully padded item's
+    rows are `row_of(expected attention)`."""
+    from conformance.contract.runner import NotExpressible, Observation, Translation
+    from conformance.oracle.reference import attention
+
+    class LengthsOnly:
+        name = "planted-lengths"
+
+        def translate(self, case):
+            if case.mask.masked_rows:
+                return NotExpressible("valid key lengths only")
+            return Translation("planted(lengths)", None)
+
+        def run(self, case, translation, data):
+            exp = attention(case, data)
+            out = np.array(exp.output)
+            out[exp.fully_masked] = row_of(exp)[exp.fully_masked]
+            return Observation(output=out)
+
+    return LengthsOnly()
+
+
+@pytest.mark.parametrize("row_of, word", [
+    (lambda e: e.output_if_zeros, "zeros"), (lambda e: e.output_if_uniform, "uniform"),
+    (lambda e: np.full_like(e.output_if_zeros, np.nan), "nan"),
+    (lambda e: e.output_if_zeros + 0.5, "finite_other")])
+def test_a_lengths_only_system_is_asked_a_fully_padded_item(row_of, word):
+    cell = ASKED_PROBES["fully_masked_row"](_lengths_only(row_of))
+    assert cell.value == word, cell.evidence
+    assert "asked as probe-fully-padded-item" in cell.evidence

@@ -4,8 +4,10 @@ whose query row 1 attends no key (mask.masked_rows [1]), with what the system ap
 every call (Runner.probe_needs: keras.rope's rotation), is asked of the runner (its
 translate and run) and the row named by what it holds: `nan`, or the reading it matches
 within 1e-4, the output with zero weights (`zeros`) or with uniform weights over every key
-(`uniform`), else `finite_other`, every distance quoted.  Where matrix rows also see such a
-row, they are the second witness and must agree (ledger.witnessed).
+(`uniform`), else `finite_other`, every distance quoted.  A system that takes no per-row
+mask, only valid key lengths (ONNX Attention-24's nonpad_kv_seqlen), is asked an item with
+no valid key (key_padding [5, 0]): every query row of it attends no key.  Where matrix rows
+also see such a row, they are the second witness and must agree (ledger.witnessed).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 from conformance.contract.probing import distances, probe_case
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
-from conformance.conventions.probes.request import ask
+from conformance.conventions.probes.forms import first_taken
 from conformance.oracle.reference import attention
 
 MATCH = 1e-4  # a masked row within this of a reading is that reading
@@ -24,8 +26,12 @@ def fully_masked_row_cell(runner, own: Convention | None = None) -> Convention:
     needs = dict(getattr(runner, "probe_needs", None) or {})  # what its system always applies
     case = probe_case("fully-masked-row", mask={"masked_rows": [1]},
                       **({"attention": needs} if needs else {}))
-    what = f"probe_case {case.id}, query row 1 fully masked (masked_rows [1])"
-    got = ask(runner, case)
+    padded = probe_case("fully-padded-item", mask={"key_padding": [5, 0]},
+                        **({"attention": needs} if needs else {}))
+    case, got, note = first_taken(runner, [case, padded])  # a system taking lengths only
+    what = f"probe_case {case.id}, " + ("query row 1 fully masked (masked_rows [1])"
+                                        if case is not padded else
+                                        "item 1 with no valid key (key_padding [5, 0])") + note
     if not got.answered:
         return unmeasured("fully_masked_row", runner, what, got)
     exp = attention(case)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from conformance.contract.runner import NotExpressible, Observation, Translation, to_numpy
 from conformance.runners._export import onnx_accounting
 from conformance.runners.onnx.attention_op import AttentionPlan, OnnxAttentionOp
+from conformance.runners.onnx.cache_graphs import ATTENTION_DOC
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, rope_words
 
@@ -51,6 +52,21 @@ class OnnxAttentionCache(OnnxAttentionOp):
             self.name = f"onnx.attention-op.{kind}.{self.engine}"
         self.system = f"onnx Attention-{23 if self.cache == 'past' else 24}"
         self.description = DESCRIPTIONS[self.cache]
+        # the ledger asks the cache axes through translate/run (conventions/probes/cache.py:
+        # the runner's own decode); the external cache also its valid lengths, an item with
+        # none (rows.py) and is_causal beside nonpad_kv_seqlen = S (`answer`); the other
+        # cells are the Attention op's (attention_op's probes, issue #29)
+        axes = ("cache_causal_alignment", "cache_layout")
+        self.ledger_axes = axes + (("key_padding_polarity", "fully_masked_row")
+                                   if self.cache == "static" else ())
+        self.documented_conventions = {**OnnxAttentionOp.documented_conventions, **{
+            a: ("lower_right", ATTENTION_DOC) for a in ("cache_causal_alignment", "causal_flag")}}
+
+    @property
+    def answers(self) -> frozenset[str]:
+        """The external cache answers is_causal (beside nonpad_kv_seqlen = S: `answer`); the
+        past/present rows answer nothing (their Attention op's cells: attention_op's)."""
+        return frozenset({"is_causal"}) if self.cache == "static" else frozenset()
 
     def translate(self, case):
         if case.decode is not None:
@@ -90,7 +106,9 @@ class OnnxAttentionCache(OnnxAttentionOp):
                            if t.data_type != 7 and not t.name.endswith(ROPE_BUFFERS)},
             notes=[f"prefill {case.decode.prefill}, then {case.decode.steps} steps: "
                    f"{WORDS[self.cache]}; {layout}", NOTES[self.cache]],
-            extras={"cache_layout": layout},
+            extras={"cache_layout": layout, "cache_shapes": shapes,
+                    "cache_tensors": CACHE_WORDS[self.cache],
+                    "cache_preallocated": self.cache == "static"},
             graphs={f"Attention-{model.opset_import[0].version}":
                     onnx_accounting.account(model, data.weights.arrays())})
 
@@ -105,13 +123,28 @@ class OnnxAttentionCache(OnnxAttentionOp):
         return ort_session(model.SerializeToString(), f"{self.cache}-cache Attention graph in "
                            f"{dtype}", exported=False).run(names, feed)
 
+    def answer(self, case, data, raw):
+        """is_causal on the external-cache graph (Attention-24, nonpad_kv_seqlen = S for every
+        item: an external cache holding the S keys, no other mask)."""
+        if raw.argument not in self.answers:
+            return super().answer(case, data, raw)
+        b, s = case.inputs.batch, case.inputs.key_len
+        a = case.attention
+        plan = AttentionPlan(a.num_heads, a.num_kv_heads, is_causal=bool(raw.value),
+                             nonpad=(s,) * b)
+        call = (f"Attention-24(Q, K, V, is_causal={int(bool(raw.value))}, nonpad_kv_seqlen="
+                f"{[s] * b}, no past_key: an external cache)")
+        return super().run(case, Translation(call, plan), data).output, call
+
     def conventions(self):
         """The Attention op's cells (the op this runner calls: attention_op's probes), with
-        the cells its cache settles probed through this runner's own runs."""
-        from conformance.contract.cache_probes import override
-        from conformance.runners.onnx.attention_cache_probes import cache_runner_cells
+        what this runner's graphs show with no oracle in their place (attention_cache_facts);
+        the ledger asks the cache axes."""
+        from conformance.runners.onnx.attention_cache_facts import facts
 
-        return override(super().conventions(), cache_runner_cells(self))
+        mine = facts(self)
+        axes = {c.axis for c in mine}
+        return [c for c in super().conventions() if c.axis not in axes] + mine
 
 
 def static_plan(case) -> AttentionPlan | NotExpressible:
@@ -141,6 +174,9 @@ DESCRIPTIONS = {
               "`TensorScatter` into preallocated buffers, `nonpad_kv_seqlen` and `is_causal=1` "
               "(bottom-right per the onnx/onnx#8068 errata) for decode cases, key padding as "
               "`nonpad_kv_seqlen`; in onnxruntime and in `onnx.reference`"}
+CACHE_WORDS = {"past": "two tensors (past_key, past_value in; present_key, present_value out)",
+               "static": "two preallocated tensors (key and value caches written by "
+                         "TensorScatter, returned whole)"}
 NOTES = {"past": "is_causal=1 with a past: offset = past_sequence_length (lower-right)",
          "static": "is_causal=1 with nonpad_kv_seqlen and no past: offset = nonpad_kv_seqlen - "
                    "q_sequence_length per item (onnx/onnx#8068 errata)"}
