@@ -224,3 +224,31 @@ def test_the_partial_rotary_setting_is_asked_only_where_answered():
     assert "rope_partial" not in {c.axis for c in ledger_cells(Silent())}
     cells = {c.axis: c for c in ledger_cells(ToyRotary())}
     assert cells["rope_partial"].value == "ignored", cells["rope_partial"].evidence
+
+
+class ToySinks(Runner):
+    """A self-attention-only system with a sink logit per head; `drops` plants one that
+    accepts the sinks and leaves them out."""
+
+    name = "toy.sinks"
+    drops = False
+
+    def translate(self, case):
+        if not case.inputs.self_attention:
+            return NotExpressible("this toy system is self-attention only")
+        return Translation("toy(x, sinks)", {})
+
+    def run(self, case, translation, data):
+        if self.drops:
+            data = replace(data, weights=replace(data.weights, sinks=None))
+        return Observation(attention(case, data).output)
+
+
+@pytest.mark.parametrize("drops, word", [(False, "applied"), (True, "ignored")])
+def test_sinks_are_asked_as_self_attention_and_a_dropped_sink_reads_ignored(drops, word):
+    from conformance.conventions.probes.scores import sinks_cell
+
+    toy = ToySinks()
+    toy.drops = drops
+    cell = sinks_cell(toy)
+    assert cell.value == word and "probe-sinks-self-attention" in cell.evidence, cell.evidence

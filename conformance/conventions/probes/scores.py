@@ -18,6 +18,7 @@ from conformance.contract.probing import closest, distances, nearest, output_wit
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms
+from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import ask
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
@@ -99,9 +100,9 @@ def float64_compute_cell(runner, own: Convention | None = None) -> Convention:
 
 
 def sinks_cell(runner, own: Convention | None = None) -> Convention:
-    case = probe_case("sinks", attention={"sinks": True})
-    what = f"probe_case {case.id}, (H,) sink logits"
-    got = ask(runner, case)
+    case, got, note = first_taken(runner, needed_forms(runner, "sinks",
+                                                      attention={"sinks": True}))
+    what = f"probe_case {case.id}, (H,) sink logits{note}"
     if not got.answered:
         return unmeasured("sinks", runner, what, got)
     data = case_data(case)

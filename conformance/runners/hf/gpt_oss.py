@@ -30,6 +30,7 @@ class HFGptOss(DecodingHFRunner):
     description = ("`GptOssAttention` (a sink logit per head, sliding window through the "
                    "model's mask builder, decoding through `DynamicCache`)")
     features = DecodingHFRunner.features | {"window", "sinks"}
+    ledger_axes = DecodingHFRunner.ledger_axes | {"sinks"}  # scores.sinks_cell asks it
     layer_types = True
     rope_source = f"{GPT_OSS_SOURCE}#L207"
     partial_line = f"{GPT_OSS_SOURCE}#L178"  # compute_default_rope_parameters: dim = head_dim
