@@ -142,17 +142,17 @@ def test_keras_sliding_window_translation():
 
 
 def test_onnx_reference_attention_cells():
+    """The Attention op's cache, softcap-order and window cells, asked by the ledger of
+    onnx.attention-op.reference (its own decode, a raw float mask beside softcap, a raw
+    window): tests/test_onnx_ledger.py plants the wrong answers."""
     pytest.importorskip("onnx")
-    from conformance.runners.onnx.attention_op import OnnxAttentionOp, attention_plan, \
-        build_model
-    from conformance.runners.onnx.cache_probes import attention_op_cells_20
+    from conformance.conventions.probes import ASKED_PROBES, RAW_PROBES
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
     r = OnnxAttentionOp(engine="reference")
-
-    def build(case, data=None):
-        return build_model(case, data or case_data(case), attention_plan(case))
-
-    cells = {c.axis: c for c in attention_op_cells_20("reference", build, r.execute)}
+    cells = {a: ASKED_PROBES[a](r) for a in ("cache_causal_alignment", "cache_layout",
+                                             "softcap_order")}
     assert cells["cache_causal_alignment"].value == "lower_right"
     assert cells["cache_layout"].value.startswith("BNSH, two tensors")
     assert cells["softcap_order"].value == "before_mask"
+    assert RAW_PROBES["window_width"][1](r).value == "left_right"

@@ -41,7 +41,6 @@ STILL_JUDGING = frozenset({
     "conformance.runners._export.torch_onnx_probes",
     "conformance.runners.hf.common", "conformance.runners.hf.decoder_probes",
     "conformance.runners.hf.probes",
-    "conformance.runners.onnx.attention_op", "conformance.runners.onnx.cache_probes",
     "conformance.runners.onnx.gqa_feature_probes", "conformance.runners.onnx.gqa_probes",
     "conformance.runners.onnx.probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60

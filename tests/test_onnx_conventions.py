@@ -39,21 +39,22 @@ RAW_AXES = {"attn_mask_polarity", "float_mask", "causal_flag"}
 def test_attention_op_answers_raw(op_cells):
     """The one-call rows answer attn_mask and is_causal raw (Runner.answer): the ledger's
     probes judge those axes (their call quoted), the runner's own probes no longer do; the
-    past/present cache rows (a subclass) answer nothing and keep the op's cells; the
-    external-cache rows answer is_causal (beside nonpad_kv_seqlen = S, test_onnx_ledger)."""
+    cache rows (a subclass) answer attn_mask on the op they call; the external-cache rows
+    also is_causal (beside nonpad_kv_seqlen = S, test_onnx_ledger)."""
     from conformance.runners.onnx.attention_cache import OnnxAttentionCache
     from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
     r = OnnxAttentionOp(engine="reference")
-    assert r.answers == {"attn_mask", "is_causal"}
+    assert r.answers == {"attn_mask", "is_causal", "window"}
     assert not RAW_AXES & {c.axis for c in r.conventions()}
     for cells in op_cells.values():
         assert "attn_mask=<bool (B, 1, T, S)>" in cells["attn_mask_polarity"].evidence
         assert "attn_mask=<float32 (B, 1, T, S)>" in cells["float_mask"].evidence
         assert "is_causal=1, no attn_mask, no past_key" in cells["causal_flag"].evidence
         assert cells["causal_flag"].documented == "upper_left"
-    assert OnnxAttentionCache(engine="reference").answers == frozenset()
-    assert OnnxAttentionCache(engine="reference", cache="static").answers == {"is_causal"}
+    assert OnnxAttentionCache(engine="reference").answers == {"attn_mask"}
+    assert OnnxAttentionCache(engine="reference", cache="static").answers == {
+        "attn_mask", "is_causal"}
 
 
 @pytest.mark.parametrize("plant, axis, word", [

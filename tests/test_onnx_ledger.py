@@ -293,3 +293,72 @@ def test_a_lengths_only_system_is_asked_a_fully_padded_item(row_of, word):
     cell = ASKED_PROBES["fully_masked_row"](_lengths_only(row_of))
     assert cell.value == word, cell.evidence
     assert "asked as probe-fully-padded-item" in cell.evidence
+
+
+# -- softcap_order (conventions/probes/softcap.py) and the Attention op's raw window -------
+
+def _softcap_answering(word):
+    """A runner answering attn_mask with the output of the softcap order `word`."""
+    from conformance.contract import cache_probes as cp
+
+    class Planted:
+        name, answers = "planted-softcap", frozenset({"attn_mask"})
+
+        def answer(self, case, data, raw):
+            cap = case.attention.softcap
+            return cp.softcap_order_candidates(case, cap, raw.value)[word], "planted(mask)"
+
+    return Planted()
+
+
+@pytest.mark.parametrize("word, cell", [("before_mask", "before_mask"),
+                                        ("after_mask", "after_mask"), ("no softcap", "ignored")])
+def test_a_planted_softcap_order_moves_the_cell(word, cell):
+    from conformance.conventions.probes.softcap import softcap_order_cell
+
+    got = softcap_order_cell(_softcap_answering(word))
+    assert got.value == cell, got.evidence
+    assert "softcap 1 with a finite float attn_mask 0 / -2" in got.evidence
+
+
+def test_softcap_order_of_a_runner_passing_no_mask_is_not_probed():
+    from conformance.conventions.probes.softcap import softcap_order_cell
+
+    class NoMask:
+        name, answers = "no-mask", frozenset()
+
+    assert softcap_order_cell(NoMask()).value == "not_probed"
+
+
+def test_the_attention_op_answers_softcap_order_and_its_window():
+    from conformance.conventions.probes import RAW_PROBES
+    from conformance.conventions.probes.softcap import softcap_order_cell
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
+
+    require("onnx", "onnxruntime")
+    for engine in ("ort", "reference"):
+        r = OnnxAttentionOp(engine=engine)
+        assert softcap_order_cell(r).value == "before_mask"
+        cell = RAW_PROBES["window_width"][1](r)
+        assert cell.value == "left_right", cell.evidence
+        assert "left_window_size=2, right_window_size=1" in cell.evidence
+
+
+def test_a_planted_window_read_right_left_is_not_left_right(monkeypatch):
+    """A graph that swaps left_window_size and right_window_size: the pair (2, 1) no longer
+    reads left_right."""
+    from dataclasses import replace
+
+    from conformance.conventions.probes import RAW_PROBES
+    from conformance.runners.onnx import attention_op
+
+    real = attention_op.build_model
+
+    def swapped(case, data, plan, mask=None):
+        if plan.window is not None:
+            plan = replace(plan, window=plan.window[::-1])
+        return real(case, data, plan, mask)
+
+    monkeypatch.setattr(attention_op, "build_model", swapped)
+    cell = RAW_PROBES["window_width"][1](attention_op.OnnxAttentionOp(engine="reference"))
+    assert cell.value != "left_right", cell.evidence

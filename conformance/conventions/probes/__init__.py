@@ -31,7 +31,7 @@ from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.conventions.probes import (
     cache, flags, heads, implicit, key_padding, order, padding, partial, positions, qk_norm,
-    rows, scores, sizes, training, windows)
+    rows, scores, sizes, softcap, training, windows)
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.features import signature_cells
 from conformance.conventions.probes.masks import (
@@ -76,6 +76,7 @@ ASKED_PROBES: dict[str, Callable[..., Convention]] = {
     "cache_causal_alignment": cache.cache_causal_alignment_cell,
     "cache_layout": cache.cache_layout_cell,
     "fully_masked_row": rows.fully_masked_row_cell,
+    "softcap_order": softcap.softcap_order_cell,
 }
 LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
 

@@ -56,7 +56,7 @@ class OnnxAttentionCache(OnnxAttentionOp):
         # the runner's own decode); the external cache also its valid lengths, an item with
         # none (rows.py) and is_causal beside nonpad_kv_seqlen = S (`answer`); the other
         # cells are the Attention op's (attention_op's probes, issue #29)
-        axes = ("cache_causal_alignment", "cache_layout")
+        axes = ("cache_causal_alignment", "cache_layout", "softcap_order")
         self.ledger_axes = axes + (("key_padding_polarity", "fully_masked_row")
                                    if self.cache == "static" else ())
         self.documented_conventions = {**OnnxAttentionOp.documented_conventions, **{
@@ -64,9 +64,10 @@ class OnnxAttentionCache(OnnxAttentionOp):
 
     @property
     def answers(self) -> frozenset[str]:
-        """The external cache answers is_causal (beside nonpad_kv_seqlen = S: `answer`); the
-        past/present rows answer nothing (their Attention op's cells: attention_op's)."""
-        return frozenset({"is_causal"}) if self.cache == "static" else frozenset()
+        """attn_mask on the Attention op this runner calls (its one-call graph: attention_op's
+        `answer`); the external cache also is_causal (beside nonpad_kv_seqlen = S)."""
+        return frozenset({"attn_mask", "is_causal"} if self.cache == "static" else
+                         {"attn_mask"})
 
     def translate(self, case):
         if case.decode is not None:
@@ -126,7 +127,7 @@ class OnnxAttentionCache(OnnxAttentionOp):
     def answer(self, case, data, raw):
         """is_causal on the external-cache graph (Attention-24, nonpad_kv_seqlen = S for every
         item: an external cache holding the S keys, no other mask)."""
-        if raw.argument not in self.answers:
+        if raw.argument != "is_causal" or raw.argument not in self.answers:
             return super().answer(case, data, raw)
         b, s = case.inputs.batch, case.inputs.key_len
         a = case.attention

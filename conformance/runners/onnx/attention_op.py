@@ -66,7 +66,11 @@ SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset
                "alignment: query `i` attends key `j` iff `j <= i + past_sequence_length`\"")
 MASK_WORDS = "bool (B, 1, T, S), True = attend"
 SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
-ANSWERS = frozenset({"attn_mask", "is_causal"})  # the raw arguments `answer` passes
+ANSWERS = frozenset({"attn_mask", "is_causal", "window"})  # the raw arguments `answer` passes
+# the axes the ledger asks through translate/run (probe_translate: a decode through the op's
+# own past/present) and `answer` (softcap_order: a float mask beside the case's softcap)
+LEDGER_AXES = ("cache_causal_alignment", "cache_layout", "softcap_order")
+PAST_WORDS = "two tensors (past_key, past_value in; present_key, present_value out)"
 # engine -> (backend, what the call says it runs in, modules it needs)
 ENGINES = {"ort": ("onnxruntime", "onnxruntime CPUExecutionProvider", ("onnx", "onnxruntime")),
            "reference": ("onnx.reference", "onnx.reference.ReferenceEvaluator", ("onnx",))}
@@ -228,7 +232,12 @@ class OnnxAttentionOp(Runner):
     features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "window"}
     documented_conventions = {"attn_mask_polarity": ("true_attends", SPEC_URL),
                               "float_mask": ("added", SPEC_URL),
-                              "causal_flag": ("upper_left", SPEC_URL)}
+                              "causal_flag": ("upper_left", SPEC_URL),
+                              "cache_causal_alignment": ("lower_right", SPEC_URL),
+                              "cache_layout": (None, SPEC_URL),
+                              "softcap_order": ("before_mask", SPEC_URL),
+                              "window_width": ("left_right", SPEC_URL)}
+    ledger_axes = LEDGER_AXES
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -269,6 +278,12 @@ class OnnxAttentionOp(Runner):
             m = np.asarray(raw.value)
             mask = (m if m.dtype == bool else m.astype(numpy_dtype(case.inputs.dtype)))[:, None]
             plan, arg = replace(plan, attn_mask=True), f"attn_mask=<{mask.dtype} (B, 1, T, S)>"
+        elif raw.argument == "window":  # Attention-25 takes two numbers: one is both sides
+            left, right = (raw.value,) * 2 if np.ndim(raw.value) == 0 else raw.value
+            causal = case.mask.causal != "none"
+            plan = replace(plan, window=(int(left), int(right)), is_causal=causal)
+            arg = ("the one number as both sides, " if np.ndim(raw.value) == 0 else "") + (
+                "is_causal=1, " if causal else "") + "no attn_mask"
         else:
             plan = replace(plan, is_causal=bool(raw.value))
             arg = f"is_causal={int(bool(raw.value))}, no attn_mask, no past_key"
@@ -295,14 +310,42 @@ class OnnxAttentionOp(Runner):
             model, feed = build_model(case, case_data(case), plan)
             return self.execute(model, feed, case.inputs.dtype)[0]
 
-        from conformance.contract.cache_probes import override
-        from conformance.runners.onnx.cache_probes import attention_op_cells_20
-
         # the past-cache rows run opset 23 only, which has no key-padding input
         opset23 = getattr(self, "cache", None) == "past"
-        return override(attention_op_cells(self.engine, build, self.execute,
-                                           None if opset23 else nonpad, self.answers),
-                        attention_op_cells_20(self.engine, build, self.execute))
+        return attention_op_cells(self.engine, build, self.execute,
+                                  None if opset23 else nonpad, self.answers)
+
+    def probe_translate(self, case):
+        """A ledger probe's case: the matrix's call; for the one-call rows also a decode
+        through the op's own past_key/past_value -> present_key/present_value (Attention-23,
+        is_causal=1 at every run: cache_graphs.decode, the graphs of the cache rows)."""
+        if case.decode is None or getattr(self, "cache", None) is not None:
+            return self.translate(case)
+        if case.has_non_causal_mask or not case.inputs.self_attention:
+            return NotExpressible("a decode is causal self-attention with no other mask")
+        d = case.decode
+        return Translation(f"per run: MatMul+Add -> Attention(Q, K, V, is_causal=1, past_key/"
+                           "past_value in, present_key/present_value out) [opset 23] -> "
+                           f"MatMul+Add; prefill {d.prefill}, then {d.steps} steps of 1 "
+                           f"position, present_* fed back; run in {self.runs_in}", ("decode", d))
+
+    def decode_observation(self, case, data) -> Observation:
+        """The prefill and every step through past/present (cache_graphs.decode): every
+        position's output, present_key's shape after each run in extras."""
+        from conformance.runners.onnx.cache_graphs import decode
+
+        def evaluate(model, feed, names):
+            if self.engine == "reference":
+                from onnx.reference import ReferenceEvaluator
+
+                return ReferenceEvaluator(model).run(names, feed)
+            return ort_session(model.SerializeToString(), "past-cache Attention graph",
+                               exported=False).run(names, feed)
+
+        out, shapes, model = decode(case, data, "past", evaluate)
+        return Observation(output=to_numpy(out), parameters=built_parameters(model, ROPE_BUFFERS),
+                           extras={"cache_shapes": shapes, "cache_tensors": PAST_WORDS,
+                                   "cache_layout": f"present_key after each run: {shapes}"})
 
     def execute(self, model, feed, dtype: str):
         if self.engine == "reference":
@@ -324,6 +367,8 @@ class OnnxAttentionOp(Runner):
     def run(self, case, translation, data):
         import onnx
 
+        if isinstance(translation.plan, tuple):  # a decode (probe_translate)
+            return self.decode_observation(case, data)
         plan: AttentionPlan = translation.plan
         model, feed = build_model(case, data, plan)
         try:
