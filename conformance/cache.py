@@ -77,6 +77,7 @@ class BytesCache:
     namespace: str  # sub-directory of the cache root
     suffix: str = ""  # file extension, for people browsing the directory (".onnx")
     covers: tuple[str, ...] = ()  # source files hashed into every key (see module doc)
+    counts: bool = True  # its writes are conversions for the progress line (not an index)
 
     @property
     def directory(self) -> Path:
@@ -137,7 +138,8 @@ class BytesCache:
             self._write(self._sidecar(k), _digest(self.full_key(k), data).encode())
         except OSError:
             return  # an unwritable cache only costs time
-        progress.record(k=self.namespace)  # a conversion made: the run's progress line
+        if self.counts:
+            progress.record(k=self.namespace)  # a conversion made: the run's progress line
 
     def get_or_make(self, k: str, make: Callable[[], bytes]) -> tuple[bytes, bool]:
         """(data, True) from the cache, else (make(), False) after storing it."""

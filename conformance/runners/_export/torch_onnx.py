@@ -17,9 +17,11 @@ import numpy as np
 from conformance.cache import key
 from conformance.contract.runner import NotExpressibleError
 from conformance.runners._export.onnx_runtime import CACHE, FORMAT, numpy_dtype, short
+from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_mha import build_mha, tensors, torch_masks
 from conformance.runners._export.torchlib_once import torchlib_listed_once
 
+SAME_ONNX = SameGraph(CACHE)  # cases with equal programs share one export
 VARIANTS = {  # variant label -> forward keyword arguments
     "need_weights=False": {"need_weights": False},
     "need_weights=True, average_attn_weights=False": {"need_weights": True,
@@ -118,4 +120,5 @@ class TorchOnnxExporter:
                 raise NotExpressibleError(f"torch.onnx.export(dynamo={self.dynamo}, {variant}) "
                                           f"failed: {short(exc)}") from exc
 
-        return CACHE.get_or_make(k, make)
+        return SAME_ONNX.get_or_make(k, torch, module, args, make, self.name, variant, names,
+                                     torch.__version__, onnx.__version__, FORMAT)

@@ -45,6 +45,7 @@ class ExportProbe:
 
         from conformance.cache import key
         from conformance.runners._export.onnx_runtime import CACHE, FORMAT
+        from conformance.runners._export.same_graph import SameGraph
         from conformance.runners._export.torch_mha import probe_mha
 
         torch = self.torch
@@ -62,7 +63,10 @@ class ExportProbe:
 
         k = key(self.runner.name, "probe", label, case.fingerprint(), sorted(kwargs.items()),
                 sorted(ctor.items()), self.versions, FORMAT, PROBE_FORMAT)
-        return CACHE.get_or_make(k, make)[0]
+        inputs = args + tuple(masks.values())  # probes of equal programs share one artifact
+        return SameGraph(CACHE).get_or_make(k, torch, module, inputs, make, self.runner.name,
+                                            names + tuple(masks), self.versions, FORMAT,
+                                            PROBE_FORMAT)[0]
 
     def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
             strict: bool = False) -> np.ndarray:

@@ -20,12 +20,14 @@ import numpy as np
 from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.runners._export.deployed import both_calls, runtime_cells
+from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import module_call, wrap_module
 from conformance.runners.executorch import common as etc
 from conformance.versions import package_versions
 
 PTE_CACHE = BytesCache("executorch", ".pte", covers=("conformance/oracle/canonical.py",))
+SAME_PTE = SameGraph(PTE_CACHE)  # cases with equal programs share one lowering
 FORMAT = 1  # bump when what is lowered changes
 
 
@@ -82,7 +84,9 @@ class ExecuTorchXnnpack(Runner):
         k = key(self.name, case.fingerprint(), _versions(), FORMAT)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            blob, _ = PTE_CACHE.get_or_make(k, lambda: etc.lower(torch, module, call.args))
+            blob, _ = SAME_PTE.get_or_make(k, torch, module, call.args,
+                                           lambda: etc.lower(torch, module, call.args),
+                                           self.name, call.names, _versions(), FORMAT)
         info, _ = etc.split(blob)
         out, out_w, weights = self.execute(blob, call.feed)
         framework = sum(p.numel() for p in call.mha.parameters())

@@ -27,12 +27,14 @@ from conformance.contract.runner import Translation
 from conformance.runners._export import onnx_accounting
 from conformance.runners._export.deployed import both_calls, runtime_cells
 from conformance.runners._export.onnx_runtime import check, combine_graphs
+from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import (
     VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
 from conformance.runners.openvino import common as ovc
 
 IR_CACHE = BytesCache("openvino", ".ir", covers=("conformance/oracle/canonical.py",))
+SAME_IR = SameGraph(IR_CACHE)  # cases with equal programs share one conversion
 FORMAT = 1  # bump when what is converted changes
 
 
@@ -93,8 +95,9 @@ class OpenVINOMHA(Runner):
 
         k = key(self.name, variant, case.fingerprint(), torch.__version__, ov.__version__,
                 FORMAT)
-        return IR_CACHE.get_or_make(k, lambda: _TorchConverter._export(
-            torch, module, call.args, call.names))[0]
+        return SAME_IR.get_or_make(k, torch, module, call.args, lambda: _TorchConverter._export(
+            torch, module, call.args, call.names), self.name, variant, call.names,
+            torch.__version__, ov.__version__, FORMAT)[0]
 
     def execute(self, blob: bytes, feed: dict) -> list:
         model = ovc.read(blob, onnx=self.source == "onnx")
