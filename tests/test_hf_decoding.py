@@ -181,7 +181,8 @@ def test_gpt_oss_sinks_loaded_or_neutralised_and_counted():
 
 @needs_hf
 def test_window_probe_reads_each_builder_and_catches_a_wrong_reading():
-    from conformance.runners.hf.decoder_probes import window_width
+    from conformance.conventions.probes.window_settings import (
+        window_settings_cell as window_width)
 
     cell = window_width(HFMistral())  # w keys under the causal builder, 2w + 1 bidirectional
     assert cell.value == "depends", cell.evidence
@@ -208,7 +209,8 @@ def test_window_probe_reads_each_builder_and_catches_a_wrong_reading():
 def test_qwen3_window_goes_through_its_mask_builder():
     """Qwen3Config keeps sliding_window only with use_sliding_window=True, and layer 0 is a
     sliding layer only by layer_types (max_window_layers defaults to 28)."""
-    from conformance.runners.hf.decoder_probes import window_width
+    from conformance.conventions.probes.window_settings import (
+        window_settings_cell as window_width)
     from conformance.runners.hf.qwen3 import HFQwen3
 
     cell = window_width(HFQwen3())
@@ -226,7 +228,9 @@ def test_qwen3_window_goes_through_its_mask_builder():
 
 @needs_hf
 def test_sinks_and_softcap_probes():
-    from conformance.runners.hf.decoder_probes import sinks, softcap, softcap_order
+    from conformance.conventions.probes.capped import softcap_cell as softcap
+    from conformance.conventions.probes.scores import sinks_cell as sinks
+    from conformance.conventions.probes.softcap import softcap_order_cell as softcap_order
 
     assert sinks(HFGptOss()).value == "applied"
     assert softcap(HFGemma2()).value == "applied"

@@ -252,3 +252,111 @@ def test_sinks_are_asked_as_self_attention_and_a_dropped_sink_reads_ignored(drop
     toy.drops = drops
     cell = sinks_cell(toy)
     assert cell.value == word and "probe-sinks-self-attention" in cell.evidence, cell.evidence
+
+
+class ToyWindow(Runner):
+    """A system whose window is a configuration read by its own mask builder: a causal
+    builder reading w as w keys, a bidirectional one reading it as 2w + 1; `planted` makes
+    every setting's builder read w keys, or ("dropped") apply no window at all."""
+
+    name = "toy.window"
+    answers = frozenset({"window_setting"})
+    planted = ""
+
+    def window_settings(self, w):
+        return {"causal builder": True, "bidirectional builder": False}
+
+    def answer(self, case, data, raw):
+        from conformance.contract import cache_probes as cp
+
+        if raw.argument != "window_setting" or not case.inputs.self_attention:
+            raise NotImplementedError("toy: self-attention window settings only")
+        causal = self.window_settings(raw.value["window"])[raw.value["setting"]]
+        word = ("no window" if self.planted == "dropped" else
+                "w_keys" if causal or self.planted == "same" else "2w_plus_1_keys")
+        return cp.window_candidates(case, raw.value["window"])[word], f"toy({raw.value})"
+
+
+@pytest.mark.parametrize("planted, word", [("", "depends"), ("same", "w_keys"),
+                                           ("dropped", "ignored")])
+def test_a_window_is_read_setting_by_setting(planted, word):
+    from conformance.conventions.probes.window_settings import window_settings_cell
+
+    toy = ToyWindow()
+    toy.planted = planted
+    cell = window_settings_cell(toy)
+    assert cell.value == word, cell.evidence
+    if not planted:
+        assert "w_keys: toy({'window': 3, 'setting': 'causal builder'})" in cell.evidence
+        assert "2w_plus_1_keys: toy({'window': 3, 'setting': 'bidirectional" in cell.evidence
+
+
+def test_a_window_setting_the_system_refuses_reads_refused():
+    from conformance.conventions.probes.window_settings import window_settings_cell
+
+    class Refusing(ToyWindow):
+        def answer(self, case, data, raw):
+            raise ValueError("sliding_window must be even")
+    cell = window_settings_cell(Refusing())
+    assert cell.value == "refused" and "must be even" in cell.evidence, cell.evidence
+
+
+class ToySoftcap(Runner):
+    """A self-attention-only system with a score softcap; `order` plants where the cap sits
+    against an additive float mask passed raw (or "dropped": the cap accepted, not applied)."""
+
+    name = "toy.softcap"
+    answers = frozenset({"attn_mask"})
+    order = "before_mask"
+
+    def translate(self, case):
+        if not case.inputs.self_attention:
+            return NotExpressible("this toy system is self-attention only")
+        return Translation("toy(x, softcap)", {})
+
+    def run(self, case, translation, data):
+        if self.order == "dropped":
+            case = replace(case, attention=replace(case.attention, softcap=None))
+        return Observation(attention(case, data).output)
+
+    def answer(self, case, data, raw):
+        from conformance.contract import cache_probes as cp
+
+        if not case.inputs.self_attention:
+            raise NotImplementedError("toy: self-attention only")
+        word = "no softcap" if self.order == "dropped" else self.order
+        return cp.softcap_order_candidates(case, case.attention.softcap, raw.value)[word], \
+            "toy(x, mask)"
+
+
+@pytest.mark.parametrize("order, applied, ordered", [
+    ("before_mask", "applied", "before_mask"), ("after_mask", "applied", "after_mask"),
+    ("dropped", "ignored", "ignored")])
+def test_softcap_and_its_order_are_asked_as_self_attention(order, applied, ordered):
+    from conformance.conventions.probes.capped import softcap_cell
+    from conformance.conventions.probes.softcap import softcap_order_cell
+
+    toy = ToySoftcap()
+    toy.order = order
+    cell = softcap_cell(toy)
+    assert cell.value == applied and "probe-softcap-self-attention" in cell.evidence, \
+        cell.evidence
+    cell = softcap_order_cell(toy)
+    assert cell.value == ordered and "probe-op-softcap-self-attention" in cell.evidence, \
+        cell.evidence
+
+
+@needs_hf
+def test_gemma2_hands_its_window_and_softcap_to_the_ledger():
+    from conformance.conventions.probes import ledger_cells
+    from conformance.runners.hf.gemma2 import HFGemma2
+
+    class Uncapped(HFGemma2):  # the planted defect: the cap never reaches the config
+        def config_kwargs(self, plan):
+            return {**super().config_kwargs(plan), "attn_logit_softcapping": None}
+    cells = {c.axis: c for c in ledger_cells(HFGemma2())}
+    assert cells["window_width"].value == "depends", cells["window_width"].evidence
+    assert cells["softcap"].value == "applied" and cells["softcap_order"].value == "before_mask"
+    planted = {c.axis: c for c in ledger_cells(Uncapped())}
+    assert planted["softcap"].value == "ignored", planted["softcap"].evidence
+    assert planted["softcap_order"].value == "ignored", planted["softcap_order"].evidence

@@ -125,6 +125,10 @@ RAW_ARGUMENTS = {
     "partial_rotary": "the system's own partial-rotary setting set to `value` (the fraction "
                       "of the head dim to rotate, as the system takes it, e.g. a config's "
                       "partial_rotary_factor) on the case as it translates it, no mask",
+    "window_setting": "the system's window configured by `value['setting']` (one of the "
+                      "runner's window_settings labels) with the number `value['window']`, "
+                      "the mask from the system's own builder for it (the case's causal "
+                      "mask, if any, as that builder makes it), no other mask",
 }
 
 

@@ -9,9 +9,9 @@ implicit.py implicit_mask, partial.py rope_partial through a partial-rotary
 setting); the others keep their own cells for those axes until their
 runner answers.
 ASKED_PROBES (sizes.py, scores.py, heads.py, qk_norm.py, padding.py, positions.py,
-cache.py, rows.py) are asked of the runners whose `ledger_axes` lists the axis,
-through their translate and run; the feature axes no cell settles are read from the
-signatures a runner names (`Runner.signatures`, features.py).
+cache.py, rows.py, softcap.py, capped.py, window_settings.py) are asked of the runners
+whose `ledger_axes` lists the axis, through their translate and run; the feature axes
+no cell settles are read from the signatures a runner names (`Runner.signatures`, features.py).
 
 Each entry is one axis (or a few measured by one probe) and the function that measures it
 for a runner: the function builds the probe cases, asks the runner (request.ask: the
@@ -33,9 +33,11 @@ from conformance.conventions.probes import (
     cache, flags, heads, implicit, key_padding, order, padding, partial, positions, qk_norm,
     rows, scores, sizes, softcap, training, windows)
 from conformance.conventions.probes.batch import batch_invariance_cell
+from conformance.conventions.probes.capped import softcap_cell
 from conformance.conventions.probes.features import signature_cells
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
+from conformance.conventions.probes.window_settings import window_settings_cell
 
 # (axes it settles, probe(runner, the runner's own cells of them) -> cells): a new axis of
 # this shape is one entry here.  A runner's own cell is never the word, but where it read the
@@ -77,6 +79,8 @@ ASKED_PROBES: dict[str, Callable[..., Convention]] = {
     "cache_layout": cache.cache_layout_cell,
     "fully_masked_row": rows.fully_masked_row_cell,
     "softcap_order": softcap.softcap_order_cell,
+    "softcap": softcap_cell,  # capped.py
+    "window_width": window_settings_cell,  # a window set per setting (window_settings.py)
 }
 LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
 

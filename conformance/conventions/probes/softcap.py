@@ -4,6 +4,8 @@ mask 0 / -2 passed raw (request.ask_raw, the runner's `answer` of attn_mask, wit
 case's softcap as the system takes it), so softcap(s) + m and softcap(s + m) differ; the
 output is named by the reading it matches (contract/cache_probes.softcap_order:
 before_mask, after_mask, or `ignored` where it is the uncapped one), every distance quoted.
+A runner that cannot pass the mask on the written cross-attention case (`unasked`) is
+asked its self-attention form (forms.py).
 Asked of the runners whose `ledger_axes` lists it.
 """
 from __future__ import annotations
@@ -11,20 +13,23 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract import cache_probes as cp
-from conformance.contract.probing import probe_case, probe_mask
+from conformance.contract.probing import probe_mask
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.forms import forms
 from conformance.conventions.probes.request import ask_raw
 
 CAP, FILL = 1.0, -2.0
 
 
 def softcap_order_cell(runner, own: Convention | None = None) -> Convention:
-    case = probe_case("op-softcap", attention={"softcap": CAP})
-    add = np.where(probe_mask(case), 0.0, FILL)
+    for case in forms("op-softcap", attention={"softcap": CAP})[:2]:  # then self-attention
+        add = np.where(probe_mask(case), 0.0, FILL)
+        got = ask_raw(runner, case, RawCall("attn_mask", add))
+        if not got.unasked:  # the runner cannot pass the written case: its self-attention
+            break
     what = (f"probe_case {case.id}, softcap {CAP:g} with a finite float attn_mask 0 / "
             f"{FILL:g} (B, T, S) passed raw")
-    got = ask_raw(runner, case, RawCall("attn_mask", add))
     if not got.answered:
         return unmeasured("softcap_order", runner, what, got)
     return cp.softcap_order(case, CAP, add, got.output, f"{runner.name}, {said(what, got)}",

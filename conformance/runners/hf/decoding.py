@@ -21,15 +21,18 @@ torch and transformers are imported inside functions only.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from conformance.runners.hf.cache_decode import CACHE_TENSORS, key_shape
 from conformance.runners.hf.common import SOURCE
 from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.declared import self_attention_refusals
-from conformance.runners.hf.decoder_probes import MASKING, decoder_cells
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, ConfigRotaryHFRunner, position_ids, rope_limits, rope_theta)
 
 CACHE = SOURCE.replace("models/", "cache_utils.py")
+MASKING = ("https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/"
+           "masking_utils.py")
 
 
 def refusals(model: str, scale: str = "", **kw) -> Refusals:
@@ -79,6 +82,54 @@ class MaskBuilt:
 
     layer_types = False  # the model reads config.layer_types to pick a layer's mask
 
+    def window_runs(self, w: int) -> dict[str, tuple[dict, bool]]:
+        """Each window setting the ledger asks (window_settings.py): its config keywords ->
+        (the settings added to the plan, whether its builder is the causal one): the
+        causal builder (the models' default) and a config with is_causal=False (the
+        bidirectional builder); a runner may add its own (`window_conditions`: Qwen3's
+        layer below max_window_layers)."""
+        runs = {f"sliding_window={w}": ({"sliding_window": w}, True),
+                f"sliding_window={w}, is_causal=False": (
+                    {"sliding_window": w, "is_causal": False}, False)}
+        return {**runs, **{c: (s, k) for c, s, k in
+                           getattr(self, "window_conditions", lambda w: [])(w)}}
+
+    def window_settings(self, w: int) -> dict[str, bool]:
+        return {label: causal for label, (_, causal) in self.window_runs(w).items()}
+
+    def answer(self, case, data, raw):
+        """RawCall window_setting: the module built from the config call of the case with
+        the setting's keywords, the mask from the model's own builder for layer 0; attn_mask
+        (a (B, T, S) array as the (B, 1, T, S) attention_mask, float as float32) on the
+        module of the case's config call.  Self-attention only."""
+        if raw.argument not in ("window_setting", "attn_mask"):
+            return super().answer(case, data, raw)
+        if raw.argument not in self.answers or not case.inputs.self_attention:
+            raise NotImplementedError(f"{self.name} passes no raw {raw.argument} on "
+                                      f"{case.id} (self-attention modules only)")
+        from conformance.contract.runner import to_numpy
+        from conformance.runners.hf.common import import_torch
+
+        torch = import_torch()
+        call, plan = self.config_call(case)
+        plan = {**plan, "attn_implementation": self.attn_implementation, "dropout": 0.0}
+        x = torch.tensor(data.inputs.query, dtype=torch.float32)
+        if raw.argument == "attn_mask":
+            module = self.module_for(torch, case, plan, data.weights)
+            m = torch.from_numpy(np.ascontiguousarray(raw.value[:, None]))
+            m = m.float() if m.is_floating_point() else m
+            with torch.no_grad():
+                return (to_numpy(self.forward(module, x, m)[0]),
+                        f"{call}: forward(hidden_states, attention_mask=<(B, 1, T, S) "
+                        f"{m.dtype}>)")
+        label = raw.value["setting"]
+        settings, _ = self.window_runs(raw.value["window"])[label]
+        module = self.module_for(torch, case, {**plan, **settings}, data.weights)
+        builder = self.mask_builder(module.config).__name__
+        with torch.no_grad():
+            out = self.forward(module, x, self.built_mask(torch, case, module, x))[0]
+        return to_numpy(out), f"{self.window_call(label)}, {builder}"
+
     def window_call(self, window: str) -> str:
         """The config call of the window probe, `window` its window keywords."""
         return f"{self.model}Config({window})"
@@ -121,10 +172,6 @@ class DecodingHFRunner(MaskBuilt, ConfigRotaryHFRunner):
             case, style="half_split", why_style=f"{self.model}Attention: {self.rotation}",
             partial=False, why_partial=f"{self.model}RotaryEmbedding's default rope rotates "
             "the whole head_dim")
-
-    def probe_cells(self):
-        """The HF probes, with the window, softcap and sinks probes (decoder_probes.py)."""
-        return super().probe_cells() + decoder_cells(self)
 
     def config_call(self, case):
         """The config call with the case's rope base and window."""

@@ -40,6 +40,14 @@ class HFGemma2(DecodingHFRunner):
                    "sliding window through the model's mask builder, decoding through "
                    "`DynamicCache`)")
     features = DecodingHFRunner.features | {"window", "softcap"}
+    # the ledger asks window_width setting by setting (conventions/probes/window_settings.py,
+    # RawCall window_setting: MaskBuilt.answer)
+    # and softcap (capped.py, through translate/run), softcap_order (softcap.py: a float
+    # attention_mask passed raw, so attn_mask_polarity and float_mask are flags.py's)
+    ledger_axes = DecodingHFRunner.ledger_axes | {"window_width", "softcap", "softcap_order"}
+    answers = DecodingHFRunner.answers | {"window_setting", "attn_mask"}
+    documented_conventions = {**DecodingHFRunner.documented_conventions,
+                              "softcap_order": ("before_mask", f"{GEMMA2_SOURCE}#L195-L200")}
     sets_scale = True
     scale_setting = ("Gemma2Config(query_pre_attn_scalar=1/scale**2), scaling = "
                      f"query_pre_attn_scalar**-0.5 ({GEMMA2_SOURCE}#L221)")

@@ -31,6 +31,10 @@ class HFGptOss(DecodingHFRunner):
                    "model's mask builder, decoding through `DynamicCache`)")
     features = DecodingHFRunner.features | {"window", "sinks"}
     ledger_axes = DecodingHFRunner.ledger_axes | {"sinks"}  # scores.sinks_cell asks it
+    # the ledger asks window_width setting by setting (conventions/probes/window_settings.py,
+    # RawCall window_setting: MaskBuilt.answer)
+    ledger_axes |= {"window_width"}
+    answers = DecodingHFRunner.answers | {"window_setting"}
     layer_types = True
     rope_source = f"{GPT_OSS_SOURCE}#L207"
     partial_line = f"{GPT_OSS_SOURCE}#L178"  # compute_default_rope_parameters: dim = head_dim

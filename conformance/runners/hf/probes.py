@@ -250,18 +250,14 @@ def scale_setting(runner) -> list[Convention]:
 
 
 def hf_cells(runner) -> list[Convention]:
-    """These probes' cells, T5's alibi_slopes (its signature's position_bias is no ALiBi)
-    and Qwen3's config window through the mask builder (`window_probe`); the ledger asks
-    the rotation, the grouped heads, QK-norm and ALiBi (ledger_axes)."""
+    """These probes' cells and T5's alibi_slopes (its signature's position_bias is no
+    ALiBi); the ledger asks the rotation, the grouped heads, QK-norm, ALiBi and the config
+    windows (ledger_axes)."""
     cells = [key_padding(runner), fully_masked(runner), weights_dropout(runner),
              causal(runner), scale_precision(runner), float64_compute(runner),
              mixed_dtype(runner), implicit_mask(runner)]
     if getattr(runner, "alibi_na", ""):
         cells.append(Convention("alibi_slopes", NA, runner.alibi_na))
-    if getattr(runner, "window_probe", False):  # a config window beside the matrix's
-        from conformance.runners.hf.decoder_probes import window_width
-
-        cells.append(window_width(runner))
     return cells
 
 

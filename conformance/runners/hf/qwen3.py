@@ -9,7 +9,7 @@ position_offset + t, or are the identity rotation for a case without rope.
 The window_width probe sets Qwen3Config's window as Qwen3Model reads it: sliding_window
 kept only with use_sliding_window=True, layer 0 a sliding layer by layer_types (by
 default only layers >= max_window_layers = 28 are), the mask from the model's builder
-(decoder_probes.window_width); the matrix's cases set no window.
+(conventions/probes/window_settings.py); the matrix's cases set no window.
 """
 from __future__ import annotations
 
@@ -46,7 +46,10 @@ class HFQwen3(MaskBuilt, QKNormRotaryHFRunner):
 
     call_template = "Qwen3Attention(Qwen3Config({args}), layer_idx=0)"
     module, model = "qwen3", "Qwen3"
-    window_probe = True  # Qwen3Config takes sliding_window: probed through the mask builder
+    # Qwen3Config takes sliding_window: the ledger asks it setting by setting through the
+    # mask builder (conventions/probes/window_settings.py, MaskBuilt.answer)
+    ledger_axes = QKNormRotaryHFRunner.ledger_axes | {"window_width"}
+    answers = QKNormRotaryHFRunner.answers | {"window_setting"}
     layer_types = True  # Qwen3Model picks each layer's mask by config.layer_types
 
     def config_kwargs(self, plan):

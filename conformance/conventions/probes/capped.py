@@ -1,0 +1,33 @@
+"""softcap, owned by the ledger: does a system's score softcap (cap * tanh(s / cap)) apply?
+A probe case with softcap 1 (a cap that bites on O(1) scores), no mask, is asked through
+the runner's translate and run in the first form it takes (forms.first_taken over
+needs.needed_forms: as written, as self-attention, ...), and the output read against the
+oracle with the cap and without it: `applied`, or `ignored` where a setting accepted gives
+the uncapped output.  Asked of the runners whose `ledger_axes` lists softcap (the others'
+softcap cell is read from their signatures, features.py).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from conformance.contract.axes import IGNORED
+from conformance.contract.probing import closest
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.forms import first_taken
+from conformance.conventions.probes.needs import needed_forms
+from conformance.oracle.reference import attention
+
+CAP = 1.0
+
+
+def softcap_cell(runner, own: Convention | None = None) -> Convention:
+    case, got, note = first_taken(runner, needed_forms(runner, "softcap",
+                                                      attention={"softcap": CAP}))
+    what = f"probe_case {case.id}, softcap {CAP:g}, no mask{note}"
+    if not got.answered:
+        return unmeasured("softcap", runner, what, got)
+    plain = replace(case, attention=replace(case.attention, softcap=None))
+    return closest("softcap", got.output, {"applied": attention(case).output,
+                                           IGNORED: attention(plain).output},
+                   f"{runner.name}, {said(what, got)}", **documented(runner, "softcap"))
