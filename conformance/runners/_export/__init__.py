@@ -16,9 +16,15 @@ framework import them from here; no runners/<framework>/ folder imports another
   two exported graphs and the scale readings of a float64 graph;
 - onnx_accounting.py: what an ONNX graph's initializers hold, against the framework;
 - torch_onnx.py: nn.MultiheadAttention exported by torch.onnx (cached);
-- torch_onnx_probes.py: the convention probes of that export, in any runtime;
-- deployed.py: the convention probes of a converted module in a deployment runtime
-  (OpenVINO, ExecuTorch) and `both_calls`, one module making both exported calls;
+- export_probe.py: the probe graphs of that export (exported the runner's way, cached),
+  run in onnxruntime (no judgement);
+- torch_export_answers.py: what the runners of that export and of its deployments answer
+  the ledger's probes through them, and their API facts (no oracle);
+- torch_onnx_probes.py: the probes of that export still judged here (causal_flag,
+  scale_precision, float64_compute; issue #29), in any runtime;
+- deployed.py: the probe artifacts of a converted module in a deployment runtime
+  (OpenVINO, ExecuTorch: RuntimeProbe) and `both_calls`, one module making both exported
+  calls;
 - keras_export.py: the functional Keras model a user converts (ONNX, LiteRT) and its
   ONNX bytes;
 - keras_export_probes.py: the probe graphs of that converted model (one input or argument

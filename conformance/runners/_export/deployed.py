@@ -4,11 +4,12 @@ probes of a converted nn.MultiheadAttention (the module a user ships, fed as the
 making both of those rows' calls so a runtime converts once per case.
 
 A deployment runtime runs an *artifact* (an ONNX graph, an OpenVINO IR, an ExecuTorch
-program), not a Python module, so its probes are the export probes of
-runners/_export/torch_onnx_probes.py (the same small probe modules, converted the runtime's way
-and cached) executed in the runtime (`RuntimeProbe`); the fill of masked scores and a NaN
-behind the mask are the ledger's own probes (conventions/probes/masks.py), asked through
-the runner's translate and run like every runner's.  A runtime runner provides
+program), not a Python module, so its probe graphs are the export probes of
+runners/_export/export_probe.py (the same small probe modules, converted the runtime's way
+and cached) executed in the runtime (`RuntimeProbe`): the ledger asks them through the
+runner's `answer` (torch_export_answers.py), and torch_onnx_probes.py judges the cells it
+still owns on them; the other ledger probes ask the runner's translate and run like every
+runner's.  A runtime runner provides
 `_export(torch, module, args, names) -> bytes` (the artifact) and
 `execute(blob, feed) -> list[np.ndarray]` (run it on named inputs).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.runner import Convention
-from conformance.runners._export.torch_onnx_probes import ExportProbe, export_cells
+from conformance.runners._export.export_probe import ExportProbe
 
 
 def both_calls(torch, mha, self_attention: bool, mask_names: tuple[str, ...]):
@@ -41,7 +42,10 @@ def both_calls(torch, mha, self_attention: bool, mask_names: tuple[str, ...]):
 
 
 class RuntimeProbe(ExportProbe):
-    """ExportProbe whose graphs are the runner's artifacts, run in the runner's runtime."""
+    """ExportProbe whose graphs are the runner's artifacts, run in the runner's runtime:
+    `exporter` has the `name` that keys the cached artifacts and `_export(torch, module,
+    args, names)`; `execute(blob, feed)` runs one in the runtime; `versions` join the cache
+    key."""
 
     def __init__(self, exporter, execute, wrap, what: str, versions=()):
         super().__init__(exporter, wrap)
@@ -54,9 +58,8 @@ class RuntimeProbe(ExportProbe):
         return np.asarray(self.execute(blob, feed)[index], np.float64)
 
 
-def runtime_cells(exporter, execute, wrap, what: str, versions=()) -> list[Convention]:
-    """Every probe of a runtime that runs the converted nn.MultiheadAttention: `exporter`
-    has the `name` that keys the cached artifacts and `_export(torch, module, args, names)`;
-    `execute(blob, feed)` runs one in the runtime; `versions` join the cache key."""
-    e = RuntimeProbe(exporter, execute, wrap, what, versions)
-    return export_cells(exporter, wrap, probe=e)
+def runtime_cells(e: RuntimeProbe) -> list[Convention]:
+    """The cells torch_onnx_probes.py still judges, on the runtime's probe artifacts."""
+    from conformance.runners._export.torch_onnx_probes import export_cells
+
+    return export_cells(e.runner, e.wrap, probe=e)

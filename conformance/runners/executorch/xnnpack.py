@@ -19,7 +19,9 @@ import numpy as np
 
 from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
-from conformance.runners._export.deployed import both_calls, runtime_cells
+from conformance.runners._export.deployed import RuntimeProbe, both_calls, runtime_cells
+from conformance.runners._export.torch_export_answers import (
+    ANSWERS, ASKED, DOCUMENTED, answer, facts, signatures)
 from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import module_call, wrap_module
@@ -64,14 +66,32 @@ class ExecuTorchXnnpack(Runner):
 
     execute = staticmethod(etc.execute)
 
+    # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
+    # probe modules lowered and run like the rows' (_export/torch_export_answers.py)
+    ledger_axes = ASKED
+    answers = ANSWERS
+    documented_conventions = DOCUMENTED
+
+    def probe(self):
+        return RuntimeProbe(self, self.execute, wrap_module,
+                            f"{self.name} probe program (ExecuTorch, XNNPACK)",
+                            versions=_versions())
+
+    def answer(self, case, data, raw):
+        return answer(self.probe(), case, data, raw)
+
+    def signatures(self):
+        return signatures(import_torch())
+
     def conventions(self):
-        """The export probes, lowered and run here.  float64_compute is left to the rows:
-        the probe reads only the need_weights=False output, which is float64 (2.2e-16),
-        while the rows also compare the need_weights=True per-head weights, which are not
-        (expectations/executorch.xnnpack.yaml), and one cell cannot hold both."""
-        cells = runtime_cells(self, self.execute, wrap_module,
-                              f"{self.name} probe program (ExecuTorch, XNNPACK)",
-                              versions=_versions())
+        """The lowered module's API facts (_export/torch_export_answers.py) and the cells
+        _export/torch_onnx_probes.py still judges on the probe programs.  float64_compute is
+        left to the rows: the probe reads only the need_weights=False output, which is
+        float64 (2.2e-16), while the rows also compare the need_weights=True per-head
+        weights, which are not (expectations/executorch.xnnpack.yaml), and one cell cannot
+        hold both."""
+        e = self.probe()
+        cells = facts(e) + runtime_cells(e)
         return [c for c in cells if c.axis != "float64_compute"]
 
     def run(self, case, translation, data):

@@ -25,9 +25,11 @@ from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, NotExpressibleError, Observation, Runner
 from conformance.contract.runner import Translation
 from conformance.runners._export import onnx_accounting
-from conformance.runners._export.deployed import both_calls, runtime_cells
+from conformance.runners._export.deployed import RuntimeProbe, both_calls, runtime_cells
 from conformance.runners._export.onnx_runtime import check, combine_graphs
 from conformance.runners._export.same_graph import SameGraph
+from conformance.runners._export.torch_export_answers import (
+    ANSWERS, ASKED, DOCUMENTED, answer, facts, signatures)
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import (
     VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
@@ -103,13 +105,31 @@ class OpenVINOMHA(Runner):
         model = ovc.read(blob, onnx=self.source == "onnx")
         return ovc.execute(ovc.compile_model(model, self.precision), feed)
 
-    def conventions(self):
+    # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
+    # probe models converted and compiled like the rows' (_export/torch_export_answers.py)
+    ledger_axes = ASKED
+    answers = ANSWERS
+    documented_conventions = DOCUMENTED
+
+    def probe(self):
         import openvino as ov
 
         exporter = self.exporter if self.source == "onnx" else _TorchConverter()
-        return runtime_cells(exporter, self.execute, wrap_module,
-                             f"{self.name} probe model (OpenVINO CPU, {self.precision})",
-                             versions=() if self.source == "onnx" else (ov.__version__,))
+        return RuntimeProbe(exporter, self.execute, wrap_module,
+                            f"{self.name} probe model (OpenVINO CPU, {self.precision})",
+                            versions=() if self.source == "onnx" else (ov.__version__,))
+
+    def answer(self, case, data, raw):
+        return answer(self.probe(), case, data, raw)
+
+    def signatures(self):
+        return signatures(import_torch())
+
+    def conventions(self):
+        """The converted module's API facts (_export/torch_export_answers.py) and the cells
+        _export/torch_onnx_probes.py still judges on the probe models."""
+        e = self.probe()
+        return facts(e) + runtime_cells(e)
 
     def run(self, case, translation, data):
         torch = import_torch()

@@ -1,0 +1,130 @@
+"""What the runners of nn.MultiheadAttention converted (onnx.torch-export and its opset and
+TorchScript variants, openvino.onnx / .torch, executorch.xnnpack) answer the ledger
+(Runner.answer) and report of their API with no oracle, through probe graphs exported the
+runner's way (export_probe.ExportProbe, or deployed.RuntimeProbe for another runtime) and
+run in the runner's runtime with the value as given.
+
+The probe graphs are inference graphs of forward(..., need_weights=False), the form the
+rows' output comes from: a training run has no switch to set (the request is refused in
+those words), so the ledger reads dropout from the inference run.  The ledger's probes
+(conventions/probes/) judge; ASKED are the axes it asks through translate and run.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import IGNORED
+from conformance.contract.runner import Convention
+from conformance.runners._export.export_probe import qkv_feed
+from conformance.runners._export.onnx_runtime import tried
+from conformance.runners._export.torch_mha import MHA_DOC, per_head
+
+ANSWERS = frozenset({"attn_mask", "key_padding", "dropout_training"})
+ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale"})
+DOCUMENTED = {a: (w, MHA_DOC) for a, w in (
+    ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
+    ("argument_order", "query_key_value"), ("size_arguments", "derived_from_width"),
+    ("key_padding_polarity", "true_blocks"))}
+INFERENCE = {"need_weights": False}
+
+
+class NoTrainingInput(RuntimeError):
+    """The export traces the module in eval: the graph has no training input."""
+
+
+def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
+    """The probe graph of `case` with `raw` passed as given, run in the runtime, and the
+    call: attn_mask a (B, T, S) bool or float32 mask repeated per head to MHA's (B*H, T, S)
+    graph input; key_padding a (B, S) bool key_padding_mask input; dropout_training the
+    module built with dropout=rate and exported in eval (a training run refused: the graph
+    has no training input)."""
+    torch, what = e.torch, f"{e.what}: nn.MultiheadAttention exported, need_weights=False"
+    feed = qkv_feed(case, data=data)
+    if raw.argument == "attn_mask":
+        value = np.asarray(raw.value)
+        kind = "bool" if value.dtype == bool else "float32"
+        mask = value.astype(kind)
+        label = f"attn-mask-{kind}"
+        blob = e.graph(label, case, {"attn_mask": per_head(torch, case, mask)}, INFERENCE)
+        out = e.run(label, blob, {**feed, "attn_mask": np.repeat(
+            mask, case.attention.num_heads, 0)})
+        return out, f"{what}, a {kind} attn_mask (B*H, T, S) input fed raw{e.said(label)}"
+    if raw.argument == "key_padding":
+        pad = np.asarray(raw.value, bool)
+        label = "key-padding-raw"
+        blob = e.graph(label, case, {"key_padding_mask": torch.from_numpy(pad)}, INFERENCE)
+        out = e.run(label, blob, {**feed, "key_padding_mask": pad})
+        return out, f"{what}, a bool key_padding_mask (B, S) input fed raw{e.said(label)}"
+    if raw.argument == "dropout_training":
+        rate = raw.value["rate"]
+        if raw.value["training"]:
+            raise NoTrainingInput(f"{e.what}: the export traces nn.MultiheadAttention("
+                                  f"dropout={rate}) in eval; the graph has no training input")
+        label = f"dropout-{rate}"
+        out = e.run(label, e.graph(label, case, {}, INFERENCE, dropout=rate), feed)
+        return out, f"{what}, nn.MultiheadAttention(dropout={rate}) exported in eval" \
+            f"{e.said(label)}"
+    raise NotImplementedError(f"the exported graph passes no raw {raw.argument}")
+
+
+def facts(e) -> list[Convention]:
+    """The API facts of the converted module: its size arguments and layout (readings the
+    ledger confirms by asking), what the default call returns, that
+    dropout=0.5 leaves the returned weights as dropout=0 gives them (the graph is traced in
+    eval), what a 2-D and a float64 input give, that no mask travels with a tensor."""
+    torch, case = e.torch, base_case()
+    m = np.ones((case.inputs.batch, case.inputs.query_len, case.inputs.key_len), bool)
+    m[:, :, -1] = False  # blocks (torch polarity) the last key
+    feed, weights, blobs = qkv_feed(case), {}, {}
+    for rate in (0.0, 0.5):
+        label = f"default-bool-{rate}"
+        blobs[rate] = e.graph(label, case, {"attn_mask": per_head(torch, case, m)}, {},
+                              dropout=rate)
+        weights[rate] = e.run(label, blobs[rate], {**feed, "attn_mask": np.repeat(m, 2, 0)},
+                              1)
+
+    def fwd(mask, **f):
+        return [e.run("default-bool-0.0", blobs[0.0], {**feed, **f, "attn_mask": np.repeat(
+            mask, 2, 0)}, strict=True)]
+
+    w, moved = weights[0.0], float(np.max(np.abs(weights[0.5] - weights[0.0])))
+    mha = torch.nn.MultiheadAttention(8, 2)
+    return [
+        Convention("size_arguments", "derived_from_width", f"{e.what}: the exported module "
+                   f"is nn.MultiheadAttention(8, 2): head_dim {mha.head_dim}, in_proj_weight "
+                   f"{tuple(mha.in_proj_weight.shape)} (no head-size argument)",
+                   documented="derived_from_width", documented_source=MHA_DOC),
+        Convention("input_layout", "batch_first", f"{e.what}: the runner exports batch_first="
+                   "True, so the graph takes (B, T, E) inputs (torch's own default is "
+                   "sequence_first)"),
+        Convention("returned_weights", "head_averaged" if w.ndim == 3 else "per_head",
+                   f"{e.what}: the default call (need_weights=True, average_attn_weights="
+                   f"True) exported: second graph output {w.shape} for (B, H, T, S) = "
+                   "(2, 2, 3, 5); the matrix rows export average_attn_weights=False for "
+                   "per-head weights", documented="head_averaged", documented_source=MHA_DOC),
+        Convention("weights_dropout", IGNORED if moved < 1e-6 else "post_dropout",
+                   f"{e.what}: nn.MultiheadAttention(dropout=0.5) accepted and exported in "
+                   "eval (the graph has no training input): its returned weights are "
+                   f"{moved:.1e} from the dropout=0 graph's"),
+        tried("unbatched_input", lambda: fwd(m[:1], **{n: v[0] for n, v in feed.items()}),
+              f"{e.what}: 2-D (T, E) inputs"),
+        tried("mixed_dtype", lambda: fwd(m, **qkv_feed(case, np.float64)),
+              f"{e.what}: float64 inputs fed to the float32 graph"),
+        Convention("implicit_mask", "none", f"{e.what}: graph inputs are plain tensors; "
+                   "masks reach the graph only as the key_padding_mask / attn_mask inputs")]
+
+
+def base_case():
+    """The probe case of the API facts: 2 heads over 8 features, B 2, T 3, S 5, seed 7."""
+    from conformance.case.loader import parse_case
+
+    return parse_case({"id": "probe-export-mask", "attention": {"num_heads": 2,
+                                                                "query_features": 8},
+                       "inputs": {"batch": 2, "query_len": 3, "key_len": 5, "seed": 7}},
+                      "<probe>")
+
+
+def signatures(torch):
+    mha = torch.nn.MultiheadAttention
+    return ("nn.MultiheadAttention (the exported module; the opset-23 export writes "
+            "Attention(softcap=0.0))", (mha.__init__, mha.forward))

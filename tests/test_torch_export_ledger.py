@@ -1,0 +1,123 @@
+"""The torch exports answer the ledger (#29): onnx.torch-export* (and, through
+deployed.RuntimeProbe, openvino.onnx / .torch and executorch.xnnpack) pass attn_mask,
+key_padding and dropout_training raw through probe graphs exported the runner's way
+(_export/torch_export_answers.py), and the ledger's generic probes judge them.  Planted
+exported graphs (a probe module that inverts the mask, drops the key padding, applies its
+dropout rate in eval, returns weights that move with the rate) must move each cell; the
+real export must read the pinned words.  The TorchScript exporter (dynamo=False) keeps
+these exports fast; planted runners have their own names, so their graphs never share a
+cache entry with the real ones."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.contract.axes import IGNORED
+from conformance.contract.runner import RawCall
+from conformance.conventions.probes import flags, key_padding, training
+from conformance.oracle.canonical import case_data
+from tests.helpers import require
+
+require("torch", "onnx", "onnxruntime")
+pytestmark = pytest.mark.torch
+
+
+def _runner(name: str = "", change=None):
+    from conformance.runners._export.torch_onnx import wrap_module
+    from conformance.runners.onnx.torch_export import OnnxTorchExport
+
+    r = OnnxTorchExport(dynamo=False, **({"name": f"test.planted-{name}"} if name else {}))
+    if change is not None:
+        r.probe = lambda: _probe(r, change)
+    else:
+        assert r.probe().wrap is wrap_module
+    return r
+
+
+def _probe(runner, change):
+    """ExportProbe of a probe module whose call `change(mha, masks, out, weights)` edits."""
+    from conformance.runners._export.export_probe import ExportProbe
+
+    def wrap(torch, mha, self_attention, mask_names, kwargs):
+        class Planted(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mha = mha
+
+            def forward(self, *args):
+                n = 1 if self_attention else 3
+                qkv = args[:1] * 3 if self_attention else args[:3]
+                masks = change("masks", self.mha, dict(zip(mask_names, args[n:])))
+                out, weights = self.mha(*qkv, **masks, **kwargs)
+                out, weights = change("outputs", self.mha, (out, weights))
+                return out if weights is None else (out, weights)
+
+        return Planted().eval()
+
+    return ExportProbe(runner, wrap)
+
+
+def _only(stage, edit):
+    return lambda s, mha, x: edit(mha, x) if s == stage else x
+
+
+def test_the_real_export_answers_in_the_pinned_words():
+    r = _runner()
+    assert flags.attn_mask_polarity_cell(r).value == "true_blocks"
+    assert flags.float_mask_cell(r).value == "added"
+    assert key_padding.key_padding_cell(r).value == "true_blocks"
+    cell = training.dropout_cell(r)
+    assert cell.value == "never" and "no training input" in cell.evidence, cell.evidence
+
+
+def test_a_planted_inverted_mask_reads_true_attends():
+    invert = _only("masks", lambda mha, m: {k: ~v if str(v.dtype) == "torch.bool" else v
+                                            for k, v in m.items()})
+    r = _runner("inverted-mask", invert)
+    assert flags.attn_mask_polarity_cell(r).value == "true_attends"
+    assert flags.float_mask_cell(r).value == "added"  # a float mask is not inverted
+
+
+def test_a_planted_graph_dropping_the_key_padding_reads_ignored():
+    drop = _only("masks", lambda mha, m: {k: v for k, v in m.items()
+                                          if k != "key_padding_mask"})
+    cell = key_padding.key_padding_cell(_runner("no-padding", drop))
+    assert cell.value == IGNORED, cell.evidence
+
+
+def test_a_planted_graph_dropping_in_eval_reads_always():
+    scaled = _only("outputs", lambda mha, ow: (ow[0] * (1 - mha.dropout), ow[1]))
+    cell = training.dropout_cell(_runner("eval-dropout", scaled))
+    assert cell.value == "always", cell.evidence
+
+
+def test_the_training_run_is_refused_in_the_exports_words():
+    from conformance.runners._export.torch_export_answers import NoTrainingInput, answer
+
+    r = _runner()
+    case = _case()
+    with pytest.raises(NoTrainingInput, match="no training input"):
+        answer(r.probe(), case, case_data(case), RawCall("dropout_training",
+                                                         {"rate": 0.5, "training": True}))
+    with pytest.raises(NotImplementedError):
+        answer(r.probe(), case, case_data(case), RawCall("is_causal", True))
+
+
+def test_weights_dropout_reads_the_graphs_weights():
+    from conformance.runners._export.torch_export_answers import facts
+
+    cells = {c.axis: c for c in facts(_runner().probe())}
+    assert cells["weights_dropout"].value == IGNORED
+    assert cells["returned_weights"].value == "head_averaged"
+    assert cells["unbatched_input"].value == cells["mixed_dtype"].value == "refused"
+    moved = _only("outputs", lambda mha, ow: (ow[0], ow[1] * (1 - mha.dropout)))
+    planted = {c.axis: c for c in facts(_probe(_runner("weights-dropout"), moved))}
+    assert planted["weights_dropout"].value == "post_dropout"
+
+
+def _case():
+    from conformance.runners._export.torch_export_answers import base_case
+
+    case = base_case()
+    assert np.shape(case_data(case).inputs.query) == (2, 3, 8)
+    return case
