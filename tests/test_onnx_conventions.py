@@ -120,7 +120,7 @@ def test_torch_export_conventions():
     assert words["key_padding_polarity"] == "true_blocks"
     assert "inconsistent q_sequence_length" in cells["key_padding_polarity"].evidence
     assert words["returned_weights"] == "head_averaged"
-    assert words["causal_flag"] == "upper_left"
+    assert words["causal_flag"] == "depends"  # upper_left alone, hint_only beside key padding
     assert words["float_mask"] == "added"
     assert words["softcap"] == "not_applicable"
     assert words["scale_precision"] == "float32_rounded"

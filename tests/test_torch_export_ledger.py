@@ -85,6 +85,21 @@ def test_a_planted_graph_dropping_the_key_padding_reads_ignored():
     assert cell.value == IGNORED, cell.evidence
 
 
+def test_the_causal_hint_depends_on_key_padding_and_a_planted_graph_moves_it():
+    """need_weights=False, is_causal=True beside a non-causal mask: the switch replaces the
+    mask (upper left) unless a key_padding_mask is given (torch/nn/functional.py: "when we
+    have a kpm or need weights, we need attn_mask"): depends.  A graph dropping the key
+    padding reads upper_left both ways; one dropping the switch reads hint_only."""
+    cell = flags.causal_flag_cell(_runner())
+    assert cell.value == "depends", cell.evidence
+    assert "without key padding: upper_left" in cell.evidence
+    assert "pads nothing: hint_only" in cell.evidence
+    assert "Need attn_mask" in cell.evidence or "switch alone" in cell.evidence
+    drop = _only("masks", lambda mha, m: {k: v for k, v in m.items()
+                                          if k != "key_padding_mask"})
+    assert flags.causal_flag_cell(_runner("no-padding", drop)).value == "upper_left"
+
+
 def test_a_planted_graph_dropping_in_eval_reads_always():
     scaled = _only("outputs", lambda mha, ow: (ow[0] * (1 - mha.dropout), ow[1]))
     cell = training.dropout_cell(_runner("eval-dropout", scaled))
@@ -100,7 +115,7 @@ def test_the_training_run_is_refused_in_the_exports_words():
         answer(r.probe(), case, case_data(case), RawCall("dropout_training",
                                                          {"rate": 0.5, "training": True}))
     with pytest.raises(NotImplementedError):
-        answer(r.probe(), case, case_data(case), RawCall("is_causal", True))
+        answer(r.probe(), case, case_data(case), RawCall("window", 3))
 
 
 def test_weights_dropout_reads_the_graphs_weights():

@@ -19,7 +19,8 @@ from conformance.runners._export.export_probe import qkv_feed
 from conformance.runners._export.onnx_runtime import tried
 from conformance.runners._export.torch_mha import MHA_DOC, per_head
 
-ANSWERS = frozenset({"attn_mask", "key_padding", "dropout_training"})
+ANSWERS = frozenset({"attn_mask", "key_padding", "is_causal", "causal_hint",
+                     "dropout_training"})
 ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale"})
 DOCUMENTED = {a: (w, MHA_DOC) for a, w in (
     ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
@@ -35,7 +36,8 @@ class NoTrainingInput(RuntimeError):
 def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
     """The probe graph of `case` with `raw` passed as given, run in the runtime, and the
     call: attn_mask a (B, T, S) bool or float32 mask repeated per head to MHA's (B*H, T, S)
-    graph input; key_padding a (B, S) bool key_padding_mask input; dropout_training the
+    graph input; key_padding a (B, S) bool key_padding_mask input; is_causal and
+    causal_hint the causal switch exported (_causal); dropout_training the
     module built with dropout=rate and exported in eval (a training run refused: the graph
     has no training input)."""
     torch, what = e.torch, f"{e.what}: nn.MultiheadAttention exported, need_weights=False"
@@ -55,6 +57,8 @@ def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
         blob = e.graph(label, case, {"key_padding_mask": torch.from_numpy(pad)}, INFERENCE)
         out = e.run(label, blob, {**feed, "key_padding_mask": pad})
         return out, f"{what}, a bool key_padding_mask (B, S) input fed raw{e.said(label)}"
+    if raw.argument in ("is_causal", "causal_hint"):
+        return _causal(e, case, feed, raw, what)
     if raw.argument == "dropout_training":
         rate = raw.value["rate"]
         if raw.value["training"]:
@@ -65,6 +69,30 @@ def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
         return out, f"{what}, nn.MultiheadAttention(dropout={rate}) exported in eval" \
             f"{e.said(label)}"
     raise NotImplementedError(f"the exported graph passes no raw {raw.argument}")
+
+
+def _causal(e, case, feed, raw, what: str) -> tuple[np.ndarray, str]:
+    """is_causal=True exported alone (torch refuses it without an attn_mask: "Need
+    attn_mask if specifying the is_causal hint"), or beside value['attn_mask'] ((B, T, S)
+    bool, repeated per head) and, where value['pad_nothing'], an all-False (B, S) bool
+    key_padding_mask input."""
+    torch, i = e.torch, case.inputs
+    if raw.argument == "is_causal":
+        label, masks, said = f"is-causal-{bool(raw.value)}", {}, ""
+    else:
+        mask = np.asarray(raw.value["attn_mask"], bool)
+        masks = {"attn_mask": per_head(torch, case, mask)}
+        said = ", a bool attn_mask (B*H, T, S) input fed raw"
+        label = "causal-hint"
+        if raw.value.get("pad_nothing"):
+            masks["key_padding_mask"] = torch.zeros(i.batch, i.key_len, dtype=torch.bool)
+            label, said = "causal-hint-padded", said + (", an all-False bool "
+                                                        "key_padding_mask (B, S) input")
+    blob = e.graph(label, case, masks, {**INFERENCE, "is_causal": bool(raw.value) if
+                                        raw.argument == "is_causal" else True})
+    out = e.run(label, blob, {**feed, **{n: m.numpy() for n, m in masks.items()}})
+    causal = bool(raw.value) if raw.argument == "is_causal" else True
+    return out, f"{what}, is_causal={causal} exported{said}{e.said(label)}"
 
 
 def facts(e) -> list[Convention]:

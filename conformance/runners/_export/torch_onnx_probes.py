@@ -1,38 +1,20 @@
 """The convention probes of nn.MultiheadAttention exported by torch.onnx (onnx.torch-export,
 -legacy, .opset23, .opset24) and converted for OpenVINO and ExecuTorch (deployed.py) that
-still judge here (issue #29): causal_flag (is_causal=True beside a non-causal attn_mask,
-need_weights=False), scale_precision and float64_compute (a float64 module exported with
-need_weights=False and with the default call).  The probe graphs are export_probe.py's
-(exported with the runner's own exporter, cached); every other axis of these runners the
-ledger asks (torch_export_answers.py: ledger_axes through translate/run, `answer`), and
-their API facts are observations with no oracle there.  float64_readings is shared with
-onnx/probes.py (still judging too).
+still judge here (issue #29): scale_precision and float64_compute (a float64 module
+exported with need_weights=False and with the default call).  The probe graphs are
+export_probe.py's (exported with the runner's own exporter, cached); every other axis of
+these runners the ledger asks (torch_export_answers.py: ledger_axes through translate/run,
+`answer`), and their API facts are observations with no oracle there.  float64_readings
+is shared with onnx/probes.py (still judging too).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from conformance.contract.runner import Convention
-from conformance.contract.probing import (
-    causal_candidates, closest, distances, output_with, probe_case, probe_mask)
+from conformance.contract.probing import distances, output_with
 from conformance.runners._export.export_probe import ExportProbe, qkv_feed as _qkv_feed
 from conformance.runners._export.onnx_runtime import split_scale
-
-
-def _causal_cell(e: ExportProbe) -> Convention:
-    """need_weights=False, is_causal=True beside a non-causal attn_mask (B*H, T, S)."""
-    from conformance.runners._export.torch_mha import MHA_DOC, per_head
-
-    torch, case = e.torch, probe_case("export-mask")
-    m, feed, inference = probe_mask(case), _qkv_feed(case), {"need_weights": False}
-    causal = e.graph("causal-hint", case, {"attn_mask": per_head(torch, case, ~m)},
-                     {**inference, "is_causal": True})
-    out = e.run("causal-hint", causal, {**feed, "attn_mask": np.repeat(~m, 2, 0)})
-    cands = {"hint_only": output_with(case, m),
-             **{k: v for k, v in causal_candidates(case).items() if k != "ignored"}}
-    return e.note(closest("causal_flag", out, cands, f"{e.what}: need_weights=False, "
-                          "is_causal=True with a non-causal attn_mask, T=3 != S=5",
-                          documented="hint_only", documented_source=MHA_DOC), "causal-hint")
 
 
 def _best(cell: Convention) -> float:
@@ -87,7 +69,7 @@ def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convent
     -> nn.Module.  `probe` replaces the onnxruntime probe (_export/deployed.py runs the same
     probes in another runtime)."""
     e = probe or ExportProbe(runner, wrap)
-    return [_causal_cell(e), *_float64_cell(e)]
+    return _float64_cell(e)
 
 
 def scale_probe_case():
