@@ -136,3 +136,60 @@ def _case():
     case = base_case()
     assert np.shape(case_data(case).inputs.query) == (2, 3, 8)
     return case
+
+
+# ---- float64_compute under three readings of the scale (conventions/probes/float64.py):
+# onnxruntime's Attention kernel (the opset-23/24 exports) applies sqrt(scale) rounded to
+# float32 to Q and to K, in float64 arithmetic
+
+class _Scaled:
+    """A toy runner answering the float64 case at a planted scale and precision."""
+
+    name = "toy.float64"
+    ledger_axes = frozenset({"float64_compute"})
+
+    def __init__(self, plant: str):
+        self.plant = plant
+
+    def translate(self, case):
+        from conformance.contract.runner import Translation
+
+        return Translation(f"toy({case.id}, {self.plant})", None)
+
+    def run(self, case, translation, data):
+        from dataclasses import replace
+
+        from conformance.contract.runner import Observation
+        from conformance.conventions.probes.float64 import split_scale
+        from conformance.oracle.reference import attention
+
+        d = case.attention.qk_head_dim
+        scale = {"exact": None, "split": split_scale(d), "float32": None,
+                 "scale 1": 1.0, "1e-9 off": None}[self.plant]
+        out = attention(replace(case, attention=replace(case.attention, scale=scale)),
+                        data).output
+        if self.plant == "float32":
+            out = out.astype(np.float32).astype(np.float64)
+        return Observation(output=out + (1e-9 if self.plant == "1e-9 off" else 0.0))
+
+
+@pytest.mark.parametrize("plant,word", [("exact", "float64"), ("split", "float64"),
+                                        ("float32", "below_float64"),
+                                        ("scale 1", "below_float64"),
+                                        ("1e-9 off", "below_float64")])
+def test_float64_compute_reads_every_scale_and_only_float64_arithmetic(plant, word):
+    from conformance.conventions.probes.scores import float64_compute_cell
+
+    cell = float64_compute_cell(_Scaled(plant))
+    assert cell.value == word, cell.evidence
+    assert "split float32 scale" in cell.evidence
+
+
+def test_the_split_scale_differs_from_the_exact_one_at_the_probes_head_size():
+    """d_k 4: 1/2 is a float32 number, its float32 square root squared is not 1/2, so a
+    planted split-scale output is float64 only through that reading."""
+    from conformance.conventions.probes.float64 import split_scale
+    from conformance.runners._export.onnx_runtime import split_scale as runtimes
+
+    assert split_scale(4) != 0.5 and abs(split_scale(4) - 0.5) < 1e-7
+    assert all(split_scale(d) == runtimes(d) for d in (1, 2, 3, 4, 5, 16))

@@ -1,7 +1,8 @@
 """Axes of the scores and their arithmetic, owned by the ledger: softmax_scale (which
 scale the system applies, and whether a user sets it), scale_precision (a float64 call's
-scale exact or float32-rounded), float64_compute (a float64 call computed in float64) and
-sinks (a per-head logit in the softmax denominator).
+scale exact or float32-rounded), float64_compute (a float64 call computed in float64,
+under any reading of its scale: float64.py) and sinks (a per-head logit in the softmax
+denominator).
 
 Each probe asks the runner a probe case (its translate and run; softmax_scale and
 scale_precision the first form of it the runner can express: forms.py) and names the
@@ -17,6 +18,7 @@ from conformance.contract.axes import IGNORED, NOT_PROBED
 from conformance.contract.probing import closest, distances, nearest, output_with, probe_case
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.float64 import float64_readings, float64_word, quoted
 from conformance.conventions.probes.forms import first_taken, forms
 from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import ask
@@ -80,7 +82,8 @@ def scale_precision_cell(runner, own: Convention | None = None) -> Convention:
 
 def float64_compute_cell(runner, own: Convention | None = None) -> Convention:
     """A float64 case (a prefill of 3 and one step for a runner that decodes only) against
-    the float64 oracle: float64 within 1e-12, else below_float64."""
+    the float64 oracle at the exact, the float32-rounded and the split float32 scale
+    (float64.py): float64 where one is within 1e-12, else below_float64."""
     inputs = {"self_attention": True, "query_len": 4, "key_len": 4, "dtype": "float64"}
     decode = {"decode": {"prefill": 3, "steps": 1}} if getattr(
         runner, "decodes_only", False) else {}
@@ -92,11 +95,11 @@ def float64_compute_cell(runner, own: Convention | None = None) -> Convention:
     got = ask(runner, case)
     if not got.answered:
         return unmeasured("float64_compute", runner, what, got)
-    d = float(np.max(np.abs(got.output - attention(case).output)))
-    return Convention("float64_compute", "float64" if d <= FLOAT64 else "below_float64",
+    r = float64_readings(case, got.output)  # float64.py: a scale's rounding is no arithmetic
+    return Convention("float64_compute", float64_word(r),
                       f"{runner.name}, {said(what, got)}: max |output - float64 oracle| "
-                      f"{d:.1e} (float64 means <= {FLOAT64:g})",
-                      **documented(runner, "float64_compute"))
+                      f"under three readings of the scale: {quoted(r)} (float64 means one "
+                      f"<= {FLOAT64:g})", **documented(runner, "float64_compute"))
 
 
 def sinks_cell(runner, own: Convention | None = None) -> Convention:

@@ -3,7 +3,8 @@ same exports): the export cache, error quoting, dtypes, the onnxruntime session,
 checker, combining the two exported graphs of a case into one observation, the
 effective scale of onnxruntime's split float32 scaling (split_scale, arithmetic only) and a
 refused input's words that the probes quote.  It compares nothing with the oracle: the
-float64 readings that do are in torch_onnx_probes.py (still judging, issue #29).
+float64 readings that do are the ledger's (conventions/probes/float64.py; onnx/probes.py
+keeps a copy while it still judges, issue #29).
 
 numpy and the contract at import; onnx, onnxruntime and ml_dtypes are imported
 inside the functions.

@@ -1,20 +1,18 @@
 """The convention probes of nn.MultiheadAttention exported by torch.onnx (onnx.torch-export,
 -legacy, .opset23, .opset24) and converted for OpenVINO and ExecuTorch (deployed.py) that
-still judge here (issue #29): scale_precision and float64_compute (a float64 module
-exported with need_weights=False and with the default call).  The probe graphs are
+still judges here (issue #29): scale_precision (a float64 module exported with
+need_weights=False and with the default call: the ledger's probe asks the rows' call only,
+and would read float64 where the default call rounds the scale to float32).  The probe graphs are
 export_probe.py's (exported with the runner's own exporter, cached); every other axis of
 these runners the ledger asks (torch_export_answers.py: ledger_axes through translate/run,
-`answer`), and their API facts are observations with no oracle there.  float64_readings
-is shared with onnx/probes.py (still judging too).
+`answer`), and their API facts are observations with no oracle there.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from conformance.contract.runner import Convention
-from conformance.contract.probing import distances, output_with
 from conformance.runners._export.export_probe import ExportProbe, qkv_feed as _qkv_feed
-from conformance.runners._export.onnx_runtime import split_scale
 
 
 def _best(cell: Convention) -> float:
@@ -22,15 +20,14 @@ def _best(cell: Convention) -> float:
     return min(float(x.split()[-1]) for x in cell.evidence.split(": ")[-1].split("; "))
 
 
-def _float64_cell(e: ExportProbe) -> list[Convention]:
-    """A float64 module exported twice: need_weights=False (the rows' output) and the
-    default call (need_weights=True, the kind of graph the rows' weights come from)."""
-
-    c64, cells, outs = scale_probe_case(), [], []
+def _scale_cell(e: ExportProbe) -> Convention:
+    """scale_precision of a float64 module exported twice: need_weights=False (the rows'
+    output) and the default call (need_weights=True, the kind of graph the rows' weights
+    come from); the worse reading is the cell, both quoted."""
+    c64, cells = scale_probe_case(), []
     for label, kwargs, what in (("float64", {"need_weights": False}, "need_weights=False"),
                                 ("float64-weights", {}, "default call, need_weights=True")):
         out = e.run(label, e.graph(label, c64, {}, kwargs), _qkv_feed(c64, np.float64))
-        outs.append(out)
         cells.append(e.note(scale_precision_cell(c64, out, f"{e.what}: float64 module, d_k=3, "
                                                  f"{what}"), label))
     rounded = [c for c in cells if c.value != "float64"]
@@ -38,29 +35,8 @@ def _float64_cell(e: ExportProbe) -> list[Convention]:
     noisy = ("; the float32_rounded reading is not within 1e-12 either: that graph computes "
              "the float64 scores below float64, so the scale's own rounding is not separable"
              if worst.value != "float64" and _best(worst) > 1e-12 else "")
-    return [Convention("scale_precision", worst.value,
-                       " | ".join(c.evidence for c in cells) + noisy),
-            _float64_compute(c64, outs[0], f"{e.what}: float64 module, d_k=3, need_weights=False")]
-
-
-def float64_readings(case, out) -> dict[str, float]:
-    """Distances of a float64 output from the oracle at the exact scale, the float32-rounded
-    scale and the split scale (split_scale)."""
-    d = case.attention.qk_head_dim
-    return distances(out, {"exact scale": output_with(case, None),
-                           "float32 scale": output_with(case, None,
-                                                        scale=float(np.float32(1 / np.sqrt(d)))),
-                           "split float32 scale": output_with(case, None, scale=split_scale(d))})
-
-
-def _float64_compute(case, out, what: str) -> Convention:
-    """float64_compute of the export's float64 graph: float64 when one reading of the scale
-    (exact, float32, split float32: float64_readings) is within 1e-12."""
-    r = float64_readings(case, out)
-    best = min(r, key=r.get)
-    return Convention("float64_compute", "float64" if r[best] < 1e-12 else "below_float64",
-                      f"{what}: against the float64 oracle under three readings of the "
-                      "scale: " + ", ".join(f"{k} {v:.1e}" for k, v in r.items()))
+    return Convention("scale_precision", worst.value,
+                      " | ".join(c.evidence for c in cells) + noisy)
 
 
 def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convention]:
@@ -69,7 +45,7 @@ def export_cells(runner, wrap, probe: ExportProbe | None = None) -> list[Convent
     -> nn.Module.  `probe` replaces the onnxruntime probe (_export/deployed.py runs the same
     probes in another runtime)."""
     e = probe or ExportProbe(runner, wrap)
-    return _float64_cell(e)
+    return [_scale_cell(e)]
 
 
 def scale_probe_case():

@@ -30,7 +30,6 @@ from conformance.contract.probing import (
 from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
 from conformance.runners._export.onnx_runtime import split_scale, tried
-from conformance.runners._export.torch_onnx_probes import float64_readings
 
 SPEC = "https://onnx.ai/onnx/operators/onnx__Attention.html"
 OP_DOC = {"documented_source": SPEC}
@@ -240,6 +239,18 @@ def _scale_precision(p: OpProbe) -> Convention:
              "float64, so the scale's own rounding is not separable" if best > 1e-12 else "")
     return Convention(cell.axis, cell.value, f"{cell.evidence}; output "
                       f"{_ledger.matches(c64, out):.1e} from the float64 oracle{noisy}")
+
+
+def float64_readings(case, out) -> dict[str, float]:
+    """Distances of a float64 output from the oracle at the exact scale, the float32-rounded
+    scale and the split scale (split_scale); moved here from _export/torch_onnx_probes.py,
+    whose runners the ledger now asks (conventions/probes/float64.py reads the same three
+    scales for them; this copy goes when this module's probes move to the ledger)."""
+    d = case.attention.qk_head_dim
+    return distances(out, {"exact scale": output_with(case, None),
+                           "float32 scale": output_with(case, None,
+                                                        scale=float(np.float32(1 / np.sqrt(d)))),
+                           "split float32 scale": output_with(case, None, scale=split_scale(d))})
 
 
 def float64_cell(run, what: str) -> Convention:

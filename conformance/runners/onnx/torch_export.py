@@ -88,9 +88,15 @@ class OnnxTorchExport(TorchOnnxExporter, Runner):
         return Translation(call, t.plan)
 
     # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
-    # probe graphs exported like the rows' (_export/torch_export_answers.py)
-    ledger_axes = ASKED
+    # probe graphs exported like the rows' (_export/torch_export_answers.py); float64_compute
+    # too for the dynamo exports (the TorchScript exporter refuses a float64 module with an
+    # attn_mask, "Unsupported type for attn_mask: 7", so the ledger's causal float64 case
+    # cannot show its arithmetic: its float64 rows settle it)
     answers = ANSWERS
+
+    @property
+    def ledger_axes(self):
+        return ASKED | {"float64_compute"} if self.dynamo else ASKED
     documented_conventions = DOCUMENTED
 
     def probe(self):

@@ -107,7 +107,7 @@ class OpenVINOMHA(Runner):
 
     # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
     # probe models converted and compiled like the rows' (_export/torch_export_answers.py)
-    ledger_axes = ASKED
+    ledger_axes = ASKED | {"float64_compute"}
     answers = ANSWERS
     documented_conventions = DOCUMENTED
 
