@@ -61,8 +61,11 @@ def test_no_weights_causal_hint_depends_on_key_padding():
 def test_contrib_key_padding_adds_a_finite_fill():
     # -10000 added to every key of a fully padded item: near the unmasked output, but
     # 2e-4 off (float32 rounding of score - 10000), as the matrix rows read it;
-    # unidirectional=1 masks top-left; the scale attribute is honoured
-    _check(OnnxContribMHA().conventions(), {"key_padding_polarity": "true_attends",
+    # unidirectional=1 with T != S masks rows 0..T-2 upper left and lets the last row
+    # attend every key (depends, f064967); the scale attribute is honoured
+    from conformance.conventions.probes import ledger_cells
+
+    _check(ledger_cells(OnnxContribMHA()), {"key_padding_polarity": "true_attends",
                                             "fully_masked_row": "finite_other",
-                                            "causal_flag": "upper_left",
+                                            "causal_flag": "depends",
                                             "softmax_scale": "configurable"})

@@ -29,6 +29,7 @@ from conformance.runners import all_runners
 
 PRUNED_KEY = pytest.StashKey[str]()  # what pruning the cache removed, for the summary
 ATTENTION_KEY = pytest.StashKey[object]()  # CONFORMANCE_ATTENTION before --attention set it
+FIGURES_KEY = pytest.StashKey[object]()  # the process's figure setting before this run's
 
 
 def pytest_addoption(parser):
@@ -140,7 +141,12 @@ def _attention_target(config) -> None:
 
 def pytest_unconfigure(config):
     """The run's --attention leaves the environment as it found it (an in-process run,
-    e.g. `probe`, must not leave its target in the next run's registry)."""
+    e.g. `probe`, must not leave its target in the next run's registry), and its figure
+    setting the process's (a test's in-process run must not turn its session's off)."""
+    if FIGURES_KEY in config.stash:
+        from conformance.report import plots
+
+        plots.configure(config.stash[FIGURES_KEY])
     if ATTENTION_KEY in config.stash:
         import os
 
@@ -166,7 +172,8 @@ def _configured(config) -> dict:
     try:
         load_budget()
         env_isolate()
-        plots.configure(figures_wanted())  # read once: tests change it for subprocesses
+        # read once: tests change it for subprocesses; put back at unconfigure
+        config.stash[FIGURES_KEY] = plots.configure(figures_wanted())
         item_timeout(config.getoption("item_timeout"))
         cache_limit(config)
         state = session_state(config)

@@ -30,12 +30,14 @@ _BEHAVIOUR_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#7f7f7f")
 _wanted: bool | None = None  # set once by the pytest plugin; None: read the environment
 
 
-def configure(wanted: bool | None) -> None:
+def configure(wanted: bool | None) -> bool | None:
     """Fix whether this process draws figures (the plugin reads CONFORMANCE_FIGURES once,
     at configure, so a test that changes the variable for its subprocesses does not change
-    its own session's reports)."""
+    its own session's reports); returns the setting it replaces, for an in-process run to
+    put back when it ends."""
     global _wanted
-    _wanted = wanted
+    previous, _wanted = _wanted, wanted
+    return previous
 
 
 def available() -> str:
