@@ -17,13 +17,19 @@ class CliResult:
 
 
 def cli(*args: str) -> CliResult:
-    """conformance.__main__.main(args), its output captured; SystemExit (argparse) is a code."""
+    """conformance.__main__.main(args), its output captured; SystemExit (argparse) is a code.
+    As in a fresh process, the figures follow CONFORMANCE_FIGURES, not the setting the
+    session's plugin fixed for itself (plots.configure)."""
     from conformance.__main__ import main
+    from conformance.report import plots
 
     out, err = io.StringIO(), io.StringIO()
+    session = plots.configure(None)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main([str(a) for a in args])
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        finally:
+            plots.configure(session)
     return CliResult(int(code or 0), out.getvalue(), err.getvalue())
