@@ -10,7 +10,10 @@ from conformance.cache import BytesCache
 from conformance.runners._export import same_graph
 from conformance.runners._export.same_graph import SameGraph, program_digest
 
-torch = pytest.importorskip("torch")
+@pytest.fixture(scope="module")
+def torch():
+    """torch, imported when a test of this file runs (collection stays framework-free)."""
+    return pytest.importorskip("torch")
 
 
 @pytest.fixture
@@ -19,7 +22,7 @@ def cache(tmp_path, monkeypatch):
     return SameGraph(BytesCache("toy", ".bin"))
 
 
-def mha(seed: int = 0, bump: bool = False):
+def mha(torch, seed: int = 0, bump: bool = False):
     torch.manual_seed(seed)
     m = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
     if bump:
@@ -28,16 +31,20 @@ def mha(seed: int = 0, bump: bool = False):
     return m
 
 
-class Call(torch.nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
+def call(torch, m):
+    """The module a converter starts from: `m` called on a query and a boolean mask."""
+    class Call(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = m
 
-    def forward(self, q, mask):
-        return self.m(q, q, q, attn_mask=mask, need_weights=False)[0]
+        def forward(self, q, mask):
+            return self.m(q, q, q, attn_mask=mask, need_weights=False)[0]
+
+    return Call()
 
 
-def args(t: int = 3):
+def args(torch, t: int = 3):
     return torch.randn(1, t, 8), torch.zeros(t, t, dtype=torch.bool)
 
 
@@ -52,11 +59,13 @@ class Converter:
         return f"artefact {self.made}".encode()
 
 
-def test_equal_programs_share_one_conversion_and_a_warm_lookup_never_exports(cache,
-                                                                             monkeypatch):
+def test_equal_programs_share_one_conversion_and_a_warm_lookup_never_exports(
+        torch, cache, monkeypatch):
     convert = Converter()
-    a, hit_a = cache.get_or_make("case-a", torch, Call(mha()), args(), convert, "v1")
-    b, hit_b = cache.get_or_make("case-b", torch, Call(mha()), args(), convert, "v1")
+    a, hit_a = cache.get_or_make("case-a", torch, call(torch, mha(torch)), args(torch),
+                                 convert, "v1")
+    b, hit_b = cache.get_or_make("case-b", torch, call(torch, mha(torch)), args(torch),
+                                 convert, "v1")
     assert convert.made == 1 and a == b == b"artefact 1" and (hit_a, hit_b) == (False, True)
     monkeypatch.setattr(same_graph, "program_digest", lambda *a: pytest.fail("exported"))
     again, hit = SameGraph(cache.cache).get_or_make("case-b", torch, None, (), convert, "v1")
@@ -64,16 +73,18 @@ def test_equal_programs_share_one_conversion_and_a_warm_lookup_never_exports(cac
 
 
 @pytest.mark.parametrize("change", ["weight", "shape", "parts", "seed"])
-def test_what_changes_the_program_makes_its_own_conversion(cache, change):
+def test_what_changes_the_program_makes_its_own_conversion(torch, cache, change):
     convert = Converter()
-    cache.get_or_make("case-a", torch, Call(mha()), args(), convert, "v1")
-    module = Call(mha(seed=1 if change == "seed" else 0, bump=change == "weight"))
-    other, _ = cache.get_or_make("case-b", torch, module, args(4 if change == "shape" else 3),
-                                 convert, "v2" if change == "parts" else "v1")
+    cache.get_or_make("case-a", torch, call(torch, mha(torch)), args(torch), convert, "v1")
+    module = call(torch, mha(torch, seed=1 if change == "seed" else 0,
+                             bump=change == "weight"))
+    other, _ = cache.get_or_make("case-b", torch, module,
+                                 args(torch, 4 if change == "shape" else 3), convert,
+                                 "v2" if change == "parts" else "v1")
     assert convert.made == 2 and other == b"artefact 2"
 
 
-def test_a_module_torch_export_refuses_falls_back_to_the_case_key(cache):
+def test_a_module_torch_export_refuses_falls_back_to_the_case_key(torch, cache):
     class Refused(torch.nn.Module):
         def forward(self, x):
             if x.sum() > 0:  # data-dependent control flow: torch.export raises
@@ -87,8 +98,9 @@ def test_a_module_torch_export_refuses_falls_back_to_the_case_key(cache):
     assert convert.made == 2  # one per case key, as without sharing
 
 
-def test_the_index_entries_are_not_counted_as_conversions(cache, tmp_path, monkeypatch):
+def test_the_index_entries_are_not_counted_as_conversions(torch, cache, tmp_path,
+                                                          monkeypatch):
     monkeypatch.setenv(progress.PROGRESS_ENV, str(tmp_path))
-    cache.get_or_make("case-a", torch, Call(mha()), args(), Converter())
+    cache.get_or_make("case-a", torch, call(torch, mha(torch)), args(torch), Converter())
     lines = [line for f in tmp_path.glob("*.jsonl") for line in f.read_text().splitlines()]
     assert lines == ['{"k":"toy"}']
