@@ -35,24 +35,23 @@ def _runner(name: str = "", change=None):
 
 
 def _probe(runner, change):
-    """ExportProbe of a probe module whose call `change(mha, masks, out, weights)` edits."""
+    """ExportProbe of a probe module whose masks and outputs `change(stage, mha, x)` edits."""
     from conformance.runners._export.export_probe import ExportProbe
+    from conformance.runners._export.torch_onnx import wrap_module
 
     def wrap(torch, mha, self_attention, mask_names, kwargs):
         class Planted(torch.nn.Module):
+            """`mha` with its masks and outputs edited: the user's call is wrap_module's."""
+
             def __init__(self):
                 super().__init__()
                 self.mha = mha
 
-            def forward(self, *args):
-                n = 1 if self_attention else 3
-                qkv = args[:1] * 3 if self_attention else args[:3]
-                masks = change("masks", self.mha, dict(zip(mask_names, args[n:])))
-                out, weights = self.mha(*qkv, **masks, **kwargs)
-                out, weights = change("outputs", self.mha, (out, weights))
-                return out if weights is None else (out, weights)
+            def forward(self, *qkv, **named):
+                masks = change("masks", mha, {n: named.pop(n) for n in mask_names})
+                return change("outputs", mha, mha(*qkv, **masks, **named))
 
-        return Planted().eval()
+        return wrap_module(torch, Planted(), self_attention, mask_names, kwargs)
 
     return ExportProbe(runner, wrap)
 
