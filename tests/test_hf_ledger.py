@@ -360,3 +360,125 @@ def test_gemma2_hands_its_window_and_softcap_to_the_ledger():
     planted = {c.axis: c for c in ledger_cells(Uncapped())}
     assert planted["softcap"].value == "ignored", planted["softcap"].evidence
     assert planted["softcap_order"].value == "ignored", planted["softcap_order"].evidence
+
+
+# ---- masks and dropout passed raw (hf.common leaves the judging: flags.py, training.py,
+# mask_number.py ask HFRunner.answer in the forms a module takes, with its probe_needs)
+
+
+class ToyNeeds(Runner):
+    """A bias-free self-attention-only system answering a raw mask and the dropout rate:
+    `reads` how it takes a mask ("number": a boolean added to its scores as 0/1, float
+    the same: modelled as one function of the mask's values; "blocks": True = blocked;
+    "planted": a boolean read otherwise than its float twin), `drops_in_eval` the
+    planted dropout defect."""
+
+    name = "toy.needs"
+    probe_needs = {"bias": False}
+    answers = frozenset({"attn_mask", "dropout_training"})
+    reads = "number"
+    drops_in_eval = False
+
+    def translate(self, case):
+        if case.attention.bias or not case.inputs.self_attention:
+            return NotExpressible("this toy is bias-free self-attention only")
+        return Translation("toy(x)", {})
+
+    def answer(self, case, data, raw):
+        if isinstance(self.translate(case), NotExpressible):
+            raise NotImplementedError("toy: bias-free self-attention only")
+        plain = output_with(case, None, data)
+        if raw.argument == "dropout_training":
+            dropped = raw.value["training"] or self.drops_in_eval
+            return (plain * 0.5 if dropped else plain), "toy(x, dropout)"
+        m = np.asarray(raw.value)
+        if self.reads == "blocks" and m.dtype == bool:
+            return output_with(case, ~m, data), "toy(x, mask)"
+        if self.reads == "planted" and m.dtype == bool:
+            m = ~m
+        return plain + 0.01 * m.astype(np.float64).sum(-1, keepdims=True), "toy(x, mask)"
+
+
+@pytest.mark.parametrize("reads, word", [("number", "added_as_number"),
+                                         ("blocks", "true_blocks"),
+                                         ("planted", "not_probed")])
+def test_a_raw_mask_is_asked_with_the_needs_and_a_number_read_against_its_float_twin(
+        reads, word):
+    """The toy passes no mask on the plain probe cases (biased): the needs forms are asked;
+    a boolean that is no mask reads added_as_number only where its float 0/1 twin gives
+    the same output (the planted toy reads the boolean otherwise: not_probed)."""
+    from conformance.conventions.probes.flags import attn_mask_polarity_cell
+
+    cell = attn_mask_polarity_cell(ToyNeeds(reads=reads))
+    assert cell.value == word, cell.evidence
+    assert "probe-raw-attn-mask-with-needs-self-attention" in cell.evidence
+
+    class Bare(ToyNeeds):
+        probe_needs = {}
+    assert attn_mask_polarity_cell(Bare(reads=reads)).value == "not_probed"
+
+
+@pytest.mark.parametrize("drops_in_eval, word", [(False, "training_flag"), (True, "always")])
+def test_the_dropout_rate_is_asked_with_the_needs(drops_in_eval, word):
+    from conformance.conventions.probes.training import dropout_cell
+
+    cell = dropout_cell(ToyNeeds(drops_in_eval=drops_in_eval))
+    assert cell.value == word and "probe-dropout-with-needs" in cell.evidence, cell.evidence
+
+    class Bare(ToyNeeds):
+        probe_needs = {}
+    assert dropout_cell(Bare()).value == "not_probed"
+
+
+@needs_hf
+def test_hf_masks_and_dropout_are_the_ledgers():
+    """GPT-2's raw mask is the whole mask (its causal-only rows do not limit it: raw_limits);
+    Qwen3 is asked with its QK-norm and its boolean read against its own float 0/1 run;
+    MPT (ALiBi) reads True = blocked.  Planted: a GPT-2 whose raw calls keep the rows'
+    causal-only limit is asked nothing (not_probed); a Qwen3 that turns a boolean into a
+    real mask (True = attend) reads true_attends."""
+    import torch
+
+    from conformance.conventions.probes.flags import attn_mask_polarity_cell, float_mask_cell
+    from conformance.conventions.probes.training import dropout_cell
+    from conformance.runners.hf.gpt2 import HFGpt2
+    from conformance.runners.hf.mpt import HFMpt
+    from conformance.runners.hf.qwen3 import HFQwen3
+
+    assert attn_mask_polarity_cell(HFGpt2()).value == "added_as_number"
+    assert float_mask_cell(HFGpt2()).value == "added"
+    assert dropout_cell(HFGpt2()).value == "training_flag"
+    cell = attn_mask_polarity_cell(HFQwen3())
+    assert cell.value == "added_as_number" and "with-needs" in cell.evidence, cell.evidence
+    assert attn_mask_polarity_cell(HFMpt()).value == "true_blocks"
+
+    class Limited(HFGpt2):
+        def raw_limits(self, case):
+            return self.limits(case)
+    assert attn_mask_polarity_cell(Limited()).value == "not_probed"
+
+    class Masking(HFQwen3):
+        def forward(self, module, x, mask, **kw):
+            if mask is not None and mask.dtype == torch.bool:
+                mask = torch.where(mask, 0.0, torch.finfo(torch.float32).min)
+            return super().forward(module, x, mask, **kw)
+    assert attn_mask_polarity_cell(Masking()).value == "true_attends"
+
+
+@needs_hf
+def test_hf_api_facts_carry_no_oracle():
+    """input_layout, unbatched_input and returned_weights are the module's own facts: BERT's
+    sdpa path takes a 2-D input and misreads it (its own batched output is the reference),
+    eager refuses it; the feature axes come from the signatures the runner names."""
+    from conformance.conventions.probes import ledger_cells
+    from conformance.runners.hf.bert import HFBert
+
+    sdpa = {c.axis: c for c in HFBert(attn_implementation="sdpa").conventions()}
+    assert sdpa["unbatched_input"].value == "accepted"
+    assert "silently misread" in sdpa["unbatched_input"].evidence
+    assert sdpa["returned_weights"].value == "none"
+    eager = {c.axis: c for c in ledger_cells(HFBert())}
+    assert eager["unbatched_input"].value == "refused"
+    assert eager["input_layout"].value == "batch_first"
+    assert eager["softcap"].value == "not_applicable"
+    assert "BertSelfAttention and BertConfig" in eager["softcap"].evidence

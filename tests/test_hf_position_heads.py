@@ -266,14 +266,17 @@ def test_rope_partial_supported_refused_and_a_planted_wrong_rotation():
 
 @needs_hf
 def test_boolean_mask_added_as_number_read_from_the_module_itself():
-    """The suite's 0/1 reading leaves out Qwen3's QK-norm: the module's own float 0/1 run
-    is the reference; a planted module that treats the boolean otherwise is not_probed."""
-    runner = HFQwen3()
-    case = runner.probe("layout")
-    fwd = runner.probe_forward(case)
-    assert runner.polarity_cell(case, fwd, "raw").value == "added_as_number"
+    """The suite's 0/1 reading leaves out Qwen3's QK-norm: the ledger asks the module's own
+    float 0/1 run as the reference (mask_number.py); a planted module that treats the
+    boolean otherwise is not_probed."""
+    import torch
 
-    def planted(mask):
-        out = fwd(mask)
-        return out + 0.1 if mask is not None and mask.dtype == bool else out
-    assert runner.polarity_cell(case, planted, "raw").value == "not_probed"
+    from conformance.conventions.probes.flags import attn_mask_polarity_cell
+
+    assert attn_mask_polarity_cell(HFQwen3()).value == "added_as_number"
+
+    class Planted(HFQwen3):
+        def forward(self, module, x, mask, **kw):
+            out, w = super().forward(module, x, mask, **kw)
+            return (out + 0.1 if mask is not None and mask.dtype == torch.bool else out), w
+    assert attn_mask_polarity_cell(Planted()).value == "not_probed"

@@ -83,11 +83,16 @@ def test_llama_odd_head_dim_quotes_the_config():
 
 @needs_hf
 def test_bert_boolean_mask_eager_vs_sdpa():
+    """The ledger asks the raw boolean mask (flags.py through HFRunner.answer)."""
+    from conformance.conventions.probes.flags import attn_mask_polarity_cell
+
+    polarity = {r: attn_mask_polarity_cell(HFBert(attn_implementation=r))
+                for r in ("eager", "sdpa")}
+    eager = polarity["eager"]  # added to the scores as 0/1: no mask
+    assert eager.value == "added_as_number" and "added to the scores as 0/1" in eager.evidence
+    assert polarity["sdpa"].value == "true_attends"
     cells = {r: {c.axis: c for c in HFBert(attn_implementation=r).conventions()}
              for r in ("eager", "sdpa")}
-    eager = cells["eager"]["attn_mask_polarity"]  # added to the scores as 0/1: no mask
-    assert eager.value == "added_as_number" and "added to the scores as 0/1" in eager.evidence
-    assert cells["sdpa"]["attn_mask_polarity"].value == "true_attends"
     for per in cells.values():
         for c in per.values():
             vocab = BY_ID[c.axis].words

@@ -39,7 +39,7 @@ JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
 # longer judges must leave it, and no other module may start.
 STILL_JUDGING = frozenset({
     "conformance.runners._export.torch_onnx_probes",
-    "conformance.runners.hf.common", "conformance.runners.hf.probes",
+    "conformance.runners.hf.probes",
     "conformance.runners.onnx.gqa_feature_probes", "conformance.runners.onnx.gqa_probes",
     "conformance.runners.onnx.probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60

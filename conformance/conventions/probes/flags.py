@@ -19,7 +19,8 @@ from conformance.contract.probe_cells import mask_polarity
 from conformance.contract.probing import (
     causal_candidates, closest, output_with, probe_case, probe_mask)
 from conformance.contract.runner import Convention, RawCall
-from conformance.conventions.probes.forms import forms
+from conformance.conventions.probes.mask_number import added_as_number
+from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import Answer, ask_raw
 from conformance.oracle.canonical import case_data
 
@@ -60,8 +61,9 @@ class _Refused(Exception):
 def _asked_form(runner, name: str, argument: str, value):
     """(case, fwd, last, the first output or the _Refused): the raw probe on case `name`, or
     where the runner cannot pass the argument on it (`unasked`: a path that takes only
-    self-attention) on its self-attention form (forms.py)."""
-    for case in forms(name)[:2]:
+    self-attention) on its self-attention form (forms.py), then on both with what the
+    system applies on every call (needs.py: probe_needs)."""
+    for case in needed_forms(runner, name):
         fwd, last = _forward(runner, case, argument)
         try:
             return case, fwd, last, fwd(value(case))
@@ -77,8 +79,9 @@ def attn_mask_polarity_cell(runner) -> Convention:
     what = f"probe_case {case.id}: boolean attn_mask (B, T, S) passed raw"
     if isinstance(out, _Refused):
         return _unanswered("attn_mask_polarity", runner, what, out.answer)
-    return mask_polarity(case, fwd, f"{what} ({last['answer'].call})",
+    cell = mask_polarity(case, fwd, f"{what} ({last['answer'].call})",
                          **_documented(runner, "attn_mask_polarity"))
+    return added_as_number(runner, case, cell, out, probe_mask(case))  # mask_number.py
 
 
 def float_mask_cell(runner) -> Convention:

@@ -12,9 +12,10 @@ reads `never` where its inference run is the oracle's (dropout applies nowhere i
 from __future__ import annotations
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import distances, output_with, probe_case
+from conformance.contract.probing import distances, output_with
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
+from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import ask_raw
 from conformance.oracle.canonical import case_data
 
@@ -22,7 +23,16 @@ RATE = 0.5
 
 
 def dropout_cell(runner) -> Convention:
-    case = probe_case("dropout", inputs={"self_attention": True, "key_len": 3})
+    """The probe case, or where the runner cannot pass the rate on it (`unasked`) the case
+    with what its system applies on every call (needs.py: probe_needs)."""
+    cases = needed_forms(runner, "dropout", inputs={"self_attention": True, "key_len": 3})
+    for case in cases[:-1]:
+        got = ask_raw(runner, case, RawCall("dropout_training", {"rate": RATE,
+                                                                 "training": False}))
+        if not got.unasked:
+            break
+    else:
+        case = cases[-1]
     data, oracle = case_data(case), output_with(case, None)
     what = f"probe_case {case.id}, dropout rate {RATE} set"
     d, calls = {}, []

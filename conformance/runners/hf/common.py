@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from conformance.case.loader import parse_case
 from conformance.contract.runner import (
     Convention, NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
-from conformance.contract.probing import probe_case
-from conformance.contract import probe_cells as _ledger
+from conformance.runners.hf import observations
 from conformance.runners.hf.declared import ConfigBuild, Refusals, mask_fill
 
 DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en/model_doc/"
@@ -259,10 +259,17 @@ class HFRunner(Runner):
         return self.forward(module, x, mask)
 
     # -- conventions -------------------------------------------------------
+    # the raw arguments `answer` passes (the ledger's flags.py, training.py judge them)
+    answers = frozenset({"attn_mask", "dropout_training"})
+
     def probe(self, name: str, **inputs):
-        att = {"num_heads": 2, "query_features": 8, **self.probe_attention}
-        return probe_case(name, attention=att,
-                          inputs={"self_attention": True, "key_len": 3, "query_len": 3, **inputs})
+        """A seeded self-attention probe case (2 heads, 8 features, batch 2, T = S = 3) with
+        the module's fixed settings (`probe_attention`), for the API facts it shows."""
+        raw = {"id": f"probe-{name}", "attention": {"num_heads": 2, "query_features": 8,
+                                                   **self.probe_attention},
+               "inputs": {"batch": 2, "query_len": 3, "key_len": 3, "seed": 7,
+                          "self_attention": True, **inputs}}
+        return parse_case(raw, "<probe>")
 
     def probe_module(self, case, dropout: float = 0.0):
         """The module on a probe case (its config call, limits bypassed: T5's probe
@@ -276,20 +283,61 @@ class HFRunner(Runner):
         module = self.module_for(torch, case, plan, data.weights)
         return module, torch.tensor(data.inputs.query, dtype=torch.float32)
 
-    def probe_forward(self, case, dropout: float = 0.0, train: bool = False):
-        """fwd(mask) for _ledger: `mask` (NumPy (B, T, S)) passed raw as attention_mask
-        (B, 1, T, S), bool or float32."""
-        torch = import_torch()
-        module, x = self.probe_module(case, dropout)
-        module.train(train)
+    def raw_limits(self, case) -> str | None:
+        """Why `answer` cannot pass a raw argument on `case`: the case's own limits (a
+        module that always applies QK-norm, ALiBi or a rotation takes only the probe case
+        that carries them: probe_needs)."""
+        return self.limits(case)
 
-        def fwd(mask):
-            m = None if mask is None else torch.from_numpy(np.ascontiguousarray(mask[:, None]))
-            if m is not None and m.is_floating_point():
-                m = m.float()
-            with torch.no_grad():
-                return to_numpy(self.forward(module, x, m)[0])
-        return fwd
+    def answer(self, case, data, raw):
+        """The module of the case's config call on its canonical weights with one argument
+        passed raw (the ledger judges): attn_mask, a (B, T, S) array as the (B, 1, T, S)
+        attention_mask (float as the input's dtype); is_causal, forwarded to the attention
+        interface with attention_mask=None; dropout_training, the config's attention
+        dropout at value['rate'], train() or eval(), torch.manual_seed(0), no mask."""
+        if raw.argument not in self.answers or raw.argument not in (
+                "attn_mask", "is_causal", "dropout_training"):
+            raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+        reason = self.raw_limits(case)
+        if reason:
+            raise NotImplementedError(f"{self.name} cannot build {case.id}: {reason}")
+        torch = import_torch()
+        call, plan = self.config_call(case)
+        rate = raw.value["rate"] if raw.argument == "dropout_training" else 0.0
+        module = self.module_for(torch, case, {**plan, "attn_implementation":
+                                               self.attn_implementation, "dropout": rate},
+                                 data.weights)
+        x = torch.tensor(data.inputs.query, dtype=getattr(torch, case.inputs.dtype))
+        mask, kw, said = None, {}, "attention_mask=None"
+        if raw.argument == "attn_mask":
+            mask = torch.from_numpy(np.ascontiguousarray(raw.value[:, None]))
+            mask = mask.to(x.dtype) if mask.is_floating_point() else mask
+            said = f"attention_mask=<{str(mask.dtype)[6:]} (B, 1, T, S)>"
+        elif raw.argument == "is_causal":
+            kw = {"is_causal": bool(raw.value)}
+            said += f", is_causal={bool(raw.value)}"
+        else:
+            module.train(bool(raw.value["training"]))
+            said += (f") with attention dropout {rate} in the config, "
+                     f"{'train' if raw.value['training'] else 'eval'}() (seed 0")
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = self.forward(module, x, mask, **kw)[0]
+        return to_numpy(out), f"{call}: forward(hidden_states, {said})"
+
+    def signatures(self):
+        """The attention class and its config (BERT: the self-attention part): the ledger
+        reads the feature axes' argument names from them (features.py)."""
+        torch = import_torch()
+        case = self.probe("signatures")
+        with torch.device("meta"):
+            module = self.build(torch, {**self.config_call(case)[1], "dropout": 0.0,
+                                        "attn_implementation": self.attn_implementation})
+        if hasattr(module, "values"):  # a ModuleDict of parts (BERT): the attention is first
+            module = next(iter(module.values()))
+        cls, config = type(module), type(getattr(module, "config", None) or module)
+        return f"{cls.__name__} and {config.__name__}", (cls.__init__, cls.forward,
+                                                         config.__init__)
 
     sizes: SizeFacts
 
@@ -317,84 +365,13 @@ class HFRunner(Runner):
                            f.layout_why)]
 
     def conventions(self) -> list[Convention]:
+        """What the module's API shows, with no oracle (observations.py): its sizes, one
+        input tensor, the layout, a 2-D input, the weights it returns.  The ledger asks
+        the masks and the dropout (`answers`) and the axes of `ledger_axes`."""
         case = self.probe("layout")
-        what = f"{self.name} on {case.id} ({self.attn_implementation})"
-        fwd = self.probe_forward(case)
         cells = self.size_cells(case)
         cells.append(Convention("argument_order", "single_input",
                                 f"{self.system}.forward(hidden_states, ...): one input tensor; "
                                 "keys and values come from it (or from one encoder tensor)"))
-        cells.append(Convention("input_layout", "batch_first",
-                                f"{what}: hidden_states (B, T, E) read batch-first, "
-                                f"{_ledger.matches(case, fwd(None)):.1e} from the oracle"))
-        cells.append(self.unbatched_cell(case))
-        m = f"{what}: attention_mask (B, 1, T, S) passed raw"
-        cells += [self.polarity_cell(case, fwd, f"boolean {m}"),
-                  _ledger.float_mask(case, fwd, f"0/-1e9 float {m}"),
-                  _ledger.softmax_scale(case, fwd, what), self.dropout_cell(case),
-                  self.weights_cell(case)]
-        from conformance.contract.probing import feature_cells
-
-        module, _ = self.probe_module(case)
-        if hasattr(module, "values"):  # a ModuleDict of parts (BERT): the attention is first
-            module = next(iter(module.values()))
-        cls, config = type(module), type(getattr(module, "config", None) or module)
-        probed = self.probe_cells()  # the feature axes it probes replace the signature reading
-        features = feature_cells(f"{cls.__name__} and {config.__name__}", cls.__init__,
-                                 cls.forward, config.__init__,
-                                 skip=tuple(c.axis for c in probed))
-        return cells + probed + features
-
-    def polarity_cell(self, case, fwd, what: str) -> Convention:
-        """The boolean mask passed raw; where neither polarity nor the suite's 0/1 reading
-        (no QK-norm, no ALiBi) matches, the module's own run with the mask as float 0/1."""
-        from conformance.contract.axes import NA, NOT_PROBED
-        from conformance.contract.probing import probe_mask
-
-        cell = _ledger.mask_polarity(case, fwd, what)
-        if cell.value not in (NA, NOT_PROBED):  # neither reading: the module's own 0/1 run
-            return cell
-        m = probe_mask(case)
-        d = float(np.max(np.abs(fwd(m) - fwd(m.astype(np.float32)))))
-        word = "added_as_number" if d < _ledger.NEAR else NOT_PROBED
-        return Convention(cell.axis, word, f"{cell.evidence}; the suite's 0/1 reading leaves "
-                          "out this module's own terms, so the module is its reference: the "
-                          f"boolean mask's output is {d:.1e} from its output with the same mask "
-                          "as float 0/1 (added, see float_mask)", cell.documented,
-                          cell.documented_source)
-
-    def unbatched_cell(self, case) -> Convention:
-        torch = import_torch()
         module, x = self.probe_module(case)
-        what = f"hidden_states of shape {tuple(x[0].shape)} (no batch axis)"
-        try:
-            with torch.no_grad():
-                out = to_numpy(self.forward(module, x[0], None)[0])
-        except Exception as exc:
-            from conformance.contract.probing import refusal
-            return refusal("unbatched_input", exc, what)
-        from conformance.contract.probing import output_with
-        err = float(np.max(np.abs(out - output_with(case, None)[0])))
-        wrong = "; silently misread (the head split views (T, E) as if T were the batch)" \
-            if err > 1e-3 else ""
-        return Convention("unbatched_input", "accepted", f"{what}: output {out.shape}, "
-                          f"batch item 0 {err:.1e} from the oracle{wrong}")
-
-    def dropout_cell(self, case) -> Convention:
-        torch = import_torch()
-        torch.manual_seed(0)
-        evald = _ledger.matches(case, self.probe_forward(case, 0.5, train=False)(None))
-        trained = _ledger.matches(case, self.probe_forward(case, 0.5, train=True)(None))
-        return Convention("dropout", "training_flag" if trained > 1e-3 > evald else "never",
-                          f"attention dropout 0.5 in the config: eval() {evald:.1e} from the "
-                          f"oracle, train() {trained:.1e} (module.training is the switch; the "
-                          "call has no dropout argument)")
-
-    def weights_cell(self, case) -> Convention:
-        torch = import_torch()
-        module, x = self.probe_module(case)
-        with torch.no_grad():
-            _, w = self.forward(module, x, None)
-        word = "none" if w is None else "per_head"
-        return Convention("returned_weights", word, f"{self.attn_implementation}: the module "
-                          f"returns {'None' if w is None else tuple(w.shape)} as attn_weights")
+        return cells + observations.api_cells(import_torch(), self, case, module, x)

@@ -21,7 +21,6 @@ torch and transformers are imported inside functions only.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from conformance.runners.hf.cache_decode import CACHE_TENSORS, key_shape
 from conformance.runners.hf.common import SOURCE
@@ -99,10 +98,9 @@ class MaskBuilt:
 
     def answer(self, case, data, raw):
         """RawCall window_setting: the module built from the config call of the case with
-        the setting's keywords, the mask from the model's own builder for layer 0; attn_mask
-        (a (B, T, S) array as the (B, 1, T, S) attention_mask, float as float32) on the
-        module of the case's config call.  Self-attention only."""
-        if raw.argument not in ("window_setting", "attn_mask"):
+        the setting's keywords, the mask from the model's own builder for layer 0.
+        Self-attention only.  The other raw arguments: HFRunner.answer."""
+        if raw.argument != "window_setting":
             return super().answer(case, data, raw)
         if raw.argument not in self.answers or not case.inputs.self_attention:
             raise NotImplementedError(f"{self.name} passes no raw {raw.argument} on "
@@ -114,14 +112,6 @@ class MaskBuilt:
         call, plan = self.config_call(case)
         plan = {**plan, "attn_implementation": self.attn_implementation, "dropout": 0.0}
         x = torch.tensor(data.inputs.query, dtype=torch.float32)
-        if raw.argument == "attn_mask":
-            module = self.module_for(torch, case, plan, data.weights)
-            m = torch.from_numpy(np.ascontiguousarray(raw.value[:, None]))
-            m = m.float() if m.is_floating_point() else m
-            with torch.no_grad():
-                return (to_numpy(self.forward(module, x, m)[0]),
-                        f"{call}: forward(hidden_states, attention_mask=<(B, 1, T, S) "
-                        f"{m.dtype}>)")
         label = raw.value["setting"]
         settings, _ = self.window_runs(raw.value["window"])[label]
         module = self.module_for(torch, case, {**plan, **settings}, data.weights)

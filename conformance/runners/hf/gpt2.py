@@ -15,6 +15,8 @@ the mask it is given); with sdpa and attention_mask=None it is (is_causal).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
@@ -49,6 +51,13 @@ class HFGpt2(ProbedHFRunner):
                 "not causal: GPT-2 is a causal LM (GPT2Model always builds a causal mask, "
                 "GPT2Attention.is_causal = not is_cross_attention); only causal "
                 "self-attention is GPT-2's")
+
+    def raw_limits(self, case):
+        """A raw argument is the whole mask of the call: GPT2Attention on the eager path adds
+        the mask it is given and applies no causal mask of its own (attention_mask=None is
+        not causal), so the matrix rows' causal-only limit is not the module's."""
+        causal = replace(case, mask=replace(case.mask, causal="upper_left"))
+        return self.limits(causal)
 
     config_fields = {"n_embd": "query_features", "n_head": "num_heads"}
     call_template = "GPT2Attention(GPT2Config({args}))"

@@ -261,6 +261,25 @@ def hf_cells(runner) -> list[Convention]:
     return cells
 
 
+def probe_forward(runner, case):
+    """fwd(mask): the runner's module on the probe case, `mask` (NumPy (B, T, S)) passed raw
+    as attention_mask (B, 1, T, S)."""
+    torch = import_torch()
+    module, x = runner.probe_module(case)
+
+    def fwd(mask):
+        m = None if mask is None else torch.from_numpy(np.ascontiguousarray(mask[:, None]))
+        with torch.no_grad():
+            return to_numpy(runner.forward(module, x, m)[0])
+    return fwd
+
+
+def softmax_scale(runner) -> Convention:
+    """The default scale the module's output matches (1/sqrt(d) or none)."""
+    case = runner.probe("layout")
+    return _ledger.softmax_scale(case, probe_forward(runner, case), where(runner, case))
+
+
 class ProbedHFRunner(CacheDecoding, HFRunner):
     """An HFRunner whose `probe_cells` are this module's (the base class lives in
     common.py, which these probes build on, so the runner modules derive from this); the
@@ -270,8 +289,9 @@ class ProbedHFRunner(CacheDecoding, HFRunner):
         return hf_cells(self)
 
     def conventions(self):
-        """The cells of HFRunner.conventions and a scale config field's softmax_scale
-        (scale_setting)."""
+        """The API facts of HFRunner.conventions, these probes' cells, and the scale: a
+        scale config field's softmax_scale (scale_setting), else the default's."""
         from conformance.contract.cache_probes import override
 
-        return override(super().conventions(), scale_setting(self))
+        cells = super().conventions() + [softmax_scale(self)] + self.probe_cells()
+        return override(cells, scale_setting(self))

@@ -156,7 +156,7 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
     # (RawCall partial_rotary, conventions/probes/partial.py; the matrix refuses a partial
     # rotary: the default rope takes dim = head_dim, `partial_line`); grouped heads asked
     ledger_axes = RotaryHFRunner.ledger_axes - {"rope_partial"} | {"kv_head_mapping"}
-    answers = frozenset({"partial_rotary"})
+    answers = RotaryHFRunner.answers | {"partial_rotary"}
     partial_setting = "rope_parameters['partial_rotary_factor']"
     partial_line = ""  # the source line of <model>RotaryEmbedding's dim
 
