@@ -482,3 +482,76 @@ def test_hf_api_facts_carry_no_oracle():
     assert eager["input_layout"].value == "batch_first"
     assert eager["softcap"].value == "not_applicable"
     assert "BertSelfAttention and BertConfig" in eager["softcap"].evidence
+
+
+# ---- the causal switch and a fully masked row of a self-attention-only system (hf.probes'
+# causal and fully_masked cells moved to flags.py / causal_self.py and rows.py)
+
+
+class ToySelfOnly(Runner):
+    """A self-attention-only system: `switch` what its causal switch does ("applies": the
+    causal mask, "ignored": nothing, "planted": every key but the last blocked), `row`
+    what a fully masked query row holds ("uniform" or the planted "zeros"), `causal_only`
+    its translate refuses a case without a causal mask (GPT-2's rows)."""
+
+    name = "toy.self"
+    answers = frozenset({"is_causal"})
+    switch, row, causal_only = "applies", "uniform", False
+
+    def translate(self, case):
+        if not case.inputs.self_attention:
+            return NotExpressible("one hidden_states tensor")
+        if self.causal_only and case.mask.causal == "none":
+            return NotExpressible("causal only")
+        return Translation("toy(x)", {})
+
+    def run(self, case, translation, data):
+        exp = attention(case, data)
+        out = np.where(data.inputs.fully_masked[..., None],
+                       exp.output_if_uniform if self.row == "uniform" else exp.output_if_zeros,
+                       exp.output)
+        return Observation(out)
+
+    def answer(self, case, data, raw):
+        if not case.inputs.self_attention:
+            raise NotImplementedError("self-attention only")
+        n = case.inputs.query_len
+        mask = {"applies": np.tril(np.ones((n, n), bool)), "ignored": None,
+                "planted": np.eye(n, dtype=bool) | ~np.eye(n, k=-1, dtype=bool)}[self.switch]
+        return output_with(case, mask, data), "toy(x, is_causal=True)"
+
+
+@pytest.mark.parametrize("switch, word", [("applies", "not_probed"), ("ignored", "ignored"),
+                                          ("planted", "not_probed")])
+def test_a_self_attention_switch_is_asked_at_t_equal_s(switch, word):
+    from conformance.conventions.probes.flags import causal_flag_cell
+
+    cell = causal_flag_cell(ToySelfOnly(switch=switch))
+    assert cell.value == word and "raw-causal-self-attention" in cell.evidence, cell.evidence
+    assert ("cannot show" in cell.evidence) == (switch == "applies")
+
+
+@pytest.mark.parametrize("row, causal_only", [("uniform", False), ("zeros", False),
+                                              ("uniform", True), ("zeros", True)])
+def test_a_fully_masked_row_is_asked_as_self_attention_or_inside_a_causal_mask(row, causal_only):
+    from conformance.conventions.probes.rows import fully_masked_row_cell
+
+    cell = fully_masked_row_cell(ToySelfOnly(row=row, causal_only=causal_only))
+    assert cell.value == row, cell.evidence
+    assert ("fully-masked-row-causal" in cell.evidence) == causal_only
+
+
+@needs_hf
+def test_hf_causal_switch_and_masked_row_are_the_ledgers():
+    """Eager ignores is_causal (the mask it is given is all it applies), sdpa applies it
+    (not_probed at T = S); GPT-2's fully masked row is asked inside its causal mask."""
+    from conformance.conventions.probes.flags import causal_flag_cell
+    from conformance.conventions.probes.rows import fully_masked_row_cell
+    from conformance.runners.hf.bert import HFBert
+    from conformance.runners.hf.gpt2 import HFGpt2
+
+    assert causal_flag_cell(HFBert()).value == "ignored"
+    assert causal_flag_cell(HFBert(attn_implementation="sdpa")).value == "not_probed"
+    assert fully_masked_row_cell(HFBert(attn_implementation="sdpa")).value == "zeros"
+    cell = fully_masked_row_cell(HFGpt2())
+    assert cell.value == "uniform" and "causal" in cell.evidence, cell.evidence

@@ -108,6 +108,10 @@ def causal_flag_cell(runner) -> Convention:
     try:
         out = fwd(True)
     except _Refused as exc:
+        if exc.answer.unasked:  # a switch passed on self-attention only (causal_self.py)
+            from conformance.conventions.probes.causal_self import causal_self_attention_cell
+
+            return causal_self_attention_cell(runner, exc.answer.unasked)
         return _unanswered("causal_flag", runner, what, exc.answer)
     from conformance.conventions.probes.causal_rows import by_rows
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.probing import distances, probe_case
+from conformance.contract.probing import distances
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
-from conformance.conventions.probes.forms import first_taken
+from conformance.conventions.probes.forms import first_taken, forms
 from conformance.oracle.reference import attention
 
 MATCH = 1e-4  # a masked row within this of a reading is that reading
@@ -24,13 +24,17 @@ MATCH = 1e-4  # a masked row within this of a reading is that reading
 
 def fully_masked_row_cell(runner, own: Convention | None = None) -> Convention:
     needs = dict(getattr(runner, "probe_needs", None) or {})  # what its system always applies
-    case = probe_case("fully-masked-row", mask={"masked_rows": [1]},
-                      **({"attention": needs} if needs else {}))
-    padded = probe_case("fully-padded-item", mask={"key_padding": [5, 0]},
-                        **({"attention": needs} if needs else {}))
-    case, got, note = first_taken(runner, [case, padded])  # a system taking lengths only
+    extra = {"attention": needs} if needs else {}
+    rows = forms("fully-masked-row", mask={"masked_rows": [1]}, **extra)
+    padded = forms("fully-padded-item", mask={"key_padding": [5, 0]}, **extra)
+    # each as written, then as self-attention (forms.py: a system taking one tensor); the
+    # padded item for a system taking lengths only; last, the row inside a causal mask (a
+    # causal-only system, GPT-2's rows)
+    rows += forms("fully-masked-row-causal", mask={"masked_rows": [1], "causal": "upper_left"},
+                  **extra)[1:]
+    case, got, note = first_taken(runner, rows[:2] + padded + rows[2:])
     what = f"probe_case {case.id}, " + ("query row 1 fully masked (masked_rows [1])"
-                                        if case is not padded else
+                                        if case in rows else
                                         "item 1 with no valid key (key_padding [5, 0])") + note
     if not got.answered:
         return unmeasured("fully_masked_row", runner, what, got)

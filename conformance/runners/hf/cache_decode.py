@@ -97,7 +97,8 @@ class CacheDecoding:
     cache (the matrix's decode rows stay the runners' whose features name decode); the
     ledger asks it cache_causal_alignment and cache_layout (ledger_axes)."""
 
-    ledger_axes = frozenset({"cache_causal_alignment", "cache_layout"})
+    # and fully_masked_row (rows.py, through translate/run in the self-attention form)
+    ledger_axes = frozenset({"cache_causal_alignment", "cache_layout", "fully_masked_row"})
     documented_conventions = {"cache_causal_alignment": ("lower_right", CACHE_DOCS),
                               "cache_layout": (None, CACHE_DOCS)}
 

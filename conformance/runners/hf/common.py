@@ -260,7 +260,7 @@ class HFRunner(Runner):
 
     # -- conventions -------------------------------------------------------
     # the raw arguments `answer` passes (the ledger's flags.py, training.py judge them)
-    answers = frozenset({"attn_mask", "dropout_training"})
+    answers = frozenset({"attn_mask", "is_causal", "dropout_training"})
 
     def probe(self, name: str, **inputs):
         """A seeded self-attention probe case (2 heads, 8 features, batch 2, T = S = 3) with

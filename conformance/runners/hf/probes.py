@@ -1,25 +1,24 @@
 """Convention probes of the HF attention modules for the axes the base probes
-(_hf.HFRunner.conventions) leave open: key padding, a fully masked row, dropout
-in the returned weights, the is_causal argument of the attention interface, the
-scale's precision in a float64 module, float64 input into a float32 module and
-implicit masks.  Each runs the runner's own module (its config call, its
-canonical weights) on a small seeded probe case; torch is imported by _hf.
+(_hf.HFRunner.conventions) leave open: key padding, dropout in the returned weights,
+the scale's precision in a float64 module, float64 input into a float32 module,
+implicit masks and the softmax scale (the ledger asks the fully masked row and the
+causal switch: rows.py, flags.py / causal_self.py).  Each runs the runner's own
+module (its config call, its canonical weights) on a small seeded probe case; torch is
+imported by _hf.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
 from conformance.contract.axes import IGNORED, NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention, NotExpressible, to_numpy
 from conformance.contract.probing import (
-    closest, distances, output_with, probe_case, probe_mask, refusal)
-from conformance.oracle.reference import attention
+    closest, distances, output_with, probe_case, refusal)
 from conformance.oracle.canonical import case_data, causal_mask
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.hf.cache_decode import CacheDecoding
-from conformance.runners.hf.common import HFRunner, hf_mask, import_torch
+from conformance.runners.hf.common import HFRunner, import_torch
 
 NEAR = _ledger.NEAR
 
@@ -45,44 +44,6 @@ def key_padding(runner) -> Convention:
                       "attention_mask of the model call (1 = attend)")
 
 
-def fully_masked(runner) -> Convention:
-    """One query row with every key masked, in the module's own mask form."""
-    case = runner.probe("fully-masked")
-    torch, mod, x = module(runner, case)
-    allowed = probe_mask(case)
-    allowed[0, 1, :] = False
-    mask = hf_mask(torch, allowed, torch.float32, runner.attn_implementation)
-    with torch.no_grad():
-        out = to_numpy(runner.forward(mod, x, mask)[0])
-    data = case_data(case)
-    inputs = replace(data.inputs, allowed=allowed, fully_masked=~allowed.any(-1))
-    exp = attention(case, replace(data, inputs=inputs), runner.probe_scale)
-    form = ("additive float, 0 / finfo(float32).min" if runner.attn_implementation == "eager"
-            else "boolean, True = attend")
-    what = (f"{where(runner, case)}: attention_mask (B, 1, T, S) {form}, query row (0, 1) "
-            "fully masked; that row")
-    row = out[0, 1]
-    rest = np.abs(np.delete(out.reshape(-1, out.shape[-1]), 1, 0)
-                  - np.delete(exp.output.reshape(-1, out.shape[-1]), 1, 0)).max()
-    if np.isnan(row).any():
-        return Convention("fully_masked_row", "nan", f"{what} holds NaN; other rows "
-                          f"{rest:.1e} from the oracle")
-    unmasked = output_with(case, None, scale=runner.probe_scale)
-    cell = closest("fully_masked_row", row, {"zeros": exp.output_if_zeros[0, 1],
-                                             "uniform": exp.output_if_uniform[0, 1],
-                                             "unmasked": unmasked[0, 1]}, what)
-    best = min(_ledger_distances(row, exp, unmasked).values())
-    value = cell.value if best < NEAR else "finite_other"
-    return replace(cell, value=value, evidence=f"{cell.evidence}; other rows {rest:.1e} from "
-                   "the oracle")
-
-
-def _ledger_distances(row, exp, unmasked) -> dict[str, float]:
-    return {k: float(np.max(np.abs(row - v[0, 1]))) for k, v in
-            (("zeros", exp.output_if_zeros), ("uniform", exp.output_if_uniform),
-             ("unmasked", unmasked))}
-
-
 def weights_dropout(runner) -> Convention:
     case = runner.probe("weights-dropout")
     torch, mod, x = module(runner, case, dropout=0.5)
@@ -99,30 +60,6 @@ def weights_dropout(runner) -> Convention:
     return Convention("weights_dropout", "post_dropout" if dev > 1e-6 else "pre_dropout",
                       f"{what}: returned attn_weights' row sums span {float(sums.min()):.3f}.."
                       f"{float(sums.max()):.3f} (max |sum - 1| {dev:.2f})")
-
-
-def causal(runner) -> Convention:
-    """is_causal=True passed to the module (it forwards it to the attention interface),
-    no attention_mask; self-attention modules have T = S (both alignments coincide)."""
-    case = runner.probe("causal", query_len=4, key_len=4)
-    torch, mod, x = module(runner, case)
-    with torch.no_grad():
-        out = to_numpy(runner.forward(mod, x, None, is_causal=True)[0])
-    tril = causal_mask(4, 4, "upper_left")
-    cell = closest("causal_flag", out,
-                   {"causal (T = S)": output_with(case, tril, scale=runner.probe_scale),
-                    "ignored": output_with(case, None, scale=runner.probe_scale)},
-                   f"{where(runner, case)}: forward(hidden_states, attention_mask=None, "
-                   "is_causal=True)")
-    if cell.value == "ignored":
-        return replace(cell, evidence=f"{cell.evidence}; the {runner.attn_implementation} "
-                       "attention function applies only the mask it is given")
-    cross = getattr(runner, "causal_cross", None)
-    if cross is not None:
-        return cross(cell)
-    return Convention("causal_flag", NOT_PROBED, f"{cell.evidence}; the flag applies, but "
-                      "a self-attention module has T = S, so its alignment for T != S cannot "
-                      "show")
 
 
 def _float64_output(runner, name: str, length: int, detail: str):
@@ -253,9 +190,8 @@ def hf_cells(runner) -> list[Convention]:
     """These probes' cells and T5's alibi_slopes (its signature's position_bias is no
     ALiBi); the ledger asks the rotation, the grouped heads, QK-norm, ALiBi and the config
     windows (ledger_axes)."""
-    cells = [key_padding(runner), fully_masked(runner), weights_dropout(runner),
-             causal(runner), scale_precision(runner), float64_compute(runner),
-             mixed_dtype(runner), implicit_mask(runner)]
+    cells = [key_padding(runner), weights_dropout(runner), scale_precision(runner),
+             float64_compute(runner), mixed_dtype(runner), implicit_mask(runner)]
     if getattr(runner, "alibi_na", ""):
         cells.append(Convention("alibi_slopes", NA, runner.alibi_na))
     return cells
