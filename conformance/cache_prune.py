@@ -6,6 +6,11 @@ of one key (`<key><suffix>` and its `<key>.sha256`, or a compiler's own files), 
 together so that no digest is left without its bytes; a hit refreshes its time
 (cache.BytesCache.get), JAX's compilation cache refreshes its own.  The limit is 2 GB
 unless `--cache-limit` or CONFORMANCE_CACHE_LIMIT says otherwise (`0` = no limit).
+The drift command's folder (`drift/`: one virtualenv per release and uv's own cache) is no
+set of keyed entries: deleting a file inside an env breaks that env, so the pruner neither
+counts nor touches it (`python -m conformance drift --prune` removes it).  It once did:
+a 1.3 GB drift build pushed every converted artefact out as "least recently used" and
+deleted files from a uv install in progress.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from pathlib import Path
 from conformance.paths import cache_root
 
 LIMIT_ENV = "CONFORMANCE_CACHE_LIMIT"
+OWN_LIFECYCLE = ("drift",)  # top-level folders managed by their own command, never pruned
 DEFAULT_LIMIT = "2GB"
 UNITS = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9,
          "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "T": 1e12, "TB": 1e12}
@@ -59,6 +65,8 @@ def _entries(root: Path) -> list[tuple[float, int, list[Path]]]:
     name before the first dot (a key and its digest)."""
     groups: dict[tuple[Path, str], list[Path]] = {}
     for path in root.rglob("*"):
+        if path.relative_to(root).parts[0] in OWN_LIFECYCLE:
+            continue
         if path.is_file() and not path.is_symlink():
             stem = path.name.lstrip(".").split(".")[0] or path.name
             groups.setdefault((path.parent, stem), []).append(path)

@@ -51,6 +51,23 @@ def test_prune_removes_the_least_recently_used_entry_and_its_digest(monkeypatch,
     assert done.kept <= 2200
 
 
+def test_prune_leaves_the_drift_envs_alone_and_does_not_count_them(monkeypatch, tmp_path):
+    """A drift build (newer and far larger than the artefacts) must neither push the
+    artefacts out nor lose files of its envs: the bug this guards fired once, removing
+    4.3 GB of artefacts and uv files while an install ran."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    cache = BytesCache("onnx", ".onnx")
+    _entry(cache, "artefact", 1000, 0)
+    env = tmp_path / "drift" / "envs" / "keras-3.6.0" / "lib" / "site.py"
+    env.parent.mkdir(parents=True)
+    env.write_bytes(b"y" * 50_000)
+    done = prune(2000, tmp_path)
+    assert done.removed == 0 and done.kept < 2000  # the 50 kB env is not counted
+    assert env.exists() and cache.get("artefact") is not None
+    done = prune(10, tmp_path)  # the artefact goes; the env still stays
+    assert done.removed == 1 and env.exists()
+
+
 def test_prune_keeps_everything_under_the_limit_or_without_one(tmp_path):
     (tmp_path / "a.bin").write_bytes(b"x" * 100)
     assert prune(1000, tmp_path).removed == 0
