@@ -40,8 +40,7 @@ JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
 STILL_JUDGING = frozenset({
     "conformance.runners._export.torch_onnx_probes",
     "conformance.runners.hf.probes",
-    "conformance.runners.onnx.gqa_feature_probes", "conformance.runners.onnx.gqa_probes",
-    "conformance.runners.onnx.probes"})
+    "conformance.runners.onnx.gqa_probes", "conformance.runners.onnx.probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
            "settings"),

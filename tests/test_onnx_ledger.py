@@ -362,3 +362,146 @@ def test_a_planted_window_read_right_left_is_not_left_right(monkeypatch):
     monkeypatch.setattr(attention_op, "build_model", swapped)
     cell = RAW_PROBES["window_width"][1](attention_op.OnnxAttentionOp(engine="reference"))
     assert cell.value != "left_right", cell.evidence
+
+
+# -- GroupQueryAttention's softcap, sinks, window and masked row: the ledger's (#29) -------
+# forms.first_taken: a refusal at run time (the CPU kernel's head size) sends the probe on
+# to the forms with the runner's probe_needs; softcap.py: a runner passing no raw mask is
+# asked the case's mask with fill -1e4 through its translate and run
+
+class _Kernel:
+    """A planted system in the oracle's arithmetic: self-attention only, its 'kernel'
+    refusing head sizes that are no multiple of 8 at run time (as onnxruntime's CPU
+    GroupQueryAttention); `plant(case, data) -> output` replaces the arithmetic."""
+
+    name = "planted-kernel"
+    answers = frozenset()
+
+    def __init__(self, plant=None, probe_needs=None):
+        self.plant, self.probe_needs = plant, probe_needs or {}
+
+    def translate(self, case):
+        from conformance.contract.runner import NotExpressible, Translation
+
+        if not case.inputs.self_attention:
+            return NotExpressible("self-attention only")
+        return Translation("planted(q, k, v)", None)
+
+    def run(self, case, translation, data):
+        from conformance.contract.runner import Observation
+        from conformance.oracle.reference import attention
+
+        if case.attention.qk_head_dim % 8:
+            raise RuntimeError(f"head_size must be a multiple of 8. Got "
+                               f"{case.attention.qk_head_dim}")
+        out = self.plant(case, data) if self.plant else attention(case, data).output
+        return Observation(output=out)
+
+
+def _uncapped(case, data):
+    from dataclasses import replace
+
+    from conformance.oracle.reference import attention
+
+    return attention(replace(case, attention=replace(case.attention, softcap=None)), data).output
+
+
+def _unsunk(case, data):
+    from dataclasses import replace
+
+    from conformance.oracle.reference import attention
+
+    return attention(case, replace(data, weights=replace(data.weights, sinks=None))).output
+
+
+@pytest.mark.parametrize("plant, word", [(None, "applied"), (_uncapped, "ignored")])
+def test_a_kernel_refusal_sends_softcap_on_to_the_form_of_its_needs(plant, word):
+    from conformance.conventions.probes.capped import softcap_cell
+
+    cell = softcap_cell(_Kernel(plant, {"query_features": 16}))
+    assert cell.value == word, cell.evidence
+    assert "asked as probe-softcap-with-needs-self-attention" in cell.evidence
+    assert "probe-softcap-self-attention refused: RuntimeError: head_size must" in cell.evidence
+
+
+@pytest.mark.parametrize("plant, word", [(None, "applied"), (_unsunk, "ignored")])
+def test_a_kernel_refusal_sends_sinks_on_to_the_form_of_its_needs(plant, word):
+    from conformance.conventions.probes.scores import sinks_cell
+
+    cell = sinks_cell(_Kernel(plant, {"query_features": 16}))
+    assert cell.value == word, cell.evidence
+
+
+def test_a_refusal_on_every_form_is_refused_with_the_systems_words():
+    """Without probe_needs (or with needs the kernel refuses too) nothing answers: the cell
+    is the first refusal, quoted, never not_applicable nor not_probed."""
+    from conformance.conventions.probes.capped import softcap_cell
+
+    for needs in ({}, {"query_features": 12}):  # 2 heads of 6: refused as well
+        cell = softcap_cell(_Kernel(None, needs))
+        assert cell.value == REFUSED, cell.evidence
+        assert "head_size must be a multiple of 8. Got 4" in cell.evidence
+
+
+def _ordered(word):
+    def plant(case, data):
+        from conformance.contract import cache_probes as cp
+
+        add = np.where(data.inputs.allowed, 0.0, -1e4)
+        return cp.softcap_order_candidates(case, case.attention.softcap, add)[word]
+    return plant
+
+
+@pytest.mark.parametrize("word, cell", [("before_mask", "before_mask"),
+                                        ("after_mask", "after_mask"), ("no softcap", "ignored")])
+def test_softcap_order_of_a_runner_passing_no_raw_mask_reads_the_cases_mask(word, cell):
+    from conformance.conventions.probes.softcap import softcap_order_cell
+
+    got = softcap_order_cell(_Kernel(_ordered(word), {"query_features": 16}))
+    assert got.value == cell, got.evidence
+    assert "a random mask with fill -1e4" in got.evidence
+
+
+def test_gqa_hands_softcap_sinks_window_and_masked_row_to_the_ledger():
+    from conformance.conventions.probes import ledger_cells
+
+    cells = {c.axis: c for c in ledger_cells(_gqa())}
+    want = {"softcap": "applied", "softcap_order": "before_mask", "sinks": "applied",
+            "window_width": "w_keys", "fully_masked_row": "nan"}
+    for axis, word in want.items():
+        assert cells[axis].value == word, cells[axis].evidence
+        assert cells[axis].evidence.startswith("onnx.contrib-gqa.ort"), cells[axis].evidence
+    assert "causal=1, local_window_size=3" in cells["window_width"].evidence
+
+
+def test_a_gqa_graph_dropping_head_sink_reads_sinks_ignored(monkeypatch):
+    from dataclasses import replace
+
+    from conformance.conventions.probes.scores import sinks_cell
+    from conformance.runners.onnx import contrib_gqa
+
+    real = contrib_gqa.build_model
+    monkeypatch.setattr(contrib_gqa, "build_model", lambda case, data, plan, decode=False:
+                        real(case, data, replace(plan, head_sink=False), decode))
+    cell = sinks_cell(_gqa())
+    assert cell.value == "ignored", cell.evidence
+
+
+def test_a_gqa_window_one_key_wider_reads_w_plus_1_keys(monkeypatch):
+    """The runner passes the number as given: a planted +1 (the kernel before #25927)
+    moves the cell."""
+    from dataclasses import replace
+
+    from conformance.conventions.probes.window_settings import window_settings_cell
+    from conformance.runners.onnx import contrib_gqa
+
+    real = contrib_gqa.build_model
+
+    def wider(case, data, plan, decode=False):
+        w = plan.local_window_size
+        return real(case, data, replace(plan, local_window_size=None if w is None else w + 1),
+                    decode)
+
+    monkeypatch.setattr(contrib_gqa, "build_model", wider)
+    cell = window_settings_cell(_gqa())
+    assert cell.value == "w_plus_1_keys", cell.evidence

@@ -6,8 +6,12 @@ head-size argument, e.g. nn.MultiheadAttention) and both.
 
 `first_taken` asks them in that order and moves on only where the runner's translate says
 the system cannot express a form (its `inexpressible` reason): a runner that takes the
-written case is asked nothing else, so its cell is the written case's; the system's own
-error (`raised`) or a harness limit (`unasked`) ends the asking.
+written case is asked nothing else, so its cell is the written case's; a harness limit
+(`unasked`) ends the asking, and so does the system's own error (`raised`), except where a
+form with the runner's probe_needs (needs.py, NEEDS_SUFFIX) is still to come: a kernel
+refusing one form (onnxruntime's CPU GroupQueryAttention at a head size that is no
+multiple of 8) is asked the form its runner says it takes; refused on every form, the
+first refusal is the answer (the system's words, quoted).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from conformance.contract.probing import probe_case
 from conformance.conventions.probes.request import Answer, ask
 
 SELF_SUFFIX, WIDTH_SUFFIX = "-self-attention", "-width-derived"
+NEEDS_SUFFIX = "-with-needs"  # needs.needed_forms: the forms with the runner's probe_needs
 
 
 def _self_attention(sections: dict) -> dict:
@@ -53,11 +58,20 @@ def first_taken(runner, cases) -> tuple[object, Answer, str]:
     """(the case asked, its answer, a note): the first of `cases` whose translate the runner
     does not refuse as inexpressible (the last where it refuses them all); the note names
     the form asked and the runner's reason for the written one ("" for the written one)."""
-    got, first = Answer(None), ""
-    for case in cases:
+    got, first, refusal = Answer(None), "", None
+    for n, case in enumerate(cases):
         got = ask(runner, case)
+        if got.raised and refusal is None and any(
+                NEEDS_SUFFIX in later.id for later in cases[n + 1:]):
+            refusal, first = (case, got), first or got.raised  # ask the form it takes
+            continue
         if not got.inexpressible:
             break
         first = first or got.inexpressible
+    if refusal is not None and not got.answered:  # refused, and no later form answered
+        case, got = refusal
+    elif refusal is not None:  # the refusal that sent it on, quoted
+        first = (f"{first}; {refusal[0].id} refused: {refusal[1].raised}"
+                 if first != refusal[1].raised else f"{refusal[0].id} refused: {first}")
     note = f" (asked as {case.id}; for {cases[0].id}: {first})" if case is not cases[0] else ""
     return case, got, note

@@ -13,9 +13,7 @@ form is inexpressible.
 from __future__ import annotations
 
 from conformance.case.model import CaseError
-from conformance.conventions.probes.forms import forms
-
-NEEDS_SUFFIX = "-with-needs"
+from conformance.conventions.probes.forms import NEEDS_SUFFIX, forms
 
 
 def with_needs(runner, attention: dict) -> dict:

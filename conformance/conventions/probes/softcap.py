@@ -5,7 +5,11 @@ case's softcap as the system takes it), so softcap(s) + m and softcap(s + m) dif
 output is named by the reading it matches (contract/cache_probes.softcap_order:
 before_mask, after_mask, or `ignored` where it is the uncapped one), every distance quoted.
 A runner that cannot pass the mask on the written cross-attention case (`unasked`) is
-asked its self-attention form (forms.py).
+asked its self-attention form (forms.py).  A runner that passes no raw mask at all (its
+system takes an additive bias only: onnxruntime's GroupQueryAttention attention_bias) is
+asked through its translate and run a probe case with the cap and a random mask filled
+with -1e4 (mask.fill, the finite number the case gives the system), in the first form it
+takes (needs.needed_forms), and read the same way against that additive 0 / -1e4.
 Asked of the runners whose `ledger_axes` lists it.
 """
 from __future__ import annotations
@@ -16,10 +20,12 @@ from conformance.contract import cache_probes as cp
 from conformance.contract.probing import probe_mask
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, said, unmeasured
-from conformance.conventions.probes.forms import forms
+from conformance.conventions.probes.forms import first_taken, forms
+from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import ask_raw
+from conformance.oracle.canonical import case_data
 
-CAP, FILL = 1.0, -2.0
+CAP, FILL, CASE_FILL = 1.0, -2.0, "-1e4"
 
 
 def softcap_order_cell(runner, own: Convention | None = None) -> Convention:
@@ -30,7 +36,24 @@ def softcap_order_cell(runner, own: Convention | None = None) -> Convention:
             break
     what = (f"probe_case {case.id}, softcap {CAP:g} with a finite float attn_mask 0 / "
             f"{FILL:g} (B, T, S) passed raw")
+    if got.unasked and callable(getattr(runner, "translate", None)):
+        return _through_the_case(runner)
     if not got.answered:
         return unmeasured("softcap_order", runner, what, got)
+    return cp.softcap_order(case, CAP, add, got.output, f"{runner.name}, {said(what, got)}",
+                            **documented(runner, "softcap_order"))
+
+
+def _through_the_case(runner) -> Convention:
+    """softcap_order of a runner passing no raw mask: the case's mask with fill -1e4 and the
+    cap, through its translate and run (first_taken over needed_forms)."""
+    case, got, note = first_taken(runner, needed_forms(
+        runner, "softcap-order-fill", attention={"softcap": CAP},
+        mask={"attn_mask": {"random": 0.5}, "fill": CASE_FILL}))
+    what = (f"probe_case {case.id}, softcap {CAP:g}, a random mask with fill {CASE_FILL} "
+            f"(the runner passes no raw mask: the case's mask as it translates it){note}")
+    if not got.answered:
+        return unmeasured("softcap_order", runner, what, got)
+    add = np.where(case_data(case).inputs.allowed, 0.0, float(CASE_FILL))
     return cp.softcap_order(case, CAP, add, got.output, f"{runner.name}, {said(what, got)}",
                             **documented(runner, "softcap_order"))

@@ -256,8 +256,11 @@ class OnnxContribGQA(Runner):
     features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "sinks",
                                   "window", "decode"}
     # the ledger asks these through translate/run (conventions/probes/cache.py: the op's own
-    # past/present decode); the other axes are still gqa_probes.py's (issue #29)
-    ledger_axes = ("cache_causal_alignment", "cache_layout")
+    # past/present decode; capped.py, softcap.py, scores.sinks_cell, rows.py) and `answer`
+    # (window_settings.py: local_window_size); the other axes are still gqa_probes.py's
+    ledger_axes = ("cache_causal_alignment", "cache_layout", "softcap", "softcap_order",
+                   "sinks", "fully_masked_row", "window_width")
+    answers = frozenset({"window_setting"})
     # the CPU kernel takes head sizes that are multiples of 8 only: the ledger's probe cases
     # whose readings do not depend on the head size are asked at 2 heads of 8
     probe_needs = {"query_features": 16}
@@ -302,6 +305,30 @@ class OnnxContribGQA(Runner):
             notes=["no output projection in the op: MatMul+Add after it",
                    "returns no attention weights (qk_output not requested)"],
             extras=extras, graphs={"com.microsoft.GroupQueryAttention": acc})
+
+    def window_settings(self, w: int) -> dict[str, bool]:
+        """The op's one window setting: local_window_size, "for causal local attention (like
+        Mistral). Must be -1 when causal is 0", so its builder is the causal one."""
+        return {f"local_window_size={w}, causal=1": True}
+
+    def answer(self, case, data, raw):
+        """RawCall window_setting: the case's graph with local_window_size = the number as
+        given (no +1 of the runner's) and causal=1, no other mask; the output as float64."""
+        if raw.argument not in self.answers:
+            return super().answer(case, data, raw)
+        from dataclasses import replace
+
+        t = self.translate(case)
+        if isinstance(t, NotExpressible):
+            raise NotImplementedError(f"{self.name}: {t.reason}")
+        w = int(raw.value["window"])
+        plan = replace(t.plan, causal=True, attention_bias=False, local_window_size=w)
+        model, feed = build_model(case, data, plan)
+        session = ort_session(model.SerializeToString(), "GroupQueryAttention graph")
+        return (np.asarray(session.run(["output"], feed)[0], np.float64),
+                f"MatMul+Add -> com.microsoft.GroupQueryAttention(Q, K, V, seqlens_k, "
+                f"total_sequence_length, {plan.arguments()}) -> MatMul+Add; run in "
+                "onnxruntime CPUExecutionProvider")
 
     def graph(self, case, data, plan: GqaPlan, decode: bool = False):
         """(model, feed): the graph `run` builds, for probes that run it in another way."""
