@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from conformance.runners._export.keras_mha import load_weights, tensor, to_f64
-from conformance.runners.keras.calls import Probe, swapped
+from conformance.runners.keras.calls import Probe, flash_off, swapped
 
 # the RawCall arguments a Keras layer runner answers
 ANSWERS = frozenset({"attn_mask", "is_causal", "dropout_training", "window", "positional",
@@ -28,7 +28,7 @@ def _implicit(p: Probe, case, data, valid: np.ndarray):
     table = np.concatenate([np.zeros((1, e)), np.asarray(data.inputs.query).reshape(-1, e)])
     tokens = k.Input((t,), batch_size=b, dtype="int32")
     emb = k.layers.Embedding(b * t + 1, e, mask_zero=True)
-    layer = p.cls(**p.plan(case), flash_attention=False)
+    layer = p.cls(**p.plan(case), **flash_off(k))
     hidden = emb(tokens)
     with warnings.catch_warnings():  # "query (EinsumDense) ... will destroy the mask"
         warnings.simplefilter("ignore", UserWarning)

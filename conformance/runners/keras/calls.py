@@ -28,6 +28,22 @@ def numpy_zeros(keras):
     return NumpyZeros()
 
 
+def no_flash_attention(keras) -> None:
+    """keras.config.disable_flash_attention(): the layer's flash_attention=False alone
+    means auto.  A release without the switch (the drift command's older Keras eras) has
+    no flash-attention path to turn off, so there it is a no-op."""
+    disable = getattr(keras.config, "disable_flash_attention", None)
+    if disable is not None:
+        disable()
+
+
+def flash_off(keras) -> dict:
+    """The layer's `flash_attention=False` keyword, or none in a release whose layers take
+    no such argument (no flash-attention path: the older eras of the drift command)."""
+    return {"flash_attention": False} if hasattr(keras.config, "disable_flash_attention") \
+        else {}
+
+
 def jax_compilation_cache() -> str:
     """JAX compiles every eager op per new shape (about 40 ms each, 30+ per case);
     a persistent compilation cache under the git-ignored .cache/ makes every run
@@ -48,7 +64,7 @@ class Probe:
     def __init__(self, runner):
         import keras
 
-        keras.config.disable_flash_attention()
+        no_flash_attention(keras)
         self.keras, self.runner = keras, runner
         self.backend = keras.backend.backend()
         if self.backend == "jax":  # compiled probes are reused from the second session on
@@ -73,7 +89,7 @@ class Probe:
         k, data = self.keras, data or case_data(case)
         dtype = dtype or case.inputs.dtype
         layer = self.cls(
-            **self.plan(case), **options, flash_attention=False, dtype=dtype,
+            **self.plan(case), **options, **flash_off(k), dtype=dtype,
             kernel_initializer=numpy_zeros(k), bias_initializer=numpy_zeros(k))
         x = data.inputs
         layer.build(*(a.shape[3 - rank:] for a in (x.query, x.value, x.key)))

@@ -15,7 +15,8 @@ from conformance.runners._export.keras_mha import (
     classify_call_error, explicit_mask, load_weights, storage_dtype, tensor, to_f64,
     SOURCE, worker_spec)
 from conformance.runners.keras.answers import ANSWERS
-from conformance.runners.keras.calls import jax_compilation_cache, numpy_zeros
+from conformance.runners.keras.calls import (
+    flash_off, jax_compilation_cache, no_flash_attention, numpy_zeros)
 
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module
 DIGEST_LIMIT = 512  # outputs up to this size are kept whole for the cross-backend table
@@ -103,7 +104,7 @@ def built_layer(keras, layer_name: str, layer_cls: str, case, translation, data)
         # NumPy zeros initialisers: the weights are overwritten; Keras's own initialisers
         # cost a JAX compilation per kernel shape.  layer_cls: a keras.layers name or a class
         layer = (getattr(keras.layers, layer_cls) if isinstance(layer_cls, str) else layer_cls)(
-            **translation.plan, flash_attention=False, dtype=dtype, name=layer_name,
+            **translation.plan, **flash_off(keras), dtype=dtype, name=layer_name,
             kernel_initializer=numpy_zeros(keras), bias_initializer=numpy_zeros(keras))
         q = tensor(keras, data.inputs.query, dtype)
         k = q if i.self_attention else tensor(keras, data.inputs.key, dtype)
@@ -124,7 +125,7 @@ def run_layer(runner, layer_cls: str, case, translation, data) -> Observation:
     if keras.backend.backend() != backend:
         raise RuntimeError(f"worker runs Keras backend {keras.backend.backend()!r}, "
                            f"runner needs {backend!r}")
-    keras.config.disable_flash_attention()
+    no_flash_attention(keras)
     if backend == "jax":
         jax_compilation_cache()
     layer, (q, k, v), load_notes = built_layer(keras, runner.layer_name, layer_cls, case,
