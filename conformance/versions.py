@@ -1,8 +1,8 @@
 """Installed package versions, read from metadata: nothing is imported, so
 collection stays fast.  Reports, cache keys and the pytest header use it.
 
-Standard library only: history/probes/run_probes.py loads this file by its path in
-the version-drift envs, which have no `conformance` package."""
+Standard library only: history/probes/run_probes.py reads it in the version-drift envs
+(this repository's source on their PYTHONPATH) before it imports any library probed."""
 from __future__ import annotations
 
 import platform

@@ -2,13 +2,17 @@
 
 The bisect test is offline: it writes four wheels of a toy dependency `toyattn`
 (1.0, 1.1, 1.2, 1.3; 1.2 changes its fully-masked-row convention), installs them with
-uv from a --find-links folder and checks that the bisect names 1.2 with evidence on
-both sides.  Needs uv (the `drift` extra); without it that test is a skip.
+uv from a --find-links folder, asks the ledger's fully_masked_row probe of the toy's
+runner (tests/drift_toy.py) in each env and checks that the bisect names 1.2 with
+evidence on both sides.  Needs uv (the `drift` extra); without it that test is a skip.
+A drift cell is the ledger's cell: run_probes.py in this interpreter gives jax.dpa's and
+onnx.attention-op.reference's cells as ledger_cells does.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import zipfile
 from pathlib import Path
 
@@ -19,7 +23,22 @@ from conformance.history.envs import Probed
 from conformance.history.render import as_json, as_markdown
 from conformance.history.table import DEFAULT_TABLE, Library
 
-TOY = Library("toy", "toyattn", "toy", ("1.0", "1.3"), ())
+
+def _site(module: str) -> str:
+    """The folder this interpreter imports `module` from (its site-packages)."""
+    import importlib
+    return str(Path(importlib.import_module(module).__file__).resolve().parent.parent)
+
+
+# the toy's env holds toyattn only: NumPy and PyYAML (the probe path's imports) come from
+# this interpreter's site-packages, since no wheel of either is at hand offline
+TOY = Library("toy", "toyattn", ("toy.attn",), ("1.0", "1.3"), (),
+              env={"CONFORMANCE_EXTRA_RUNNERS": "tests.drift_toy:ToyRunner",
+                   "PYTHONPATH": os.pathsep.join(dict.fromkeys((_site("numpy"),
+                                                                _site("yaml"))))},
+              imports=("toyattn",), packages=("toyattn",), axes=("fully_masked_row",),
+              probe_deps=())
+TOY_CELL = "toy.attn.fully_masked_row"
 
 
 def _wheel(folder: Path, version: str, body: str) -> Path:
@@ -42,8 +61,8 @@ def _wheel(folder: Path, version: str, body: str) -> Path:
 
 
 def _probed(version, value, status="ok"):
-    cells = {} if status != "ok" else {"fully_masked_row": {"value": value,
-                                                            "evidence": f"{value} in {version}"}}
+    cells = {} if status != "ok" else {TOY_CELL: {"value": value,
+                                                  "evidence": f"{value} in {version}"}}
     return Probed(version, [f"toyattn=={version}"], status=status, cells=cells,
                   error="" if status == "ok" else "install failed: no such release")
 
@@ -73,7 +92,8 @@ def test_bisect_names_the_planted_release_with_uv(tmp_path, monkeypatch):
     [change] = entry["changes"]
     assert (change.first_release, change.last_old_release) == ("1.2", "1.1")
     assert (change.old_value, change.new_value) == ("uniform", "zeros")
-    assert "'uniform'" in change.evidence_old and "'zeros'" in change.evidence_new
+    assert change.cell == TOY_CELL  # the ledger's probe (rows.py) named both, distances quoted
+    assert "uniform 0.0e+00" in change.evidence_old and "zeros 0.0e+00" in change.evidence_new
     assert [r.version for r in entry["releases"]] == ["1.0", "1.1", "1.2", "1.3"]
     assert sorted(seen) == ["1.0", "1.1", "1.2", "1.3"]
     broken = probe_release(TOY, "9.9", offline)  # not in the folder: env broken, not raised
@@ -119,18 +139,18 @@ def test_errors_are_stepped_over_and_absent_apis_are_kept_apart():
     md = as_markdown(doc)
     assert "`nan` from **1.5** on" in md  # the convention change is a headline
     assert "`uniform` from **1.1**" not in md  # the API's arrival is not
-    assert "fully_masked_row` api added in 1.1" in md
+    assert f"{TOY_CELL}` api added in 1.1" in md
     assert "**uniform** ⟵ added" in md
 
 
 def test_report_marks_the_boundary_and_keeps_outcomes_apart():
-    change = bisecting.Change("fully_masked_row", "1.0", "1.3", "uniform", "zeros", "1.2",
+    change = bisecting.Change(TOY_CELL, "1.0", "1.3", "uniform", "zeros", "1.2",
                               "1.1", "uniform in 1.1", "zeros in 1.2", ["1.1", "1.2"])
     releases = [_probed("1.0", "uniform"), _probed("1.1", "uniform"), _probed("1.2", "zeros"),
                 _probed("1.3", None, status="broken")]
     doc = as_json([{"library": TOY, "releases": releases, "changes": [change]}])
     md = as_markdown(doc)
-    assert "| `fully_masked_row` | uniform | uniform | **zeros** ⟵ changed | env broken |" in md
+    assert f"| `{TOY_CELL}` | uniform | uniform | **zeros** ⟵ changed | env broken |" in md
     assert "`uniform` up to 1.1, `zeros` from **1.2** on" in md
     assert "1.3: env broken: install failed" in md
     assert "seconds" not in str(doc)  # wall times are CPU-dependent: never committed
@@ -171,47 +191,77 @@ def test_survey_bisects_until_every_change_is_between_adjacent_releases():
     assert [(c.before, c.after) for c in entry["changes"]] == [("1.0", "1.4")]
 
 
-def _probe_common():
-    """probes/common.py as the old envs import it (by path: it is a standalone script)."""
-    import importlib.util
-    import sys
-    folder = Path(__file__).resolve().parent.parent / "conformance/history/probes"
-    sys.path.insert(0, str(folder))
+def test_a_release_without_the_toys_api_is_api_absent_with_uv(tmp_path, monkeypatch):
+    """A release whose API the runner's call needs is missing (toyattn 0.9 has no
+    masked_row): the ledger's refusal becomes api_absent, never a crash or a change."""
+    from conformance.history.envs import find_uv, probe_release
     try:
-        spec = importlib.util.spec_from_file_location("drift_probe_common", folder / "common.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(folder))
-    return module
+        find_uv()
+    except SystemExit:
+        pytest.skip("uv is not installed (pip install uv, or the drift extra)")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "0.9", "VERSION = '0.9'\n")
+    monkeypatch.setenv("CONFORMANCE_CACHE_DIR", str(tmp_path / "cache"))
+    got = probe_release(TOY, "0.9", ["--no-index", "--find-links", str(wheels)])
+    assert got.status == "ok", got.error
+    cell = got.cells[TOY_CELL]
+    assert cell["value"] == "api_absent"
+    assert "has no attribute 'masked_row'" in cell["evidence"] and "refused" in cell["evidence"]
 
 
-def test_probe_classifiers_name_each_reading_and_reject_the_rest():
-    import numpy as np
-    c = _probe_common()
-    q, kv = c.inputs()
-    attend = np.ones((3, 4), bool)
-    attend[0] = False
-    out = c.attention(q, kv, kv, attend)
-    uniform = kv.mean(axis=1)[0]
-    unmasked = c.attention(q, kv, kv)[0, 0]
-    assert c.row_kind(out[0, 0], uniform, unmasked) == "nan"  # 0 / 0: no key to attend
-    zq = q.copy()
-    zq[0, 0] = 0  # a zero query row: equal scores, the uniform row the layer probes use
-    assert c.row_kind(c.attention(zq, kv, kv)[0, 0], uniform, unmasked) == "uniform"
-    assert c.row_kind(np.zeros(8), uniform, unmasked) == "zeros"
-    assert c.row_kind(np.full(8, np.nan), uniform, unmasked) == "nan"
-    assert c.row_kind(unmasked, uniform, unmasked) == "unmasked"
-    assert c.row_kind(uniform + 0.1, uniform, unmasked) == "finite_other"  # planted: no match
-    m = c.float_mask(3, 4)
-    added, as_bool = c.attention(q, kv, kv, m == 0), c.attention(q, kv, kv, m != 0)
-    assert c.float_kind(c.attention(q, kv, kv, bias=m), added, as_bool) == "added"
-    assert c.float_kind(as_bool, added, as_bool) == "cast_to_bool"
-    assert c.float_kind(c.attention(q, kv, kv), added, as_bool) == "finite_other"
-    upper, lower = c.causal_masks(2, 4)
-    ups, lows = c.attention(q[:, :2], kv, kv, upper), c.attention(q[:, :2], kv, kv, lower)
-    assert c.causal_kind(lows, ups, lows, c.attention(q[:, :2], kv, kv)) == "lower_right"
-    assert not c.close(ups, lows)  # the probe's T != S really tells the two apart
+def _ledger_and_drift(name: str, axes: tuple[str, ...]):
+    from conformance.conventions.probes import ledger_cells
+    from conformance.history.probes.run_probes import _runners, main
+    [runner] = _runners([name])
+    if runner.available():
+        pytest.skip(runner.available())
+    spec = {"runners": [name], "axes": list(axes), "imports": [], "packages": ["numpy"]}
+    drift = main(spec)["cells"]
+    ledger = {c.axis: c for c in ledger_cells(runner) if c.axis in axes}
+    return ledger, drift
+
+
+@pytest.mark.parametrize("name, axes", [
+    ("jax.dpa", ("attn_mask_polarity", "float_mask", "causal_flag", "key_padding_polarity")),
+    ("onnx.attention-op.reference", ("attn_mask_polarity", "float_mask", "causal_flag",
+                                     "key_padding_polarity")),
+])
+def test_a_drift_cell_is_the_ledgers_cell_at_the_installed_release(name, axes):
+    """run_probes.py in this interpreter (the installed releases): each drift cell has the
+    ledger's word and evidence (ledger_cells, what the conventions items pin)."""
+    ledger, drift = _ledger_and_drift(name, axes)
+    assert set(ledger) == set(axes)  # every asked axis is a probe cell of the ledger here
+    for axis in axes:
+        cell = drift[f"{name}.{axis}"]
+        assert (cell["value"], cell["evidence"]) == (ledger[axis].value, ledger[axis].evidence)
+
+
+def test_a_planted_wrong_classification_fails_the_equality(monkeypatch):
+    """A drift judge of its own (the old standalone scripts' shape) that names jax.dpa's
+    float mask otherwise than the ledger is caught by the same comparison."""
+    from conformance.conventions.probes import one_axis
+    real = one_axis.axis_cell
+
+    def planted(runner, axis, own=None):
+        cell = real(runner, axis, own)
+        return cell if axis != "float_mask" else type(cell)(axis, "cast_to_bool", cell.evidence)
+    monkeypatch.setattr(one_axis, "axis_cell", planted)
+    ledger, drift = _ledger_and_drift("jax.dpa", ("float_mask",))
+    assert drift["jax.dpa.float_mask"]["value"] != ledger["float_mask"].value
+
+
+def test_drift_cells_keep_the_ledgers_word_but_name_a_missing_api():
+    from conformance.history.probes.cells import drift_cell
+    gap = "probe_case x: the system raised: AttributeError: module 'keras.config' has no " \
+          "attribute 'disable_flash_attention'"
+    assert drift_cell("refused", gap)["value"] == "api_absent"
+    assert "the ledger reads refused" in drift_cell("refused", gap)["evidence"]
+    assert drift_cell("probe_error", "Unsupported model IR version: 10, max supported IR "
+                      "version: 9")["value"] == "api_absent"
+    real = "probe_case x: the system raised: ValueError: mask must be boolean"
+    assert drift_cell("refused", real) == {"value": "refused", "evidence": real}
+    assert drift_cell("uniform", "row 1: uniform 1.4e-07")["value"] == "uniform"
 
 
 def test_prune_removes_the_envs_and_prunes_uvs_cache(tmp_path, monkeypatch):

@@ -1,5 +1,9 @@
 """One isolated env per (library, release), built with uv and probed in one process.
 
+The env holds the release, its companions and PyYAML; this package is read from the
+repository's source (PYTHONPATH), never installed, so none of its own dependencies is
+pinned into an old era.
+
 uv does not read pip's configuration, so the machine's local wheel folder
 (`find-links`) and constraints file are read from pip's settings and passed on; without
 them uv resolves a multi-GB CUDA torch.  Envs and uv's cache live under the project's
@@ -16,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.paths import cache_root
+from conformance.paths import CACHE_ENV, ROOT, cache_root
 
 PROBES = Path(__file__).resolve().parent / "probes" / "run_probes.py"
 MARK = "DRIFT-RESULT "
@@ -107,14 +111,19 @@ def _tail(text: str, lines: int = 4) -> str:
     return " / ".join(s.strip() for s in kept)[:600]
 
 
-def probe(python: Path, group: str, env: dict[str, str], timeout: float = 600) -> dict:
-    """Run the group's probes in the env's Python: one process, one JSON object."""
+def probe(python: Path, spec: dict, env: dict[str, str], timeout: float = 600) -> dict:
+    """Ask the ledger's probes of `spec`'s runners (Library.spec) in the env's Python: one
+    process, one JSON object.  This repository's root is its PYTHONPATH (before any the
+    library's `env` adds), and the runners' artefacts go to a cache folder of the env's own
+    (a graph or program made by one release is never read by another)."""
+    extra = env.get("PYTHONPATH", "")
     full = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu",
-            "PYTHONNOUSERSITE": "1", **env}
-    full.pop("PYTHONPATH", None)
+            "PYTHONNOUSERSITE": "1", CACHE_ENV: str(python.parent.parent / "artefacts"),
+            **env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), extra) if p)}
     try:
-        done = subprocess.run([str(python), str(PROBES), group], capture_output=True,
-                              text=True, env=full, timeout=timeout, cwd=str(PROBES.parent))
+        done = subprocess.run([str(python), str(PROBES), json.dumps(spec)],
+                              capture_output=True, text=True, env=full, timeout=timeout,
+                              cwd=str(python.parent.parent))
     except subprocess.TimeoutExpired:
         return {"broken": f"the probes outlived {timeout:.0f} s"}
     for line in done.stdout.splitlines():
@@ -134,7 +143,7 @@ def probe_release(library, version: str, index_args: list[str] | None = None) ->
     if error:
         result.status, result.error = "broken", f"install failed: {error}"
     else:
-        got = probe(python, library.probe_group, library.env)
+        got = probe(python, library.spec(), library.env)
         result.installed = got.get("versions", {})
         if "broken" in got:
             result.status, result.error = "broken", got["broken"]

@@ -1,72 +1,79 @@
-"""Run one library's probes in this interpreter and print one JSON object on stdout.
+"""Ask the ledger's probes of one library's runners in this interpreter; print one JSON
+object on stdout.
 
-Usage (by the drift command, in an env built for one release):
-    ENV/bin/python run_probes.py keras
-Standalone on purpose: an old env has only the library probed and its companions, not
-this package nor its dependencies (installing it there would pin their versions too).
-Every probe is wrapped: an exception becomes a `probe_error` cell with its message, a
-missing API an `api_absent` cell; only a failed import of the library marks the env broken.
+Usage (by the drift command, in an env built for one release, with this repository's root
+on PYTHONPATH: the package is read from the source, never installed, so none of its
+dependencies is pinned there; the probe path imports NumPy and PyYAML only):
+    ENV/bin/python run_probes.py '{"runners": [...], "axes": [...], "imports": [...],
+                                   "packages": [...]}'
+Each cell `<runner>.<axis>` is conventions/probes/one_axis.axis_cell: the probe the ledger
+asks for that axis of that runner, its word and evidence.  A failed import of the library
+marks the env broken; a probe that raised is `probe_error` with its message; a cell the
+runner's code could not ask because the release lacks the API it calls is `api_absent`
+(cells.py), the ledger's word kept in its evidence; the other probes still run.
 """
 from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 import traceback
 import warnings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from outcomes import ABSENT, Absent  # noqa: E402
-
-GROUPS = {"keras": "keras_probes", "flax": "jax_probes", "jax": "jax_probes",
-          "onnxruntime": "onnx_probes", "onnx": "onnx_probes",
-          "transformers": "hf_probes", "toy": "toy_probes"}
+MARK = "DRIFT-RESULT "
 
 
-def _versions_module():
-    """conformance/versions.py, loaded by its path: the one reader of installed versions.
-    It needs only the standard library, so it runs in an env without this package."""
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "versions.py")
-    spec = importlib.util.spec_from_file_location("conformance_versions", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _one(probe):
+def _one(runner, axis: str, own) -> dict:
+    from conformance.conventions.probes.one_axis import axis_cell
+    from conformance.history.probes.cells import drift_cell
     try:
-        value, evidence = probe()
-    except Absent as e:
-        return {"value": ABSENT, "evidence": str(e)}
+        cell = axis_cell(runner, axis, own)
     except Exception as e:  # recorded, not fatal: the other probes still run
         line = traceback.extract_tb(e.__traceback__)[-1]
-        return {"value": "probe_error",
-                "evidence": f"{type(e).__name__}: {str(e)[:300]} (at {line.name}:{line.lineno})"}
-    return {"value": value, "evidence": str(evidence)[:400]}
+        return drift_cell("probe_error", f"{type(e).__name__}: {str(e)[:300]} (at "
+                          f"{line.name}:{line.lineno})")
+    return drift_cell(cell.value, cell.evidence)
 
 
-def main(library: str) -> dict:
+def _runners(names):
+    """The registry's runners of these names, in that order (a name it lacks: KeyError)."""
+    from conformance.runners import load, registry
+    found = {}
+    for target, params in registry():
+        try:
+            runner = load(target, params)
+        except Exception:  # noqa: BLE001 - another framework's module: not this library's
+            continue
+        found.setdefault(runner.name, runner)
+    return [found[name] for name in names]
+
+
+def main(spec: dict) -> dict:
     warnings.filterwarnings("ignore")
-    module = importlib.import_module(GROUPS[library])
-    result = {"library": library,
-              "versions": _versions_module().package_versions(tuple(module.PACKAGES))}
+    from conformance.versions import package_versions
+    result = {"versions": package_versions(tuple(spec["packages"]))}
+    name = ""
     try:
-        for name in getattr(module, "IMPORTS_BY_LIBRARY", {}).get(library, module.IMPORTS):
+        for name in spec["imports"]:
             importlib.import_module(name)
     except BaseException as e:  # noqa: BLE001 - an import that fails is the finding
         result["broken"] = f"import {name}: {type(e).__name__}: {str(e)[:400]}"
         return result
-    cells = module.probes(library)
-    result["cells"] = {cell: _one(probe) for cell, probe in cells.items()}
+    cells = {}
+    for runner in _runners(spec["runners"]):
+        memo: list = []
+
+        def own(runner=runner, memo=memo):  # the runner's conventions(), once, if needed
+            if not memo:
+                memo.append(list(runner.conventions()))
+            return memo[0]
+        for axis in spec["axes"]:
+            cells[f"{runner.name}.{axis}"] = _one(runner, axis, own)
+    result["cells"] = cells
     return result
 
 
 if __name__ == "__main__":
-    out = main(sys.argv[1])
+    out = main(json.loads(sys.argv[1]))
     sys.stdout.flush()
-    print("DRIFT-RESULT " + json.dumps(out, sort_keys=True))
+    print(MARK + json.dumps(out, sort_keys=True))
