@@ -68,8 +68,12 @@ MASK_WORDS = "bool (B, 1, T, S), True = attend"
 SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
 ANSWERS = frozenset({"attn_mask", "is_causal", "window"})  # the raw arguments `answer` passes
 # the axes the ledger asks through translate/run (probe_translate: a decode through the op's
-# own past/present) and `answer` (softcap_order: a float mask beside the case's softcap)
-LEDGER_AXES = ("cache_causal_alignment", "cache_layout", "softcap_order")
+# own past/present; the sizes, scale, softcap, float64, heads, rotary and QK-norm probe
+# cases through the one-call graph) and `answer` (softcap_order: a float mask beside the
+# case's softcap).  size_arguments and input_layout confirm the reading conventions() reports
+LEDGER_AXES = ("cache_causal_alignment", "cache_layout", "softcap_order", "argument_order",
+               "size_arguments", "input_layout", "softmax_scale", "softcap", "float64_compute",
+               "kv_head_mapping", "rope_style", "rope_partial", "qk_norm_scope")
 PAST_WORDS = "two tensors (past_key, past_value in; present_key, present_value out)"
 # engine -> (backend, what the call says it runs in, modules it needs)
 ENGINES = {"ort": ("onnxruntime", "onnxruntime CPUExecutionProvider", ("onnx", "onnxruntime")),

@@ -181,7 +181,8 @@ def _modes(p: OpProbe) -> list[Convention]:
                      documented="applied", **OP_DOC)
     weights = Convention("returned_weights", "per_head", f"{p.what}: 4th output "
                          "qk_matmul_output (B, H, T, S) per head; softmax weights at mode 3 "
-                         "(the runner's); " + "; ".join(texts) + "; " + _causal_mode2(p))
+                         f"(the runner's); softcap={SOFTCAP}, float mask 0/{MODE_MASK}: "
+                         f"mode 0 {spec0}; " + "; ".join(texts) + "; " + _causal_mode2(p))
     return [cap, weights]
 
 
