@@ -59,16 +59,18 @@ class Graphs:
 
     def __init__(self, versions: list[str], what: str = WHAT, label="onnx.keras-export probe",
                  convert=None, cache=CACHE, opener=None, runtime="onnxruntime",
-                 artifact="ONNX graph"):
+                 artifact="ONNX graph", shared=None):
         """`convert(model) -> bytes` and `opener(blob, what) -> session` (get_inputs(),
         run(None, feed)) default to the ONNX export and onnxruntime; litert.keras passes
-        its conversion and interpreter, its cache and its `what` for the evidence."""
+        its conversion and interpreter, its cache and its `what` for the evidence, and
+        `shared(make_model, key_of) -> bytes`, which converts for its sibling runner too
+        (key_of(label): this graph's key under another runner's label)."""
         import keras
 
         self.keras, self.versions, self.what, self.label = keras, versions, what, label
         self.convert = convert or (lambda m: keras_onnx_bytes(m, "conformance-keras-onnx-probe-"))
         self.cache, self.opener = cache, opener or ort_session
-        self.runtime, self.artifact = runtime, artifact
+        self.runtime, self.artifact, self.shared = runtime, artifact, shared
         self.exported = 0
 
     def session(self, case, mask=None, causal=False, dropout=0.0, value_mask=False,
@@ -80,9 +82,18 @@ class Graphs:
 
         # the other graphs keep their keys
         extra = (("value_mask",) if value_mask else ()) + tuple(options)
-        k = key(self.label, case.fingerprint(), mask, causal, dropout, *extra,
-                self.versions, FORMAT, PROBE_FORMAT, KERAS_EXPORT_FORMAT)
-        blob, _ = self.cache.get_or_make(k, make)
+
+        def key_of(label: str) -> str:
+            return key(label, case.fingerprint(), mask, causal, dropout, *extra,
+                       self.versions, FORMAT, PROBE_FORMAT, KERAS_EXPORT_FORMAT)
+
+        if self.shared is not None:
+            def model():
+                self.exported += 1
+                return _model(self.keras, case, mask, causal, dropout, value_mask, options)
+            blob = self.shared(model, key_of)
+        else:
+            blob, _ = self.cache.get_or_make(key_of(self.label), make)
         self.keras.backend.clear_session(free_memory=False)
         return self.opener(blob, f"probe graph (mask={mask}, causal={causal})")
 

@@ -13,6 +13,7 @@ supported one.  tensorflow, keras and ai_edge_litert are imported inside the fun
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from types import SimpleNamespace
@@ -42,18 +43,100 @@ def export_kwargs(precision: str) -> dict:
     return {}
 
 
-def tflite_bytes(model, precision: str) -> bytes:
-    """Keras 3's `model.export(..., format="litert")` as bytes."""
+PRECISIONS = ("f32", "f16")
+
+
+def tflite_bytes(model, precision: str, siblings: dict | None = None) -> bytes:
+    """Keras 3's `model.export(..., format="litert")` as bytes.  With `siblings` (a dict),
+    the other precision is converted from the same SavedModel inside the same export and
+    put there (precision -> bytes; left out where its converter fails: that runner then
+    converts on its own and meets its own error): see `_converting_siblings`."""
     try:
         with tempfile.TemporaryDirectory(prefix="conformance-litert-") as tmp:
             path = os.path.join(tmp, "model.tflite")
-            model.export(path, format="litert", verbose=False, **export_kwargs(precision))
+            with _converting_siblings(model, precision, siblings):
+                model.export(path, format="litert", verbose=False, **export_kwargs(precision))
             with open(path, "rb") as fh:
                 return fh.read()
     except Exception as exc:  # the converter rejected this configuration
         raise NotExpressibleError(f"keras model.export(format='litert'"
                                   f"{', float16' if precision == 'f16' else ''}) failed: "
                                   f"{short(exc)}") from exc
+
+
+@contextlib.contextmanager
+def _converting_siblings(model, precision: str, siblings: dict | None):
+    """Keras's LiteRT export writes a SavedModel (1.1 s of CPU for a small layer) and hands
+    it to `TFLiteConverter.from_saved_model` (0.9 s): the two precisions' runners convert the
+    same model, so while the export's converter runs, the other precision's converter runs
+    on the same SavedModel with the settings Keras gives every converter (its builtin and
+    select ops, resource variables: keras/src/export/litert.py) and that precision's
+    kwargs applied by Keras's own LiteRTExporter.  tests/test_litert_siblings.py checks the
+    sibling's bytes against its own `model.export`."""
+    if siblings is None:
+        yield
+        return
+    import tensorflow as tf
+    from keras.src.export.litert import LiteRTExporter
+
+    converter_class = tf.lite.TFLiteConverter
+    original = converter_class.from_saved_model  # bound: called as Keras calls it
+    own = vars(converter_class).get("from_saved_model")  # the classmethod itself
+
+    def from_saved_model(saved_model_dir, *args, **kwargs):
+        converter = original(saved_model_dir, *args, **kwargs)
+        own_convert = converter.convert
+
+        def convert():
+            blob = own_convert()
+            for other in PRECISIONS:
+                if other == precision:
+                    continue
+                sibling = original(saved_model_dir, *args, **kwargs)
+                sibling.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS,
+                                                     tf.lite.OpsSet.SELECT_TF_OPS]
+                sibling.experimental_enable_resource_variables = True
+                try:
+                    LiteRTExporter(model, **export_kwargs(other))._apply_converter_kwargs(
+                        sibling)
+                    siblings[other] = sibling.convert()
+                except Exception:  # noqa: BLE001 - that runner converts and reports it
+                    pass
+            return blob
+
+        converter.convert = convert
+        return converter
+
+    converter_class.from_saved_model = staticmethod(from_saved_model)
+    try:
+        yield
+    finally:
+        if own is not None:
+            converter_class.from_saved_model = own
+        else:
+            del converter_class.from_saved_model
+
+
+def runner_name(precision: str) -> str:
+    """The LiteRT runner converting at `precision` (litert.keras, litert.keras.f16)."""
+    return "litert.keras" + ("" if precision == "f32" else f".{precision}")
+
+
+def converted(make_model, precision: str, key_for) -> bytes:
+    """This precision's model from the cache, else converted with its sibling precisions
+    (tflite_bytes) from `make_model()`, each stored under `key_for(precision)`: the other
+    runner's key, so its first request is a hit."""
+    k = key_for(precision)
+    blob = CACHE.get(k)
+    if blob is not None:
+        return blob
+    siblings: dict[str, bytes] = {}
+    blob = tflite_bytes(make_model(), precision, siblings)
+    CACHE.put(k, blob)
+    for other, data in siblings.items():
+        if CACHE.get(key_for(other)) is None:
+            CACHE.put(key_for(other), data)
+    return blob
 
 
 class Session:

@@ -61,7 +61,7 @@ class LiteRTKeras(Runner):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.name = "litert.keras" + ("" if self.precision == "f32" else f".{self.precision}")
+        self.name = ltc.runner_name(self.precision)
         self.description = (
             "Keras `MultiHeadAttention` converted by `model.export(format='litert')`, run in "
             "`ai_edge_litert`'s interpreter" if self.precision == "f32" else
@@ -90,6 +90,8 @@ class LiteRTKeras(Runner):
         return Graphs(_versions(), what=f"{self.name} model in the LiteRT interpreter",
                       label=f"{self.name} probe", cache=ltc.CACHE, opener=ltc.open_session,
                       convert=lambda m: ltc.tflite_bytes(m, self.precision),
+                      shared=lambda make, key_of: ltc.converted(  # both precisions at once
+                          make, self.precision, lambda p: key_of(f"{ltc.runner_name(p)} probe")),
                       runtime="the LiteRT interpreter", artifact="LiteRT model")
 
     def answer(self, case, data, raw):
@@ -124,8 +126,9 @@ class LiteRTKeras(Runner):
                                "the LiteRT conversion needs 'tensorflow'")
         keras.config.disable_flash_attention()
         model, layer, feeds, notes = self._model(keras, case, translation, data)
-        k = key(self.name, case.fingerprint(), _versions(), ltc.FORMAT)
-        blob, _ = ltc.CACHE.get_or_make(k, lambda: ltc.tflite_bytes(model, self.precision))
+        # both precisions from one SavedModel: the other LiteRT runner's row is then a hit
+        blob = ltc.converted(lambda: model, self.precision, lambda p: key(
+            ltc.runner_name(p), case.fingerprint(), _versions(), ltc.FORMAT))
         session = ltc.open_session(blob, "converted model")
         dtype = _numpy_dtype(case.inputs.dtype)
         named = {t.name: f if f.dtype == bool else f.astype(dtype)
