@@ -81,7 +81,9 @@ AXES: tuple[Axis, ...] = (
          ("inv_sqrt_head_dim", "none", "configurable"),
          "the default scale of the scores, and whether it can be set"),
     Axis("scale_precision", "Scale precision in a float64 layer",
-         ("float64", "float32_rounded", NA), "whether the scale is rounded through float32"),
+         ("float64", "float32_rounded", "split_float32", NA),
+         "whether the scale is rounded through float32 (split_float32: its square root rounded "
+         "to float32 and applied to Q and to K, as onnxruntime's CPU Attention kernel does)"),
     Axis("dropout", "When dropout applies", ("training_flag", "always", "never", NA),
          "the switch that turns attention dropout on"),
     Axis("float64_compute", "float64 really computed in float64",

@@ -5,7 +5,8 @@ The runner answers through the native calls it already has (`translate`, then `r
 probe owned here needs no framework code of its own: the judgement (candidate readings,
 distances, the word) stays in conformance/conventions/probes/, the system's call in its
 runner.  Three ways a request ends, kept apart because they are different cells:
-- `answered`: the output, as the system gave it, with the call the runner made;
+- `answered`: the output, as the system gave it, with the call the runner made (and the
+  attention weights its run returned beside it, per head or averaged, where it returns any);
 - `raised`: the system's own error on running it (quoted: the cell is `refused`);
 - `inexpressible`: its runner's reason that the system has no way to say the case (quoted:
   `not_applicable`, the system has no such argument);
@@ -34,6 +35,10 @@ class Answer:
     inexpressible: str = ""  # the runner's reason the system cannot express the case
     unasked: str = ""  # the harness cannot make this request (not the system's)
     extras: dict = field(default_factory=dict)  # the Observation's extras, when run gave one
+    # the attention weights the run returned beside its output (Observation.attention_weights
+    # as float64: (B, H, T, S) per head, (B, T, S) averaged) and which (weights_returned)
+    attention_weights: np.ndarray | None = None
+    weights_returned: str = "none"  # "per_head", "averaged" or "none"
 
     @property
     def answered(self) -> bool:
@@ -61,19 +66,32 @@ def ask(runner, case, data: CaseData | None = None) -> Answer:
     data = data if data is not None else case_data(case)
     run = getattr(runner, "probe_output", None)
     extras: dict = {}
+    weights, returned = None, "none"
     try:
         if run:
             out = run(case, t, data)
         else:
             obs = runner.run(case, t, data)
             out, extras = obs.output, dict(getattr(obs, "extras", None) or {})
+            weights, returned = returned_weights(obs)
     except NotExpressibleError as exc:  # a harness limit found on running is the suite's
         if str(exc).startswith(HARNESS_LIMIT):
             return Answer(None, t.call, unasked=quoted(str(exc)[len(HARNESS_LIMIT):]))
         return Answer(None, t.call, raised=quoted(str(exc)))
     except Exception as exc:  # the system's refusal is the observation
         return Answer(None, t.call, raised=quoted(exc))
-    return Answer(np.asarray(out, np.float64), t.call, extras=extras)
+    return Answer(np.asarray(out, np.float64), t.call, extras=extras,
+                  attention_weights=weights, weights_returned=returned)
+
+
+def returned_weights(obs) -> tuple[np.ndarray | None, str]:
+    """(the weights an Observation returned as float64, per_head / averaged), or (None,
+    "none") where it returned none."""
+    w = getattr(obs, "attention_weights", None)
+    returned = getattr(obs, "weights_returned", "none") or "none"
+    if w is None or returned == "none":
+        return None, "none"
+    return np.asarray(w, np.float64), returned
 
 
 def first_answer(runner, cases) -> tuple[object, Answer]:

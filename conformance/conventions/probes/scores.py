@@ -1,6 +1,7 @@
 """Axes of the scores and their arithmetic, owned by the ledger: softmax_scale (which
 scale the system applies, and whether a user sets it), scale_precision (a float64 call's
-scale exact or float32-rounded), float64_compute (a float64 call computed in float64,
+scale exact, float32-rounded or split, read from its output and the weights it returns:
+precision.py), float64_compute (a float64 call computed in float64,
 under any reading of its scale: float64.py) and sinks (a per-head logit in the softmax
 denominator).
 
@@ -14,9 +15,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import IGNORED, NOT_PROBED
-from conformance.contract.probing import closest, distances, nearest, output_with, probe_case
+from conformance.contract.axes import IGNORED
+from conformance.contract.probing import closest, output_with, probe_case
 from conformance.contract.runner import Convention
+from conformance.conventions.probes import precision
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.float64 import float64_readings, float64_word, quoted
 from conformance.conventions.probes.forms import first_taken, forms
@@ -59,25 +61,10 @@ def softmax_scale_cell(runner, own: Convention | None = None) -> Convention:
 
 
 def scale_precision_cell(runner, own: Convention | None = None) -> Convention:
-    """A float64 call against the exact and the float32-rounded 1/sqrt(3); `not_probed`
-    where neither is within 1e-12 (arithmetic below float64 hides a scale's rounding:
-    a measurement limit, not the system's word)."""
-    case, got, note = first_taken(runner, forms("scale-precision", attention=HEAD3,
-                                                inputs={"dtype": "float64"}))
-    what = f"probe_case {case.id}, float64 arrays, d_k 3{note}"
-    if not got.answered:
-        return unmeasured("scale_precision", runner, what, got)
-    exact = 1 / np.sqrt(3)
-    d = distances(got.output, {
-        "float64": output_with(case, None, scale=exact),
-        "float32_rounded": output_with(case, None, scale=float(np.float32(exact)))})
-    cell = nearest("scale_precision", d, f"{runner.name}, {said(what, got)}",
-                   **documented(runner, "scale_precision"))
-    if min(d.values()) > FLOAT64:
-        return Convention("scale_precision", NOT_PROBED, f"{cell.evidence}; neither within "
-                          f"{FLOAT64:g}: the arithmetic is below float64, so the scale's "
-                          "rounding is not separable (see float64_compute)")
-    return cell
+    """A float64 call's output and returned weights against the exact, the float32-rounded
+    and the split float32 1/sqrt(3) (precision.py: `depends` where they read differently,
+    `not_probed` where none is within 1e-12)."""
+    return precision.scale_precision_cell(runner, own)
 
 
 def float64_compute_cell(runner, own: Convention | None = None) -> Convention:

@@ -1,0 +1,98 @@
+"""scale_precision, owned by the ledger: which scale a float64 call applies, read from
+everything the call returns, the output and the attention weights it returns beside it.
+
+A float64 probe case (d_k 3: 1/sqrt(3) is no float32 number, and neither is its float32
+square root squared) is asked in the first form the runner takes (forms.py, through its
+translate and run), and each returned array is read against the float64 oracle (the
+output; the weights per head, or averaged over heads, as the system returns them) under
+three scales:
+- `float64`: the exact 1/sqrt(d_k);
+- `float32_rounded`: that scale rounded to float32;
+- `split_float32`: sqrt(scale) rounded to float32 and applied to Q and to K (onnxruntime's
+  CPU Attention kernel; float64.split_scale).
+A reading holds where it is within FLOAT64 (1e-12).  Where the output and the weights read
+differently (a system whose need_weights=True graph rounds the scale and whose
+need_weights=False graph does not, e.g. the opset-18 torch export) the cell is `depends`,
+each condition with its value and distances: nothing measured is dropped.  Where no reading
+holds for any of them the arithmetic is below float64, so the scale's rounding is not
+separable: `not_probed` with the figures (see float64_compute).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from conformance.contract.axes import DEPENDS, NOT_PROBED
+from conformance.contract.probing import distances
+from conformance.contract.runner import Convention
+from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.float64 import FLOAT64, split_scale
+from conformance.conventions.probes.forms import first_taken, forms
+from conformance.oracle.reference import attention
+
+AXIS = "scale_precision"
+HEAD3 = {"qk_head_dim": 3, "v_head_dim": 3}  # 1/sqrt(3): rounds in float32, and so does the split
+
+
+def scales(d: int) -> dict[str, float]:
+    """The scale each reading of a float64 call at head size `d` applies."""
+    exact = 1 / np.sqrt(d)
+    return {"float64": exact, "float32_rounded": float(np.float32(exact)),
+            "split_float32": split_scale(d)}
+
+
+def readings(case, output, weights=None, returned: str = "none") -> dict[str, dict]:
+    """part ("output", "weights") -> reading -> max |part - the float64 oracle's| at that
+    reading's scale; the weights against the oracle's per-head weights, or their mean over
+    heads where `returned` is "averaged"."""
+    oracle = {w: attention(replace(case, attention=replace(case.attention, scale=s)))
+              for w, s in scales(case.attention.qk_head_dim).items()}
+    parts = {"output": distances(output, {w: e.output for w, e in oracle.items()})}
+    if weights is not None and returned in ("per_head", "averaged"):
+        parts["weights"] = distances(weights, {
+            w: e.weights.mean(1) if returned == "averaged" else e.weights
+            for w, e in oracle.items()})
+    return parts
+
+
+def part_word(d: dict[str, float]) -> str | None:
+    """The reading within FLOAT64 of one part (the nearest where several are), else None."""
+    word = min(d, key=d.get)
+    return word if d[word] <= FLOAT64 else None
+
+
+def figures(d: dict[str, float]) -> str:
+    return "; ".join(f"{k} {v:.1e}" for k, v in d.items())
+
+
+def judged(parts: dict[str, dict], returned: str, what: str, **doc) -> Convention:
+    """The cell of the measured parts (readings()): one word where every part that holds a
+    reading holds the same, `depends` where they differ, `not_probed` where none holds."""
+    names = {"output": "output", "weights": f"returned weights ({returned})"}
+    words = {p: part_word(d) for p, d in parts.items()}
+    text = " | ".join(f"{names[p]}: {words[p] or 'no reading within'}: max |{p} - float64 "
+                      f"oracle's| under each reading: {figures(d)}" for p, d in parts.items())
+    held = {w for w in words.values() if w}
+    if not held:
+        return Convention(AXIS, NOT_PROBED, f"{what}: {text}; none within {FLOAT64:g}: the "
+                          "arithmetic is below float64, so the scale's rounding is not "
+                          "separable (see float64_compute)")
+    unheld = [names[p] for p, w in words.items() if not w]
+    tail = f"; {', '.join(unheld)}: no reading within {FLOAT64:g}, so there the scale's " \
+        "rounding is not separable" if unheld else ""
+    return Convention(AXIS, held.pop() if len(held) == 1 else DEPENDS,
+                      f"{what}: {text}{tail}", **doc)
+
+
+def scale_precision_cell(runner, own: Convention | None = None) -> Convention:
+    """A float64 call of the probe case in the first form the runner takes, its output and
+    the weights it returns read under the three scales (judged)."""
+    case, got, note = first_taken(runner, forms("scale-precision", attention=HEAD3,
+                                                inputs={"dtype": "float64"}))
+    what = f"probe_case {case.id}, float64 arrays, d_k 3{note}"
+    if not got.answered:
+        return unmeasured(AXIS, runner, what, got)
+    parts = readings(case, got.output, got.attention_weights, got.weights_returned)
+    return judged(parts, got.weights_returned, f"{runner.name}, {said(what, got)}",
+                  **documented(runner, AXIS))
