@@ -8,7 +8,7 @@ import pytest
 from conformance.runners._export import torchlib_once
 from conformance.runners._export.torchlib_once import torchlib_listed_once
 
-def _export() -> bytes:
+def _export(opset: int | None = None) -> bytes:
     torch = pytest.importorskip("torch")  # here, not at collection (framework-free)
     pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
     torch.manual_seed(0)
@@ -24,7 +24,8 @@ def _export() -> bytes:
 
     args = (torch.randn(1, 3, 8), torch.zeros(3, 3, dtype=torch.bool))
     program = torch.onnx.export(Call().eval(), args, dynamo=True, verbose=False,
-                                input_names=["query", "attn_mask"])
+                                input_names=["query", "attn_mask"],
+                                **({"opset_version": opset} if opset else {}))
     return program.model_proto.SerializeToString()
 
 
@@ -37,6 +38,7 @@ def plain() -> bytes:
 @pytest.fixture
 def fresh(monkeypatch):
     monkeypatch.setattr(torchlib_once, "_LISTED", {})
+    monkeypatch.setattr(torchlib_once, "_REGISTRIES", {})
 
 
 def test_the_listed_once_graph_is_the_plain_export_byte_for_byte(plain, fresh):
@@ -59,3 +61,40 @@ def test_a_listing_that_differs_shows_in_the_exported_bytes(plain, fresh):
         except Exception:  # the exporter found no function for an operator: also caught
             planted = None
     assert planted != plain
+
+
+def test_each_opsets_kept_registry_gives_its_plain_export(plain, fresh):
+    """Opset 23 (the Attention operator) and the default: one registry each, built once,
+    and every export byte for byte the plain one at its opset."""
+    plain23 = _export(23)
+    with torchlib_listed_once():
+        got = [_export(), _export(23), _export(), _export(23)]
+    assert len(torchlib_once._REGISTRIES) == 2
+    assert got == [plain, plain23, plain, plain23]
+
+
+def test_a_kept_registry_that_differs_shows_in_the_exported_bytes(plain, fresh):
+    """The planted defect: the kept registry loses aten::masked_fill (the graph's mask
+    fill) after the first export; the next export (handed a copy of it) is not the plain
+    graph, or is refused."""
+    with torchlib_listed_once():
+        _export()
+        (kept,) = torchlib_once._REGISTRIES.values()
+        for target in [t for t in kept.functions if "masked_fill" in str(t)]:
+            del kept.functions[target]
+        try:
+            planted = _export()
+        except Exception:  # no function for an operator: also caught
+            planted = None
+    assert planted != plain
+
+
+def test_an_export_cannot_change_the_kept_registry(fresh):
+    pytest.importorskip("torch")
+    from torch.onnx._internal.exporter._registration import ONNXRegistry
+    with torchlib_listed_once():
+        first = ONNXRegistry.from_torchlib(23)
+        first.functions.clear()  # what a custom translation table's registration may do
+        again = ONNXRegistry.from_torchlib(23)
+    assert again.functions and again is not first
+    assert "from_torchlib" in vars(ONNXRegistry)  # the classmethod put back
