@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.runner import NotExpressibleError, RawCall
+from conformance.contract.runner import RawCall
 from tests.helpers import require
 
 require("onnx", "onnxruntime")
@@ -29,36 +29,8 @@ def test_gqa_refusals_and_lengths(gqa):
     assert "expected to have 3 dimensions" in cells["unbatched_input"].evidence
 
 
-def test_gqa_qk_norm_refused_with_ort_message(gqa):
-    """The schema has q_norm_weight / k_norm_weight; the CPU kernel refuses them."""
-    from conformance.contract import position_head_probes as php
-    from conformance.oracle.canonical import case_data
-    from conformance.runners.onnx.gqa_probes import qk_norm_cell
-
-    case = php.qk_norm_case("per_head", head_dim=16)
-    cell = qk_norm_cell(case, lambda c, d=None: gqa.run(c, gqa.translate(c),
-                                                        d or case_data(c)).output)
-    assert cell.value == "refused"
-    assert "q_norm_weight / k_norm_weight inputs are not supported" in cell.evidence
-
-
-def test_qk_norm_cell_planted():
-    """A kernel that runs the per-head norm is read per_head, one that refuses is refused:
-    never not_applicable for an input the schema has."""
-    from conformance.contract import position_head_probes as php
-    from conformance.contract.probing import output_with
-    from conformance.runners.onnx.gqa_probes import qk_norm_cell
-
-    case = php.qk_norm_case("per_head", head_dim=16)
-
-    def refuses(c, d=None):
-        raise NotExpressibleError("onnxruntime's CPU kernel refuses the case") from \
-            RuntimeError("q_norm_weight not supported here")
-
-    cell = qk_norm_cell(case, refuses)
-    assert cell.value == "refused" and "not supported here" in cell.evidence
-    good = qk_norm_cell(case, lambda c, d: output_with(c, None, d))
-    assert good.value == "per_head"
+# qk_norm_scope of onnx.contrib-gqa.ort is the ledger's (conventions/probes/qk_norm.py):
+# tests/test_onnx_ledger.py reads the kernel's refusal and plants a kernel that runs it
 
 
 def test_nonpad_cell_planted():

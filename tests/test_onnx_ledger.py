@@ -505,3 +505,115 @@ def test_a_gqa_window_one_key_wider_reads_w_plus_1_keys(monkeypatch):
     monkeypatch.setattr(contrib_gqa, "build_model", wider)
     cell = window_settings_cell(_gqa())
     assert cell.value == "w_plus_1_keys", cell.evidence
+
+
+# -- GroupQueryAttention's heads, rotation and QK-norm: the ledger's (#29) ----------------
+# needs.py: a runner's probe_head_size is asked last, after every other form was refused
+# (the CPU kernel: head sizes multiples of 8, 16 to rotate, cos_cache widths of 8), a rotary
+# width scaled with it; qk_norm.py: a run-time refusal of the one form the op has is
+# `refused` beside the forms it cannot say
+
+class _Rotating(_Kernel):
+    """The planted kernel, refusing head sizes that are no multiple of 16 (and rotary
+    widths that are no multiple of 16) at run time; QK-norm rms per_head only (at 2 heads
+    of 8), refused at run time as onnxruntime's CPU kernel refuses q_norm_weight unless
+    `norms`."""
+
+    def __init__(self, plant=None, probe_head_size=32, norms=False):
+        super().__init__(plant, {"query_features": 16})
+        self.probe_head_size, self.norms = probe_head_size, norms
+
+    def translate(self, case):
+        from conformance.contract.runner import NotExpressible
+
+        n = case.attention.qk_norm
+        if n is not None and (n.kind, n.scope) != ("rms", "per_head"):
+            return NotExpressible(f"QK-norm {n.kind} {n.scope}: per-head RMS only")
+        return super().translate(case)
+
+    def run(self, case, translation, data):
+        a = case.attention
+        if a.qk_norm is not None and not self.norms:
+            raise RuntimeError("q_norm_weight / k_norm_weight inputs are not supported")
+        if a.qk_norm is None and (a.qk_head_dim % 16 or (a.rope is not None
+                                                         and a.rope.rotary_dim % 16)):
+            raise RuntimeError(f"head_size shall be a multiple of 16. Got {a.qk_head_dim}")
+        return super().run(case, translation, data)
+
+
+def _tiled(case, data):
+    from conformance.contract.probe_cells import kv_mapping_candidates
+
+    return kv_mapping_candidates(case, data)["tiled"]
+
+
+def _whole_head(case, data):
+    from dataclasses import replace
+
+    from conformance.oracle.reference import attention
+
+    a = case.attention
+    return attention(replace(case, attention=replace(a, rope=replace(
+        a.rope, rotary_dim=a.qk_head_dim))), data).output
+
+
+def _half_split_only(case, data):
+    from dataclasses import replace
+
+    from conformance.oracle.reference import attention
+
+    a = case.attention
+    return attention(replace(case, attention=replace(a, rope=replace(
+        a.rope, style="half_split"))), data).output
+
+
+@pytest.mark.parametrize("plant, word", [(None, "grouped"), (_tiled, "tiled")])
+def test_a_kernel_refusing_the_probes_head_size_is_asked_at_its_own(plant, word):
+    cell = ASKED_PROBES["kv_head_mapping"](_Rotating(plant))
+    assert cell.value == word, cell.evidence
+    assert "asked as probe-kv-head-mapping-with-needs-head-size-self-attention" in cell.evidence
+    assert "head_size shall be a multiple of 16. Got 2" in cell.evidence  # the refusal quoted
+
+
+def test_without_a_probe_head_size_the_kernels_refusal_is_the_cell():
+    cell = ASKED_PROBES["kv_head_mapping"](_Rotating(probe_head_size=None))
+    assert cell.value == REFUSED, cell.evidence
+    assert "head_size shall be a multiple of 16. Got 2" in cell.evidence
+
+
+@pytest.mark.parametrize("plant, word", [(None, "supported"), (_whole_head, "ignored")])
+def test_rope_partial_at_the_kernels_head_size_scales_the_rotary_width(plant, word):
+    """rotary_dim 4 of 8 is asked as 16 of 32; `ignored` is all 32 rotating (not 8)."""
+    cell = ASKED_PROBES["rope_partial"](_Rotating(plant))
+    assert cell.value == word, cell.evidence
+    assert "rotary_dim 16 of head dim 32" in cell.evidence
+
+
+@pytest.mark.parametrize("plant, word", [(None, "choosable"), (_half_split_only, "half_split")])
+def test_rope_style_at_the_kernels_head_size(plant, word):
+    cell = ASKED_PROBES["rope_style"](_Rotating(plant))
+    assert cell.value == word, cell.evidence
+    assert "rope-style-with-needs-head-size" in cell.evidence
+
+
+def test_a_qk_norm_refused_at_run_time_is_refused_beside_inexpressible_scopes():
+    cell = ASKED_PROBES["qk_norm_scope"](_Rotating())
+    assert cell.value == REFUSED, cell.evidence
+    assert "q_norm_weight / k_norm_weight inputs are not supported" in cell.evidence
+    ran = ASKED_PROBES["qk_norm_scope"](_Rotating(norms=True))  # a kernel that runs it
+    assert ran.value == "per_head", ran.evidence
+
+
+def test_gqa_hands_its_heads_rotation_and_qk_norm_to_the_ledger():
+    from conformance.conventions.probes import ledger_cells
+
+    cells = {c.axis: c for c in ledger_cells(_gqa())}
+    want = {"kv_head_mapping": "grouped", "rope_style": "choosable",
+            "rope_partial": "supported", "qk_norm_scope": REFUSED}
+    for axis, word in want.items():
+        assert cells[axis].value == word, cells[axis].evidence
+        assert cells[axis].evidence.startswith("onnx.contrib-gqa.ort"), cells[axis].evidence
+    assert ("kv-head-mapping-self-attention refused: onnxruntime's CPU GroupQueryAttention "
+            "kernel refuses the case") in cells["kv_head_mapping"].evidence
+    assert ("rms per_head: not answered: onnxruntime's CPU GroupQueryAttention kernel "
+            "refuses the case") in cells["qk_norm_scope"].evidence

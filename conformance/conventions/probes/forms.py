@@ -10,8 +10,9 @@ written case is asked nothing else, so its cell is the written case's; a harness
 (`unasked`) ends the asking, and so does the system's own error (`raised`), except where a
 form with the runner's probe_needs (needs.py, NEEDS_SUFFIX) is still to come: a kernel
 refusing one form (onnxruntime's CPU GroupQueryAttention at a head size that is no
-multiple of 8) is asked the form its runner says it takes; refused on every form, the
-first refusal is the answer (the system's words, quoted).
+multiple of 8) is asked the forms its runner says it takes (a refusal of one of them
+too sends it on to the next); refused on every form, the first refusal is the answer
+(the system's words, quoted).
 """
 from __future__ import annotations
 
@@ -61,9 +62,9 @@ def first_taken(runner, cases) -> tuple[object, Answer, str]:
     got, first, refusal = Answer(None), "", None
     for n, case in enumerate(cases):
         got = ask(runner, case)
-        if got.raised and refusal is None and any(
-                NEEDS_SUFFIX in later.id for later in cases[n + 1:]):
-            refusal, first = (case, got), first or got.raised  # ask the form it takes
+        if got.raised and any(NEEDS_SUFFIX in later.id for later in cases[n + 1:]):
+            if refusal is None:  # the first refusal is kept; ask the form it takes
+                refusal, first = (case, got), first or got.raised
             continue
         if not got.inexpressible:
             break

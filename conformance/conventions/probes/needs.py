@@ -8,12 +8,20 @@ merged under the probe's own fields: a field the probe sets keeps the probe's va
 nested section such as rope is merged key by key, the probe's keys winning).  Asked with
 forms.first_taken, a runner that takes the written case is asked nothing else, so its
 cell is the written case's; the forms with the needs are asked only where every plain
-form is inexpressible.
+form is inexpressible (or refused at run time: forms.first_taken).
+
+A runner whose kernel refuses small head sizes declares `probe_head_size` (onnxruntime's
+CPU GroupQueryAttention: multiples of 8, 16 to rotate, cos_cache widths of 8): last come
+the forms with the needs at that head size (d_k = d_v = probe_head_size, a rotary width
+scaled by the same factor), asked only where every earlier form was refused or
+inexpressible, so a probe that fixes its own small head size reaches the kernel.
 """
 from __future__ import annotations
 
 from conformance.case.model import CaseError
 from conformance.conventions.probes.forms import NEEDS_SUFFIX, forms
+
+HEAD_SUFFIX = NEEDS_SUFFIX + "-head-size"  # the forms at the runner's probe_head_size
 
 
 def with_needs(runner, attention: dict) -> dict:
@@ -32,9 +40,28 @@ def needed_forms(runner, name: str, **sections) -> list:
     cases = forms(name, **sections)
     attention = dict(sections.get("attention", {}))
     needed = with_needs(runner, attention)
-    if needed == attention:
+    if needed != attention:
+        try:
+            cases += forms(name + NEEDS_SUFFIX, **{**sections, "attention": needed})
+        except CaseError:  # the needs contradict the probe's sizes: the plain forms only
+            pass
+    sized = at_head_size(runner, needed, cases[0].attention.qk_head_dim)
+    if sized is None:
         return cases
     try:
-        return cases + forms(name + NEEDS_SUFFIX, **{**sections, "attention": needed})
-    except CaseError:  # the needs contradict the probe's sizes: the plain forms only
+        return cases + forms(name + HEAD_SUFFIX, **{**sections, "attention": sized})
+    except CaseError:
         return cases
+
+
+def at_head_size(runner, attention: dict, written: int) -> dict | None:
+    """`attention` at the runner's probe_head_size (d_k = d_v, a rotary width scaled by
+    the same factor), or None where it declares none or the written head size is it."""
+    d = getattr(runner, "probe_head_size", None)
+    if not d or d == written:
+        return None
+    out = {**attention, "qk_head_dim": d, "v_head_dim": d}
+    rope = out.get("rope")
+    if isinstance(rope, dict) and rope.get("rotary_dim"):
+        out["rope"] = {**rope, "rotary_dim": rope["rotary_dim"] * d // written}
+    return out

@@ -64,12 +64,13 @@ def rope_partial_cell(runner, own: Convention | None = None) -> Convention:
     case, got, note = first_taken(runner, needed_forms(
         runner, "rope-partial", attention={**HEAD8, "rope": {
             "style": native_style(runner), "rotary_dim": 4}}))
-    what = f"probe_case {case.id}, rotary_dim 4 of head dim 8 (ignored: all 8 rotate){note}"
+    d, r = case.attention.qk_head_dim, case.attention.rope.rotary_dim  # the form asked
+    what = f"probe_case {case.id}, rotary_dim {r} of head dim {d} (ignored: all {d} rotate){note}"
     if not got.answered:
         return unmeasured("rope_partial", runner, what, got)
     return closest("rope_partial", got.output,
                    {"supported": attention(case).output,
-                    IGNORED: attention(_with_rope(case, rotary_dim=8)).output},
+                    IGNORED: attention(_with_rope(case, rotary_dim=d)).output},
                    f"{runner.name}, {said(what, got)}", **documented(runner, "rope_partial"))
 
 

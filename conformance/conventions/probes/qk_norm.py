@@ -5,7 +5,9 @@ The probe cases (2 heads of 8, RMS and LayerNorm, each scope) are asked of the r
 (its translate and run) with unit norm scales and zero biases (position_head_probes.
 unit_norm_data: the scope alone then moves the output), and each answer read against the
 oracle under either scope: the reading of every answer, `choosable` where the answers
-give both, `not_probed` where an answer matches neither.
+give both, `not_probed` where an answer matches neither.  Where none answers, a form the
+system refused at run time (its own error: onnxruntime's CPU GroupQueryAttention refusing
+q_norm_weight) makes the cell `refused`, even where other forms are inexpressible.
 """
 from __future__ import annotations
 
@@ -28,11 +30,12 @@ def _scoped(case, scope: str):
 
 
 def qk_norm_scope_cell(runner, own: Convention | None = None) -> Convention:
-    picks, texts, last = set(), [], None
+    picks, texts, last, refusal = set(), [], None, None
     for kind in KINDS:
         for scope in SCOPES:
             case = qk_norm_case(scope, kind)
             last = ask(runner, case, unit_norm_data(case))
+            refusal = refusal or (last if last.raised else None)
             if not last.answered:
                 texts.append(f"{kind} {scope}: not answered: "
                              f"{last.raised or last.inexpressible or last.unasked}")
@@ -44,8 +47,9 @@ def qk_norm_scope_cell(runner, own: Convention | None = None) -> Convention:
             texts.append(f"{kind} {scope} asked ({last.call}): " + ", ".join(
                 f"{s} {v:.1e}" for s, v in d.items()))
     what = "probe_case qk-norm-*, 2 heads of 8, unit scales, zero biases"
-    if not picks:
-        return unmeasured("qk_norm_scope", runner, f"{what}: {' | '.join(texts)}", last)
+    if not picks:  # the system's own refusal of a form it has is the cell, else the reason
+        return unmeasured("qk_norm_scope", runner, f"{what}: {' | '.join(texts)}",
+                          refusal or last)
     evidence = f"{runner.name}, {what}: max |output - oracle| per scope: {' | '.join(texts)}"
     if "neither" in picks:
         return Convention("qk_norm_scope", NOT_PROBED, f"{evidence}: an answer matches "

@@ -259,11 +259,16 @@ class OnnxContribGQA(Runner):
     # past/present decode; capped.py, softcap.py, scores.sinks_cell, rows.py) and `answer`
     # (window_settings.py: local_window_size); the other axes are still gqa_probes.py's
     ledger_axes = ("cache_causal_alignment", "cache_layout", "softcap", "softcap_order",
-                   "sinks", "fully_masked_row", "window_width")
+                   "sinks", "fully_masked_row", "window_width", "kv_head_mapping",
+                   "rope_style", "rope_partial", "qk_norm_scope")
     answers = frozenset({"window_setting"})
     # the CPU kernel takes head sizes that are multiples of 8 only: the ledger's probe cases
     # whose readings do not depend on the head size are asked at 2 heads of 8
     probe_needs = {"query_features": 16}
+    # and rotates heads of multiples of 16 with cos_cache widths of multiples of 8: a probe
+    # fixing its own head size (2, 8; rotary_dim 4 of 8) the kernel refused is asked at
+    # head size 32 (rotary_dim 16 of 32) after (conventions/probes/needs.py)
+    probe_head_size = 32
 
     def translate(self, case):
         plan = gqa_plan(case)

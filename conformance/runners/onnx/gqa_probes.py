@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import NA
 from conformance.contract.probing import (
     closest, feature_cells_from_names, output_with, probe_case)
-from conformance.contract.runner import Convention, NotExpressibleError, Translation
+from conformance.contract.runner import Convention, Translation
 
 DOC = {"documented_source": "https://github.com/microsoft/onnxruntime/blob/main/docs/"
                             "ContribOperators.md#com.microsoft.GroupQueryAttention"}
@@ -35,24 +35,13 @@ def gqa_cells(runner) -> list[Convention]:
     def run(case, data=None):
         return runner.run(case, runner.translate(case), data or case_data(case)).output
 
-    gqa = php.gqa_case()
-    half, inter = php.rope_case("half_split"), php.rope_case("interleaved")
-    part = php.rope_case("half_split", rotary_dim=16, head_dim=32)
-    per_head = php.qk_norm_case("per_head", head_dim=16)
-    cells = [
-        php.kv_head_mapping(gqa, lambda: run(gqa), f"{WHAT}, num_heads=4, kv_num_heads=2",
-                           documented="grouped", **DOC),
-        php.rope_style(half, {"rotary_interleaved=0": lambda: run(half),
-                             "rotary_interleaved=1": lambda: run(inter)},
-                      f"{WHAT}, do_rotary=1, head_size 16", documented="choosable", **DOC),
-        php.rope_partial(part, lambda: run(part), f"{WHAT}, do_rotary=1, cos_cache (P, 8) "
-                        "for head_size 32", **DOC),
-        qk_norm_cell(per_head, run)]
+    # kv_head_mapping, rope_style, rope_partial, qk_norm_scope: the ledger's (ledger_axes;
+    # heads.py, positions.py, qk_norm.py at the runner's probe_head_size)
     causal = php.gqa_case(mask={"causal": "upper_left"})
-    cells.append(closest("causal_flag", run(causal),
-                         {"upper_left": output_with(causal, causal_allowed(causal)),
-                          "ignored": output_with(causal, None)},
-                         f"{WHAT}: causal=1 on a prompt (T = S = 5, no past)", **DOC))
+    cells = [closest("causal_flag", run(causal),
+                     {"upper_left": output_with(causal, causal_allowed(causal)),
+                      "ignored": output_with(causal, None)},
+                     f"{WHAT}: causal=1 on a prompt (T = S = 5, no past)", **DOC)]
     fixed = {"size_arguments": ("given_tensors", "Q (B, T, num_heads*head_size), K and V (B, "
                                 "S, kv_num_heads*head_size): projected tensors"),
              "argument_order": ("query_key_value", "inputs query, key, value"),
@@ -82,32 +71,6 @@ def causal_allowed(case):
     from conformance.oracle.canonical import causal_mask
 
     return causal_mask(case.inputs.query_len, case.inputs.key_len, "upper_left")
-
-
-def ort_words(exc: BaseException) -> str:
-    """onnxruntime's own message, whole (the runner's NotExpressibleError quotes it cut)."""
-    cause = exc.__cause__ or exc
-    return " ".join(f"{type(cause).__name__}: {cause}".split())[:500]
-
-
-def qk_norm_cell(case, run) -> Convention:
-    """q_norm_weight / k_norm_weight are inputs of the op's schema ("the kernel applies a
-    per-head RMS normalization to Q (and K)"); onnxruntime 1.32's CPU kernel refuses them
-    ("q_norm_weight / k_norm_weight inputs are not supported ... only on the CUDA and
-    WebGPU EPs"): refused, with its message.  Where a kernel runs them, the scope
-    probe reads what it computes."""
-    from conformance.contract import position_head_probes as php
-
-    setting = "q_norm_weight/k_norm_weight (head_size,)"
-    what = f"{WHAT}: the op's QK-norm inputs"
-    try:
-        run(case, php.unit_norm_data(case))
-    except NotExpressibleError as exc:
-        return Convention("qk_norm_scope", REFUSED, f"{what} {setting} (inputs 14 and 15 of "
-                          "its schema: 'Optional 1D tensor of shape (head_size)'), unit "
-                          f"scales: {ort_words(exc)}", documented="per_head", **DOC)
-    return php.qk_norm_scope({setting: (case, lambda d: run(case, d))}, what,
-                            documented="per_head", **DOC)
 
 
 def _small(name: str, **sections):
