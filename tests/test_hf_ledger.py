@@ -555,3 +555,114 @@ def test_hf_causal_switch_and_masked_row_are_the_ledgers():
     assert fully_masked_row_cell(HFBert(attn_implementation="sdpa")).value == "zeros"
     cell = fully_masked_row_cell(HFGpt2())
     assert cell.value == "uniform" and "causal" in cell.evidence, cell.evidence
+
+
+# ---- float64_compute asked by the ledger (scores.float64_compute_cell, ledger_axes), and the
+# API facts hf/probes.py judged, now observations.py's with no oracle
+
+
+@needs_hf
+def test_the_eager_float64_mask_is_made_in_float64():
+    """The eager (B, 1, T, S) mask holds finfo(dtype).min made in the dtype: float64's
+    -1.8e308 (float32 arithmetic overflowed on it), and the same numbers as float32
+    arithmetic cast to the dtype in the other dtypes."""
+    import torch
+
+    from conformance.runners.hf.common import hf_mask
+
+    allowed = np.random.default_rng(0).random((2, 3, 4)) > 0.4
+    mask = hf_mask(torch, allowed, torch.float64, "eager")
+    assert mask.dtype == torch.float64 and mask.min().item() == torch.finfo(torch.float64).min
+    with pytest.raises(RuntimeError, match="overflow"):  # the old float32 arithmetic
+        torch.where(torch.from_numpy(allowed[:, None]), 0.0, torch.finfo(torch.float64).min)
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        old = torch.where(torch.from_numpy(allowed[:, None]), 0.0, torch.finfo(dt).min).to(dt)
+        assert torch.equal(hf_mask(torch, allowed, dt, "eager"), old)
+
+
+@needs_hf
+@pytest.mark.parametrize("planted", [False, True])
+def test_float64_compute_is_asked_as_a_causal_float64_case(planted):
+    """BERT's eager module in float64 is float64 (its causal float64 mask included), Llama's
+    float32 softmax is below_float64 (asked with its rotation: probe_needs); a BERT whose
+    output passes through float32 (planted) is below_float64."""
+    from conformance.conventions.probes.scores import float64_compute_cell
+    from conformance.runners.hf.bert import HFBert
+    from conformance.runners.hf.llama import HFLlama
+
+    class Rounding(HFBert):
+        def forward(self, module, x, mask, **kw):
+            out, w = super().forward(module, x, mask, **kw)
+            return out.float().to(out.dtype), w
+
+    cell = float64_compute_cell(Rounding() if planted else HFBert())
+    assert cell.value == ("below_float64" if planted else "float64"), cell.evidence
+    assert "causal" in cell.evidence
+    if not planted:
+        llama = float64_compute_cell(HFLlama())
+        assert llama.value == "below_float64" and "LlamaAttention" in llama.evidence
+
+
+@needs_hf
+@pytest.mark.parametrize("planted, word", [("", "post_dropout"), ("renormalised", "pre_dropout"),
+                                           ("none", "not_applicable")])
+def test_weights_dropout_is_read_from_the_returned_row_sums(planted, word):
+    """Dropout on the returned weights shows in their row sums: a module renormalising them
+    (planted) reads pre_dropout, one returning no weights not_applicable."""
+    import torch
+
+    from conformance.runners.hf import observations
+    from conformance.runners.hf.gpt2 import HFGpt2
+
+    class Planted(HFGpt2):
+        def forward(self, module, x, mask, **kw):
+            out, w = super().forward(module, x, mask, **kw)
+            if planted == "renormalised":
+                return out, w / w.sum(-1, keepdim=True)
+            return out, None if planted else w
+
+    cell = observations.weights_dropout(torch, Planted())
+    assert cell.value == word, cell.evidence
+
+
+@needs_hf
+@pytest.mark.parametrize("planted, word", [("", "refused"), ("cast", "cast_to_layer"),
+                                           ("promote", "promoted")])
+def test_mixed_dtype_is_the_output_dtype_or_the_systems_error(planted, word):
+    """float64 hidden_states into the float32 module: torch's own error (refused), a forward
+    casting the input to the layer (planted: cast_to_layer) or the layer to the input
+    (planted: promoted); implicit_mask and key padding are facts of the signature, with no
+    oracle."""
+    import torch
+
+    from conformance.runners.hf import observations
+    from conformance.runners.hf.marian import HFMarian
+
+    class Planted(HFMarian):
+        def forward(self, module, x, mask, **kw):
+            if planted == "cast":
+                x = x.float()
+            elif planted == "promote":
+                module = module.to(x.dtype)
+            return super().forward(module, x, mask, **kw)
+
+    mixed, implicit = observations.tensor_cells(torch, Planted())
+    assert mixed.value == word, mixed.evidence
+    assert implicit.value == "none" and "oracle" not in implicit.evidence
+    (padding,) = observations.signature_cells(Planted())
+    assert padding.value == "not_applicable" and "MarianAttention" in padding.evidence
+
+
+@needs_hf
+def test_t5_alibi_is_not_applicable_from_its_signature():
+    """T5's position_bias is its learned relative bias, no ALiBi: the cell cites the
+    signature (observations.signature_cells) and is the ledger's cell (alibi_slopes is not
+    asked of T5)."""
+    from conformance.conventions.probes import ledger_cells
+    from conformance.runners.hf.t5 import HFT5
+
+    cells = {c.axis: c for c in ledger_cells(HFT5())}
+    assert cells["alibi_slopes"].value == "not_applicable"
+    assert "position_bias" in cells["alibi_slopes"].evidence
+    assert cells["float64_compute"].value == "float64"
+    assert "causal" in cells["float64_compute"].evidence

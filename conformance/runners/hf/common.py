@@ -123,8 +123,9 @@ def hf_mask(torch, allowed: np.ndarray | None, dtype, impl: str, fill: str | Non
     m = torch.from_numpy(np.ascontiguousarray(allowed[:, None]))
     if impl == "sdpa":
         return m
-    if fill is None:  # as the rows always had it (float32 arithmetic, then the dtype)
-        return torch.where(m, 0.0, torch.finfo(dtype).min).to(dtype)
+    if fill is None:  # finfo(dtype).min made in the dtype: the builders' torch.full(..., dtype)
+        return torch.where(m, torch.tensor(0.0, dtype=dtype),
+                           torch.tensor(torch.finfo(dtype).min, dtype=dtype))
     value = {"finfo_min": torch.finfo(dtype).min, "-inf": float("-inf"), "-1e9": -1e9,
              "-1e4": -1e4}[fill]
     return torch.where(m, torch.tensor(0.0, dtype=dtype), torch.tensor(value, dtype=dtype))
@@ -366,12 +367,17 @@ class HFRunner(Runner):
 
     def conventions(self) -> list[Convention]:
         """What the module's API shows, with no oracle (observations.py): its sizes, one
-        input tensor, the layout, a 2-D input, the weights it returns.  The ledger asks
-        the masks and the dropout (`answers`) and the axes of `ledger_axes`."""
+        input tensor, the layout, a 2-D input, the weights it returns (and their row sums
+        under dropout), no key-padding argument, a float64 input's dtype, no implicit
+        mask.  The ledger asks the masks and the dropout (`answers`) and the axes of
+        `ledger_axes`."""
         case = self.probe("layout")
         cells = self.size_cells(case)
         cells.append(Convention("argument_order", "single_input",
                                 f"{self.system}.forward(hidden_states, ...): one input tensor; "
                                 "keys and values come from it (or from one encoder tensor)"))
         module, x = self.probe_module(case)
-        return cells + observations.api_cells(import_torch(), self, case, module, x)
+        torch = import_torch()
+        return (cells + observations.api_cells(torch, self, case, module, x)
+                + observations.signature_cells(self) + [observations.weights_dropout(torch, self)]
+                + observations.tensor_cells(torch, self))

@@ -1,10 +1,9 @@
-"""Convention probes of the HF attention modules for the axes the base probes
-(_hf.HFRunner.conventions) leave open: key padding, dropout in the returned weights,
-the scale's precision in a float64 module, float64 input into a float32 module,
-implicit masks and the softmax scale (the ledger asks the fully masked row and the
-causal switch: rows.py, flags.py / causal_self.py).  Each runs the runner's own
-module (its config call, its canonical weights) on a small seeded probe case; torch is
-imported by _hf.
+"""Convention probes of the HF attention modules for the axes the base cells
+(common.HFRunner.conventions, observations.py) and the ledger leave open: the scale's
+precision in a float64 module and the softmax scale (the ledger asks float64_compute,
+the fully masked row and the causal switch: scores.py, rows.py, flags.py /
+causal_self.py).  Each runs the runner's own module (its config call, its canonical
+weights) on a small seeded probe case; torch is imported by common.py.
 """
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from conformance.contract.axes import IGNORED, NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention, NotExpressible, to_numpy
 from conformance.contract.probing import (
     closest, distances, output_with, probe_case, refusal)
-from conformance.oracle.canonical import case_data, causal_mask
+from conformance.oracle.canonical import case_data
 from conformance.contract import probe_cells as _ledger
 from conformance.runners.hf.cache_decode import CacheDecoding
 from conformance.runners.hf.common import HFRunner, import_torch
@@ -35,31 +34,6 @@ def module(runner, case, dropout: float = 0.0):
 
 def where(runner, case) -> str:
     return f"{runner.name} on {case.id} ({runner.attn_implementation})"
-
-
-def key_padding(runner) -> Convention:
-    return Convention("key_padding_polarity", NA, f"{runner.system}.forward takes no key-padding "
-                      "argument: padding reaches the module only inside the 4-D attention_mask "
-                      "(B, 1, T, S) that the model's mask builder makes from the (B, S) "
-                      "attention_mask of the model call (1 = attend)")
-
-
-def weights_dropout(runner) -> Convention:
-    case = runner.probe("weights-dropout")
-    torch, mod, x = module(runner, case, dropout=0.5)
-    mod.train()
-    torch.manual_seed(0)
-    with torch.no_grad():
-        _, w = runner.forward(mod, x, None)
-    what = f"{where(runner, case)}, attention dropout 0.5 in the config, train(), seed 0"
-    if w is None:
-        return Convention("weights_dropout", NA, f"{what}: the module returns attn_weights None "
-                          f"({runner.attn_implementation} computes no weights to return)")
-    sums = w.double().sum(-1)
-    dev = float((sums - 1).abs().max())
-    return Convention("weights_dropout", "post_dropout" if dev > 1e-6 else "pre_dropout",
-                      f"{what}: returned attn_weights' row sums span {float(sums.min()):.3f}.."
-                      f"{float(sums.max()):.3f} (max |sum - 1| {dev:.2f})")
 
 
 def _float64_output(runner, name: str, length: int, detail: str):
@@ -100,47 +74,6 @@ def scale_precision(runner) -> Convention:
                       f"than their own gap {gap:.1e}, so the module is not float64 elsewhere (e.g. "
                       "Llama's eager softmax(..., dtype=torch.float32)) and the scale's rounding "
                       "cannot show")
-
-
-def float64_compute(runner) -> Convention:
-    """The module built in float64 (its own config call, float64 weights and input) against
-    the float64 oracle: the arithmetic itself, whatever the matrix's cases ask (a case
-    the runner refuses for another reason, a bias or a mask, settles nothing here)."""
-    case, out, what = _float64_output(runner, "float64", 4, "input, no attention_mask")
-    if isinstance(out, Exception):
-        return refusal("float64_compute", out, what, value=REFUSED)
-    # GPT-2's module applies its causal mask itself: both readings, the nearer one wins
-    d = distances(out, {"no mask": output_with(case, None),
-                        "causal": output_with(case, causal_mask(4, 4, "upper_left"))})
-    reading = min(d, key=d.get)
-    word = "float64" if d[reading] < 1e-12 else "below_float64"
-    return Convention("float64_compute", word, f"{what}: max |output - float64 oracle| "
-                      f"{d[reading]:.1e} ({reading}; the other reading {max(d.values()):.1e}); "
-                      "float64 needs <= 1e-12")
-
-
-def mixed_dtype(runner) -> Convention:
-    case = runner.probe("mixed-dtype")
-    torch, mod, x = module(runner, case)
-    what = f"{where(runner, case)}: float64 hidden_states into the float32 module"
-    try:
-        with torch.no_grad():
-            out = runner.forward(mod, x.double(), None)[0]
-    except Exception as exc:
-        return refusal("mixed_dtype", exc, what, value=REFUSED)
-    word = "promoted" if out.dtype == torch.float64 else "cast_to_layer"
-    return Convention("mixed_dtype", word, f"{what}: output {out.dtype}")
-
-
-def implicit_mask(runner) -> Convention:
-    case = runner.probe("implicit-mask")
-    torch, mod, x = module(runner, case)
-    with torch.no_grad():
-        d = float(np.max(np.abs(to_numpy(runner.forward(mod, x, None)[0])
-                                - output_with(case, None, scale=runner.probe_scale))))
-    return Convention("implicit_mask", "none", f"{where(runner, case)}: a torch.Tensor carries "
-                      "no mask (nothing like Keras's _keras_mask); the module reads only "
-                      f"attention_mask: with None, {d:.1e} from the unmasked oracle")
 
 
 def scale_setting(runner) -> list[Convention]:
@@ -187,14 +120,10 @@ def scale_setting(runner) -> list[Convention]:
 
 
 def hf_cells(runner) -> list[Convention]:
-    """These probes' cells and T5's alibi_slopes (its signature's position_bias is no
-    ALiBi); the ledger asks the rotation, the grouped heads, QK-norm, ALiBi and the config
-    windows (ledger_axes)."""
-    cells = [key_padding(runner), weights_dropout(runner), scale_precision(runner),
-             float64_compute(runner), mixed_dtype(runner), implicit_mask(runner)]
-    if getattr(runner, "alibi_na", ""):
-        cells.append(Convention("alibi_slopes", NA, runner.alibi_na))
-    return cells
+    """The scale's precision in a float64 module (the API facts are observations.py's; the
+    ledger asks float64_compute, the rotation, the grouped heads, QK-norm, ALiBi and the
+    config windows: ledger_axes)."""
+    return [scale_precision(runner)]
 
 
 def probe_forward(runner, case):
@@ -219,7 +148,10 @@ def softmax_scale(runner) -> Convention:
 class ProbedHFRunner(CacheDecoding, HFRunner):
     """An HFRunner whose `probe_cells` are this module's (the base class lives in
     common.py, which these probes build on, so the runner modules derive from this); the
-    ledger asks its cache axes through its own decode (cache_decode.py)."""
+    ledger asks its cache axes through its own decode (cache_decode.py) and float64_compute
+    (scores.float64_compute_cell: a float64 causal case with probe_needs, translate/run)."""
+
+    ledger_axes = CacheDecoding.ledger_axes | {"float64_compute"}
 
     def probe_cells(self):
         return hf_cells(self)
