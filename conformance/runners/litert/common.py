@@ -70,9 +70,9 @@ def _converting_siblings(model, precision: str, siblings: dict | None):
     it to `TFLiteConverter.from_saved_model` (0.9 s): the two precisions' runners convert the
     same model, so while the export's converter runs, the other precision's converter runs
     on the same SavedModel with the settings Keras gives every converter (its builtin and
-    select ops, resource variables: keras/src/export/litert.py) and that precision's
-    kwargs applied by Keras's own LiteRTExporter.  tests/test_litert_siblings.py checks the
-    sibling's bytes against its own `model.export`."""
+    select ops, resource variables: LiteRTExporter._convert_to_tflite in Keras) and that
+    precision's kwargs applied by Keras's own LiteRTExporter.  tests/test_litert_siblings.py
+    checks the sibling's bytes against its own `model.export`."""
     if siblings is None:
         yield
         return
