@@ -29,14 +29,26 @@ def _attend(data, allowed=None, add=None):
     return out if w.bo is None else out + w.bo
 
 
+def _attend_scores(data, scores):
+    """Attention whose scores are `scores` (B, T, S) for every head: what float32 keeps of
+    q.k when -1e9 is added to it."""
+    w, x = data.weights, data.inputs
+    v = np.einsum("ble,hed->bhld", x.value, w.wv) + (0 if w.bv is None else w.bv[None, :, None])
+    s = np.asarray(scores, np.float64)[:, None]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    out = np.einsum("bhtd,hde->bte", (p / p.sum(-1, keepdims=True)) @ v, w.wo)
+    return out if w.bo is None else out + w.bo
+
+
 class Toy(Runner):
     name, framework, system = "toy.raw", "toy", "toy"
     answers = frozenset({"attn_mask", "is_causal"})
     documented_conventions = {"attn_mask_polarity": ("true_attends", "https://example.org")}
 
-    def __init__(self, invert=False, causal="upper_left", raises=False):
+    def __init__(self, invert=False, causal="upper_left", raises=False, float_as=""):
         super().__init__()
         self.invert, self.causal, self.raises = invert, causal, raises
+        self.float_as = float_as  # "keras<3.7": a float mask m added as (1 - m) * -1e9
 
     def answer(self, case, data, raw):
         if self.raises:
@@ -45,6 +57,12 @@ class Toy(Runner):
             m = np.asarray(raw.value)
             if m.dtype == bool:
                 return _attend(data, ~m if self.invert else m), "toy(attn_mask=m)"
+            if self.float_as == "keras<3.7":  # float32: every score drowned, -1e9 or -1e18
+                add = ((1 - m) * -1e9).astype(np.float32)
+                s = np.zeros_like(add) + add  # the scores vanish beside the fill
+                return _attend_scores(data, s), "toy(attn_mask=(1 - m) * -1e9)"
+            if self.float_as == "garbage":
+                return _attend(data) * 0 + 7.0, "toy(attn_mask=float)"
             return _attend(data, add=m), "toy(attn_mask=float)"
         t, s = case.inputs.query_len, case.inputs.key_len
         if self.causal == "ignored":
@@ -67,6 +85,15 @@ def test_the_ledger_names_what_the_system_did():
     assert "toy(attn_mask=m)" in cell.evidence
     assert float_mask_cell(toy).value == "added"
     assert causal_flag_cell(toy).value == "upper_left"
+
+
+def test_a_float_mask_added_as_one_minus_m_reads_uniform_where_zero():
+    """Keras before 3.7 (the drift matrix): (1 - m) * -1e9 drowns every score in float32,
+    so the weights are uniform over the keys where m is 0; a reading far from every
+    candidate keeps the nearest name (no new word without its distance)."""
+    cell = float_mask_cell(Toy(float_as="keras<3.7"))
+    assert cell.value == "uniform_where_zero" and "uniform_where_zero" in cell.evidence
+    assert float_mask_cell(Toy(float_as="garbage")).value in ("added", "cast_to_bool")
 
 
 def test_planted_defects_are_named():

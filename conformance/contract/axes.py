@@ -63,9 +63,11 @@ AXES: tuple[Axis, ...] = (
          ("true_blocks", "true_attends", "lengths", NA),
          "for a separate key-padding argument (lengths: valid lengths, not a mask)"),
     Axis("float_mask", "Additive float mask (0 / -1e9)",
-         ("added", "cast_to_bool", REFUSED, NA),
+         ("added", "cast_to_bool", "uniform_where_zero", REFUSED, NA),
          "added: added to the scores; cast_to_bool: read as a boolean, so 0 blocks and -1e9 "
-         "attends (inverted)"),
+         "attends (inverted); uniform_where_zero: added as (1 - m) * -1e9, which drowns "
+         "every score in float32, so the weights are uniform over the keys where it is 0 "
+         "(Keras before 3.7)"),
     Axis("fully_masked_row", "Fully masked query row",
          ("nan", "zeros", "uniform", "output_bias", "unmasked", "finite_other", "error", NA),
          "what the output holds where a query row may attend to no key (zeros: all weights "

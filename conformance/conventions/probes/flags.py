@@ -12,12 +12,14 @@ hint beside a mask, nn.MultiheadAttention's) is read by causal_hint.py.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from conformance.contract.axes import NOT_PROBED, REFUSED
 from conformance.contract.probe_cells import mask_polarity
 from conformance.contract.probing import (
-    causal_candidates, closest, output_with, probe_case, probe_mask)
+    causal_candidates, closest, distances, output_with, probe_case, probe_mask)
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.mask_number import added_as_number
 from conformance.conventions.probes.needs import needed_forms
@@ -91,9 +93,16 @@ def float_mask_cell(runner) -> Convention:
     what = f"probe_case {case.id}: float attn_mask 0 / -1e9 (B, T, S) passed raw"
     if isinstance(out, _Refused):
         return _unanswered("float_mask", runner, what, out.answer)
-    return closest("float_mask", out, {"added": output_with(case, m),
-                                       "cast_to_bool": output_with(case, ~m)},
-                   f"{what} ({last['answer'].call})", **_documented(runner, "float_mask"))
+    readings = {"added": output_with(case, m), "cast_to_bool": output_with(case, ~m)}
+    cell = closest("float_mask", out, readings, f"{what} ({last['answer'].call})",
+                   **_documented(runner, "float_mask"))
+    # neither within 1e-3: the mask read as (1 - m) * -1e9, every score drowned in float32
+    # (equal scores: the oracle at scale 0), as Keras before 3.7 did (the drift matrix)
+    d = distances(out, {**readings, "uniform_where_zero": output_with(case, m, scale=0.0)})
+    if min(d["added"], d["cast_to_bool"]) > 1e-3 and d["uniform_where_zero"] <= 1e-3:
+        return replace(cell, value="uniform_where_zero", evidence=f"{cell.evidence}; "
+                       f"uniform_where_zero {d['uniform_where_zero']:.1e}")
+    return cell
 
 
 def causal_flag_cell(runner) -> Convention:
