@@ -124,6 +124,9 @@ def test_torch_export_conventions():
     assert words["causal_flag"] == "depends"  # upper_left alone, hint_only beside key padding
     assert words["float_mask"] == "added"
     assert words["softcap"] == "not_applicable"
-    assert words["scale_precision"] == "float32_rounded"
+    # the Attention op's output applies the split float32 scale, the weights' graph float32
+    assert words["scale_precision"] == "depends"
+    assert "output: split_float32" in cells["scale_precision"].evidence
+    assert "returned weights (per_head): float32_rounded" in cells["scale_precision"].evidence
     assert words["unbatched_input"] == words["mixed_dtype"] == "refused"
     assert words["weights_dropout"] == "ignored"  # dropout=0.5 accepted, no effect

@@ -132,3 +132,23 @@ def test_the_readings_are_apart_at_the_probes_head_size():
     one output names one of them."""
     s = list(precision.scales(3).values())
     assert min(abs(a - b) for i, a in enumerate(s) for b in s[i + 1:]) > 1e-9
+
+
+@pytest.mark.torch
+def test_the_torch_exports_read_both_graphs_a_row_exports():
+    """nn.MultiheadAttention exported as its rows export it: the need_weights=False graph
+    (the output) scales Q and K by the exact sqrt(1/sqrt(3)) in float64; the need_weights=True
+    graph (the per-head weights) multiplies by float32(1/sqrt(3)) held as a float64 constant
+    (torch 2.13's dynamo export; the TorchScript exporter keeps the exact scale)."""
+    from tests.helpers import require
+
+    require("torch", "onnx", "onnxruntime", "onnxscript")
+    from conformance.runners.onnx.torch_export import OnnxTorchExport
+
+    dynamo = scores.scale_precision_cell(OnnxTorchExport(dynamo=True))
+    assert dynamo.value == DEPENDS, dynamo.evidence
+    assert "output: float64:" in dynamo.evidence
+    assert "returned weights (per_head): float32_rounded:" in dynamo.evidence
+    legacy = scores.scale_precision_cell(OnnxTorchExport(dynamo=False))
+    assert legacy.value == "float64" and "returned weights (per_head): float64" in \
+        legacy.evidence, legacy.evidence

@@ -20,8 +20,6 @@ framework import them from here; no runners/<framework>/ folder imports another
   run in onnxruntime (no judgement);
 - torch_export_answers.py: what the runners of that export and of its deployments answer
   the ledger's probes through them, and their API facts (no oracle);
-- torch_onnx_probes.py: the probes of that export still judged here (causal_flag,
-  scale_precision, float64_compute; issue #29), in any runtime;
 - deployed.py: the probe artifacts of a converted module in a deployment runtime
   (OpenVINO, ExecuTorch: RuntimeProbe) and `both_calls`, one module making both exported
   calls;

@@ -7,9 +7,8 @@ A deployment runtime runs an *artifact* (an ONNX graph, an OpenVINO IR, an Execu
 program), not a Python module, so its probe graphs are the export probes of
 runners/_export/export_probe.py (the same small probe modules, converted the runtime's way
 and cached) executed in the runtime (`RuntimeProbe`): the ledger asks them through the
-runner's `answer` (torch_export_answers.py), and torch_onnx_probes.py judges the cells it
-still owns on them; the other ledger probes ask the runner's translate and run like every
-runner's.  A runtime runner provides
+runner's `answer` (torch_export_answers.py); the other ledger probes ask the runner's
+translate and run like every runner's.  A runtime runner provides
 `_export(torch, module, args, names) -> bytes` (the artifact) and
 `execute(blob, feed) -> list[np.ndarray]` (run it on named inputs).
 """
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import Convention
 from conformance.runners._export.export_probe import ExportProbe
 
 
@@ -56,10 +54,3 @@ class RuntimeProbe(ExportProbe):
     def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
             strict: bool = False) -> np.ndarray:
         return np.asarray(self.execute(blob, feed)[index], np.float64)
-
-
-def runtime_cells(e: RuntimeProbe) -> list[Convention]:
-    """The cells torch_onnx_probes.py still judges, on the runtime's probe artifacts."""
-    from conformance.runners._export.torch_onnx_probes import export_cells
-
-    return export_cells(e.runner, e.wrap, probe=e)

@@ -82,7 +82,7 @@ def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str
     return out, to_numpy(results[with_weights][1]), delta
 
 
-# ---- readings the ONNX probes share (onnx/probes.py and torch_onnx_probes.py)
+# ---- readings the ONNX probes share (onnx/probes.py)
 
 def tried(axis: str, fn, what: str) -> Convention:
     try:

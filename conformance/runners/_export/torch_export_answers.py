@@ -7,7 +7,9 @@ run in the runner's runtime with the value as given.
 The probe graphs are inference graphs of forward(..., need_weights=False), the form the
 rows' output comes from: a training run has no switch to set (the request is refused in
 those words), so the ledger reads dropout from the inference run.  The ledger's probes
-(conventions/probes/) judge; ASKED are the axes it asks through translate and run.
+(conventions/probes/) judge; ASKED are the axes it asks through translate and run
+(scale_precision reads both graphs a row exports: the need_weights=False output and the
+per-head weights of the need_weights=True graph, as the runner's run returns them).
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from conformance.runners._export.torch_mha import MHA_DOC, per_head
 
 ANSWERS = frozenset({"attn_mask", "key_padding", "is_causal", "causal_hint",
                      "dropout_training"})
-ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale"})
+ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
+                   "scale_precision"})
 DOCUMENTED = {a: (w, MHA_DOC) for a, w in (
     ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
     ("argument_order", "query_key_value"), ("size_arguments", "derived_from_width"),

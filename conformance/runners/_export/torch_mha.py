@@ -100,7 +100,7 @@ def tensors(torch, case, inputs):
     return q, torch.tensor(inputs.key, dtype=dt), torch.tensor(inputs.value, dtype=dt)
 
 
-# ---- what the export probes (torch_onnx_probes.py) build of the module: its doc link, a
+# ---- what the export probes (export_probe.py) build of the module: its doc link, a
 # probe case's module and inputs, a mask per head (no judgement: that is the probes')
 
 MHA_DOC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html"
