@@ -244,9 +244,9 @@ def _scale_precision(p: OpProbe) -> Convention:
 
 def float64_readings(case, out) -> dict[str, float]:
     """Distances of a float64 output from the oracle at the exact scale, the float32-rounded
-    scale and the split scale (split_scale); moved here from _export/torch_onnx_probes.py,
-    whose runners the ledger now asks (conventions/probes/float64.py reads the same three
-    scales for them; this copy goes when this module's probes move to the ledger)."""
+    scale and the split scale (split_scale): the ledger's conventions/probes/float64.py
+    reads the same three scales for every runner it asks; this copy goes when this
+    module's probes move to the ledger."""
     d = case.attention.qk_head_dim
     return distances(out, {"exact scale": output_with(case, None),
                            "float32 scale": output_with(case, None,
