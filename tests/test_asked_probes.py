@@ -157,3 +157,14 @@ def test_ledger_cells_ask_the_listed_axes_only():
     assert cells["sinks"].value == "not_applicable"
     assert cells["kv_head_mapping"].value == "grouped"  # the probe's, not the signature's
     assert set(ASKED_PROBES) >= {"argument_order", "cache_layout", "rope_style"}
+
+
+def test_a_long_refusal_keeps_its_head_and_its_end_within_the_limit():
+    """A kernel's own words come after a long prefix: both ends are quoted, bounded."""
+    from conformance.conventions.probes.request import REASON_LIMIT, quoted
+    prefix = "InvalidArgument: [ONNXRuntimeError] : 2 : INVALID_ARGUMENT : " + "x" * 300
+    text = quoted(RuntimeError(prefix + " Status Message: q_norm_weight inputs are not "
+                               "supported on CPU"))
+    assert len(text) <= REASON_LIMIT and text.startswith("RuntimeError: InvalidArgument")
+    assert text.endswith("are not supported on CPU") and " ... " in text
+    assert quoted("short reason") == "short reason"

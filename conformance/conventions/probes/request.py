@@ -22,7 +22,10 @@ import numpy as np
 from conformance.contract.runner import HARNESS_LIMIT, NotExpressible, NotExpressibleError
 from conformance.oracle.canonical import CaseData, case_data
 
-REASON_LIMIT = 240  # characters of one quoted message
+REASON_LIMIT = 400  # characters of one quoted message
+HEAD = 150  # of a longer one, its first characters and its end are kept: a kernel's
+# words often come after a long prefix (onnxruntime's "Non-zero status code ... Status
+# Message: GroupQueryAttention (CPU): q_norm_weight / k_norm_weight inputs are not supported")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,9 @@ def quoted(exc: BaseException | str) -> str:
     """One line, bounded: an exception as `Type: message`, or a reason as it is."""
     text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     text = " ".join(str(text).split())
-    return text if len(text) <= REASON_LIMIT else text[:REASON_LIMIT - 3] + "..."
+    if len(text) <= REASON_LIMIT:
+        return text
+    return text[:HEAD] + " ... " + text[len(text) - (REASON_LIMIT - HEAD - 5):]
 
 
 def ask(runner, case, data: CaseData | None = None) -> Answer:

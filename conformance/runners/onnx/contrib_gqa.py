@@ -46,6 +46,8 @@ from conformance.runners.onnx.graph_parts import (
     ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, rope_caches)
 
 FILLS = {None: -np.inf, "-inf": -np.inf, "finfo_min": None, "-1e9": -1e9, "-1e4": -1e4}
+GQA_DOC = ("https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md"
+           "#com.microsoft.GroupQueryAttention")
 WINDOW_FIX = "microsoft/onnxruntime#25927"  # local_window_size includes the current token
 
 
@@ -262,6 +264,12 @@ class OnnxContribGQA(Runner):
                    "sinks", "fully_masked_row", "window_width", "kv_head_mapping",
                    "rope_style", "rope_partial", "qk_norm_scope")
     answers = frozenset({"window_setting"})
+    # what the operator's documentation states (ContribOperators.md: kv_num_heads groups the
+    # query heads, do_rotary with rotary_interleaved, q_norm_weight / k_norm_weight of shape
+    # (head_size)): the ledger marks a measured cell that contradicts it
+    documented_conventions = {a: (v, GQA_DOC) for a, v in (
+        ("kv_head_mapping", "grouped"), ("rope_style", "choosable"),
+        ("qk_norm_scope", "per_head"))}
     # the CPU kernel takes head sizes that are multiples of 8 only: the ledger's probe cases
     # whose readings do not depend on the head size are asked at 2 heads of 8
     probe_needs = {"query_features": 16}
