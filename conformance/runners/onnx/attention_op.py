@@ -59,7 +59,8 @@ from conformance.runners.onnx.common import built_parameters
 from conformance.runners._export.onnx_runtime import ort_session, short
 from conformance.runners._export.onnx_runtime import numpy_dtype
 from conformance.runners.onnx.graph_parts import (
-    ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, positional_qk, rope_words)
+    ELEM, ROPE_BUFFERS, ROPE_DOC, Graph, float_attributes, graph_inputs, in_out, positional_qk,
+    rope_words)
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
@@ -240,7 +241,14 @@ class OnnxAttentionOp(Runner):
                               "cache_causal_alignment": ("lower_right", SPEC_URL),
                               "cache_layout": (None, SPEC_URL),
                               "softcap_order": ("before_mask", SPEC_URL),
-                              "window_width": ("left_right", SPEC_URL)}
+                              "window_width": ("left_right", SPEC_URL),
+                              # the axes the ledger asks (4de3544): what the spec states
+                              "argument_order": ("query_key_value", SPEC_URL),
+                              "softmax_scale": ("configurable", SPEC_URL),
+                              "softcap": ("applied", SPEC_URL),
+                              "kv_head_mapping": ("grouped", SPEC_URL),
+                              "rope_style": ("choosable", ROPE_DOC),
+                              "rope_partial": ("supported", ROPE_DOC)}
     ledger_axes = LEDGER_AXES
 
     def __init__(self, **params):
