@@ -31,12 +31,10 @@ standard opset-23 nodes before `Attention` (graph_parts.py): `RMSNormalization` 
 `RotaryEmbedding` (`interleaved`, `rotary_embedding_dim`, `position_ids` at the case's
 absolute positions), as a user writing the graph of a Llama-style layer would.
 
-Two rows, one graph, one class parametrised by `engine`:
-`onnx.attention-op.ort` (engine="ort": onnxruntime CPU; its kernel has no
-bfloat16 path, and the row quotes ORT's own error) and
-`onnx.attention-op.reference` (engine="reference":
-onnx.reference.ReferenceEvaluator, NumPy).
-onnx / onnxruntime are imported inside `run` only.
+Two rows, one graph, one class parametrised by `engine`: `onnx.attention-op.ort`
+(engine="ort": onnxruntime CPU; its kernel has no bfloat16 path, and the row quotes ORT's own
+error) and `onnx.attention-op.reference` (engine="reference":
+onnx.reference.ReferenceEvaluator, NumPy).  onnx / onnxruntime are imported inside `run` only.
 
 Raw calls (Runner.answer, the ledger's probes conventions/probes/flags.py): the same graph
 on the probe case's canonical weights and inputs with one argument as given, a (B, T, S)
@@ -53,11 +51,9 @@ import numpy as np
 
 from conformance.runners._export import onnx_accounting
 from conformance.contract.runner import (
-    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
-from conformance.contract.runner import to_numpy
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
 from conformance.runners.onnx.common import built_parameters
-from conformance.runners._export.onnx_runtime import ort_session, short
-from conformance.runners._export.onnx_runtime import numpy_dtype
+from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
     ELEM, ROPE_BUFFERS, ROPE_DOC, Graph, float_attributes, graph_inputs, in_out, positional_qk,
     rope_words)
@@ -242,7 +238,6 @@ class OnnxAttentionOp(Runner):
                               "cache_layout": (None, SPEC_URL),
                               "softcap_order": ("before_mask", SPEC_URL),
                               "window_width": ("left_right", SPEC_URL),
-                              # the axes the ledger asks (4de3544): what the spec states
                               "argument_order": ("query_key_value", SPEC_URL),
                               "softmax_scale": ("configurable", SPEC_URL),
                               "softcap": ("applied", SPEC_URL),
