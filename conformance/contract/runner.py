@@ -183,6 +183,9 @@ class Runner:
     # ledger's probes of the whole system's arithmetic (float64_compute, fully_masked_row)
     # carry them
     probe_needs: Mapping[str, Any] = {}
+    # a head size its kernel accepts, asked only after the system refused a probe's own
+    # (onnxruntime's CPU GroupQueryAttention: multiples of 8, 16 with rotation); needs.py
+    probe_head_size: int | None = None
     # (word, source): the fill the system's source writes into masked scores, where the
     # ledger's fill probe sees a tie its outputs cannot break (finfo_min, -0.7*finfo_max)
     documented_fill: tuple[str, str] = ()
