@@ -356,3 +356,14 @@ def test_mask_polarity_reads_distances_as_data_and_names_neither():
     assert ignored.value == "ignored" and "neither reading matches" in ignored.evidence
     other = mask_polarity(case, lambda m: output_with(case, None) + 0.5, "moves it")
     assert other.value == "not_probed" and "neither reading matches" in other.evidence
+
+
+def test_conventions_json_bounds_a_long_evidence_and_keeps_both_ends():
+    """conventions.json stays under 1 MB: a long evidence keeps its head and its end and
+    says how long it is (conventions.md has every word); a short one is whole."""
+    from conformance.report.ledger import JSON_EVIDENCE, json_evidence
+    text = "probe[x]: " + "d" * 2000 + " reads grouped 5.6e-07"
+    cut = json_evidence(text)
+    assert len(cut) <= JSON_EVIDENCE and cut.startswith("probe[x]: ")
+    assert cut.endswith("reads grouped 5.6e-07") and f"[{len(text)} characters" in cut
+    assert json_evidence("short") == "short"

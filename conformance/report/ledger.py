@@ -94,6 +94,18 @@ def render_markdown(ledger: Ledger) -> str:
 
 
 KEPT = ("system", "axis", "value", "evidence")  # every cell has them, even when empty
+JSON_EVIDENCE = 480  # characters of a cell's evidence in conventions.json (the .md: all)
+
+
+def json_evidence(text: str) -> str:
+    """A cell's evidence for conventions.json: whole up to JSON_EVIDENCE characters, else
+    its head and its end (where a probe's reading and a system's words are) and how long it
+    is: the file stays under 1 MB as systems are added; conventions.md holds every word."""
+    if len(text) <= JSON_EVIDENCE:
+        return text
+    mark = f" ... [{len(text)} characters: conventions.md has them all] ... "
+    head = (JSON_EVIDENCE - len(mark)) * 3 // 5
+    return text[:head] + mark + text[len(text) - (JSON_EVIDENCE - len(mark) - head):]
 
 
 def render_json(ledger: Ledger) -> str:
@@ -103,7 +115,7 @@ def render_json(ledger: Ledger) -> str:
     missing fields as empty (`.get`)."""
     def item(x) -> str:
         if isinstance(x, dict) and "axis" in x and "system" in x:
-            x = {k: v for k, v in x.items()
+            x = {k: json_evidence(v) if k == "evidence" else v for k, v in x.items()
                  if k in KEPT or not (v == "" or v is None or v is False)}
         return json.dumps(x, ensure_ascii=False, separators=(",", ":"))
 

@@ -22,8 +22,8 @@ import numpy as np
 from conformance.contract.runner import HARNESS_LIMIT, NotExpressible, NotExpressibleError
 from conformance.oracle.canonical import CaseData, case_data
 
-REASON_LIMIT = 400  # characters of one quoted message
-HEAD = 150  # of a longer one, its first characters and its end are kept: a kernel's
+REASON_LIMIT = 260  # characters of one quoted message (the ledger's files stay under 1 MiB)
+HEAD = 100  # of a longer one, its first characters and its end are kept: a kernel's
 # words often come after a long prefix (onnxruntime's "Non-zero status code ... Status
 # Message: GroupQueryAttention (CPU): q_norm_weight / k_norm_weight inputs are not supported")
 
