@@ -11,35 +11,26 @@ import pytest
 from conformance.runners._export import cia_once
 from conformance.runners._export.cia_once import cia_ops_listed_once
 
+from .mha_call import args, call, mha
+
 
 def _module():
     torch = pytest.importorskip("torch")  # here, not at collection (framework-free)
-    torch.manual_seed(0)
-    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
-
-    class Call(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.mha = mha
-
-        def forward(self, q, mask):
-            return self.mha(q, q, q, attn_mask=mask, need_weights=False)[0]
-
-    return torch, Call().eval(), (torch.randn(1, 3, 8), torch.zeros(3, 3, dtype=torch.bool))
+    return torch, call(torch, mha(torch)), args(torch)
 
 
 def _decomposed() -> str:
     """The graph run_decompositions gives (every converter here calls it): its code text."""
-    torch, module, args = _module()
-    program = torch.export.export(module, args).run_decompositions()
+    torch, module, inputs = _module()
+    program = torch.export.export(module, inputs).run_decompositions()
     return program.graph_module.code
 
 
 def _lowered() -> bytes:
     pytest.importorskip("executorch", reason="the ExecuTorch lowering needs executorch")
-    torch, module, args = _module()
+    torch, module, inputs = _module()
     from conformance.runners.executorch.common import lower
-    return lower(torch, module, args)
+    return lower(torch, module, inputs)
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from conformance.cache import BytesCache
 from conformance.runners._export import same_graph
 from conformance.runners._export.same_graph import SameGraph, program_digest
 
+from .mha_call import args, call, mha
+
 @pytest.fixture(scope="module")
 def torch():
     """torch, imported when a test of this file runs (collection stays framework-free)."""
@@ -20,32 +22,6 @@ def torch():
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CONFORMANCE_CACHE_DIR", str(tmp_path / "cache"))
     return SameGraph(BytesCache("toy", ".bin"))
-
-
-def mha(torch, seed: int = 0, bump: bool = False):
-    torch.manual_seed(seed)
-    m = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
-    if bump:
-        with torch.no_grad():
-            m.in_proj_weight[0, 0] += 1e-3  # one weight of 192
-    return m
-
-
-def call(torch, m):
-    """The module a converter starts from: `m` called on a query and a boolean mask."""
-    class Call(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.m = m
-
-        def forward(self, q, mask):
-            return self.m(q, q, q, attn_mask=mask, need_weights=False)[0]
-
-    return Call()
-
-
-def args(torch, t: int = 3):
-    return torch.randn(1, t, 8), torch.zeros(t, t, dtype=torch.bool)
 
 
 class Converter:

@@ -8,22 +8,13 @@ import pytest
 from conformance.runners._export import torchlib_once
 from conformance.runners._export.torchlib_once import torchlib_listed_once
 
+from .mha_call import args, call, mha
+
+
 def _export(opset: int | None = None) -> bytes:
     torch = pytest.importorskip("torch")  # here, not at collection (framework-free)
     pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
-    torch.manual_seed(0)
-    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
-
-    class Call(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.mha = mha
-
-        def forward(self, q, mask):
-            return self.mha(q, q, q, attn_mask=mask, need_weights=False)[0]
-
-    args = (torch.randn(1, 3, 8), torch.zeros(3, 3, dtype=torch.bool))
-    program = torch.onnx.export(Call().eval(), args, dynamo=True, verbose=False,
+    program = torch.onnx.export(call(torch, mha(torch)), args(torch), dynamo=True, verbose=False,
                                 input_names=["query", "attn_mask"],
                                 **({"opset_version": opset} if opset else {}))
     return program.model_proto.SerializeToString()
