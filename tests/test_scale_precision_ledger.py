@@ -15,7 +15,7 @@ import pytest
 from conformance.contract.axes import AXES, DEPENDS, NOT_PROBED
 from conformance.contract.runner import NotExpressible, Observation, Translation
 from conformance.conventions.probes import ASKED_PROBES, precision, scores
-from conformance.conventions.probes.float64 import split_scale
+from conformance.conventions.probes.float64 import scales, split_scale
 from conformance.conventions.probes.request import ask
 from conformance.oracle.reference import attention
 
@@ -130,7 +130,7 @@ def test_a_system_without_a_head_size_is_asked_the_width_derived_form():
 def test_the_readings_are_apart_at_the_probes_head_size():
     """d_k 3: the three scales differ by more than the 1e-12 a reading holds within, so
     one output names one of them."""
-    s = list(precision.scales(3).values())
+    s = list(scales(1 / np.sqrt(3)).values())
     assert min(abs(a - b) for i, a in enumerate(s) for b in s[i + 1:]) > 1e-9
 
 

@@ -17,12 +17,23 @@ from conformance.oracle.reference import attention
 FLOAT64 = 1e-12  # max |output - float64 oracle| of a float64 computation
 
 
+def scales(exact: float) -> dict[str, float]:
+    """The scale a float64 computation of `exact` applies under each reading (the words of
+    scale_precision): as is, rounded to float32, and split (its square root rounded to
+    float32 and applied to Q and to K: float32(sqrt(float32(exact)))^2, exact at d = 1, 16
+    for 1/sqrt(d)).  The same arithmetic as runners/_export/onnx_runtime.split_scale, which
+    a runner may not import from here."""
+    return {"float64": exact, "float32_rounded": float(np.float32(exact)),
+            "split_float32": float(np.float32(np.sqrt(np.float32(exact)))) ** 2}
+
+
 def split_scale(d: int) -> float:
-    """float32(sqrt(float32(1/sqrt(d))))^2: the scale when its square root is rounded to
-    float32 and applied to Q and to K (exact at d = 1, 16).  The same arithmetic as
-    runners/_export/onnx_runtime.split_scale, which a runner may not import from here."""
-    root = float(np.float32(np.sqrt(np.float32(1 / np.sqrt(d)))))
-    return root * root
+    """The split reading of 1/sqrt(d) (scales)."""
+    return scales(1 / np.sqrt(d))["split_float32"]
+
+
+LABELS = {"float64": "exact scale", "float32_rounded": "float32 scale",
+          "split_float32": "split float32 scale"}  # float64_compute's evidence
 
 
 def float64_readings(case, out) -> dict[str, float]:
@@ -30,12 +41,9 @@ def float64_readings(case, out) -> dict[str, float]:
     sets), that scale rounded to float32, and the split float32 scale."""
     a = case.attention
     exact = a.scale if a.scale is not None else 1 / np.sqrt(a.qk_head_dim)
-    scales = {"exact scale": exact, "float32 scale": float(np.float32(exact)),
-              "split float32 scale": split_scale(a.qk_head_dim) if a.scale is None else
-              float(np.float32(np.sqrt(np.float32(exact)))) ** 2}
     out = np.asarray(out, np.float64)
-    return {k: float(np.max(np.abs(out - attention(replace(case, attention=replace(
-        a, scale=s))).output))) for k, s in scales.items()}
+    return {LABELS[k]: float(np.max(np.abs(out - attention(replace(case, attention=replace(
+        a, scale=s))).output))) for k, s in scales(exact).items()}
 
 
 def float64_word(readings: dict[str, float]) -> str:

@@ -9,7 +9,7 @@ three scales:
 - `float64`: the exact 1/sqrt(d_k);
 - `float32_rounded`: that scale rounded to float32;
 - `split_float32`: sqrt(scale) rounded to float32 and applied to Q and to K (onnxruntime's
-  CPU Attention kernel; float64.split_scale).
+  CPU Attention kernel; float64.scales).
 A reading holds where it is within FLOAT64 (1e-12).  Where the output and the weights read
 differently (a system whose need_weights=True graph rounds the scale and whose
 need_weights=False graph does not, e.g. the opset-18 torch export) the cell is `depends`,
@@ -27,7 +27,7 @@ from conformance.contract.axes import DEPENDS, NOT_PROBED
 from conformance.contract.probing import distances
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
-from conformance.conventions.probes.float64 import FLOAT64, split_scale
+from conformance.conventions.probes.float64 import FLOAT64, scales
 from conformance.conventions.probes.forms import first_taken, forms
 from conformance.oracle.reference import attention
 
@@ -35,19 +35,12 @@ AXIS = "scale_precision"
 HEAD3 = {"qk_head_dim": 3, "v_head_dim": 3}  # 1/sqrt(3): rounds in float32, and so does the split
 
 
-def scales(d: int) -> dict[str, float]:
-    """The scale each reading of a float64 call at head size `d` applies."""
-    exact = 1 / np.sqrt(d)
-    return {"float64": exact, "float32_rounded": float(np.float32(exact)),
-            "split_float32": split_scale(d)}
-
-
 def readings(case, output, weights=None, returned: str = "none") -> dict[str, dict]:
     """part ("output", "weights") -> reading -> max |part - the float64 oracle's| at that
     reading's scale; the weights against the oracle's per-head weights, or their mean over
     heads where `returned` is "averaged"."""
     oracle = {w: attention(replace(case, attention=replace(case.attention, scale=s)))
-              for w, s in scales(case.attention.qk_head_dim).items()}
+              for w, s in scales(1 / np.sqrt(case.attention.qk_head_dim)).items()}
     parts = {"output": distances(output, {w: e.output for w, e in oracle.items()})}
     if weights is not None and returned in ("per_head", "averaged"):
         parts["weights"] = distances(weights, {
