@@ -168,3 +168,16 @@ def test_a_long_refusal_keeps_its_head_and_its_end_within_the_limit():
     assert len(text) <= REASON_LIMIT and text.startswith("RuntimeError: InvalidArgument")
     assert text.endswith("are not supported on CPU") and " ... " in text
     assert quoted("short reason") == "short reason"
+
+
+def test_reads_own_names_exactly_the_probes_that_read_the_runners_own_cell():
+    """one_axis.axis_cell (the drift matrix) runs a runner's conventions() only for the
+    READS_OWN axes: each of them must change with a planted own cell, no other may."""
+    from conformance.conventions.probes import READS_OWN
+
+    moved = set()
+    for axis, probe in ASKED_PROBES.items():
+        planted = Convention(axis, "planted_word", "PLANTED-OWN-EVIDENCE")
+        if probe(Toy(), planted) != probe(Toy(), None):
+            moved.add(axis)
+    assert moved == set(READS_OWN)

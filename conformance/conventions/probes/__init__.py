@@ -82,6 +82,9 @@ ASKED_PROBES: dict[str, Callable[..., Convention]] = {
     "softcap": softcap_cell,  # capped.py
     "window_width": window_settings_cell,  # a window set per setting (window_settings.py)
 }
+# the asked probes that read the runner's own cell (sizes.confirmed, padding.py): only for
+# these does one_axis.axis_cell (the drift matrix) run the runner's conventions()
+READS_OWN = frozenset({"size_arguments", "input_layout", "key_padding_polarity"})
 LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
 
 

@@ -13,7 +13,6 @@ rows agree with as second witness.  No probe of the other axes runs, and the run
 """
 from __future__ import annotations
 
-import dis
 from typing import Callable
 
 from conformance.contract.axes import NOT_PROBED
@@ -32,19 +31,12 @@ def source(runner, axis: str) -> str:
     return "owned" if axis in OWNED_AXES else "own"
 
 
-def reads_own(probe) -> bool:
-    """Whether an asked probe reads the runner's own cell (its `own` argument): only then
-    is the runner's conventions() run for it (ledger_cells passes it to every one)."""
-    return any(i.opname.startswith("LOAD_FAST") and i.argval == "own"
-               for i in dis.get_instructions(probe))
-
-
 def axis_cell(runner, axis: str, own: Callable[[], list[Convention]] | None = None
               ) -> Convention:
     """The cell of `axis` for `runner` as the ledger measures it.  `own()` gives the
     runner's own conventions() cells (default: runner.conventions(), called only for the
     axes that need it)."""
-    from conformance.conventions.probes import ASKED_PROBES, LEDGER_PROBES, RAW_PROBES
+    from conformance.conventions.probes import ASKED_PROBES, LEDGER_PROBES, RAW_PROBES, READS_OWN
 
     def own_cell() -> Convention | None:
         cells = (own or runner.conventions)()
@@ -58,7 +50,7 @@ def axis_cell(runner, axis: str, own: Callable[[], list[Convention]] | None = No
         return RAW_PROBES[axis][1](runner)
     if how == "asked":
         probe = ASKED_PROBES[axis]
-        return probe(runner, own_cell() if reads_own(probe) else None)
+        return probe(runner, own_cell() if axis in READS_OWN else None)
     if how == "owned":
         for axes, probe in LEDGER_PROBES:
             if axis in axes:
