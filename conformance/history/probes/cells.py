@@ -17,8 +17,8 @@ PROBE_ERROR = "probe_error"  # the probe itself raised (bisect.py: never compare
 EVIDENCE = 1200  # characters of evidence kept per cell (the ledger's, with its distances)
 # what a quoted error says when the release lacks the API the runner's call uses (module,
 # attribute or keyword argument; an ONNX operator, opset or IR version it cannot load:
-# onnxruntime's model constructor, whose IR-version message the ledger's 240-character
-# quote cuts off)
+# onnxruntime's model constructor, whose IR-version message the ledger's bounded quote
+# may cut: request.quoted)
 API_GAPS = (
     "onnxruntime::Model::Model(",
     "has no attribute", "No module named", "cannot import name",
