@@ -10,6 +10,8 @@ reference.  The runner is asked the same case with the same mask as float32 0 / 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from conformance.contract.axes import NOT_PROBED
@@ -32,11 +34,9 @@ def added_as_number(runner, case, cell: Convention, boolean: np.ndarray,
         return cell
     d = float(np.max(np.abs(np.asarray(boolean, np.float64) - got.output)))
     if not d < NEAR:
-        return Convention(cell.axis, cell.value, f"{cell.evidence}; the same mask as float "
-                          f"0/1 gives another output ({d:.1e} from it)", cell.documented,
-                          cell.documented_source)
-    return Convention(cell.axis, ADDED, f"{cell.evidence}; the suite's 0/1 reading leaves out "
-                      "what the system applies on every call, so the system is its own "
-                      f"reference: the boolean mask's output is {d:.1e} from its output with "
-                      f"the same mask as float 0/1 ({got.call}): added to the scores",
-                      cell.documented, cell.documented_source)
+        return replace(cell, evidence=f"{cell.evidence}; the same mask as float 0/1 gives "
+                       f"another output ({d:.1e} from it)")
+    return replace(cell, value=ADDED, evidence=f"{cell.evidence}; the suite's 0/1 reading "
+                   "leaves out what the system applies on every call, so the system is its "
+                   f"own reference: the boolean mask's output is {d:.1e} from its output "
+                   f"with the same mask as float 0/1 ({got.call}): added to the scores")
