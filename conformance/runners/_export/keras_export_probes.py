@@ -75,10 +75,9 @@ class Graphs:
 
     def session(self, case, mask=None, causal=False, dropout=0.0, value_mask=False,
                 options: tuple = ()):
-        def make():
+        def model():
             self.exported += 1
-            return self.convert(_model(self.keras, case, mask, causal, dropout, value_mask,
-                                       options))
+            return _model(self.keras, case, mask, causal, dropout, value_mask, options)
 
         # the other graphs keep their keys
         extra = (("value_mask",) if value_mask else ()) + tuple(options)
@@ -88,12 +87,9 @@ class Graphs:
                        self.versions, FORMAT, PROBE_FORMAT, KERAS_EXPORT_FORMAT)
 
         if self.shared is not None:
-            def model():
-                self.exported += 1
-                return _model(self.keras, case, mask, causal, dropout, value_mask, options)
             blob = self.shared(model, key_of)
         else:
-            blob, _ = self.cache.get_or_make(key_of(self.label), make)
+            blob, _ = self.cache.get_or_make(key_of(self.label), lambda: self.convert(model()))
         self.keras.backend.clear_session(free_memory=False)
         return self.opener(blob, f"probe graph (mask={mask}, causal={causal})")
 
