@@ -265,21 +265,20 @@ def test_decode_beside_another_mask_is_refused():
 
 
 @needs_hf
-def test_scale_config_fields_read_configurable_with_their_default():
-    """Gemma2's query_pre_attn_scalar and MPT's softmax_scale set the scale; Gemma2's
-    default (256) is not 1/sqrt(head_dim); a planted field that never reaches the module
-    reads ignored."""
+def test_scale_config_fields_read_configurable():
+    """Gemma2's query_pre_attn_scalar (an int: 1/scale**2 = 9) and MPT's softmax_scale set
+    the scale the ledger's generic softmax_scale probe asks; a planted field that never
+    reaches the module reads ignored."""
+    from conformance.conventions.probes.scores import softmax_scale_cell
     from conformance.runners.hf.mpt import HFMpt
-    from conformance.runners.hf.probes import scale_setting
 
-    (cell,) = scale_setting(HFGemma2())
-    assert cell.value == "configurable", cell.evidence
-    assert "default: query_pre_attn_scalar=256: 256**-0.5" in cell.evidence
-    (cell,) = scale_setting(HFMpt())
-    assert cell.value == "configurable" and "default: inv_sqrt_head_dim" in cell.evidence
-    assert scale_setting(HFLlama()) == []
+    cell = softmax_scale_cell(HFGemma2())
+    assert cell.value == "configurable" and "query_pre_attn_scalar=9" in cell.evidence, \
+        cell.evidence
+    assert softmax_scale_cell(HFMpt()).value == "configurable"
+    assert softmax_scale_cell(HFLlama()).value == "inv_sqrt_head_dim"
 
     class Fixed(HFGemma2):  # the planted defect: the field pinned at head_dim
         def config_kwargs(self, plan):
             return {**super().config_kwargs(plan), "query_pre_attn_scalar": 4}
-    assert scale_setting(Fixed())[0].value == "ignored"
+    assert softmax_scale_cell(Fixed()).value == "ignored"

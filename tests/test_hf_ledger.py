@@ -484,8 +484,8 @@ def test_hf_api_facts_carry_no_oracle():
     assert "BertSelfAttention and BertConfig" in eager["softcap"].evidence
 
 
-# ---- the causal switch and a fully masked row of a self-attention-only system (hf.probes'
-# causal and fully_masked cells moved to flags.py / causal_self.py and rows.py)
+# ---- the causal switch and a fully masked row of a self-attention-only system (the ledger's
+# flags.py / causal_self.py and rows.py)
 
 
 class ToySelfOnly(Runner):
@@ -558,7 +558,7 @@ def test_hf_causal_switch_and_masked_row_are_the_ledgers():
 
 
 # ---- float64_compute asked by the ledger (scores.float64_compute_cell, ledger_axes), and the
-# API facts hf/probes.py judged, now observations.py's with no oracle
+# API facts observations.py reads with no oracle
 
 
 @needs_hf

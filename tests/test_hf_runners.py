@@ -99,7 +99,7 @@ def test_bert_boolean_mask_eager_vs_sdpa():
             assert vocab is None or c.value in vocab, (c.axis, c.value)
 
 
-# observations.py's (hf/probes.py keeps scale_precision; float64_compute, fully_masked_row and
+# observations.py's (scale_precision, softmax_scale, float64_compute, fully_masked_row and
 # causal_flag are the ledger's)
 HF_AXES = ("key_padding_polarity", "weights_dropout", "mixed_dtype", "implicit_mask")
 
@@ -107,13 +107,11 @@ HF_AXES = ("key_padding_polarity", "weights_dropout", "mixed_dtype", "implicit_m
 @needs_hf
 @pytest.mark.parametrize("runner", [HFBert(), HFBert(attn_implementation="sdpa"), HFT5()])
 def test_hf_probe_cells_are_vocabulary_words(runner):
-    from conformance.runners.hf.probes import hf_cells
-
-    assert [c.axis for c in hf_cells(runner)] == ["scale_precision"]
     cells = {c.axis: c for c in runner.conventions()}
     alibi = ("alibi_slopes",) if runner.name == "hf.t5" else ()  # position_bias is not ALiBi
-    assert set(HF_AXES + alibi + ("scale_precision",)) <= set(cells)
-    assert "float64_compute" not in cells and "float64_compute" in runner.ledger_axes
+    assert set(HF_AXES + alibi) <= set(cells)
+    for axis in ("float64_compute", "scale_precision", "softmax_scale"):
+        assert axis not in cells and axis in runner.ledger_axes, axis
     for c in cells.values():
         words = BY_ID[c.axis].words
         assert (words is None or c.value in words) and c.evidence, (c.axis, c.value)

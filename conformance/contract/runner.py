@@ -183,6 +183,9 @@ class Runner:
     # ledger's probes of the whole system's arithmetic (float64_compute, fully_masked_row)
     # carry them
     probe_needs: Mapping[str, Any] = {}
+    # Case.mask fields the system applies on every call (GPT-2's causal mask: GPT2Model
+    # always builds one), carried like probe_needs by the forms that carry the needs
+    probe_mask_needs: Mapping[str, Any] = {}
     # a head size its kernel accepts, asked only after the system refused a probe's own
     # (onnxruntime's CPU GroupQueryAttention: multiples of 8, 16 with rotation); needs.py
     probe_head_size: int | None = None

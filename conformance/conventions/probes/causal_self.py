@@ -24,7 +24,7 @@ CAUSAL = "causal (T = S)"
 
 def causal_self_attention_cell(runner, why: str) -> Convention:
     """`why`: the reason the runner gave for the T != S case."""
-    cases = needed_forms(runner, "raw-causal-self-attention", inputs={
+    cases = needed_forms(runner, "raw-causal-self-attention", raw=True, inputs={
         "self_attention": True, "query_len": LENGTH, "key_len": LENGTH})
     for case in cases:
         got = ask_raw(runner, case, RawCall("is_causal", True))

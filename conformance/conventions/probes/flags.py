@@ -65,7 +65,7 @@ def _asked_form(runner, name: str, argument: str, value):
     where the runner cannot pass the argument on it (`unasked`: a path that takes only
     self-attention) on its self-attention form (forms.py), then on both with what the
     system applies on every call (needs.py: probe_needs)."""
-    for case in needed_forms(runner, name):
+    for case in needed_forms(runner, name, raw=True):
         fwd, last = _forward(runner, case, argument)
         try:
             return case, fwd, last, fwd(value(case))

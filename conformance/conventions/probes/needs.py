@@ -3,8 +3,9 @@
 `needed_forms(runner, name, **sections)` is forms.forms(name, **sections) (as written, as
 self-attention, with the head size derived from the width) followed by the same forms of
 the probe case with the runner's `probe_needs` (Runner.probe_needs: the attention fields
-its system applies on every call, e.g. Qwen3's RMS QK-norm, MPT's ALiBi with no bias)
-merged under the probe's own fields: a field the probe sets keeps the probe's value (a
+its system applies on every call, e.g. Qwen3's RMS QK-norm, MPT's ALiBi with no bias;
+and `probe_mask_needs`, the mask fields, e.g. GPT-2's causal mask) merged under the probe's
+own fields: a field the probe sets keeps the probe's value (a
 nested section such as rope is merged key by key, the probe's keys winning).  Asked with
 forms.first_taken, a runner that takes the written case is asked nothing else, so its
 cell is the written case's; the forms with the needs are asked only where every plain
@@ -34,22 +35,26 @@ def with_needs(runner, attention: dict) -> dict:
     return out
 
 
-def needed_forms(runner, name: str, **sections) -> list:
-    """The probe case's forms (forms.forms), then its forms with probe_needs where they
-    change the attention section and make a valid case."""
+def needed_forms(runner, name: str, raw: bool = False, **sections) -> list:
+    """The probe case's forms (forms.forms), then its forms with probe_needs (and, unless
+    the probe passes an argument `raw`, probe_mask_needs: a raw argument is the whole mask
+    of its call) where they change the case and make a valid one."""
     cases = forms(name, **sections)
     attention = dict(sections.get("attention", {}))
     needed = with_needs(runner, attention)
-    if needed != attention:
+    mask_needs = {} if raw else getattr(runner, "probe_mask_needs", None) or {}
+    mask = {**mask_needs, **sections.get("mask", {})}
+    masked = {**sections, "mask": mask} if mask else dict(sections)
+    if needed != attention or mask != sections.get("mask", {}):
         try:
-            cases += forms(name + NEEDS_SUFFIX, **{**sections, "attention": needed})
+            cases += forms(name + NEEDS_SUFFIX, **{**masked, "attention": needed})
         except CaseError:  # the needs contradict the probe's sizes: the plain forms only
             pass
     sized = at_head_size(runner, needed, cases[0].attention.qk_head_dim)
     if sized is None:
         return cases
     try:
-        return cases + forms(name + HEAD_SUFFIX, **{**sections, "attention": sized})
+        return cases + forms(name + HEAD_SUFFIX, **{**masked, "attention": sized})
     except CaseError:
         return cases
 

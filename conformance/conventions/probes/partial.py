@@ -30,7 +30,7 @@ FACTOR = 0.5  # of head dim 8: 4 dimensions rotate
 
 def rope_partial_setting_cell(runner) -> Convention:
     case, plain, note = first_taken(runner, needed_forms(
-        runner, "rope-partial-setting", attention={**HEAD8, "rope": {
+        runner, "rope-partial-setting", raw=True, attention={**HEAD8, "rope": {
             "style": native_style(runner)}}, inputs={"position_offset": 3}))
     what = (f"probe_case {case.id}, head dim 8, the partial-rotary setting {FACTOR:g} "
             f"(supported: 4 rotate; ignored: all 8 rotate){note}")

@@ -2,7 +2,8 @@
 everything the call returns, the output and the attention weights it returns beside it.
 
 A float64 probe case (d_k 3: 1/sqrt(3) is no float32 number, and neither is its float32
-square root squared) is asked in the first form the runner takes (forms.py, through its
+square root squared) is asked in the first form the runner takes (needs.py: as written,
+then with what the system applies on every call, then at its probe_head_size; through its
 translate and run), and each returned array is read against the float64 oracle (the
 output; the weights per head, or averaged over heads, as the system returns them) under
 three scales:
@@ -15,7 +16,9 @@ differently (a system whose need_weights=True graph rounds the scale and whose
 need_weights=False graph does not, e.g. the opset-18 torch export) the cell is `depends`,
 each condition with its value and distances: nothing measured is dropped.  Where no reading
 holds for any of them the arithmetic is below float64, so the scale's rounding is not
-separable: `not_probed` with the figures (see float64_compute).
+separable: `not_probed` with the figures (see float64_compute).  A system that applies no
+scale (its probe_needs set scale 1.0: T5) has no rounding to read: `not_applicable` where
+its float64 output is the oracle's at 1.0.
 """
 from __future__ import annotations
 
@@ -23,12 +26,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import DEPENDS, NOT_PROBED
+from conformance.contract.axes import DEPENDS, NA, NOT_PROBED
 from conformance.contract.probing import distances
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.float64 import FLOAT64, scales
-from conformance.conventions.probes.forms import first_taken, forms
+from conformance.conventions.probes.forms import first_taken
+from conformance.conventions.probes.needs import needed_forms
 from conformance.oracle.reference import attention
 
 AXIS = "scale_precision"
@@ -78,14 +82,32 @@ def judged(parts: dict[str, dict], returned: str, what: str, **doc) -> Conventio
                       f"{what}: {text}{tail}", **doc)
 
 
+def unscaled(runner, case, got, what: str) -> Convention:
+    """The cell of a system that scales by nothing (T5: scaling 1.0, its probe_needs):
+    not_applicable where the float64 output is the float64 oracle's at scale 1.0 within
+    FLOAT64 (1.0 is exact in any precision, so there is no rounding to read), else the
+    readings under that one scale."""
+    d = distances(got.output, {"1.0": attention(case).output})["1.0"]
+    head = f"{runner.name}, {said(what, got)}: the scores are not scaled (scale 1.0, exact " \
+        f"in any precision): max |output - float64 oracle at scale 1.0| {d:.1e}"
+    if d <= FLOAT64:
+        return Convention(AXIS, NA, head, **documented(runner, AXIS))
+    return Convention(AXIS, NOT_PROBED, f"{head}, above {FLOAT64:g}: the arithmetic is below "
+                      "float64 (see float64_compute)")
+
+
 def scale_precision_cell(runner, own: Convention | None = None) -> Convention:
     """A float64 call of the probe case in the first form the runner takes, its output and
     the weights it returns read under the three scales (judged)."""
-    case, got, note = first_taken(runner, forms("scale-precision", attention=HEAD3,
-                                                inputs={"dtype": "float64"}))
-    what = f"probe_case {case.id}, float64 arrays, d_k 3{note}"
+    case, got, note = first_taken(runner, needed_forms(runner, "scale-precision",
+                                                       attention=HEAD3,
+                                                       inputs={"dtype": "float64"}))
+    d = case.attention.qk_head_dim
+    what = f"probe_case {case.id}, float64 arrays, d_k {d}{note}"
     if not got.answered:
         return unmeasured(AXIS, runner, what, got)
+    if case.attention.scale == 1.0:  # a system that applies no scale (its probe_needs)
+        return unscaled(runner, case, got, what)
     parts = readings(case, got.output, got.attention_weights, got.weights_returned)
     return judged(parts, got.weights_returned, f"{runner.name}, {said(what, got)}",
                   **documented(runner, AXIS))

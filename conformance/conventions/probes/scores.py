@@ -16,18 +16,20 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import closest, output_with, probe_case
+from conformance.contract.probing import closest, probe_case
 from conformance.contract.runner import Convention
 from conformance.conventions.probes import precision
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.float64 import float64_readings, float64_word, quoted
-from conformance.conventions.probes.forms import first_taken, forms
+from conformance.conventions.probes.forms import first_taken
 from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import ask
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
 
-SET_SCALE = 0.3  # the scale a probe sets where the runner can set one (not 1/sqrt(3))
+# the scale a probe sets where the runner can set one: not 1/sqrt(3) nor 1/sqrt(6), and
+# 1/SET_SCALE**2 = 9 an integer (Gemma2Config types query_pre_attn_scalar int)
+SET_SCALE = 1 / 3
 FLOAT64 = 1e-12  # max |output - float64 oracle| of a float64 computation
 HEAD3 = {"qk_head_dim": 3, "v_head_dim": 3}  # 1/sqrt(3): unlike 1, rounds in float32
 
@@ -35,19 +37,23 @@ HEAD3 = {"qk_head_dim": 3, "v_head_dim": 3}  # 1/sqrt(3): unlike 1, rounds in fl
 def softmax_scale_cell(runner, own: Convention | None = None) -> Convention:
     """The default scale read as 1/sqrt(d_k) or none; where the runner sets a scale
     (`sets_scale`) through an argument of the system (not `harness_scale`: a wrapper of the
-    suite's is no setting of the system), the case's scale asked: `configurable` when the
-    output follows it."""
+    suite's is no setting of the system; nor a scale its probe_needs fix: T5's 1.0), the
+    case's scale asked: `configurable` when the output follows it."""
     harness = getattr(runner, "harness_scale", False)
-    sets = getattr(runner, "sets_scale", False) and not harness
+    fixed = "scale" in (getattr(runner, "probe_needs", None) or {})  # T5: always 1.0
+    sets = getattr(runner, "sets_scale", False) and not harness and not fixed
     cases = [replace(c, attention=replace(c.attention, scale=SET_SCALE)) if sets else c
-             for c in forms("softmax-scale", attention=HEAD3)]
+             for c in needed_forms(runner, "softmax-scale", attention=HEAD3)]
     case, got, note = first_taken(runner, cases)
-    readings = {"inv_sqrt_head_dim": output_with(case, None, scale=1 / np.sqrt(3)),
-                "none": output_with(case, None, scale=1.0)}
+    d = case.attention.qk_head_dim
+
+    def at(scale: float):  # the oracle of the case asked (its mask too) at `scale`
+        return attention(replace(case, attention=replace(case.attention, scale=scale))).output
+    readings = {"inv_sqrt_head_dim": at(1 / np.sqrt(d)), "none": at(1.0)}
     if sets:
-        readings = {"configurable": output_with(case, None, scale=SET_SCALE), **readings}
-    what = f"probe_case {case.id}, d_k 3" + (
-        f", scale {SET_SCALE} set" if "configurable" in readings else
+        readings = {"configurable": at(SET_SCALE), **readings}
+    what = f"probe_case {case.id}, d_k {d}" + (
+        f", scale {SET_SCALE:.6g} set" if "configurable" in readings else
         ", no scale set (the system takes none: the runner's scale is a wrapper of its own)"
         if harness else ", no scale set") + note
     if not got.answered:

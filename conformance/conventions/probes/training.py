@@ -25,7 +25,8 @@ RATE = 0.5
 def dropout_cell(runner) -> Convention:
     """The probe case, or where the runner cannot pass the rate on it (`unasked`) the case
     with what its system applies on every call (needs.py: probe_needs)."""
-    cases = needed_forms(runner, "dropout", inputs={"self_attention": True, "key_len": 3})
+    cases = needed_forms(runner, "dropout", raw=True,
+                         inputs={"self_attention": True, "key_len": 3})
     for case in cases[:-1]:
         got = ask_raw(runner, case, RawCall("dropout_training", {"rate": RATE,
                                                                  "training": False}))

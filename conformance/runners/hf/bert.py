@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from conformance.runners.hf.common import DOCS, SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.probed import ProbedHFRunner
 
 BERT_SOURCE = SOURCE + "bert/modeling_bert.py"
 

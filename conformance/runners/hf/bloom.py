@@ -18,7 +18,7 @@ import numpy as np
 from conformance.convert.hf import to_gpt_neox
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.probed import ProbedHFRunner
 
 BLOOM_SOURCE = SOURCE + "bloom/modeling_bloom.py"
 

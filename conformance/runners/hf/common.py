@@ -141,7 +141,6 @@ class HFRunner(Runner):
     attn_implementation = "eager"
     documented_fill = property(lambda self: mask_fill(self.attn_implementation))
     probe_attention: dict = {}  # probe_case overrides (T5: no bias)
-    probe_scale: float | None = None  # the module's fixed scale when not 1/sqrt(d) (T5: 1.0)
 
     refusals: Refusals  # what the system cannot express beyond the shapes
     linear_names: tuple[str, ...] = ()  # the q, k, v and output nn.Linear modules

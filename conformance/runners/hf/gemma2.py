@@ -47,12 +47,12 @@ class HFGemma2(DecodingHFRunner):
     ledger_axes = DecodingHFRunner.ledger_axes | {"window_width", "softcap", "softcap_order"}
     answers = DecodingHFRunner.answers | {"window_setting", "attn_mask"}
     documented_conventions = {**DecodingHFRunner.documented_conventions,
-                              "softcap_order": ("before_mask", f"{GEMMA2_SOURCE}#L195-L200")}
+                              "softcap_order": ("before_mask", f"{GEMMA2_SOURCE}#L195-L200"),
+                              # Gemma2Config(query_pre_attn_scalar=1/scale**2): scaling =
+                              # query_pre_attn_scalar**-0.5 (the config's default is 256,
+                              # not head_dim)
+                              "softmax_scale": ("configurable", f"{GEMMA2_SOURCE}#L221")}
     sets_scale = True
-    scale_setting = ("Gemma2Config(query_pre_attn_scalar=1/scale**2), scaling = "
-                     f"query_pre_attn_scalar**-0.5 ({GEMMA2_SOURCE}#L221)")
-    scale_default = {"query_pre_attn_scalar": None}  # the config's default, 256
-    scale_default_value = (256 ** -0.5, "query_pre_attn_scalar=256: 256**-0.5")
     layer_types = True
     rope_source = f"{GEMMA2_SOURCE}#L131"
     partial_line = f"{GEMMA2_SOURCE}#L114"  # compute_default_rope_parameters: dim = head_dim

@@ -22,7 +22,7 @@ import numpy as np
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.declared import ConfigBuild
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.probed import ProbedHFRunner
 
 GPT2_SOURCE = SOURCE + "gpt2/modeling_gpt2.py"
 
@@ -33,6 +33,7 @@ def in_out(w: np.ndarray) -> np.ndarray:
 
 
 class HFGpt2(ProbedHFRunner):
+    probe_mask_needs = {"causal": "upper_left"}  # GPT2Model always builds a causal mask
     name = "hf.gpt2"
     system = "transformers.models.gpt2.modeling_gpt2.GPT2Attention"
     backend = "eager"

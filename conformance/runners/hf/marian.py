@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.probed import ProbedHFRunner
 
 MARIAN_SOURCE = SOURCE + "marian/modeling_marian.py"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from conformance.convert.hf import to_mpt
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.probed import ProbedHFRunner
 
 MPT_SOURCE = SOURCE + "mpt/modeling_mpt.py"
 
@@ -37,9 +37,9 @@ class HFMpt(ProbedHFRunner):
     probe_attention = {"alibi": True, "bias": False}
     ledger_axes = ProbedHFRunner.ledger_axes | {"alibi_slopes"}  # positions.py asks it
     sets_scale = True
-    scale_setting = ("MptConfig(attn_config={'softmax_scale': s}) (None: 1/sqrt(d_model / "
-                     f"n_heads), {MPT_SOURCE}#L77-L79)")
-    scale_default = {"softmax_scale": None}
+    # MptConfig(attn_config={'softmax_scale': s}) (None: 1/sqrt(d_model / n_heads))
+    documented_conventions = {**ProbedHFRunner.documented_conventions,
+                              "softmax_scale": ("configurable", f"{MPT_SOURCE}#L77-L79")}
 
     refusals = self_attention_refusals(
         "MptAttention", head_dim="hidden_size // n_heads", fixed_bias=(

@@ -13,7 +13,7 @@ so.  torch is imported inside functions only.
 from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.probed import ProbedHFRunner
 
 MAX_TABLE = 1 << 16  # a precomputed sin/cos table longer than this is refused (GPT-J)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
-from conformance.runners.hf.probes import ProbedHFRunner
+from conformance.runners.hf.probed import ProbedHFRunner
 
 T5_SOURCE = SOURCE + "t5/modeling_t5.py"
 
@@ -30,7 +30,6 @@ class HFT5(ProbedHFRunner):
                 "ALiBi: compute_bias looks it up in relative_attention_bias = "
                 "nn.Embedding(relative_attention_num_buckets, n_heads) by bucketed distance "
                 "(modeling_t5.py, T5Attention.compute_bias); there are no slopes")
-    probe_scale = 1.0
     sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
 
     refusals = Refusals("T5Attention takes one key_value_states", fixed_bias=(
