@@ -76,7 +76,8 @@ class Toy(Runner):
 
 def test_the_keras_probes_are_the_ledgers():
     assert RAW_PROBES["argument_order"] == ("positional", order.positional_order_cell)
-    assert RAW_PROBES["key_padding_polarity"] == ("key_padding", key_padding.key_padding_cell)
+    assert RAW_PROBES["key_padding_polarity"] == (("key_padding", "key_lengths"),
+                                                  key_padding.key_padding_polarity_cell)
     assert RAW_PROBES["implicit_mask"] == ("implicit_mask", implicit.implicit_mask_cell)
     assert ASKED_PROBES["fully_masked_row"] is rows.fully_masked_row_cell
 

@@ -38,7 +38,7 @@ JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
 # issue "One judge for every convention"): the list may only shrink; a module that no
 # longer judges must leave it, and no other module may start.
 STILL_JUDGING = frozenset({
-    "conformance.runners.onnx.gqa_probes", "conformance.runners.onnx.probes"})
+    "conformance.runners.onnx.probes"})
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
            "settings"),

@@ -19,16 +19,6 @@ def gqa():
     return OnnxContribGQA()
 
 
-def test_gqa_refusals_and_lengths(gqa):
-    from conformance.runners.onnx import gqa_probes as g
-
-    cells = {c.axis: c for c in [g.key_padding_cell(gqa), *g.refusal_cells(gqa)]}
-    assert cells["key_padding_polarity"].value == "lengths"
-    for axis in ("unbatched_input", "mixed_dtype", "scale_precision"):
-        assert cells[axis].value == "refused", cells[axis].evidence
-    assert "expected to have 3 dimensions" in cells["unbatched_input"].evidence
-
-
 # qk_norm_scope of onnx.contrib-gqa.ort is the ledger's (conventions/probes/qk_norm.py):
 # tests/test_onnx_ledger.py reads the kernel's refusal and plants a kernel that runs it
 

@@ -116,6 +116,9 @@ RAW_ARGUMENTS = {
                   "system's first three positional arguments, no mask",
     "key_padding": "a (B, S) boolean array given as it is to the system's separate "
                    "key-padding argument, no other mask",
+    "key_lengths": "a (B,) integer array given as it is to the system's per-item "
+                   "key-lengths argument (onnxruntime GroupQueryAttention's seqlens_k, ONNX "
+                   "Attention-24's nonpad_kv_seqlen), no other mask",
     "implicit_mask": "self-attention over the case's query with the (B, T) positions "
                      "`value` False marked as padding the system's own way (e.g. an "
                      "Embedding(mask_zero=True) in front), no mask argument",

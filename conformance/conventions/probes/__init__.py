@@ -49,11 +49,11 @@ LEDGER_PROBES: tuple[tuple[tuple[str, ...], Callable[..., list[Convention]]], ..
     (("batch_invariance",), lambda r, own: [batch_invariance_cell(r)]),
 )
 OWNED_AXES = tuple(a for axes, _ in LEDGER_PROBES for a in axes)
-# axis -> (the RAW_ARGUMENTS argument, probe(runner) -> cell): asked of the runners whose
-# `answers` lists the argument (flags.py: masks and the causal switch; training.py:
-# dropout; windows.py: the window number; order.py: the positional inputs; key_padding.py:
-# a key-padding argument; implicit.py: padding the system marks itself; partial.py:
-# rope_partial through a partial-rotary setting)
+# axis -> (the RAW_ARGUMENTS argument or its alternatives, probe(runner) -> cell): asked of
+# the runners whose `answers` lists the argument (flags.py: masks and the causal switch;
+# training.py: dropout; windows.py: the window number; order.py: the positional inputs;
+# key_padding.py: a key-padding argument or per-item key counts; implicit.py: padding the
+# system marks itself; partial.py: rope_partial through a partial-rotary setting)
 RAW_PROBES = {**flags.RAW_PROBES, **training.RAW_PROBES, **windows.RAW_PROBES,
               **order.RAW_PROBES, **key_padding.RAW_PROBES, **implicit.RAW_PROBES,
               **partial.RAW_PROBES}
@@ -88,6 +88,13 @@ READS_OWN = frozenset({"size_arguments", "input_layout", "key_padding_polarity"}
 LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
 
 
+def takes_raw(argument: str | tuple[str, ...], answers) -> bool:
+    """Whether a runner answering `answers` passes the RAW_PROBES argument (one name, or
+    alternatives: key_padding or key_lengths for key_padding_polarity)."""
+    names = (argument,) if isinstance(argument, str) else argument
+    return any(n in answers for n in names)
+
+
 def asked_cells(runner, own: list[Convention], settled: set[str]) -> list[Convention]:
     """The ASKED_PROBES axes the runner lists in `ledger_axes`, asked of it (with its own
     cell of each, where it reports one); then the feature axes no cell settles, read from
@@ -111,7 +118,7 @@ def ledger_cells(runner) -> list[Convention]:
                       for a in OWNED_AXES if a not in cited]
     answers = getattr(runner, "answers", frozenset())
     raw = {axis: probe for axis, (argument, probe) in RAW_PROBES.items()
-           if argument in answers}  # the axes of the arguments the runner passes raw
+           if takes_raw(argument, answers)}  # the axes of the arguments it passes raw
     asked = set(getattr(runner, "ledger_axes", ())) & set(ASKED_PROBES)
     cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw
              and c.axis not in asked]

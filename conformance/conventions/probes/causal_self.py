@@ -14,6 +14,7 @@ from conformance.contract.axes import IGNORED, NOT_PROBED
 from conformance.contract.probing import distances, output_with
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
+from conformance.conventions.probes.forms import NEEDS_SUFFIX
 from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import ask_raw
 from conformance.oracle.canonical import causal_mask
@@ -26,10 +27,16 @@ def causal_self_attention_cell(runner, why: str) -> Convention:
     """`why`: the reason the runner gave for the T != S case."""
     cases = needed_forms(runner, "raw-causal-self-attention", raw=True, inputs={
         "self_attention": True, "query_len": LENGTH, "key_len": LENGTH})
-    for case in cases:
+    refused = None
+    for n, case in enumerate(cases):
         got = ask_raw(runner, case, RawCall("is_causal", True))
+        if got.raised and any(NEEDS_SUFFIX in later.id for later in cases[n + 1:]):
+            refused = refused or (case, got)  # a kernel refusing this form: ask the needs
+            continue
         if not got.unasked:
             break
+    if refused is not None and not got.answered:  # refused, and no later form answered
+        case, got = refused
     what = (f"probe_case {case.id}: the causal switch on, T = S = {LENGTH} (for T != S: "
             f"{why})")
     if not got.answered:

@@ -22,9 +22,9 @@ from conformance.contract.runner import Convention
 def source(runner, axis: str) -> str:
     """Which probe `ledger_cells` reads `axis` of `runner` from: raw, asked, owned, or own
     (the runner's conventions(); where it has no such cell the ledger reads matrix rows)."""
-    from conformance.conventions.probes import ASKED_PROBES, OWNED_AXES, RAW_PROBES
+    from conformance.conventions.probes import ASKED_PROBES, OWNED_AXES, RAW_PROBES, takes_raw
 
-    if axis in RAW_PROBES and RAW_PROBES[axis][0] in getattr(runner, "answers", ()):
+    if axis in RAW_PROBES and takes_raw(RAW_PROBES[axis][0], getattr(runner, "answers", ())):
         return "raw"
     if axis in ASKED_PROBES and axis in getattr(runner, "ledger_axes", ()):
         return "asked"

@@ -66,9 +66,9 @@ class GqaPlan:
     softcap: float | None = None
     local_window_size: int | None = None
     head_sink: bool = False  # the canonical sink logits as the head_sink input
-    # a prompt's valid key lengths (B,) as seqlens_k = length - 1 (right padding; the
-    # key_padding_polarity probe); None: every item's keys all valid (seqlens_k = T - 1)
-    seqlens: tuple[int, ...] | None = None
+    # seqlens_k (B,) as given (the ledger's key_lengths probe passes it raw); None: every
+    # item's keys all valid, seqlens_k = T - 1 ("total_sequence_lengths - 1")
+    seqlens_k: tuple[int, ...] | None = None
 
     def attributes(self, eps: float | None = None) -> dict:
         attrs = {"num_heads": self.num_heads, "kv_num_heads": self.kv_num_heads,
@@ -156,16 +156,18 @@ def _rope_inputs(g: Graph, case, args: list[str], decode: bool) -> None:
     g.inits.append(numpy_helper.from_array(np.ascontiguousarray(pos), "position_ids"))
 
 
-def _lengths(g: Graph, case, decode: bool, seqlens: tuple[int, ...] | None = None) -> list[str]:
-    """seqlens_k (B,) = total - 1 (or `seqlens` - 1, valid lengths of a right-padded
-    prompt) and total_sequence_length: constants for a prompt, inputs fed per step for a
-    decode, which also takes past_key / past_value."""
+def _lengths(g: Graph, case, decode: bool, seqlens_k: tuple[int, ...] | None = None
+             ) -> list[str]:
+    """seqlens_k (B,) = total - 1 (or `seqlens_k` as given) and total_sequence_length:
+    constants for a prompt, inputs fed per step for a decode, which also takes past_key /
+    past_value."""
     from onnx import TensorProto, helper, numpy_helper
 
     a, b, t = case.attention, case.inputs.batch, case.inputs.query_len
     if not decode:
-        lens = np.full(b, t, np.int32) if seqlens is None else np.array(seqlens, np.int32)
-        g.inits += [numpy_helper.from_array(lens - 1, "seqlens_k"),
+        lens = (np.full(b, t - 1, np.int32) if seqlens_k is None else
+                np.array(seqlens_k, np.int32))
+        g.inits += [numpy_helper.from_array(lens, "seqlens_k"),
                     numpy_helper.from_array(np.array(t, np.int32), "total_sequence_length")]
         return ["", ""]
     elem, past = ELEM[case.inputs.dtype], [b, a.num_kv_heads, "P", a.qk_head_dim]
@@ -190,7 +192,7 @@ def build_model(case, data, plan: GqaPlan, decode: bool = False):
     q = g.project("query", "q", in_out(w.wq), w.bq)
     k = g.project("query", "k", in_out(w.wk), w.bk)
     v = g.project("query", "v", in_out(w.wv), w.bv)
-    args = [q, k, v, *_lengths(g, case, decode, plan.seqlens), "seqlens_k",
+    args = [q, k, v, *_lengths(g, case, decode, plan.seqlens_k), "seqlens_k",
             "total_sequence_length"]
     if plan.do_rotary:
         _rope_inputs(g, case, args, decode)
@@ -258,12 +260,16 @@ class OnnxContribGQA(Runner):
     features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "sinks",
                                   "window", "decode"}
     # the ledger asks these through translate/run (conventions/probes/cache.py: the op's own
-    # past/present decode; capped.py, softcap.py, scores.sinks_cell, rows.py) and `answer`
-    # (window_settings.py: local_window_size); the other axes are still gqa_probes.py's
+    # past/present decode; capped.py, softcap.py, scores.py, rows.py, heads.py,
+    # positions.py, qk_norm.py) and `answer` (below); the API facts are gqa_facts.py's
     ledger_axes = ("cache_causal_alignment", "cache_layout", "softcap", "softcap_order",
                    "sinks", "fully_masked_row", "window_width", "kv_head_mapping",
-                   "rope_style", "rope_partial", "qk_norm_scope")
-    answers = frozenset({"window_setting"})
+                   "rope_style", "rope_partial", "qk_norm_scope", "softmax_scale",
+                   "scale_precision", "float64_compute")
+    # window_settings.py: local_window_size; key_padding.py: seqlens_k as given; flags.py /
+    # causal_self.py: the causal attribute on a prompt (T = S: K and V are the query's
+    # positions, keys before them come only as past)
+    answers = frozenset({"window_setting", "key_lengths", "is_causal"})
     # what the operator's documentation states (ContribOperators.md: kv_num_heads groups the
     # query heads, do_rotary with rotary_interleaved, q_norm_weight / k_norm_weight of shape
     # (head_size)): the ledger marks a measured cell that contradicts it
@@ -325,21 +331,38 @@ class OnnxContribGQA(Runner):
         return {f"local_window_size={w}, causal=1": True}
 
     def answer(self, case, data, raw):
-        """RawCall window_setting: the case's graph with local_window_size = the number as
-        given (no +1 of the runner's) and causal=1, no other mask; the output as float64."""
+        """The case's prompt graph, no other mask, the output as float64, with one setting
+        passed as given: window_setting, local_window_size = the number (no +1 of the
+        runner's) and causal=1; key_lengths, seqlens_k = the (B,) values and causal=0;
+        is_causal, the causal attribute (a prompt has T = S: the op's K and V are the
+        query's positions, so a case with T != S is not asked)."""
         if raw.argument not in self.answers:
             return super().answer(case, data, raw)
         from dataclasses import replace
 
+        raw_prompt = raw.argument in ("key_lengths", "is_causal")
+        if raw_prompt and (case.inputs.query_len != case.inputs.key_len
+                           or not case.inputs.self_attention):
+            raise NotImplementedError(
+                f"{self.name}: GroupQueryAttention's K and V are the projections of the "
+                "query's positions (self-attention, T = S); keys before them come only as "
+                "past_key / past_value")
         t = self.translate(case)
         if isinstance(t, NotExpressible):
             raise NotImplementedError(f"{self.name}: {t.reason}")
-        w = int(raw.value["window"])
-        plan = replace(t.plan, causal=True, attention_bias=False, local_window_size=w)
+        if raw.argument == "window_setting":
+            plan = replace(t.plan, causal=True, attention_bias=False,
+                           local_window_size=int(raw.value["window"]))
+        elif raw.argument == "key_lengths":
+            plan = replace(t.plan, causal=False, attention_bias=False,
+                           seqlens_k=tuple(int(n) for n in raw.value))
+        else:
+            plan = replace(t.plan, causal=bool(raw.value), attention_bias=False)
         model, feed = build_model(case, data, plan)
         session = ort_session(model.SerializeToString(), "GroupQueryAttention graph")
+        lens = f"={list(plan.seqlens_k)}" if plan.seqlens_k is not None else ""
         return (np.asarray(session.run(["output"], feed)[0], np.float64),
-                f"MatMul+Add -> com.microsoft.GroupQueryAttention(Q, K, V, seqlens_k, "
+                f"MatMul+Add -> com.microsoft.GroupQueryAttention(Q, K, V, seqlens_k{lens}, "
                 f"total_sequence_length, {plan.arguments()}) -> MatMul+Add; run in "
                 "onnxruntime CPUExecutionProvider")
 
@@ -348,6 +371,15 @@ class OnnxContribGQA(Runner):
         return build_model(case, data, plan, decode)
 
     def conventions(self):
-        from conformance.runners.onnx.gqa_probes import gqa_cells
+        """The op's schema and the engine's own refusals (gqa_facts.py); the ledger asks
+        the rest (ledger_axes, answers)."""
+        from conformance.runners.onnx.gqa_facts import gqa_facts
 
-        return gqa_cells(self)
+        return gqa_facts(self)
+
+    def schema_names(self) -> tuple[str, list[str], str]:
+        """The feature axes' argument names, for the ledger (conventions/probes/features.py):
+        the installed onnxruntime's schema of the op."""
+        from conformance.runners.onnx.gqa_facts import SCHEMA, schema_names
+
+        return SCHEMA, schema_names(), "attributes and inputs (onnxruntime schema)"
