@@ -3,8 +3,10 @@ A probe case with softcap 1 (a cap that bites on O(1) scores), no mask, is asked
 the runner's translate and run in the first form it takes (forms.first_taken over
 needs.needed_forms: as written, as self-attention, ...), and the output read against the
 oracle with the cap and without it: `applied`, or `ignored` where a setting accepted gives
-the uncapped output.  Asked of the runners whose `ledger_axes` lists softcap (the others'
-softcap cell is read from their signatures, features.py).
+the uncapped output.  Where the run returns the scores' stages beside its output (the ONNX
+Attention op's qk_matmul_output modes), the evidence names each (stages.py).  Asked of the
+runners whose `ledger_axes` lists softcap (the others' softcap cell is read from their
+signatures, features.py).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken
 from conformance.conventions.probes.needs import needed_forms
+from conformance.conventions.probes.stages import stages_text
 from conformance.oracle.reference import attention
 
 CAP = 1.0
@@ -28,6 +31,10 @@ def softcap_cell(runner, own: Convention | None = None) -> Convention:
     if not got.answered:
         return unmeasured("softcap", runner, what, got)
     plain = replace(case, attention=replace(case.attention, softcap=None))
-    return closest("softcap", got.output, {"applied": attention(case).output,
+    cell = closest("softcap", got.output, {"applied": attention(case).output,
                                            IGNORED: attention(plain).output},
                    f"{runner.name}, {said(what, got)}", **documented(runner, "softcap"))
+    if "score_stages" not in got.extras:
+        return cell
+    stages = stages_text(case, got.extras["score_stages"])
+    return replace(cell, evidence=f"{cell.evidence}; {stages}")
