@@ -23,23 +23,31 @@ def gqa():
 # tests/test_onnx_ledger.py reads the kernel's refusal and plants a kernel that runs it
 
 
-def test_nonpad_cell_planted():
-    """nonpad_kv_seqlen read as lengths; a run that drops it is `ignored`, an inverted one
-    true_blocks."""
-    from conformance.contract.probing import output_with
-    from conformance.runners.onnx.probes import nonpad_cell
+@pytest.mark.parametrize("plant, word", [(None, "lengths"), ("inverted", "true_blocks"),
+                                         ("dropped", "ignored")])
+def test_nonpad_kv_seqlen_planted(plant, word):
+    """The Attention op's nonpad_kv_seqlen passed raw (RawCall key_lengths, the ledger's
+    key_padding.py) reads as lengths; a runner that drops it (no padding) is `ignored`, one
+    that pads the counted keys instead (a bool attn_mask of them) true_blocks."""
+    from dataclasses import replace
 
-    def fake(mode):
-        def run(case, lengths):
-            i = case.inputs
-            valid = np.arange(i.key_len)[None, :] < np.array(lengths)[:, None]
-            keys = np.broadcast_to(valid[:, None, :], (i.batch, i.query_len, i.key_len))
-            return output_with(case, {"lengths": keys, "inverted": ~keys, "dropped": None}[mode])
-        return run
+    from conformance.conventions.probes.key_padding import key_padding_polarity_cell
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
-    assert nonpad_cell("fake", fake("lengths")).value == "lengths"
-    assert nonpad_cell("fake", fake("inverted")).value == "true_blocks"
-    assert nonpad_cell("fake", fake("dropped")).value == "ignored"
+    class Planted(OnnxAttentionOp):
+        def answer(self, case, data, raw):
+            if raw.argument == "key_lengths" and plant:
+                i = case.inputs
+                valid = np.arange(i.key_len)[None, :] < np.asarray(raw.value)[:, None]
+                keys = np.broadcast_to(valid[:, None, :], (i.batch, i.query_len, i.key_len))
+                mask = np.ones_like(keys) if plant == "dropped" else ~keys
+                raw = replace(raw, argument="attn_mask", value=mask)
+            return super().answer(case, data, raw)
+
+    cell = key_padding_polarity_cell(Planted(engine="reference"))
+    assert cell.value == word, cell.evidence
+    if plant is None:
+        assert "nonpad_kv_seqlen=[3, 2]" in cell.evidence
 
 
 def test_mha_mask3d_and_refusals():

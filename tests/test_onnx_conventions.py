@@ -1,5 +1,7 @@
-"""The ONNX runners' convention probes (_onnx_probes, _onnx_export_probes): every cell is a
-word of its axis, and the key findings are pinned."""
+"""The ONNX runners' ledger cells (the ledger's probes of their graphs, and the facts their
+graphs show with no oracle: attention_op_facts, torch_export_answers): every cell is a word
+of its axis, the key findings are pinned, and the readings a runner reports reject a
+planted wrong answer."""
 from __future__ import annotations
 
 import pytest
@@ -45,14 +47,14 @@ def test_attention_op_answers_raw(op_cells):
     from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
     r = OnnxAttentionOp(engine="reference")
-    assert r.answers == {"attn_mask", "is_causal", "window"}
+    assert r.answers == {"attn_mask", "is_causal", "window", "key_lengths"}
     assert not RAW_AXES & {c.axis for c in r.conventions()}
     for cells in op_cells.values():
         assert "attn_mask=<bool (B, 1, T, S)>" in cells["attn_mask_polarity"].evidence
         assert "attn_mask=<float32 (B, 1, T, S)>" in cells["float_mask"].evidence
         assert "is_causal=1, no attn_mask, no past_key" in cells["causal_flag"].evidence
         assert cells["causal_flag"].documented == "upper_left"
-    assert OnnxAttentionCache(engine="reference").answers == {"attn_mask"}
+    assert OnnxAttentionCache(engine="reference").answers == {"attn_mask", "is_causal"}
     assert OnnxAttentionCache(engine="reference", cache="static").answers == {
         "attn_mask", "is_causal"}
 
@@ -95,18 +97,43 @@ def test_attention_op_conventions(op_cells):
         assert words["softmax_scale"] == "configurable"
         assert words["softcap"] == "applied"
         assert words["key_padding_polarity"] == "lengths"  # Attention-24 nonpad_kv_seqlen
+        assert "nonpad_kv_seqlen=[3, 2]" in cells["key_padding_polarity"].evidence
         assert words["mixed_dtype"] == "refused"
+        assert words["returned_weights"] == "per_head"
     assert op_cells["reference"]["scale_precision"].value == "float64"
+    # onnxruntime scales Q and K each by float32(sqrt(float32(1/sqrt(d)))): the output and
+    # the returned weights both read the split scale
+    assert op_cells["ort"]["scale_precision"].value == "split_float32"
+    assert op_cells["ort"]["mask_fill"].value == "finfo_min"  # named by the masked scores
+    assert op_cells["reference"]["mask_fill"].value == "-inf"
 
 
 def test_softcap_mode0_ort_and_reference_disagree(op_cells):
     """Spec: mode 0 is 'the output of qk matmul' (before softcap).  ORT follows it; the
-    reference returns the softcapped scores at mode 0 (returned_weights: which stage of the
-    scores each qk_matmul_output_mode returns; softcap itself is the ledger's, capped.py)."""
-    ort = op_cells["ort"]["returned_weights"].evidence
-    ref = op_cells["reference"]["returned_weights"].evidence
+    reference returns the softcapped scores at mode 0 (the softcap probe's call returns
+    qk_matmul_output at modes 0-2, named in its evidence by the ledger: stages.py)."""
+    ort = op_cells["ort"]["softcap"].evidence
+    ref = op_cells["reference"]["softcap"].evidence
     assert "mode 0: qk (" in ort and "follows the spec text" in ort
     assert "mode 0: softcapped (" in ref and "departs from the spec text" in ref
+
+
+def test_a_planted_mode0_that_returns_the_capped_scores_departs_from_the_spec():
+    """The ledger names each stage from the arrays alone: onnxruntime's graph with its mode-0
+    scores replaced by its mode-1 (softcapped) ones reads as departing from the spec."""
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp
+    from conformance.conventions.probes.capped import softcap_cell
+
+    class Planted(OnnxAttentionOp):
+        def stages(self, case, data, plan):
+            got = super().stages(case, data, plan)
+            if got:
+                got["score_stages"][0] = got["score_stages"][1]
+            return got
+
+    cell = softcap_cell(Planted(engine="ort"))
+    assert cell.value == "applied"
+    assert "mode 0: softcapped (" in cell.evidence and "departs from the spec" in cell.evidence
 
 
 @pytest.mark.torch

@@ -221,24 +221,26 @@ def test_the_headline_finding_is_in_index_md_and_html_and_kept_when_re_rendered(
                                         (float(np.finfo(np.float32).min), "finfo_min"),
                                         (-1e9, "-1e9"), (-12.5, "other")])
 def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
-    """The mask_fill probe of the Attention-op runners names what the masked positions of
+    """The Attention-op runners' own mask_fill reading (attention_op_facts, no oracle: the
+    tie-break of the ledger's mask_fill probe) names what the masked positions of
     qk_matmul_output (mode 2) hold; a planted fill is named, a mixed one is `other`."""
-    from conformance.runners.onnx.probes import _fill_word, _mask_fill
+    from conformance.runners.onnx import attention_op_facts as facts
+    from conformance.runners.onnx.attention_op import OnnxAttentionOp, attention_plan, build_model
 
-    class Planted:
-        what = "planted"
+    class Planted(OnnxAttentionOp):
+        def execute(self, model, feed, dtype):
+            out, w = super().execute(model, feed, dtype)
+            if "attn_mask" in feed:
+                w = np.where(np.broadcast_to(feed["attn_mask"], w.shape), w, fill)
+            return out, w
 
-        def run(self, case, mask=None, **attrs):
-            assert attrs == {"qk_matmul_output_mode": 2}
-            i = case.inputs
-            shape = (i.batch, case.attention.num_heads, i.query_len, i.key_len)
-            if mask is None:  # the causal read: every position holds the fill
-                return None, np.full(shape, fill)
-            return None, np.where(np.broadcast_to(mask[:, None], shape), 0.5, fill)
+    def graph(case, data, mask=None, **fields):
+        from dataclasses import replace
+        return build_model(case, data, replace(attention_plan(case), **fields), mask)
 
-    cell = _mask_fill(Planted())
-    assert (cell.axis, cell.value) == ("mask_fill", word)
-    assert _fill_word(np.array([-np.inf, -1e9])) == "other"
+    cell = facts.mask_fill_reading(Planted(engine="reference"), graph, "planted")
+    assert (cell.axis, cell.value) == ("mask_fill", word), cell.evidence
+    assert facts.fill_word(np.array([-np.inf, -1e9])) == "other"
 
 
 def test_an_engine_that_is_not_installed_is_one_skipped_row(monkeypatch):

@@ -111,20 +111,34 @@ def replace_known(r):
 
 def test_float64_reads_the_arithmetic_under_every_reading_of_the_scale():
     """onnxruntime scales Q and K each by float32(sqrt(float32(1/sqrt(d)))): an output exact
-    at that split scale is float64 arithmetic; one that is float32 anywhere is not."""
+    at that split scale is float64 arithmetic (the ledger's float64_compute, scores.py over
+    float64.py's three readings); one that is float32 anywhere is not."""
     import numpy as np
 
-    from conformance.contract.probing import output_with
-    from conformance.runners.onnx.probes import float64_cell
-    from conformance.runners._export.onnx_runtime import split_scale
+    from conformance.contract.runner import Observation, Translation
+    from conformance.conventions.probes.float64 import split_scale
+    from conformance.conventions.probes.scores import float64_compute_cell
+    from conformance.oracle.reference import attention
+
+    class Planted:
+        name = "planted"
+
+        def __init__(self, output):
+            self.output = output
+
+        def translate(self, case):
+            return Translation("planted call", None)
+
+        def run(self, case, translation, data):
+            return Observation(output=self.output(case))
 
     assert split_scale(16) == 0.25 and split_scale(3) != 1 / np.sqrt(3)
-    split = float64_cell(lambda c: output_with(c, None, scale=split_scale(
-        c.attention.qk_head_dim)), "planted")
-    assert split.value == "float64" and "d=3: split float32 scale" in split.evidence
-    low = float64_cell(lambda c: output_with(c, None).astype(np.float32).astype(np.float64),
-                       "planted")
-    assert low.value == "below_float64"
+    split = float64_compute_cell(Planted(lambda c: attention(c, scale=split_scale(
+        c.attention.qk_head_dim)).output))
+    assert split.value == "float64" and "split float32 scale" in split.evidence
+    low = float64_compute_cell(Planted(
+        lambda c: attention(c).output.astype(np.float32).astype(np.float64)))
+    assert low.value == "below_float64", low.evidence
 
 
 def _fill_case(fill, dtype="float16"):

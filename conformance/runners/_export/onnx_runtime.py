@@ -3,8 +3,7 @@ same exports): the export cache, error quoting, dtypes, the onnxruntime session,
 checker, combining the two exported graphs of a case into one observation, the
 effective scale of onnxruntime's split float32 scaling (split_scale, arithmetic only) and a
 refused input's words that the probes quote.  It compares nothing with the oracle: the
-float64 readings that do are the ledger's (conventions/probes/float64.py; onnx/probes.py
-keeps a copy while it still judges, issue #29).
+float64 readings that do are the ledger's (conventions/probes/float64.py).
 
 numpy and the contract at import; onnx, onnxruntime and ml_dtypes are imported
 inside the functions.
@@ -82,7 +81,7 @@ def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str
     return out, to_numpy(results[with_weights][1]), delta
 
 
-# ---- readings the ONNX probes share (onnx/probes.py)
+# ---- a refused input's words, which the ONNX runners' facts quote
 
 def tried(axis: str, fn, what: str) -> Convention:
     try:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Observation, Translation, to_numpy
 from conformance.runners._export import onnx_accounting
-from conformance.runners.onnx.attention_op import AttentionPlan, OnnxAttentionOp
+from conformance.runners.onnx.attention_op import (
+    ONE_CALL_AXES, AttentionPlan, OnnxAttentionOp, staged)
 from conformance.runners.onnx.cache_graphs import ATTENTION_DOC
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, rope_words
@@ -52,22 +53,35 @@ class OnnxAttentionCache(OnnxAttentionOp):
             self.name = f"onnx.attention-op.{kind}.{self.engine}"
         self.system = f"onnx Attention-{23 if self.cache == 'past' else 24}"
         self.description = DESCRIPTIONS[self.cache]
-        # the ledger asks the cache axes through translate/run (conventions/probes/cache.py:
-        # the runner's own decode); the external cache also its valid lengths, an item with
-        # none (rows.py) and is_causal beside nonpad_kv_seqlen = S (`answer`); the other
-        # cells are the Attention op's (attention_op's probes, issue #29)
-        axes = ("cache_causal_alignment", "cache_layout", "softcap_order")
-        self.ledger_axes = axes + (("key_padding_polarity", "fully_masked_row")
-                                   if self.cache == "static" else ())
+        # the ledger asks the cache axes and float64_compute through translate/run (the
+        # runner's own decode: conventions/probes/cache.py, scores.py); the external cache
+        # also its valid lengths and an item with none (rows.py); the one-call axes through
+        # the op every step calls (probe_translate), attn_mask and is_causal raw (`answer`)
+        axes = ("cache_causal_alignment", "cache_layout", "softcap_order", "float64_compute")
+        self.ledger_axes = axes + ONE_CALL_AXES + (
+            ("key_padding_polarity", "fully_masked_row") if self.cache == "static" else ())
+        # causal_flag: the past rows answer is_causal with no past (upper-left, the op's
+        # offset 0), the external cache beside nonpad_kv_seqlen = S (bottom-right)
+        lower = ("cache_causal_alignment",) + (("causal_flag",) if self.cache == "static" else ())
         self.documented_conventions = {**OnnxAttentionOp.documented_conventions, **{
-            a: ("lower_right", ATTENTION_DOC) for a in ("cache_causal_alignment", "causal_flag")}}
+            a: ("lower_right", ATTENTION_DOC) for a in lower}}
 
     @property
     def answers(self) -> frozenset[str]:
-        """attn_mask on the Attention op this runner calls (its one-call graph: attention_op's
-        `answer`); the external cache also is_causal (beside nonpad_kv_seqlen = S)."""
-        return frozenset({"attn_mask", "is_causal"} if self.cache == "static" else
-                         {"attn_mask"})
+        """attn_mask and is_causal on the Attention op this runner calls (its one-call graph,
+        no past: attention_op's `answer`); the external cache's is_causal beside
+        nonpad_kv_seqlen = S."""
+        return frozenset({"attn_mask", "is_causal"})
+
+    def probe_translate(self, case):
+        """A ledger probe's case: the rows' translation where it takes the case (a decode; the
+        external cache's key padding or lower-right causal case); a case with no mask at all
+        as one call of the op every step calls (attention_op's graph, no past)."""
+        t = self.translate(case)
+        unmasked = case.mask.causal == "none" and not case.has_non_causal_mask
+        if isinstance(t, NotExpressible) and case.decode is None and unmasked:
+            return staged(OnnxAttentionOp.translate(self, case))
+        return t
 
     def translate(self, case):
         if case.decode is not None:
@@ -127,7 +141,7 @@ class OnnxAttentionCache(OnnxAttentionOp):
     def answer(self, case, data, raw):
         """is_causal on the external-cache graph (Attention-24, nonpad_kv_seqlen = S for every
         item: an external cache holding the S keys, no other mask)."""
-        if raw.argument != "is_causal" or raw.argument not in self.answers:
+        if raw.argument != "is_causal" or self.cache != "static":
             return super().answer(case, data, raw)
         b, s = case.inputs.batch, case.inputs.key_len
         a = case.attention
@@ -138,9 +152,9 @@ class OnnxAttentionCache(OnnxAttentionOp):
         return super().run(case, Translation(call, plan), data).output, call
 
     def conventions(self):
-        """The Attention op's cells (the op this runner calls: attention_op's probes), with
-        what this runner's graphs show with no oracle in their place (attention_cache_facts);
-        the ledger asks the cache axes."""
+        """The Attention op's facts (the op this runner calls: attention_op_facts), with what
+        this runner's graphs show with no oracle in their place (attention_cache_facts); the
+        ledger judges every other axis."""
         from conformance.runners.onnx.attention_cache_facts import facts
 
         mine = facts(self)

@@ -34,6 +34,19 @@ def window_schema_cell(runner) -> Convention:
                       **SPEC)
 
 
+def no_padding_cell() -> Convention:
+    """key_padding_polarity of the past/present rows: the Attention-23 schema's inputs."""
+    from onnx import defs
+
+    inputs = [i.name for i in defs.get_schema("Attention", 23, "").inputs]
+    pad = [n for n in inputs if "pad" in n or "seqlen" in n]
+    return Convention("key_padding_polarity", NA if not pad else NOT_PROBED, "the Attention-23 "
+                      f"schema (the one this runner's graphs import) has the inputs "
+                      f"{', '.join(inputs)}: " + ("no key-padding input (nonpad_kv_seqlen "
+                      "comes with Attention-24): padding goes into attn_mask (True = attend)"
+                      if not pad else f"{', '.join(pad)} (not asked here)"), **SPEC)
+
+
 def facts(runner) -> list[Convention]:
     cells = [window_schema_cell(runner)]
     if runner.cache == "static":
@@ -41,7 +54,8 @@ def facts(runner) -> list[Convention]:
             "key_padding_polarity", "lengths", "Attention-24 schema: nonpad_kv_seqlen (B,) "
             "int64, the number of valid (non-padded) keys of each item; the runner gives the "
             "case's valid key lengths", documented="lengths", **SPEC)]
-    return cells + [Convention("fully_masked_row", NOT_PROBED, "harness limit: the runner "
+    return cells + [no_padding_cell(),
+        Convention("fully_masked_row", NOT_PROBED, "harness limit: the runner "
                                "runs causal decodes only (translate refuses any other case), "
                                "where every query sees at least its own key; the Attention "
                                "op's own fully masked row is onnx.attention-op.*'s cell")]

@@ -36,12 +36,11 @@ Two rows, one graph, one class parametrised by `engine`: `onnx.attention-op.ort`
 error) and `onnx.attention-op.reference` (engine="reference":
 onnx.reference.ReferenceEvaluator, NumPy).  onnx / onnxruntime are imported inside `run` only.
 
-Raw calls (Runner.answer, the ledger's probes conventions/probes/flags.py): the same graph
-on the probe case's canonical weights and inputs with one argument as given, a (B, T, S)
-boolean or float mask fed as the node's attn_mask input (B, 1, T, S) (the schema's type
-U: bool, or T, Q's type), or is_causal with no mask and no past; the ledger judges
-attn_mask_polarity, float_mask and causal_flag.  The cache rows (attention_cache.py, a
-subclass) answer nothing: they keep their own probes' cells.
+The ledger (conventions/probes/) judges every convention: it asks the graph through
+translate/run (LEDGER_AXES; a probe's softcap call also returns qk_matmul_output at modes
+0-2, which the ledger's softcap probe names) and `answer` (a raw attn_mask, is_causal,
+window, or key_lengths as Attention-24's nonpad_kv_seqlen); the runner reports what its
+graphs show with no oracle (attention_op_facts.py).
 """
 from __future__ import annotations
 
@@ -55,22 +54,25 @@ from conformance.contract.runner import (
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
-    ELEM, ROPE_BUFFERS, ROPE_DOC, Graph, float_attributes, graph_inputs, in_out, positional_qk,
-    rope_words)
+    ELEM, ROPE_BUFFERS, ROPE_DOC, Graph, float_attributes, graph_inputs, in_out,
+    lone_node_verdict, positional_qk, rope_words)
 
 OPSET = 23
 SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset-aware) "
                "alignment: query `i` attends key `j` iff `j <= i + past_sequence_length`\"")
 MASK_WORDS = "bool (B, 1, T, S), True = attend"
 SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
-ANSWERS = frozenset({"attn_mask", "is_causal", "window"})  # the raw arguments `answer` passes
+ANSWERS = frozenset({"attn_mask", "is_causal", "window", "key_lengths"})  # `answer` passes
 # the axes the ledger asks through translate/run (probe_translate: a decode through the op's
 # own past/present; the sizes, scale, softcap, float64, heads, rotary and QK-norm probe
-# cases through the one-call graph) and `answer` (softcap_order: a float mask beside the
-# case's softcap).  size_arguments and input_layout confirm the reading conventions() reports
-LEDGER_AXES = ("cache_causal_alignment", "cache_layout", "softcap_order", "argument_order",
-               "size_arguments", "input_layout", "softmax_scale", "softcap", "float64_compute",
-               "kv_head_mapping", "rope_style", "rope_partial", "qk_norm_scope")
+# cases through the one-call graph; scale_precision reads the output and the mode-3 weights)
+# and `answer` (softcap_order: a float mask beside the case's softcap).  size_arguments and
+# input_layout confirm the reading conventions() reports
+ONE_CALL_AXES = ("argument_order", "size_arguments", "input_layout", "softmax_scale",
+                 "scale_precision", "softcap", "kv_head_mapping", "rope_style", "rope_partial",
+                 "qk_norm_scope")
+LEDGER_AXES = ("cache_causal_alignment", "cache_layout", "softcap_order", "float64_compute",
+               *ONE_CALL_AXES)
 PAST_WORDS = "two tensors (past_key, past_value in; present_key, present_value out)"
 # engine -> (backend, what the call says it runs in, modules it needs)
 ENGINES = {"ort": ("onnxruntime", "onnxruntime CPUExecutionProvider", ("onnx", "onnxruntime")),
@@ -92,6 +94,8 @@ class AttentionPlan:
     nonpad: tuple[int, ...] | None = None
     # Attention-25's left_window_size / right_window_size (-1: that side unbounded)
     window: tuple[int, int] | None = None
+    qk_mode: int = 3  # qk_matmul_output_mode: 3 the softmax weights, 0-2 the scores' stages
+    stages: bool = False  # a probe's call: the scores at modes 0, 1, 2 too (run's extras)
 
     @property
     def opset(self) -> int:
@@ -180,7 +184,7 @@ def build_model(case, data, plan: AttentionPlan, mask: np.ndarray | None = None)
         feed["nonpad_kv_seqlen"] = np.array(plan.nonpad, np.int64)
         inputs.append(helper.make_tensor_value_info("nonpad_kv_seqlen", TensorProto.INT64, [b]))
         args = [q, k, v, mask_in, "", "", "nonpad_kv_seqlen"]
-    g.node("Attention", args, outs, qk_matmul_output_mode=3, **plan.attributes())
+    g.node("Attention", args, outs, qk_matmul_output_mode=plan.qk_mode, **plan.attributes())
     out = g.project("heads", "o", w.wo.reshape(-1, a.output_features), w.bo)
     g.node("Identity", [out], ["output"])
     graph = helper.make_graph(
@@ -192,25 +196,13 @@ def build_model(case, data, plan: AttentionPlan, mask: np.ndarray | None = None)
     return model, feed
 
 
-def _lone_node_verdict(model) -> str:
-    """Load a graph of the Attention node alone in ORT: 'loads' or ORT's error."""
-    from onnx import helper
-
-    node = next(n for n in model.graph.node if n.op_type == "Attention")
-    elem = model.graph.input[0].type.tensor_type.elem_type
-    names = [n for n in node.input[:3]]
-    graph = helper.make_graph(
-        [helper.make_node("Attention", names, ["y"], **{a.name: helper.get_attribute_value(a)
-                                                         for a in node.attribute
-                                                         if a.name != "qk_matmul_output_mode"})],
-        "lone_attention", [helper.make_tensor_value_info(n, elem, None) for n in names],
-        [helper.make_tensor_value_info("y", elem, None)])
-    try:
-        ort_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-                    .SerializeToString(), "lone Attention node", exported=False)
-    except NotExpressibleError as exc:
-        return str(exc).split(": ", 1)[-1]
-    return "loads (the missing kernel is elsewhere in the graph)"
+def staged(t):
+    """A probe's translation with the scores' stages asked (AttentionPlan.stages) where the
+    case sets a softcap."""
+    plan = getattr(t, "plan", None)
+    if isinstance(plan, AttentionPlan) and plan.softcap is not None:
+        return Translation(t.call, replace(plan, stages=True))
+    return t
 
 
 class OnnxAttentionOp(Runner):
@@ -243,7 +235,8 @@ class OnnxAttentionOp(Runner):
                               "softcap": ("applied", SPEC_URL),
                               "kv_head_mapping": ("grouped", SPEC_URL),
                               "rope_style": ("choosable", ROPE_DOC),
-                              "rope_partial": ("supported", ROPE_DOC)}
+                              "rope_partial": ("supported", ROPE_DOC),
+                              "key_padding_polarity": ("lengths", SPEC_URL)}
     ledger_axes = LEDGER_AXES
 
     def __init__(self, **params):
@@ -267,14 +260,14 @@ class OnnxAttentionOp(Runner):
 
     @property
     def answers(self) -> frozenset[str]:
-        """ANSWERS for the one-call rows; the cache rows (attention_cache.OnnxAttentionCache,
-        which has a `cache`) answer nothing and keep their own probes' cells."""
-        return ANSWERS if getattr(self, "cache", None) is None else frozenset()
+        """ANSWERS (the cache rows, attention_cache.py, answer their own)."""
+        return ANSWERS
 
     def answer(self, case, data, raw):
         """The Attention graph (build_model) on `data` with only `raw`: attn_mask fed as
         given as the node's (B, 1, T, S) input (a float mask in Q's dtype: the schema's type
-        U is bool or T), or is_causal set, with no mask and no past; the output as float64.
+        U is bool or T), key_lengths as Attention-24's nonpad_kv_seqlen, the window as
+        Attention-25's, or is_causal set, with no mask and no past; the output as float64.
         It only calls: the ledger's probes judge."""
         a = case.attention
         plan = AttentionPlan(a.num_heads, a.num_kv_heads, scale=a.scale, softcap=a.softcap)
@@ -285,6 +278,9 @@ class OnnxAttentionOp(Runner):
             m = np.asarray(raw.value)
             mask = (m if m.dtype == bool else m.astype(numpy_dtype(case.inputs.dtype)))[:, None]
             plan, arg = replace(plan, attn_mask=True), f"attn_mask=<{mask.dtype} (B, 1, T, S)>"
+        elif raw.argument == "key_lengths":  # Attention-24's nonpad_kv_seqlen (B,) int64
+            plan = replace(plan, nonpad=tuple(int(n) for n in np.asarray(raw.value)))
+            arg = f"nonpad_kv_seqlen={list(plan.nonpad)}, no attn_mask"
         elif raw.argument == "window":  # Attention-25 takes two numbers: one is both sides
             left, right = (raw.value,) * 2 if np.ndim(raw.value) == 0 else raw.value
             causal = case.mask.causal != "none"
@@ -301,33 +297,25 @@ class OnnxAttentionOp(Runner):
                 f"{arg}) [opset {plan.opset}] -> MatMul+Add; run in {self.runs_in}")
 
     def conventions(self):
-        """_onnx_probes on this runner's own graph and engine (softcap and every
-        qk_matmul_output_mode included), less the axes of the arguments it answers raw (the
-        ledger's: conventions/probes/flags.py)."""
-        from conformance.oracle.canonical import case_data
-        from conformance.runners.onnx.probes import attention_op_cells
+        """What the graphs show with no oracle (attention_op_facts.py); the ledger judges."""
+        from conformance.runners.onnx.attention_op_facts import facts
 
-        def build(case, data=None):
-            return build_model(case, data or case_data(case), attention_plan(case))
+        def graph(case, data, mask=None, **fields):
+            return build_model(case, data, replace(attention_plan(case), **fields), mask)
 
-        def nonpad(case, lengths):  # Attention-24's nonpad_kv_seqlen: the key padding
-            from dataclasses import replace
+        return facts(self, graph, fill=getattr(self, "cache", None) is None)
 
-            plan = replace(attention_plan(case), attn_mask=False, nonpad=tuple(lengths))
-            model, feed = build_model(case, case_data(case), plan)
-            return self.execute(model, feed, case.inputs.dtype)[0]
+    def schema_names(self):
+        from conformance.runners.onnx.attention_op_facts import schema_names
 
-        # the past-cache rows run opset 23 only, which has no key-padding input
-        opset23 = getattr(self, "cache", None) == "past"
-        return attention_op_cells(self.engine, build, self.execute,
-                                  None if opset23 else nonpad, self.answers)
+        return schema_names()
 
     def probe_translate(self, case):
         """A ledger probe's case: the matrix's call; for the one-call rows also a decode
         through the op's own past_key/past_value -> present_key/present_value (Attention-23,
         is_causal=1 at every run: cache_graphs.decode, the graphs of the cache rows)."""
         if case.decode is None or getattr(self, "cache", None) is not None:
-            return self.translate(case)
+            return staged(self.translate(case))
         if case.has_non_causal_mask or not case.inputs.self_attention:
             return NotExpressible("a decode is causal self-attention with no other mask")
         d = case.decode
@@ -368,7 +356,7 @@ class OnnxAttentionOp(Runner):
                                   exported=False)
         except NotExpressibleError as exc:  # say whether the Attention kernel itself lacks it
             raise NotExpressibleError(f"{exc}; a lone Attention node in {dtype}: "
-                                      f"{_lone_node_verdict(model)}") from exc
+                                      f"{lone_node_verdict(model, OPSET)}") from exc
         return session.run(["output", "weights"], feed)
 
     def run(self, case, translation, data):
@@ -395,5 +383,14 @@ class OnnxAttentionOp(Runner):
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer
                            if t.data_type != onnx.TensorProto.INT64
                            and not t.name.endswith(ROPE_BUFFERS)},
-            notes=notes, extras={"mask_polarity": "True = attend"},
+            notes=notes, extras={"mask_polarity": "True = attend", **self.stages(case, data, plan)},
             graphs={f"Attention-{plan.opset}": acc})
+
+    def stages(self, case, data, plan: AttentionPlan) -> dict:
+        """A probe's call with a softcap (probe_translate): qk_matmul_output at modes 0, 1, 2
+        as float64 (the ledger's softcap probe reads them: capped.py)."""
+        if not plan.stages:
+            return {}
+        return {"score_stages": {m: np.asarray(self.execute(*build_model(case, data, replace(
+            plan, qk_mode=m, stages=False)), case.inputs.dtype)[1], np.float64)
+            for m in range(3)}}

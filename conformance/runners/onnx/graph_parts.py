@@ -12,6 +12,9 @@ standard operators a user puts between the projections and attention (rotary emb
   projection reshaped to (B, L, heads, d) for `per_head`, or on (B, L, heads*d) as it is for
   `all_heads` (the canonical scales, (d,) or (heads, d) flattened head-major).
 
+- lone_node_verdict: whether onnxruntime loads the `Attention` node of a graph alone (a
+  refused graph's message says whether the kernel itself lacks the dtype).
+
 numpy at import; onnx inside the functions.
 """
 from __future__ import annotations
@@ -170,3 +173,27 @@ def rope_words(case) -> str:
         parts.append(f"RotaryEmbedding(interleaved={int(r.style == 'interleaved')}, "
                      f"rotary_embedding_dim={r.rotary_dim}, position_ids)")
     return " -> ".join(parts)
+
+
+def lone_node_verdict(model, opset: int) -> str:
+    """Load a graph of the Attention node alone in ORT: 'loads' or ORT's error."""
+    from onnx import helper
+
+    from conformance.contract.runner import NotExpressibleError
+    from conformance.runners._export.onnx_runtime import ort_session
+
+    node = next(n for n in model.graph.node if n.op_type == "Attention")
+    elem = model.graph.input[0].type.tensor_type.elem_type
+    names = [n for n in node.input[:3]]
+    graph = helper.make_graph(
+        [helper.make_node("Attention", names, ["y"], **{a.name: helper.get_attribute_value(a)
+                                                         for a in node.attribute
+                                                         if a.name != "qk_matmul_output_mode"})],
+        "lone_attention", [helper.make_tensor_value_info(n, elem, None) for n in names],
+        [helper.make_tensor_value_info("y", elem, None)])
+    try:
+        ort_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+                    .SerializeToString(), "lone Attention node", exported=False)
+    except NotExpressibleError as exc:
+        return str(exc).split(": ", 1)[-1]
+    return "loads (the missing kernel is elsewhere in the graph)"

@@ -1,0 +1,132 @@
+"""What the ONNX `Attention` runners' graphs show with no oracle (attention_op.py's
+`conventions()`; the cache rows add attention_cache_facts.py): the schema's facts (no
+dropout, no key-padding input in Attention-23, the feature names of `schema_names`), the
+engine's own errors on a 2-D and a float64 input (onnx_runtime.tried), the 4th output's
+shape, the API readings the ledger confirms by asking (size_arguments, input_layout), and
+the number the masked scores hold at qk_matmul_output_mode=2 (the node's output of the
+scores after the mask, before the softmax), the reading that names a tie of the ledger's
+mask_fill probe (masks.mask_fill_cell).  Every other axis is the ledger's
+(conventions/probes/).  onnx inside the functions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import NA, NOT_PROBED
+from conformance.contract.runner import Convention
+from conformance.oracle.canonical import case_data
+from conformance.runners._export.onnx_runtime import tried
+
+SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
+SPEC = {"documented_source": SPEC_URL}
+# float32 numbers a masked score may hold, by the word of mask_fill (axes.py)
+FILLS = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min), "-1e9": -1e9,
+         "-1e4": -1e4}
+
+
+def facts_case(name: str, **sections):
+    """The seeded case of these facts: 2 heads over 8 features, B 2, T 3, S 5."""
+    from conformance.case.loader import parse_case
+
+    raw = {"id": f"probe-{name}", "attention": {"num_heads": 2, "query_features": 8},
+           "inputs": {"batch": 2, "query_len": 3, "key_len": 5, "seed": 7}, **sections}
+    return parse_case(raw, "<probe>")
+
+
+def schema_names(opset: int = 23) -> tuple[str, list[str], str]:
+    """(what, the attribute and input names, where they are listed) of the installed onnx's
+    Attention schema (features.signature_cells reads the feature axes from them)."""
+    import onnx.defs
+
+    schema = onnx.defs.get_schema("Attention", opset, "")
+    return (f"ONNX Attention-{opset} (onnx.defs schema)",
+            list(schema.attributes) + [i.name for i in schema.inputs], "attributes and inputs")
+
+
+def fill_word(held: np.ndarray) -> str:
+    """The word of the number every masked score holds; `other` where they differ or hold
+    none of FILLS."""
+    values = set(np.asarray(held, np.float64).ravel().tolist())
+    return next((w for w, v in FILLS.items() if values == {v}), "other")
+
+
+def _held(values: np.ndarray) -> str:
+    return ", ".join(sorted({"-inf" if v == -np.inf else f"{v:.8g}" for v in values.ravel()}))
+
+
+def mask_fill_reading(runner, graph, what: str) -> Convention:
+    """What the masked scores hold at qk_matmul_output_mode=2 with a bool attn_mask fed as
+    given (the positions its False entries mark), and with is_causal=1 and no mask (the
+    scores below -1e30 quoted): the number the system shows, no oracle."""
+    case = facts_case("op-mask-fill", mask={"attn_mask": {"random": 0.5}})
+    data = case_data(case)
+    model, feed = graph(case, data, attn_mask=True, qk_mode=2)
+    scores = np.asarray(runner.execute(model, feed, case.inputs.dtype)[1], np.float64)
+    held = scores[~np.broadcast_to(data.inputs.non_causal[:, None], scores.shape)]
+    causal = facts_case("op-causal-mode2", mask={"causal": "upper_left"})
+    model, feed = graph(causal, case_data(causal), is_causal=True, qk_mode=2)
+    c = np.asarray(runner.execute(model, feed, causal.inputs.dtype)[1], np.float64)
+    low = c[c < -1e30]
+    return Convention("mask_fill", fill_word(held), f"{what}: qk_matmul_output at mode 2 "
+                      "(scores after the mask, before the softmax), bool attn_mask (B, 1, T, "
+                      f"S) fed as given: its {held.size} False positions hold {_held(held)}; "
+                      f"is_causal=1, no mask (T=3, S=5): {low.size} scores below -1e30, "
+                      f"holding {_held(low) or 'nothing'} (the spec's test data: -inf)")
+
+
+def _inputs_cells(runner, graph, what: str) -> list[Convention]:
+    """The 4th output's shape, a 2-D input and float64 inputs fed to the float32 graph (the
+    engine's own errors quoted)."""
+    case = facts_case("op-facts")
+    data, i = case_data(case), case.inputs
+    model, feed = graph(case, data)
+    w = np.shape(runner.execute(model, feed, i.dtype)[1])
+    head = {n: np.float32(v[0]) for n, v in feed.items()}
+    wide = {n: np.asarray(v, np.float64) for n, v in feed.items()}
+    return [
+        Convention("returned_weights", "per_head", f"{what}: the node's 4th output "
+                   f"qk_matmul_output, {w} for (B, H, T, S) = ({i.batch}, "
+                   f"{case.attention.num_heads}, {i.query_len}, {i.key_len}); the runner "
+                   "sets qk_matmul_output_mode=3 (the softmax weights; the spec's modes 0-2: the "
+                   "scores before softcap, after it, after the mask)", **SPEC),
+        tried("unbatched_input", lambda: runner.execute(model, head, i.dtype),
+              f"{what}: 2-D (T, E) inputs (spec: Q is 3-D or 4-D)"),
+        tried("mixed_dtype", lambda: runner.execute(model, wide, i.dtype),
+              f"{what}: float64 inputs fed to the float32 graph")]
+
+
+def _schema_cells(opset: int) -> list[Convention]:
+    """dropout and weights_dropout (the schema names no dropout), implicit_mask."""
+    what, names, _ = schema_names(opset)
+    drop = [n for n in names if "dropout" in n]
+    word = NA if not drop else NOT_PROBED
+    said = f"{what}: its attributes and inputs {', '.join(names)}: " + (
+        "no dropout" if not drop else f"{', '.join(drop)} (not asked here)")
+    return [Convention("dropout", word, said, **SPEC),
+            Convention("weights_dropout", word, said, **SPEC),
+            Convention("implicit_mask", "none", "ONNX graph inputs are plain tensors: no mask "
+                       "travels with them")]
+
+
+def api_cells(what: str) -> list[Convention]:
+    """The API readings the ledger confirms by asking (sizes.confirmed)."""
+    return [
+        Convention("size_arguments", "given_tensors", f"{what}: the node takes projected Q, "
+                   "K, V (the projections are MatMul nodes of the graph); q_num_heads / "
+                   "kv_num_heads split the hidden width: head_size = q_hidden_size / "
+                   "q_num_heads", documented="given_tensors", **SPEC),
+        Convention("input_layout", "batch_first", f"{what}: 3-D Q (B, T, H*d_k) graph "
+                   "inputs, batch first (4-D inputs are (B, H, T, d): batch_heads_first)",
+                   documented="batch_first", **SPEC)]
+
+
+def facts(runner, graph, fill: bool = True) -> list[Convention]:
+    """Every fact of an Attention-op runner; `graph(case, data, mask=None, **plan fields)`
+    -> (model, feed) builds its graph (attention_op.build_model) with the plan's fields
+    changed (qk_mode: qk_matmul_output_mode), `runner.execute(model, feed, dtype)` ->
+    (output, qk_matmul_output) runs it; `fill`: the masked-score reading too (the one-call
+    rows, which the ledger's mask_fill probe asks)."""
+    where = "onnxruntime" if runner.engine == "ort" else "onnx.reference"
+    what = f"Attention-23 graph in {where}"
+    cells = api_cells(what) + _inputs_cells(runner, graph, what) + _schema_cells(23)
+    return cells + ([mask_fill_reading(runner, graph, what)] if fill else [])
