@@ -34,10 +34,6 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
 JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
              "conformance.contract.probe_cells", "conformance.contract.position_head_probes",
              "conformance.contract.cache_probes", "conformance.conventions")
-# The runner modules whose probes still judge, to be moved into conventions/probes/ (the
-# issue "One judge for every convention"): the list may only shrink; a module that no
-# longer judges must leave it, and no other module may start.
-STILL_JUDGING: frozenset[str] = frozenset()
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
            "settings"),
@@ -202,13 +198,9 @@ def judging_imports(files: dict[str, Path] | None = None) -> dict[str, list[str]
 
 def test_runners_import_no_oracle_or_classification():
     """Rule (g): a runner answers native calls; it imports neither the reference oracle nor
-    any classification.  STILL_JUDGING lists the modules not moved yet: it may only
-    shrink."""
+    any classification (every runner module: the ledger's conventions/probes/ judge)."""
     found = judging_imports()
-    new = {m: hits for m, hits in found.items() if m not in STILL_JUDGING}
-    assert new == {}, f"runner modules that judge conventions (move it to conventions/): {new}"
-    moved = sorted(STILL_JUDGING - set(found))
-    assert moved == [], f"no longer judging: remove from STILL_JUDGING: {moved}"
+    assert found == {}, f"runner modules that judge conventions (move it to conventions/): {found}"
 
 
 def test_a_planted_judging_runner_is_found(tmp_path):
