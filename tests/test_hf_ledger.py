@@ -201,6 +201,24 @@ def test_needs_keep_the_probes_own_fields():
         needed_forms(Runner(), "x", attention={"query_features": 12}))
 
 
+def test_mask_needs_ride_on_the_needs_forms_but_not_on_raw_ones():
+    """probe_mask_needs (GPT-2's causal mask) reach the forms with the needs of a probe
+    asked through translate/run; a raw argument is the whole mask of its call, so the raw
+    probes' forms carry none; the probe's own mask fields win."""
+    from conformance.conventions.probes.needs import needed_forms
+
+    class Causal(Runner):
+        probe_mask_needs = {"causal": "upper_left"}
+    asked = needed_forms(Causal(), "x", inputs={"self_attention": True, "query_len": 4,
+                                                "key_len": 4})
+    assert asked[0].mask.causal == "none" and asked[-1].mask.causal == "upper_left"
+    assert all(c.mask.causal == "none" for c in needed_forms(
+        Causal(), "x", raw=True, inputs={"self_attention": True, "query_len": 4,
+                                         "key_len": 4}))
+    own = needed_forms(Causal(), "x", mask={"causal": "lower_right"})
+    assert {c.mask.causal for c in own} == {"lower_right"}
+
+
 @pytest.mark.parametrize("mode, word, words", [
     ("ignored", "ignored", "accepted: output 0.0e+00 from the run without it"),
     ("partial", "supported", "toy(x, partial=0.5)"),

@@ -16,6 +16,7 @@ from conformance.contract.axes import AXES, DEPENDS, NOT_PROBED
 from conformance.contract.runner import NotExpressible, Observation, Translation
 from conformance.conventions.probes import ASKED_PROBES, precision, scores
 from conformance.conventions.probes.float64 import scales, split_scale
+from conformance.conventions.probes.forms import forms
 from conformance.conventions.probes.request import ask
 from conformance.oracle.reference import attention
 
@@ -67,8 +68,7 @@ def test_the_vocabulary_names_the_split_scale():
 
 
 def test_an_answer_carries_the_weights_its_run_returned():
-    case = precision.forms("scale-precision", attention=precision.HEAD3,
-                           inputs={"dtype": "float64"})[0]
+    case = forms("scale-precision", attention=precision.HEAD3, inputs={"dtype": "float64"})[0]
     got = ask(Toy(weights="exact"), case)
     i = case.inputs
     assert got.weights_returned == "per_head"
@@ -152,3 +152,22 @@ def test_the_torch_exports_read_both_graphs_a_row_exports():
     legacy = scores.scale_precision_cell(OnnxTorchExport(dynamo=False))
     assert legacy.value == "float64" and "returned weights (per_head): float64" in \
         legacy.evidence, legacy.evidence
+
+
+class Unscaled(Toy):
+    """A system that scales by nothing (T5): it takes only cases with scale 1.0, which its
+    probe_needs carry; `out` its arithmetic ("unscaled" right, "exact" a planted 1/sqrt(d))."""
+
+    probe_needs = {"scale": 1.0}
+
+    def translate(self, case):
+        if case.attention.scale != 1.0:
+            return NotExpressible("toy: no scale but 1.0")
+        return super().translate(case)
+
+
+def test_a_system_without_a_scale_has_no_precision_to_read():
+    cell = scores.scale_precision_cell(Unscaled(out="unscaled"))
+    assert cell.value == "not_applicable" and "not scaled" in cell.evidence, cell.evidence
+    assert "-with-needs" in cell.evidence  # asked the form with what it always applies
+    assert scores.scale_precision_cell(Unscaled(out="exact")).value == NOT_PROBED
