@@ -68,6 +68,26 @@ def test_prune_leaves_the_drift_envs_alone_and_does_not_count_them(monkeypatch, 
     assert done.removed == 1 and env.exists()
 
 
+def test_prune_never_walks_into_the_drift_folder(monkeypatch, tmp_path):
+    """A drift build holds ~500k files: walking them to skip each cost every session ~10 s
+    at its finish (and every collection).  The pruner lists no folder under drift/."""
+    import os as _os
+
+    (tmp_path / "drift" / "envs" / "jax-0.4.25" / "lib").mkdir(parents=True)
+    (tmp_path / "onnx").mkdir()
+    (tmp_path / "onnx" / "k.onnx").write_bytes(b"x")
+    walked = []
+    real = _os.walk
+
+    def spy(top, *a, **kw):
+        for folder, dirs, names in real(top, *a, **kw):
+            walked.append(folder)
+            yield folder, dirs, names
+    monkeypatch.setattr("conformance.cache_prune.os.walk", spy)
+    assert prune(10 ** 9, tmp_path).kept == 1
+    assert walked and not any("drift" in w for w in walked), walked
+
+
 def test_prune_keeps_everything_under_the_limit_or_without_one(tmp_path):
     (tmp_path / "a.bin").write_bytes(b"x" * 100)
     assert prune(1000, tmp_path).removed == 0
