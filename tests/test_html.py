@@ -219,7 +219,8 @@ def test_script_json_cannot_end_the_script():
 def test_case_configuration_and_ledger_in_the_case_view():
     frame, cases, runners = real_data()
     ledger = {"cells": [{"system": runners[0].name, "axis": "a", "value": "v", "source": "probe",
-                         "evidence": "e"}, {"system": "not.in.run", "axis": "a", "value": "v"}]}
+                         "evidence": f"probe[{runners[0].name}]: e"},
+                        {"system": "not.in.run", "axis": "a", "value": "v"}]}
     text = page_html.page(frame, cases, runners, [], {}, "full", ledger)
     data = json.loads(text.split('id="report-data">')[1].split("</script>")[0])
     first = data["cases"][0]
@@ -227,4 +228,6 @@ def test_case_configuration_and_ledger_in_the_case_view():
     cells = [page_html.expand_cell(c, data["strings"]) for c in first["cells"]]
     assert all(c["runner"] and c["label"] for c in cells)
     assert [s["system"] for s in data["ledger"]] == [runners[0].name]
+    # the page names the system and the source: the probe[...] label is not said again
+    assert data["ledger"][0]["cells"][0] == ["a", "v", "probe", "e"]
     assert "/" not in first["file"]  # no machine path in the page

@@ -174,6 +174,10 @@ def test_markdown_tables_are_narrow_and_escaped():
     assert "## keras (1 of 2)" in md and "## others" in md
     assert "a \\| b cd'e" in md and "\x07" not in md
     assert escape("x|y\r\nz") == "x\\|y z"
+    # the evidence bullet names the system and the source: its probe[...] label is not
+    # said again (conventions.md stays under 1 MB)
+    line = next(ln for ln in md.splitlines() if ln.startswith("- **keras.k0**: `never`"))
+    assert "(probe, 1 witness): a \\| b" in line and "probe[keras.k0]" not in line, line
 
 
 def test_markdown_marks_models_and_contradictions():

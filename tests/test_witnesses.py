@@ -182,3 +182,16 @@ def test_one_word_for_every_condition_is_that_word():
     cell = _fully_masked("fake.w", rows, {"bool-mask": _fill_case(None),
                                           "fill-1e9": _fill_case("-1e9")})
     assert cell.value == "nan" and "additive -1e9 mask in float16" in cell.evidence
+
+
+def test_a_probes_own_runner_name_is_said_once():
+    """from_probe labels the evidence probe[<runner>]: a probe's own opening '<runner>, ' or
+    '<runner>: ' is dropped (it is the label), any other text is kept whole."""
+    from conformance.conventions.ledger import from_probe
+
+    said = from_probe("fake.w", Convention("float_mask", "added", "fake.w, probe_case x: 1e-7"))
+    assert said.evidence == "probe[fake.w]: probe_case x: 1e-7"
+    assert from_probe("fake.w", Convention("float_mask", "added", "fake.w: schema")
+                      ).evidence == "probe[fake.w]: schema"
+    other = from_probe("fake.w", Convention("float_mask", "added", "fake.wx, 3"))
+    assert other.evidence == "probe[fake.w]: fake.wx, 3"

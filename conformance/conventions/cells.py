@@ -114,8 +114,15 @@ def cell_problem(cell: Convention | LedgerCell) -> str | None:
 
 
 def from_probe(runner: str, conv: Convention) -> LedgerCell:
+    """The ledger's cell of a probe's Convention, its evidence labelled probe[<runner>] (a
+    probe's own opening "<runner>, " or "<runner>: " is that label already: said once, the
+    reports stay within their size)."""
     prefix = f"probe[{runner}]"
-    evidence = conv.evidence if conv.evidence.startswith(prefix) else f"{prefix}: {conv.evidence}"
+    text = conv.evidence
+    for opening in (f"{runner}, ", f"{runner}: "):
+        if text.startswith(opening):
+            text = text[len(opening):]
+    evidence = text if text.startswith(prefix) else f"{prefix}: {text}"
     return LedgerCell(runner, conv.axis, conv.value, evidence, conv.documented,
                       conv.documented_source, PROBE)
 

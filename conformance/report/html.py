@@ -213,6 +213,9 @@ def ledger_data(ledger, names) -> list[dict]:
         if str(c.get("value", "")) in SILENT_CELLS:
             continue
         cell = {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")}
+        label = f"probe[{c.get('system')}]: "  # the page names the system and the source
+        if cell["evidence"].startswith(label):
+            cell["evidence"] = cell["evidence"][len(label):]
         if len(cell["evidence"]) > EVIDENCE_LIMIT:
             cell["evidence"] = cell["evidence"][:EVIDENCE_LIMIT - 1] + "…"
         by_system.setdefault(str(c.get("system")), []).append(

@@ -61,8 +61,10 @@ def _evidence(ledger: Ledger) -> list[str]:
         for s in ledger.systems:
             c = ledger.cell(s.id, axis.id)
             seen = f"{c.witnesses} witness{'' if c.witnesses == 1 else 'es'}"
+            label = f"probe[{s.id}]: "  # the bullet names the system and the source already
+            said = c.evidence[len(label):] if c.evidence.startswith(label) else c.evidence
             line = f"- **{escape(labels[s.id])}**: `{escape(c.value)}` ({c.source}, {seen}): " \
-                   f"{escape(c.evidence)}"
+                   f"{escape(said)}"
             if c.second and c.value != CONFLICT:
                 line += (f" — and the rows agree: {escape(c.second)}" if c.witnesses == 2
                          else f" — the rows, quoted beside: {escape(c.second)}")
@@ -94,7 +96,7 @@ def render_markdown(ledger: Ledger) -> str:
 
 
 KEPT = ("system", "axis", "value", "evidence")  # every cell has them, even when empty
-JSON_EVIDENCE = 480  # characters of a cell's evidence in conventions.json (the .md: all)
+JSON_EVIDENCE = 440  # characters of a cell's evidence in conventions.json (the .md: all)
 
 
 def json_evidence(text: str) -> str:
