@@ -115,12 +115,13 @@ def _dropout(figure: str, lead: str = "probe[k.one]: dropout_rate=0.5: determini
 def test_a_figure_cut_by_the_pages_length_limit_holds(tmp_path):
     from conformance.report.html import EVIDENCE_LIMIT
 
-    pad = "probe[k.one]: dropout_rate=0.5: deterministic=True x".ljust(EVIDENCE_LIMIT - 4,
-                                                                        "x") + " "
+    label = "probe[k.one]: "  # the page says the system and the source, not this label
+    shown = "dropout_rate=0.5: deterministic=True x".ljust(EVIDENCE_LIMIT - 4, "x") + " "
+    pad = label + shown
     base = write(tmp_path, "here", rows(), _dropout("1.0e-07", pad))
     moved = write(tmp_path, "there", rows(), _dropout("9.9e-08", pad))
     page = (base / "index.html").read_text()
-    assert pad + "1.…" in page and pad + "9.…" in (moved / "index.html").read_text()
+    assert shown + "1.…" in page and shown + "9.…" in (moved / "index.html").read_text()
     assert differences(base, moved) == []
     worded = write(tmp_path, "worded", rows(), _dropout("1.0e-07", pad.replace("True", "Fals")))
     found = {c.file for c in compare_reports(base, worded)}

@@ -96,7 +96,7 @@ def render_markdown(ledger: Ledger) -> str:
 
 
 KEPT = ("system", "axis", "value", "evidence")  # every cell has them, even when empty
-JSON_EVIDENCE = 440  # characters of a cell's evidence in conventions.json (the .md: all)
+JSON_EVIDENCE = 480  # characters of a cell's evidence in conventions.json (the .md: all)
 
 
 def json_evidence(text: str) -> str:
