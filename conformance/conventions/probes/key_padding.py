@@ -46,6 +46,8 @@ LENGTH = 6
 
 
 def key_lengths_cell(runner) -> Convention:
+    """Per-item key counts passed raw, read under both offsets (the module doc); the cell is
+    the nearer offset's reading, the offset named in its evidence."""
     case = probe_case("raw-key-lengths", attention={"query_features": 16},
                       inputs={"self_attention": True, "query_len": LENGTH, "key_len": LENGTH})
     counts = np.array(COUNTS, np.int32)
