@@ -172,8 +172,8 @@ def test_a_tie_is_named_by_the_number_the_system_shows_before_its_documentation(
 
     toy = Toy(np.finfo(np.float32).min, False)
     toy.documented_fill = ("-0.7*finfo_max", "https://example.org/source")
-    shown = Convention("mask_fill", "finfo_min", "masked scores hold -3.4028235e+38")
+    shown = Convention("mask_fill", "-3.40282347e+38", "masked scores hold -3.4028235e+38")
     cell = mask_fill_cell(toy, reading=shown)
     assert cell.value == "finfo_min" and "-3.4028235e+38" in cell.evidence
-    outside = Convention("mask_fill", "-1e9", "a stale reading")
+    outside = Convention("mask_fill", "-1000000000", "a stale reading")
     assert mask_fill_cell(toy, reading=outside).value == "-0.7*finfo_max"

@@ -219,11 +219,14 @@ def test_the_headline_finding_is_in_index_md_and_html_and_kept_when_re_rendered(
 
 @pytest.mark.parametrize("fill, word", [(-np.inf, "-inf"),
                                         (float(np.finfo(np.float32).min), "finfo_min"),
-                                        (-1e9, "-1e9"), (-12.5, "other")])
+                                        (-1e9, "-1e9"), (-12.5, None)])
 def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
     """The Attention-op runners' own mask_fill reading (attention_op_facts, no oracle: the
     tie-break of the ledger's mask_fill probe) names what the masked positions of
-    qk_matmul_output (mode 2) hold; a planted fill is named, a mixed one is `other`."""
+    qk_matmul_output (mode 2) hold as a number, which the ledger names (masks.shown_word);
+    a planted fill is named, one no fill word has and a mixed one are no word."""
+    from conformance.contract.runner import Convention
+    from conformance.conventions.probes.masks import shown_word
     from conformance.runners.onnx import attention_op_facts as facts
     from conformance.runners.onnx.attention_op import OnnxAttentionOp, attention_plan, build_model
 
@@ -239,8 +242,9 @@ def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
         return build_model(case, data, replace(attention_plan(case), **fields), mask)
 
     cell = facts.mask_fill_reading(Planted(engine="reference"), graph, "planted")
-    assert (cell.axis, cell.value) == ("mask_fill", word), cell.evidence
-    assert facts.fill_word(np.array([-np.inf, -1e9])) == "other"
+    assert cell.axis == "mask_fill" and shown_word(cell) == word, (cell.value, cell.evidence)
+    assert facts.held_number(np.array([-np.inf, -1e9])) == "several"
+    assert shown_word(Convention("mask_fill", "several", "")) is None
 
 
 def test_an_engine_that_is_not_installed_is_one_skipped_row(monkeypatch):

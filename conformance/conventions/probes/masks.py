@@ -183,6 +183,17 @@ def _documented(runner) -> tuple[str | None, str]:
     return (doc[0], doc[1]) if doc else (None, "")
 
 
+def shown_word(reading: Convention | None) -> str | None:
+    """The FILLS32 word of the one number a runner's own reading says its masked scores hold
+    (its value: that number as text, e.g. "-inf", "-3.4028235e+38"), compared in float32;
+    None where the reading holds no single such number."""
+    try:
+        shown = np.float32(float(reading.value)) if reading is not None else None
+    except ValueError:
+        return None
+    return next((w for w, v in FILLS32.items() if shown == np.float32(v)), None)
+
+
 def _named(runner, word: str, ties: list[str],
            reading: Convention | None = None) -> tuple[str, str]:
     """The word for a best match `word` tied with `ties` (itself among them): a tie is
@@ -193,9 +204,10 @@ def _named(runner, word: str, ties: list[str],
         return word, ""
     doc, source = _documented(runner)
     alike = f" ({', '.join(ties)} alike here"
-    if reading is not None and reading.value in ties:
-        return reading.value, (f"{alike}: named by the number the system shows, "
-                               f"{' '.join(reading.evidence.split())[:300]})")
+    shown = shown_word(reading)
+    if shown in ties:
+        return shown, (f"{alike}: named by the number the system shows, "
+                       f"{' '.join(reading.evidence.split())[:300]})")
     if doc in ties:
         return doc, f"{alike}: named by the number its source writes, {source})"
     if set(ties) <= set(HUGE):

@@ -4,8 +4,8 @@ dropout, no key-padding input in Attention-23, the feature names of `schema_name
 engine's own errors on a 2-D and a float64 input (onnx_runtime.tried), the 4th output's
 shape, the API readings the ledger confirms by asking (size_arguments, input_layout), and
 the number the masked scores hold at qk_matmul_output_mode=2 (the node's output of the
-scores after the mask, before the softmax), the reading that names a tie of the ledger's
-mask_fill probe (masks.mask_fill_cell).  Every other axis is the ledger's
+scores after the mask, before the softmax), which the ledger's mask_fill probe names and
+reads to break a tie (masks.shown_word, masks.mask_fill_cell).  Every other axis is the ledger's
 (conventions/probes/).  onnx inside the functions.
 """
 from __future__ import annotations
@@ -19,9 +19,6 @@ from conformance.runners._export.onnx_runtime import tried
 
 SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
 SPEC = {"documented_source": SPEC_URL}
-# float32 numbers a masked score may hold, by the word of mask_fill (axes.py)
-FILLS = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min), "-1e9": -1e9,
-         "-1e4": -1e4}
 
 
 def facts_case(name: str, **sections):
@@ -43,11 +40,14 @@ def schema_names(opset: int = 23) -> tuple[str, list[str], str]:
             list(schema.attributes) + [i.name for i in schema.inputs], "attributes and inputs")
 
 
-def fill_word(held: np.ndarray) -> str:
-    """The word of the number every masked score holds; `other` where they differ or hold
-    none of FILLS."""
+def held_number(held: np.ndarray) -> str:
+    """The one number every masked score holds, as text ("-inf", "-3.4028235e+38"), or
+    "several" where they differ: the ledger names it (masks.shown_word)."""
     values = set(np.asarray(held, np.float64).ravel().tolist())
-    return next((w for w, v in FILLS.items() if values == {v}), "other")
+    if len(values) != 1:
+        return "several"
+    (v,) = values
+    return "-inf" if v == -np.inf else f"{v:.9g}"  # 9 digits: any float32 exactly
 
 
 def _held(values: np.ndarray) -> str:
@@ -57,7 +57,8 @@ def _held(values: np.ndarray) -> str:
 def mask_fill_reading(runner, graph, what: str) -> Convention:
     """What the masked scores hold at qk_matmul_output_mode=2 with a bool attn_mask fed as
     given (the positions its False entries mark), and with is_causal=1 and no mask (the
-    scores below -1e30 quoted): the number the system shows, no oracle."""
+    scores below -1e30 quoted): the number the system shows (its value), no word, no
+    oracle."""
     case = facts_case("op-mask-fill", mask={"attn_mask": {"random": 0.5}})
     data = case_data(case)
     model, feed = graph(case, data, attn_mask=True, qk_mode=2)
@@ -67,7 +68,7 @@ def mask_fill_reading(runner, graph, what: str) -> Convention:
     model, feed = graph(causal, case_data(causal), is_causal=True, qk_mode=2)
     c = np.asarray(runner.execute(model, feed, causal.inputs.dtype)[1], np.float64)
     low = c[c < -1e30]
-    return Convention("mask_fill", fill_word(held), f"{what}: qk_matmul_output at mode 2 "
+    return Convention("mask_fill", held_number(held), f"{what}: qk_matmul_output at mode 2 "
                       "(scores after the mask, before the softmax), bool attn_mask (B, 1, T, "
                       f"S) fed as given: its {held.size} False positions hold {_held(held)}; "
                       f"is_causal=1, no mask (T=3, S=5): {low.size} scores below -1e30, "
