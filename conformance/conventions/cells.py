@@ -127,6 +127,13 @@ def from_probe(runner: str, conv: Convention) -> LedgerCell:
                       conv.documented_source, PROBE)
 
 
+def unlabelled(system: str, evidence: str) -> str:
+    """A cell's evidence without from_probe's probe[<system>] label, for a view that names
+    the system and the source beside it (conventions.md's bullets, the page's ledger)."""
+    label = f"probe[{system}]: "
+    return evidence[len(label):] if evidence.startswith(label) else evidence
+
+
 def _bounded(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= EVIDENCE_LIMIT else text[:EVIDENCE_LIMIT - 3] + "..."

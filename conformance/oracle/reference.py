@@ -79,7 +79,18 @@ def attention(case: Case, data: CaseData | None = None, scale: float | None = No
         return _attention(case, data, scale)
 
 
-def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
+def scaled_scores(case: Case, data: CaseData | None = None,
+                  scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """((B, H, T, S) scores after QK-norm, RoPE and the scale, before softcap, ALiBi and the
+    mask; (B, H, S, d_v) values, each kv head repeated for its group of query heads): the
+    oracle's own first half, for probes that read a system's scores (the ONNX Attention
+    op's qk_matmul_output stages)."""
+    data = data or case_data(case)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _scaled(case, data, scale)
+
+
+def _scaled(case: Case, data: CaseData, scale: float | None) -> tuple[np.ndarray, np.ndarray]:
     w, x = data.weights, data.inputs
     group = case.attention.num_heads // case.attention.num_kv_heads
     q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
@@ -90,6 +101,12 @@ def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
     scores = np.einsum("bhtd,bhsd->bhts", q, k)
     scale = case.attention.scale if scale is None else scale
     scores = scores / np.sqrt(case.attention.qk_head_dim) if scale is None else scores * scale
+    return scores, v
+
+
+def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
+    w, x = data.weights, data.inputs
+    scores, v = _scaled(case, data, scale)
     if case.features:
         scores = _biased(case, scores)
     probs = (_softmax(scores, x.allowed) if w.sinks is None

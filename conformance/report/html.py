@@ -34,6 +34,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import quote
 
+from conformance.conventions.cells import unlabelled
 from conformance.report import plots
 from conformance.report.answers_html import diff_axes, diff_block, headline_block
 from conformance.report.base import fmt
@@ -213,9 +214,7 @@ def ledger_data(ledger, names) -> list[dict]:
         if str(c.get("value", "")) in SILENT_CELLS:
             continue
         cell = {k: str(c.get(k, "")) for k in ("axis", "value", "source", "evidence")}
-        label = f"probe[{c.get('system')}]: "  # the page names the system and the source
-        if cell["evidence"].startswith(label):
-            cell["evidence"] = cell["evidence"][len(label):]
+        cell["evidence"] = unlabelled(str(c.get("system")), cell["evidence"])  # named beside
         if len(cell["evidence"]) > EVIDENCE_LIMIT:
             cell["evidence"] = cell["evidence"][:EVIDENCE_LIMIT - 1] + "…"
         by_system.setdefault(str(c.get("system")), []).append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conformance.conventions.cells import unlabelled
 from conformance.conventions.ledger import CONFLICT, NOT_PROBED, Ledger, LedgerCell
 from conformance.report.base import FAMILIES, MAX_COLUMNS, chunks, family, ledger_word, plain
 from conformance.report.ledger_groups import anchor
@@ -61,10 +62,8 @@ def _evidence(ledger: Ledger) -> list[str]:
         for s in ledger.systems:
             c = ledger.cell(s.id, axis.id)
             seen = f"{c.witnesses} witness{'' if c.witnesses == 1 else 'es'}"
-            label = f"probe[{s.id}]: "  # the bullet names the system and the source already
-            said = c.evidence[len(label):] if c.evidence.startswith(label) else c.evidence
             line = f"- **{escape(labels[s.id])}**: `{escape(c.value)}` ({c.source}, {seen}): " \
-                   f"{escape(said)}"
+                   f"{escape(unlabelled(s.id, c.evidence))}"  # the bullet names both
             if c.second and c.value != CONFLICT:
                 line += (f" — and the rows agree: {escape(c.second)}" if c.witnesses == 2
                          else f" — the rows, quoted beside: {escape(c.second)}")

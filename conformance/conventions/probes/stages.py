@@ -13,23 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.probing import distances
-from conformance.oracle.canonical import case_data
-from conformance.oracle.reference import project
+from conformance.oracle.positional import softcap
+from conformance.oracle.reference import scaled_scores
 
 SPEC0 = "mode 0 = 'the output of qk matmul', before softcap"
 
 
 def candidates(case) -> dict[str, np.ndarray]:
-    """(B, H, T, S) readings of the case's scores, in float64."""
-    a, data = case.attention, case_data(case)
-    w, x = data.weights, data.inputs
-    group = a.num_heads // a.num_kv_heads
-    q = project(x.query, w.wq, w.bq)
-    k = np.repeat(project(x.key, w.wk, w.bk), group, axis=1)
-    scale = a.scale if a.scale is not None else 1 / np.sqrt(a.qk_head_dim)
-    s = np.einsum("bhtd,bhsd->bhts", q, k) * scale
-    cap = a.softcap
-    capped = s if cap is None else cap * np.tanh(s / cap)
+    """(B, H, T, S) readings of the case's scores, in float64 (the oracle's scaled scores,
+    reference.scaled_scores)."""
+    s = scaled_scores(case)[0]
+    cap = case.attention.softcap
+    capped = s if cap is None else softcap(s, cap)
 
     def softmax(z):
         e = np.exp(z - z.max(-1, keepdims=True))
