@@ -371,3 +371,10 @@ def test_conventions_json_bounds_a_long_evidence_and_keeps_both_ends():
     assert len(cut) <= JSON_EVIDENCE and cut.startswith("probe[x]: ")
     assert cut.endswith("reads grouped 5.6e-07") and f"[{len(text)} characters" in cut
     assert json_evidence("short") == "short"
+    # the cuts fall between words: a figure is whole or gone, never its tail alone (its
+    # digits before the cut would be a CPU figure check-reports could not mask)
+    words = "probe[x]: " + " ".join(f"{n % 10}.5e-08" for n in range(400))
+    cut = json_evidence(words)
+    head, tail = cut.split(" ... [")[0], cut.split("has them all] ... ")[1]
+    assert len(cut) <= JSON_EVIDENCE and tail.split(" ")[0][1:] == ".5e-08"
+    assert head.split(" ")[-1][1:] == ".5e-08"

@@ -101,12 +101,19 @@ JSON_EVIDENCE = 480  # characters of a cell's evidence in conventions.json (the 
 def json_evidence(text: str) -> str:
     """A cell's evidence for conventions.json: whole up to JSON_EVIDENCE characters, else
     its head and its end (where a probe's reading and a system's words are) and how long it
-    is: the file stays under 1 MB as systems are added; conventions.md holds every word."""
+    is: the file stays under 1 MB as systems are added; conventions.md holds every word.
+    Both cuts fall between words, so no figure is cut in two (a figure's last digits alone,
+    ".5e-08" of 4.5e-08, are no figure the CPU mask of check-reports can read)."""
     if len(text) <= JSON_EVIDENCE:
         return text
     mark = f" ... [{len(text)} characters: conventions.md has them all] ... "
     head = (JSON_EVIDENCE - len(mark)) * 3 // 5
-    return text[:head] + mark + text[len(text) - (JSON_EVIDENCE - len(mark) - head):]
+    start = len(text) - (JSON_EVIDENCE - len(mark) - head)
+    space = text.rfind(" ", head // 2, head)
+    head = space if space > 0 else head
+    space = text.find(" ", start, start + 60)
+    start = space + 1 if space >= 0 else start
+    return text[:head] + mark + text[start:]
 
 
 def render_json(ledger: Ledger) -> str:
