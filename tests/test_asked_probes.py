@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformance.contract.probe_cells import kv_mapping_candidates
+from conformance.conventions.probes.probe_cells import kv_mapping_candidates
 from conformance.contract.runner import Convention, Observation, Runner, Translation
 from conformance.conventions.probes import ASKED_PROBES, ledger_cells
 from conformance.conventions.probes import cache, heads, positions, scores, sizes

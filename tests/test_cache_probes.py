@@ -1,4 +1,4 @@
-"""The #20 probes (contract/cache_probes.py) name what a system does: NumPy stand-ins for
+"""The #20 probes (conventions/probes/cache_probes.py) name what a system does: NumPy stand-ins for
 a decode step that aligns its causal mask upper-left, a window that reads w as a
 symmetric band, a softcap applied after the mask, each get the word of what they do,
 never the correct one; and the runners' own probes give their systems' words."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract import cache_probes as cp
+from conformance.conventions.probes import cache_probes as cp
 from conformance.contract.runner import Convention, NotExpressible
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import project
@@ -107,7 +107,7 @@ def test_a_window_accepted_and_not_applied_is_ignored():
 
 
 def test_softcap_after_the_mask_is_named_so():
-    from conformance.contract.probing import probe_case, probe_mask
+    from conformance.conventions.probes.probing import probe_case, probe_mask
 
     case = probe_case("softcap-order")
     add = np.where(probe_mask(case), 0.0, -2.0)

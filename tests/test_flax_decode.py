@@ -35,7 +35,7 @@ def test_steps_with_is_causal_see_key_0_only(monkeypatch):
     is_causal=True, whose tril(ones((1, max_length))) leaves key 0."""
     from flax import nnx
 
-    from conformance.contract.probing import output_with
+    from conformance.conventions.probes.probing import output_with
     from conformance.runners.flax import common
 
     monkeypatch.setattr(common, "_JITTED", {})  # trace the patched call afresh

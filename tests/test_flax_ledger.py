@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformance.contract.probing import output_with
+from conformance.conventions.probes.probing import output_with
 from conformance.contract.runner import (
     Convention, NotExpressible, Observation, Runner, Translation)
 from conformance.conventions.probes import (

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conformance.contract.axes import IGNORED, NOT_PROBED, REFUSED
-from conformance.contract.probing import output_with
+from conformance.conventions.probes.probing import output_with
 from conformance.contract.runner import Runner
 from conformance.conventions.probes import key_padding
 from conformance.conventions.probes.causal_self import causal_self_attention_cell

@@ -17,7 +17,7 @@ from conformance.contract.runner import (
 from conformance.conventions.probes.cache import (
     cache_causal_alignment_cell, cache_layout_cell, decode_probe_case)
 from conformance.conventions.probes.request import ask
-from conformance.contract.probing import output_with
+from conformance.conventions.probes.probing import output_with
 from conformance.oracle.reference import attention
 
 needs_hf = pytest.mark.skipif(
@@ -285,7 +285,7 @@ class ToyWindow(Runner):
         return {"causal builder": True, "bidirectional builder": False}
 
     def answer(self, case, data, raw):
-        from conformance.contract import cache_probes as cp
+        from conformance.conventions.probes import cache_probes as cp
 
         if raw.argument != "window_setting" or not case.inputs.self_attention:
             raise NotImplementedError("toy: self-attention window settings only")
@@ -338,7 +338,7 @@ class ToySoftcap(Runner):
         return Observation(attention(case, data).output)
 
     def answer(self, case, data, raw):
-        from conformance.contract import cache_probes as cp
+        from conformance.conventions.probes import cache_probes as cp
 
         if not case.inputs.self_attention:
             raise NotImplementedError("toy: self-attention only")

@@ -63,7 +63,7 @@ def cached_decode_distances() -> dict[str, float]:
     import keras
     import keras_hub
 
-    from conformance.contract import cache_probes as cp
+    from conformance.conventions.probes import cache_probes as cp
     from conformance.oracle.canonical import case_data
     from conformance.runners.keras.common import load_weights, numpy_zeros, tensor
     from conformance.runners.keras.hub import decode

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conformance.contract.axes import IGNORED, NA, NOT_PROBED
-from conformance.contract.probing import output_with
+from conformance.conventions.probes.probing import output_with
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.conventions.probes import (
     ASKED_PROBES, RAW_PROBES, implicit, key_padding, order, rows, scores, windows)
@@ -237,7 +237,7 @@ class ExportToy(Runner):
 
 
 def test_the_exported_graph_answers_each_raw_argument_with_its_own_graph():
-    from conformance.contract.probing import probe_case
+    from conformance.conventions.probes.probing import probe_case
     from conformance.contract.runner import RawCall
     from conformance.oracle.canonical import case_data
     from conformance.runners._export.keras_export_answers import NoTrainingInput, answer

@@ -31,9 +31,7 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
                         "conformance.run.workers")
 # (g) runners only answer native calls: the judgement of a convention (the reference
 # oracle, candidate readings, classification) belongs to the ledger (conventions/)
-JUDGEMENT = ("conformance.oracle.reference", "conformance.contract.probing",
-             "conformance.contract.probe_cells", "conformance.contract.position_head_probes",
-             "conformance.contract.cache_probes", "conformance.conventions")
+JUDGEMENT = ("conformance.oracle.reference", "conformance.conventions")
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
            "settings"),
@@ -287,7 +285,7 @@ def test_planted_upward_imports_are_found():
     for low, high in edges:
         assert len(upward_imports({low: {high}, high: set()})) == 1, (low, high)
         assert upward_imports({high: {low}, low: set()}) == [], (high, low)
-    same = {"conformance.contract.probing": {"conformance.oracle.reference"}}
+    same = {"conformance.contract.runner": {"conformance.oracle.canonical"}}
     assert upward_imports(same) == []  # one layer: oracle, contract, convert
 
 

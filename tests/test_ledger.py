@@ -350,8 +350,8 @@ def test_mask_polarity_reads_distances_as_data_and_names_neither():
     """A mask read as True = attend is named so; one accepted and not read as a mask at
     all (the output of no mask) is `ignored`; one with another effect is `not_probed`,
     decided from the distances, not their text."""
-    from conformance.contract.probe_cells import mask_polarity
-    from conformance.contract.probing import output_with, probe_case
+    from conformance.conventions.probes.probe_cells import mask_polarity
+    from conformance.conventions.probes.probing import output_with, probe_case
 
     case = probe_case("polarity")
     attends = mask_polarity(case, lambda m: output_with(case, m), "reads it")

@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformance.contract.probe_cells import kv_mapping_candidates
-from conformance.contract.probing import probe_case
+from conformance.conventions.probes.probe_cells import kv_mapping_candidates
+from conformance.conventions.probes.probing import probe_case
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention, project
 

@@ -70,7 +70,7 @@ def _no_past_decode(session, case, feed):
     return np.concatenate(outs, axis=1), shapes
 
 
-@pytest.mark.xfail(strict=True, reason="contract/cache_probes.cache_alignment names the nearest "
+@pytest.mark.xfail(strict=True, reason="conventions/probes/cache_probes.cache_alignment names the nearest "
                    "of lower_right / upper_left with no threshold: a step with its past "
                    "dropped (attending itself only) reads lower_right at 2.0 from it (the "
                    "evidence quotes the distance); an unmatched step should read neither")
@@ -161,7 +161,7 @@ def test_contrib_mha_unidirectional_reads_row_by_row():
 
 def _planted_causal(out_of):
     """A runner answering is_causal with the oracle under `out_of(case)` (a (T, S) mask)."""
-    from conformance.contract.probing import output_with
+    from conformance.conventions.probes.probing import output_with
 
     class Planted:
         name, answers = "planted", frozenset({"is_causal"})
@@ -300,7 +300,7 @@ def test_a_lengths_only_system_is_asked_a_fully_padded_item(row_of, word):
 
 def _softcap_answering(word):
     """A runner answering attn_mask with the output of the softcap order `word`."""
-    from conformance.contract import cache_probes as cp
+    from conformance.conventions.probes import cache_probes as cp
 
     class Planted:
         name, answers = "planted-softcap", frozenset({"attn_mask"})
@@ -446,7 +446,7 @@ def test_a_refusal_on_every_form_is_refused_with_the_systems_words():
 
 def _ordered(word):
     def plant(case, data):
-        from conformance.contract import cache_probes as cp
+        from conformance.conventions.probes import cache_probes as cp
 
         add = np.where(data.inputs.allowed, 0.0, -1e4)
         return cp.softcap_order_candidates(case, case.attention.softcap, add)[word]
@@ -543,7 +543,7 @@ class _Rotating(_Kernel):
 
 
 def _tiled(case, data):
-    from conformance.contract.probe_cells import kv_mapping_candidates
+    from conformance.conventions.probes.probe_cells import kv_mapping_candidates
 
     return kv_mapping_candidates(case, data)["tiled"]
 

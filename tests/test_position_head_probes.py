@@ -1,12 +1,12 @@
-"""The probes of positions and heads (contract/position_head_probes.py) name what a system
+"""The probes of positions and heads (conventions/probes/position_head_probes.py) name what a system
 does: NumPy stand-ins for systems that tile kv heads, pair RoPE the other way, or normalise QK over
 the wrong scope get the word of what they do, never the correct one."""
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract import position_head_probes as php
-from conformance.contract.probing import output_with
+from conformance.conventions.probes import position_head_probes as php
+from conformance.conventions.probes.probing import output_with
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import project
 

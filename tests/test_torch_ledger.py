@@ -17,7 +17,7 @@ from conformance.runners.torch.sdpa_cache import TorchSDPACache  # noqa: E402
 def test_the_cache_answers_single_calls_with_the_op_its_steps_call():
     """probe_translate: a case without a decode is one SDPA call (the matrix rows still
     refuse it), so the ledger's single-call axes reach the cache runner."""
-    from conformance.contract.probing import probe_case
+    from conformance.conventions.probes.probing import probe_case
 
     case = probe_case("x")
     runner = TorchSDPACache()

@@ -12,7 +12,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from conformance.contract.probing import output_with, probe_mask
+from conformance.conventions.probes.probing import output_with, probe_mask
 from conformance.contract.runner import (
     Convention, NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.conventions.probes import causal_hint, scores, sizes, training

@@ -17,7 +17,7 @@ import numpy as np
 
 from conformance.case.loader import Case, parse_case
 from conformance.contract.axes import NOT_PROBED
-from conformance.contract.probing import PROBE_SOURCE
+from conformance.conventions.probes.probing import PROBE_SOURCE
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.masks import unanswered
 from conformance.conventions.probes.request import ask

@@ -1,5 +1,5 @@
 """cache_causal_alignment and cache_layout, owned by the ledger, through the runner's own
-decode: a probe case with a prefill of 3 and one step (contract/cache_probes.py: the
+decode: a probe case with a prefill of 3 and one step (conventions/probes/cache_probes.py: the
 readings) is asked of the runner (its translate and run: the system's cache, called as its
 users call it).  The step is named by the alignment it matches (lower_right: the cache and
 itself; upper_left: key 0 only), the prefill quoted against the causal forward; where the
@@ -11,9 +11,9 @@ extras: `cache_shapes` after the prefill and after the step, `cache_tensors`,
 """
 from __future__ import annotations
 
-from conformance.contract import cache_probes as cp
+from conformance.conventions.probes import cache_probes as cp
 from conformance.contract.axes import NOT_PROBED
-from conformance.contract.probing import probe_case
+from conformance.conventions.probes.probing import probe_case
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.request import ask, ask_raw

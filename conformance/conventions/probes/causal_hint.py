@@ -15,7 +15,7 @@ unmasked, `not_probed` where it applies.
 from __future__ import annotations
 
 from conformance.contract.axes import DEPENDS, IGNORED, NOT_PROBED
-from conformance.contract.probing import (
+from conformance.conventions.probes.probing import (
     causal_candidates, closest, distances, output_with, probe_mask)
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured

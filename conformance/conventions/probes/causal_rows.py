@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import DEPENDS
-from conformance.contract.probing import causal_candidates
+from conformance.conventions.probes.probing import causal_candidates
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import NEAR
 

@@ -17,8 +17,8 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import NOT_PROBED, REFUSED
-from conformance.contract.probe_cells import mask_polarity
-from conformance.contract.probing import (
+from conformance.conventions.probes.probe_cells import mask_polarity
+from conformance.conventions.probes.probing import (
     causal_candidates, closest, distances, output_with, probe_case, probe_mask)
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.mask_number import added_as_number

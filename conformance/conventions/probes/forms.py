@@ -16,7 +16,7 @@ too sends it on to the next); refused on every form, the first refusal is the an
 """
 from __future__ import annotations
 
-from conformance.contract.probing import probe_case
+from conformance.conventions.probes.probing import probe_case
 from conformance.conventions.probes.request import Answer, ask
 
 SELF_SUFFIX, WIDTH_SUFFIX = "-self-attention", "-width-derived"

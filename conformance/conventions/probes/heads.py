@@ -9,8 +9,8 @@ quoted.
 """
 from __future__ import annotations
 
-from conformance.contract.probe_cells import kv_mapping_candidates
-from conformance.contract.probing import closest
+from conformance.conventions.probes.probe_cells import kv_mapping_candidates
+from conformance.conventions.probes.probing import closest
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken

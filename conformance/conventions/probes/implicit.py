@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.probing import closest, output_with, probe_case
+from conformance.conventions.probes.probing import closest, output_with, probe_case
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.request import ask_raw

@@ -19,7 +19,7 @@ from __future__ import annotations
 from conformance.contract.axes import IGNORED
 import numpy as np
 
-from conformance.contract.probing import (
+from conformance.conventions.probes.probing import (
     closest, distances, nearest, output_with, probe_case, probe_mask)
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, unmeasured

@@ -1,7 +1,7 @@
 """attn_mask_polarity where neither polarity of a boolean mask passed raw matches the oracle
 (flags.py): is the boolean added to the scores as the numbers 0 / 1?
 
-contract/probe_cells.mask_polarity reads `added_as_number` against the oracle's scores
+conventions/probes/probe_cells.mask_polarity reads `added_as_number` against the oracle's scores
 plus 0 / 1, which leaves out what the system applies on every call (Runner.probe_needs:
 QK-norm, ALiBi, a rotation): for a probe case carrying them, the system itself is the
 reference.  The runner is asked the same case with the same mask as float32 0 / 1 (its

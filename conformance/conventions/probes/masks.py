@@ -33,7 +33,7 @@ import numpy as np
 from conformance.case.loader import parse_case
 from conformance.contract.axes import NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention
-from conformance.contract.probing import PROBE_SOURCE
+from conformance.conventions.probes.probing import PROBE_SOURCE
 from conformance.conventions.probes.request import Answer, first_answer
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention, project

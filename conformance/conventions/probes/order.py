@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.contract.probing import closest, output_with, probe_case
+from conformance.conventions.probes.probing import closest, output_with, probe_case
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.request import ask_raw

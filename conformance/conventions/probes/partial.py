@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import IGNORED, NOT_PROBED
-from conformance.contract.probing import distances
+from conformance.conventions.probes.probing import distances
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import closest, distances
+from conformance.conventions.probes.probing import closest, distances
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken

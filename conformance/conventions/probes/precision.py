@@ -27,7 +27,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import DEPENDS, NA, NOT_PROBED
-from conformance.contract.probing import distances
+from conformance.conventions.probes.probing import distances
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.float64 import FLOAT64, scales

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import closest, probe_case
+from conformance.conventions.probes.probing import closest, probe_case
 from conformance.contract.runner import Convention
 from conformance.conventions.probes import precision
 from conformance.conventions.probes.asked import documented, said, unmeasured

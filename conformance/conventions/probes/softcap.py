@@ -2,7 +2,7 @@
 against an additive float mask.  A probe case with softcap 1 is asked with a finite float
 mask 0 / -2 passed raw (request.ask_raw, the runner's `answer` of attn_mask, with the
 case's softcap as the system takes it), so softcap(s) + m and softcap(s + m) differ; the
-output is named by the reading it matches (contract/cache_probes.softcap_order:
+output is named by the reading it matches (conventions/probes/cache_probes.softcap_order:
 before_mask, after_mask, or `ignored` where it is the uncapped one), every distance quoted.
 A runner that cannot pass the mask on the written cross-attention case (`unasked`) is
 asked its self-attention form (forms.py).  A runner that passes no raw mask at all (its
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract import cache_probes as cp
-from conformance.contract.probing import probe_mask
+from conformance.conventions.probes import cache_probes as cp
+from conformance.conventions.probes.probing import probe_mask
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.probing import distances
+from conformance.conventions.probes.probing import distances
 from conformance.oracle.positional import softcap
 from conformance.oracle.reference import scaled_scores
 

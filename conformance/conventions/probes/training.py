@@ -12,7 +12,7 @@ reads `never` where its inference run is the oracle's (dropout applies nowhere i
 from __future__ import annotations
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import distances, output_with
+from conformance.conventions.probes.probing import distances, output_with
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.needs import needed_forms

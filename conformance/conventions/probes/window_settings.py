@@ -5,7 +5,7 @@ Qwen3's use_sliding_window / max_window_layers), not one argument of one call. T
 names its settings (`window_settings(w)`: label -> whether the setting's builder is the
 causal one) and answers each (RawCall "window_setting": {"window": w, "setting": label})
 on self-attention over 8 positions, with the causal mask where the setting's builder is
-causal; each output is read against every reading of w (contract/cache_probes.py: w, w +
+causal; each output is read against every reading of w (conventions/probes/cache_probes.py: w, w +
 1, 2w + 1, 2w - 1 keys, no window). One reading under every setting is the cell (the case
 carries the runner's probe_needs, needs.py); readings that differ by setting are
 `depends`, each setting named with its reading and its distances; a window that never
@@ -14,9 +14,9 @@ bites is `ignored`. Asked of the runners whose `ledger_axes` lists window_width
 """
 from __future__ import annotations
 
-from conformance.contract import cache_probes as cp
+from conformance.conventions.probes import cache_probes as cp
 from conformance.contract.axes import DEPENDS, IGNORED
-from conformance.contract.probing import closest, probe_case
+from conformance.conventions.probes.probing import closest, probe_case
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.needs import with_needs

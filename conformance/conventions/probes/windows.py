@@ -3,7 +3,7 @@
 The runner is asked (its `answer`, RawCall "window") to pass the number w = 3 raw on
 self-attention over 8 positions, with no causal mask (the only setting where w + 1 and
 2w + 1 keys differ) and with one (quoted), and the output read against each reading of w
-(contract/cache_probes.py: w, w + 1, 2w + 1, 2w - 1 keys, no window); then the pair
+(conventions/probes/cache_probes.py: w, w + 1, 2w + 1, 2w - 1 keys, no window); then the pair
 (2, 1), read as (left, right) or (right, left): a system that takes the pair as (left,
 right) reads `left_right`.  A number accepted that masks nothing is `ignored`.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract import cache_probes as cp
+from conformance.conventions.probes import cache_probes as cp
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import closest, distances, output_with
+from conformance.conventions.probes.probing import closest, distances, output_with
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.request import ask_raw

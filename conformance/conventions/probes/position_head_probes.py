@@ -21,7 +21,7 @@ import numpy as np
 
 from conformance.case.loader import Case
 from conformance.contract.axes import IGNORED, NA, REFUSED
-from conformance.contract.probing import closest, distances, output_with, probe_case
+from conformance.conventions.probes.probing import closest, distances, output_with, probe_case
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import CaseData, case_data
 

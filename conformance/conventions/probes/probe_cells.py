@@ -13,7 +13,7 @@ import numpy as np
 
 from conformance.contract.axes import IGNORED, NOT_PROBED
 from conformance.contract.runner import Convention
-from conformance.contract.probing import (
+from conformance.conventions.probes.probing import (
     closest, distances, nearest, output_added, output_with, probe_mask, refusal)
 
 Forward = Callable[[np.ndarray | None], np.ndarray]

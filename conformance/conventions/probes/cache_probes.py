@@ -26,7 +26,7 @@ import numpy as np
 
 from conformance.case.loader import Case
 from conformance.contract.axes import IGNORED
-from conformance.contract.probing import closest, distances, output_with, probe_case
+from conformance.conventions.probes.probing import closest, distances, output_with, probe_case
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
 from conformance.oracle.positional import window_allowed
