@@ -82,6 +82,10 @@ class Observation:
     # Typed data for report sections (select rows by these, never by runner name):
     graphs: dict[str, dict] = field(default_factory=dict)  # ONNX graph label -> accounting
     output_digest: dict | None = None  # compact output record for cross-backend tables
+    # the dtype of the system's own output before its conversion to float64 (`output`),
+    # where a probe asks for it (RAW_ARGUMENTS "input_dtype"): the ledger names what the
+    # system did with the input's dtype from it
+    native_dtype: str = ""
 
 
 FORMULA = "formula (no allocation-free path)"
@@ -132,6 +136,17 @@ RAW_ARGUMENTS = {
                       "runner's window_settings labels) with the number `value['window']`, "
                       "the mask from the system's own builder for it (the case's causal "
                       "mask, if any, as that builder makes it), no other mask",
+    "input_dtype": "the case's inputs cast to `value` (a NumPy dtype name, e.g. float64) "
+                   "and given as they are to the system built in the case's dtype (a "
+                   "function holding no weights: its query only), no mask; `answer` returns "
+                   "an Observation whose native_dtype is the dtype of the system's output",
+    "unbatched": "the case's first item alone, its inputs without the batch axis ((T, E) "
+                 "for a layer; (H, T, d) for a function of per-head tensors), no mask; "
+                 "the output as the system gave it, without the batch axis",
+    "dropout_weights": "the system's attention dropout rate set to `value['rate']` and its "
+                       "training switch on (a fixed seed), no mask, asking for the attention "
+                       "weights it returns; `answer` returns an Observation whose "
+                       "attention_weights are those weights (None where it returns none)",
 }
 
 
@@ -256,9 +271,11 @@ class Runner:
         where the runner names none."""
         return ()
 
-    def answer(self, case, data, raw: RawCall) -> tuple[np.ndarray, str]:
+    def answer(self, case, data, raw: RawCall) -> tuple[np.ndarray | Observation, str]:
         """The system run on `case` with `data` (its canonical weights and inputs) and one
-        argument passed raw (`raw`): its (B, T, E_o) output as float64 and the call made.
+        argument passed raw (`raw`): its (B, T, E_o) output as float64 and the call made,
+        or (an Observation, the call) where the argument asks for more than the output
+        (its native dtype, its returned weights: RAW_ARGUMENTS says which).
         The runner only calls; the ledger's probe (conventions/probes/) judges.  A system
         error propagates (it is the observation); an argument not in `answers` raises
         NotImplementedError."""

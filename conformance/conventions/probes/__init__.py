@@ -30,8 +30,8 @@ from typing import Callable
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.conventions.probes import (
-    cache, flags, heads, implicit, key_padding, order, padding, partial, positions, qk_norm,
-    rows, scores, sizes, softcap, training, windows)
+    cache, flags, heads, implicit, key_padding, native_inputs, order, padding, partial,
+    positions, qk_norm, rows, scores, sizes, softcap, training, windows)
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.capped import softcap_cell
 from conformance.conventions.probes.features import signature_cells
@@ -53,10 +53,11 @@ OWNED_AXES = tuple(a for axes, _ in LEDGER_PROBES for a in axes)
 # the runners whose `answers` lists the argument (flags.py: masks and the causal switch;
 # training.py: dropout; windows.py: the window number; order.py: the positional inputs;
 # key_padding.py: a key-padding argument or per-item key counts; implicit.py: padding the
-# system marks itself; partial.py: rope_partial through a partial-rotary setting)
+# system marks itself; partial.py: rope_partial through a partial-rotary setting;
+# native_inputs.py: a float64 input, an unbatched input, the weights under dropout)
 RAW_PROBES = {**flags.RAW_PROBES, **training.RAW_PROBES, **windows.RAW_PROBES,
               **order.RAW_PROBES, **key_padding.RAW_PROBES, **implicit.RAW_PROBES,
-              **partial.RAW_PROBES}
+              **partial.RAW_PROBES, **native_inputs.RAW_PROBES}
 # axis -> probe(runner, the runner's own cell of it or None) -> cell, asked of the runners
 # whose `ledger_axes` lists the axis (through their translate/run or `answer`): one entry
 # an axis; the runner's own cell is never the word, but a reading of its API it reports

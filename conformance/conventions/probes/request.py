@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from conformance.contract.runner import HARNESS_LIMIT, NotExpressible, NotExpressibleError
+from conformance.contract.runner import (
+    HARNESS_LIMIT, NotExpressible, NotExpressibleError, Observation)
 from conformance.oracle.canonical import CaseData, case_data
 
 REASON_LIMIT = 260  # characters of one quoted message (the ledger's files stay under 1 MiB)
@@ -42,6 +43,7 @@ class Answer:
     # as float64: (B, H, T, S) per head, (B, T, S) averaged) and which (weights_returned)
     attention_weights: np.ndarray | None = None
     weights_returned: str = "none"  # "per_head", "averaged" or "none"
+    native_dtype: str = ""  # the dtype of the system's own output, where the runner gave it
 
     @property
     def answered(self) -> bool:
@@ -131,4 +133,9 @@ def ask_raw(runner, case, raw, data: CaseData | None = None) -> Answer:
         return Answer(None, unasked=quoted(str(exc)))
     except Exception as exc:  # the system's refusal is the observation
         return Answer(None, raised=quoted(exc))
+    if isinstance(out, Observation):  # more than the output: its dtype, its weights
+        weights, returned = returned_weights(out)
+        return Answer(np.asarray(out.output, np.float64), call, extras=dict(out.extras),
+                      attention_weights=weights, weights_returned=returned,
+                      native_dtype=out.native_dtype)
     return Answer(np.asarray(out, np.float64), call)

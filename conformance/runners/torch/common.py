@@ -145,7 +145,8 @@ class SDPAAnswers:
     with the one argument given, the output projected back.  It only calls; the ledger's
     probes (conventions/probes/flags.py) judge."""
 
-    answers = frozenset({"attn_mask", "is_causal", "dropout_training"})
+    answers = frozenset({"attn_mask", "is_causal", "dropout_training", "input_dtype",
+                         "unbatched", "dropout_weights"})
     # the axes the ledger's generic probes ask of it (conventions/probes/ ASKED_PROBES)
     ledger_axes = frozenset({"argument_order", "size_arguments", "input_layout",
                              "softmax_scale", "scale_precision", "kv_head_mapping"})
@@ -156,7 +157,8 @@ class SDPAAnswers:
                               "float_mask": ("added", SDPA_DOC),
                               "causal_flag": ("upper_left", SDPA_DOC),
                               "kv_head_mapping": ("grouped", SDPA_DOC),
-                              "dropout": ("always", SDPA_DOC)}
+                              "dropout": ("always", SDPA_DOC),
+                              "unbatched_input": ("accepted", SDPA_DOC)}
 
     def signatures(self):
         from conformance.runners._export.torch_mha import import_torch
@@ -181,6 +183,8 @@ class SDPAAnswers:
 
         q, k, v = (project(x["query"], "wq", "bq"), project(x["key"], "wk", "bk"),
                    project(x["value"], "wv", "bv"))
+        if raw.argument in ("input_dtype", "unbatched", "dropout_weights"):
+            return sdpa_native_call(torch, raw, (q, k, v), w)
         kw, call = {}, "scaled_dot_product_attention(q, k, v"
         if raw.argument == "attn_mask":
             m = np.asarray(raw.value)
@@ -201,3 +205,31 @@ class SDPAAnswers:
             h = torch.nn.functional.scaled_dot_product_attention(q, k, v, **kw)
         out = torch.einsum("bhtd,hde->bte", h.double(), w["wo"].double())
         return to_numpy(out if "bo" not in w else out + w["bo"]), call + ")"
+
+
+def sdpa_native_call(torch, raw, qkv, w):
+    """SDPA on the projected (B, H, T, d) q, k, v with one of the calls whose answer is more
+    than an output (RAW_ARGUMENTS): q alone cast to raw.value (k and v stay in the case's
+    dtype: the function holds no weights, so the query is the input); item 0 as (H, T, d)
+    tensors; dropout_p at raw.value['rate'] (torch.manual_seed(0)), the function returning
+    no weights.  The output is projected back; native_dtype is SDPA's own output's."""
+    from conformance.contract.runner import Observation, to_numpy
+
+    q, k, v = qkv
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if raw.argument == "input_dtype":
+        q = q.to(getattr(torch, raw.value))
+        call = f"scaled_dot_product_attention(q.to({raw.value}), k, v)"
+    elif raw.argument == "unbatched":
+        q, k, v = q[0], k[0], v[0]
+        call = "scaled_dot_product_attention(q[0], k[0], v[0]) on (H, T, d) tensors"
+    else:
+        torch.manual_seed(0)
+        call = f"scaled_dot_product_attention(q, k, v, dropout_p={raw.value['rate']})"
+    with torch.no_grad():
+        h = sdpa(q, k, v, dropout_p=raw.value["rate"]) if raw.argument == "dropout_weights" \
+            else sdpa(q, k, v)
+    held = str(h.dtype).split(".")[-1]
+    out = torch.einsum("...htd,hde->...te", h.double(), w["wo"].double())
+    out = out if "bo" not in w else out + w["bo"].double()
+    return Observation(output=to_numpy(out), native_dtype=held), call

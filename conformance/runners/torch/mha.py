@@ -29,7 +29,9 @@ from conformance.runners._export.torch_mha import (
 # ASKED_PROBES, through translate/run), and the raw arguments it answers (`answer`)
 LEDGER_AXES = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
                          "scale_precision", "key_padding_polarity"})
-ANSWERS = frozenset({"attn_mask", "is_causal", "causal_hint", "dropout_training"})
+ANSWERS = frozenset({"attn_mask", "is_causal", "causal_hint", "dropout_training",
+                     "input_dtype", "unbatched", "dropout_weights"})
+NATIVE_CALLS = frozenset({"input_dtype", "unbatched", "dropout_weights"})  # -> Observation
 
 
 class TorchMHA(TorchRunner):
@@ -43,7 +45,8 @@ class TorchMHA(TorchRunner):
     answers = ANSWERS
     documented_conventions = {a: (w, MHA_DOC) for a, w in (
         ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
-        ("causal_flag", "hint_only"), ("argument_order", "query_key_value"))}
+        ("causal_flag", "hint_only"), ("argument_order", "query_key_value"),
+        ("unbatched_input", "accepted"))}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -88,13 +91,48 @@ class TorchMHA(TorchRunner):
         t = mha_translation(case)
         if isinstance(t, NotExpressible):
             raise NotImplementedError(t.reason)
-        rate = raw.value["rate"] if raw.argument == "dropout_training" else 0.0
+        rate = raw.value["rate"] if raw.argument in ("dropout_training",
+                                                     "dropout_weights") else 0.0
         mha, _ = build_mha(torch, case, Translation(t.call, {**t.plan, "dropout": rate}),
                            data.weights)
+        if raw.argument in NATIVE_CALLS:
+            return self._native_call(torch, mha, tensors(torch, case, data.inputs), raw, t)
         kw, said = raw_keywords(torch, case, raw)
         training = raw.argument != "dropout_training" or raw.value["training"]
         out = self._forward(torch, mha, tensors(torch, case, data.inputs), kw, training)
         return to_numpy(out), f"{t.call}; forward(q, k, v{said})"
+
+    def _native_call(self, torch, mha, args, raw, t):
+        """The calls answered with an Observation: the inputs cast to raw.value (one tensor
+        stays one: self-attention keeps its identity), item 0 without the batch axis, or
+        dropout in train() returning the weights the module gives (averaged, as by default;
+        None with need_weights=False).  native_dtype is the output's own dtype."""
+        def each(f):
+            done = {}
+            return tuple(done.setdefault(id(a), f(a)) for a in args)
+
+        weights = None
+        if raw.argument == "input_dtype":
+            out = self._forward(torch, mha, each(lambda a: a.to(getattr(torch, raw.value))),
+                                {}, False)
+            said = f"forward(q, k, v as {raw.value})"
+        elif raw.argument == "unbatched":
+            out = self._forward(torch, mha, each(lambda a: a[0]), {}, False)
+            said = "forward(q[0], k[0], v[0]): (T, E) inputs"
+        else:
+            out, weights = self._weights_forward(torch, mha, args)
+            said = f"forward(q, k, v) with dropout={raw.value['rate']}, train() (seed 0)"
+        return Observation(output=to_numpy(out), native_dtype=str(out.dtype).split(".")[-1],
+                           attention_weights=None if weights is None else to_numpy(weights),
+                           weights_returned="none" if weights is None else "averaged"
+                           ), f"{t.call}; {said}"
+
+    def _weights_forward(self, torch, mha, args):
+        """train() under no_grad with the runner's need_weights: (output, weights or None)."""
+        torch.manual_seed(0)
+        mha.train()
+        with torch.no_grad():
+            return mha(*args, need_weights=self.need_weights)
 
     def _forward(self, torch, mha, args, kw, training: bool):
         """The ordinary path: train() under no_grad (dropout 0 unless set); eval() with grad
@@ -194,6 +232,10 @@ class TorchMHAFastPath(TorchMHA):
                                       "fast path not taken: forward fell back to the ordinary "
                                       "path")
         return out
+
+    def _weights_forward(self, torch, mha, args):
+        """The fast path in train() with need_weights=False: it returns no weights."""
+        return self._forward(torch, mha, args, {}, True), None
 
     def run(self, case, translation, data):
         torch = import_torch()

@@ -1,18 +1,17 @@
 """What nn.MultiheadAttention (torch.mha, torch.mha.no-weights, torch.mha.fastpath) reports
 of its API for the ledger, with no oracle and no reading of an output against one: the
-size arguments (a weight's shape, the divisibility error), the constructor's default layout
-and the key-padding polarity (its documentation), what a 2-D input and float64 inputs into
-a float32 module give (the output's shape, the system's error text), what the default call
-returns besides the output, the returned weights' row sums under dropout, a tensor's lack
-of an implicit mask; on the fast path whether it ran (the spy of common.fast_call) and
-torch's own reason where it declines.  The ledger asks the rest (conventions/probes/, the
-runners' `ledger_axes` and `answers`).  torch arrives as an argument.
+size arguments (a weight's shape, the divisibility error), the constructor's default
+layout and the key-padding polarity (its documentation), what the default call returns
+besides the output, a tensor's lack of an implicit mask; on the fast path whether it ran
+(the spy of common.fast_call) and torch's own reason where it declines. The ledger asks
+the rest (conventions/probes/, the runners' `ledger_axes` and `answers`: a float64 input,
+a 2-D input and the weights under dropout through mha.TorchMHA._native_call). torch
+arrives as an argument.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
 from conformance.contract.runner import Convention
 from conformance.runners._export.torch_mha import MHA_DOC
 from conformance.runners.torch.common import fast_call
@@ -23,7 +22,6 @@ MHA = "nn.MultiheadAttention"
 # MultiheadAttention.forward, torch/nn/modules/activation.py, torch 2.13 lines 1326-1395):
 # no error is raised, forward falls back to the ordinary path
 DECLINES = {"float_mask": "floating-point masks are not supported for fast path.",
-            "unbatched": "input not batched; expected query.dim() of 3 but got 2",
             "training": "training is enabled",
             "cross": "non-self attention was used (query, key, and value are not the same "
                      "Tensor)"}
@@ -33,10 +31,6 @@ def declined(why: str) -> str:
     """The fast path's decline, in torch's words."""
     return (f"torch declines the fast path (why_not_fast_path: '{DECLINES[why]}'), no error "
             "raised; forward falls back to the ordinary path")
-
-
-def error_text(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 class _Calls:
@@ -65,17 +59,12 @@ class _Calls:
         with torch.no_grad():
             return mha(x, x, x, need_weights=self.need_weights, **kw)
 
-    def path(self) -> str:
-        if self.mode != "fast":
-            return self.what
-        return self.what + (" [fast path ran]" if self.ran else " [fast path NOT taken]")
 
 
 def mha_cells(torch, mode: str, need_weights: bool = True) -> list[Convention]:
     """Every cell of the module's API in `mode` ("ordinary" or "fast")."""
     calls = _Calls(torch, mode, need_weights)
-    return [_sizes(torch), _layout(torch, mode), _key_padding(torch), _unbatched(calls),
-            *_returned(calls), _mixed(calls),
+    return [_sizes(torch), _layout(torch, mode), _key_padding(torch), *_returned(calls),
             Convention("implicit_mask", "none", "a torch.Tensor carries no mask (nothing "
                        "like Keras's _keras_mask); forward reads masks only from "
                        "key_padding_mask and attn_mask")]
@@ -116,21 +105,8 @@ def _key_padding(torch) -> Convention:
                       documented="true_blocks", **DOC)
 
 
-def _unbatched(calls: _Calls) -> Convention:
-    what = f"{MHA} on a 2-D (T, E) input, {calls.what}"
-    try:
-        out, _ = calls(calls.module(), calls.x[0])
-    except Exception as exc:  # the system's refusal is the observation
-        return Convention("unbatched_input", REFUSED, f"{what}: {error_text(exc)}")
-    if calls.mode == "fast" and not calls.ran:
-        return Convention("unbatched_input", REFUSED, f"{calls.path()}: {declined('unbatched')}"
-                          f": output {tuple(out.shape)}")
-    return Convention("unbatched_input", "accepted", f"{what}: output {tuple(out.shape)}",
-                      documented="accepted", **DOC)
-
-
 def _returned(calls: _Calls) -> list[Convention]:
-    """What the default call returns besides the output, and those weights under dropout."""
+    """What the default call returns besides the output."""
     torch = calls.torch
     mha = calls.module()
     if calls.mode == "fast":
@@ -147,45 +123,4 @@ def _returned(calls: _Calls) -> list[Convention]:
                               f"{None if w is None else tuple(w.shape)} for (B, H, T, S) = "
                               "(2, 2, 5, 5)", documented="head_averaged" if calls.need_weights
                               else "none", **DOC)
-    return [returned, _weights_dropout(calls)]
-
-
-def _weights_dropout(calls: _Calls) -> Convention:
-    torch = calls.torch
-    mha = calls.module(dropout=0.5).train()
-    torch.manual_seed(0)
-    what = f"dropout=0.5, train, seed 0, {calls.what}"
-    if calls.mode == "fast":
-        _, w, ran = fast_call(torch, mha, (calls.x,) * 3, need_weights=True)
-        if not ran:
-            return Convention("weights_dropout", REFUSED, f"{what}, need_weights=True: "
-                              f"{declined('training')}: its {_row_sums(w)[1]}")
-        word, text = _row_sums(w)
-        return Convention("weights_dropout", word, f"{what} [fast path ran]: {text}")
-    with torch.no_grad():
-        _, w = mha(calls.x, calls.x, calls.x, need_weights=calls.need_weights)
-    if w is None:  # the runner's call: forward(..., need_weights=False) -> (output, None)
-        return Convention("weights_dropout", NA, f"{calls.what}: need_weights=False returns "
-                          "no weights")
-    word, text = _row_sums(w)
-    return Convention("weights_dropout", word, f"{what}: {text}")
-
-
-def _row_sums(w) -> tuple[str, str]:
-    """Returned weights under dropout: rows that no longer sum to one were dropped."""
-    sums = w.double().sum(-1)
-    dev = float((sums - 1).abs().max())
-    return ("post_dropout" if dev > 1e-6 else "pre_dropout",
-            f"returned weights' row sums span {float(sums.min()):.3f}..{float(sums.max()):.3f}"
-            f" (max |sum - 1| {dev:.2f})")
-
-
-def _mixed(calls: _Calls) -> Convention:
-    what = f"float64 input into a float32 {MHA}, {calls.what}"
-    try:
-        out, _ = calls(calls.module(), calls.x.double())
-    except Exception as exc:  # the system's refusal is the observation
-        return Convention("mixed_dtype", REFUSED, f"{what}: {error_text(exc)}")
-    held = str(out.dtype).split(".")[-1]
-    return Convention("mixed_dtype", "promoted" if held == "float64" else "cast_to_layer",
-                      f"{what}: output {held}")
+    return [returned]

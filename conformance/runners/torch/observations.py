@@ -1,10 +1,10 @@
 """What the torch runners report of their API for the ledger, with no oracle and no reading
 of an output against one: SDPA's signature (no size argument, no key-padding argument),
-its return (one tensor, no weights), what a 2-D call and a float64 q into float32 k, v
-give (the output's shape, the system's error text), and a tensor's lack of an implicit
-mask; the readings of the API the ledger confirms by asking (sizes.confirmed: the size
-arguments and the layout).  The ledger asks the rest (conventions/probes/, the runners'
-`ledger_axes`).  torch arrives as an argument.
+its return (one tensor, no weights) and a tensor's lack of an implicit mask; the readings
+of the API the ledger confirms by asking (sizes.confirmed: the size arguments and the
+layout). The ledger asks the rest (conventions/probes/, the runners' `ledger_axes`; a
+float64 query, an unbatched call and the weights under dropout through `answer`,
+common.sdpa_native_call). torch arrives as an argument.
 """
 from __future__ import annotations
 
@@ -12,16 +12,12 @@ import inspect
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
+from conformance.contract.axes import NA
 from conformance.contract.runner import Convention
 from conformance.runners.torch.common import SDPA_DOC
 
 SDPA = "F.scaled_dot_product_attention"
 DOC = {"documented_source": SDPA_DOC}
-
-
-def error_text(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def _signature(fn) -> str:
@@ -54,37 +50,13 @@ def sdpa_cells(torch) -> list[Convention]:
         Convention("input_layout", "batch_heads_first", f"{SDPA}: query (N, ..., Hq, L, E) "
                    "by its documentation; the runner passes (B, H, T, d)",
                    documented="batch_heads_first", **DOC),
-        _tried("unbatched_input", lambda: sdpa(q[0, 0], k[0, 0], k[0, 0]),
-               f"{SDPA} on 2-D (L, d) q, k, v", documented="accepted"),
         Convention("key_padding_polarity", NA, f"no key-padding argument: the signature is "
                    f"({sig}); padding goes into attn_mask"),
         Convention("returned_weights", "none", f"{SDPA} returns one tensor "
                    f"{tuple(one.shape)} for q {tuple(q.shape)}, no weights",
                    documented="none", **DOC),
-        Convention("weights_dropout", NA, f"{SDPA} returns no attention weights"),
-        _mixed(lambda: sdpa(q.double(), k, k), f"{SDPA}: float64 q, float32 k and v"),
         Convention("implicit_mask", "none", "a torch.Tensor carries no mask; SDPA reads only "
                    "attn_mask and is_causal"),
     ]
     return cells
 
-
-def _tried(axis: str, run, what: str, **doc) -> Convention:
-    """accepted (the output's shape) or refused (the system's error, quoted)."""
-    try:
-        out = run()
-    except Exception as exc:  # the system's refusal is the observation
-        return Convention(axis, REFUSED, f"{what}: {error_text(exc)}")
-    return Convention(axis, "accepted", f"{what}: output {tuple(out.shape)}",
-                      **({**doc, **DOC} if doc else {}))
-
-
-def _mixed(run, what: str) -> Convention:
-    """mixed_dtype from the output's dtype (or the system's error, quoted)."""
-    try:
-        out = run()
-    except Exception as exc:  # the system's refusal is the observation
-        return Convention("mixed_dtype", REFUSED, f"{what}: {error_text(exc)}")
-    held = str(out.dtype).split(".")[-1]
-    return Convention("mixed_dtype", "promoted" if held == "float64" else "cast_to_layer",
-                      f"{what}: output {held}")

@@ -1,0 +1,104 @@
+"""Three axes of what a system does with an input it was not built for, owned by the ledger:
+mixed_dtype (a float64 input into a float32 layer), unbatched_input (one item without its
+batch axis) and weights_dropout (the weights it returns under attention dropout).
+
+The runner only passes the native call (Runner.answer, RAW_ARGUMENTS "input_dtype",
+"unbatched", "dropout_weights") and hands back what the system gave: its output with the
+dtype the system produced it in (Observation.native_dtype), its output without the batch
+axis, the weights it returned.  The words are named here:
+- mixed_dtype: `refused` (the system's error, quoted), `promoted` (the output is float64),
+  `cast_to_layer` (the output is in the layer's own dtype);
+- unbatched_input: `refused`, or `accepted` with the output's shape and its distance from
+  the oracle's first item (a 2-D input the system misreads is accepted, and the distance
+  says so);
+- weights_dropout: `not_applicable` where the system returns no weights, else the returned
+  rows' sums: rows that no longer sum to 1 were dropped (`post_dropout`), rows that all
+  do were not (`pre_dropout`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import NA, NOT_PROBED, REFUSED
+from conformance.contract.runner import Convention, RawCall
+from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.needs import needed_forms
+from conformance.conventions.probes.probing import output_with
+from conformance.conventions.probes.request import Answer, ask_raw
+
+WIDE = "float64"  # the input dtype asked of a layer built in the probe case's float32
+RATE = 0.5  # the attention dropout rate of the weights_dropout probe
+SUMS_MOVE = 1e-6  # a returned row whose sum is further than this from 1 was dropped
+
+
+def _asked(runner, name: str, raw: RawCall):
+    """The first form of the probe case the runner can pass `raw` on, and its answer."""
+    cases = needed_forms(runner, name, raw=True)
+    for case in cases:
+        got = ask_raw(runner, case, raw)
+        if not got.unasked:
+            return case, got
+    return cases[-1], got
+
+
+def _unanswered(axis: str, runner, what: str, got: Answer) -> Convention:
+    """The system's error is `refused` (quoted); anything else the suite could not ask."""
+    if got.raised:
+        return Convention(axis, REFUSED, f"{runner.name}, {said(what, got)}: {got.raised}",
+                          **documented(runner, axis))
+    return unmeasured(axis, runner, what, got)
+
+
+def mixed_dtype_cell(runner) -> Convention:
+    """The dtype of the output of a float64 input into the layer built in float32."""
+    case, got = _asked(runner, "mixed-dtype", RawCall("input_dtype", WIDE))
+    layer = case.inputs.dtype
+    what = f"probe_case {case.id}: {WIDE} inputs into the system built in {layer}"
+    if not got.answered:
+        return _unanswered("mixed_dtype", runner, what, got)
+    held = got.native_dtype
+    word = {WIDE: "promoted", layer: "cast_to_layer"}.get(held)
+    if word is None:
+        return Convention("mixed_dtype", NOT_PROBED, f"{runner.name}, {said(what, got)}: "
+                          f"the runner reported the output's dtype as {held or 'nothing'}, "
+                          f"neither {WIDE} nor {layer}")
+    return Convention("mixed_dtype", word, f"{runner.name}, {said(what, got)}: output {held}",
+                      **documented(runner, "mixed_dtype"))
+
+
+def unbatched_cell(runner) -> Convention:
+    """The output of the first item passed without its batch axis, against the oracle's."""
+    case, got = _asked(runner, "unbatched", RawCall("unbatched"))
+    what = f"probe_case {case.id}: item 0 without the batch axis"
+    if not got.answered:
+        return _unanswered("unbatched_input", runner, what, got)
+    expected = output_with(case, None)[0]
+    d = (float(np.max(np.abs(got.output - expected))) if got.output.shape == expected.shape
+         else float("inf"))
+    misread = "" if d < 1e-3 else " (not the batched item: the 2-D input is misread)"
+    return Convention("unbatched_input", "accepted", f"{runner.name}, {said(what, got)}: "
+                      f"output {tuple(got.output.shape)}, max |output - oracle item 0| "
+                      f"{d:.1e}{misread}", **documented(runner, "unbatched_input"))
+
+
+def weights_dropout_cell(runner) -> Convention:
+    """The row sums of the weights returned with attention dropout on in training."""
+    case, got = _asked(runner, "weights-dropout", RawCall("dropout_weights", {"rate": RATE}))
+    what = f"probe_case {case.id}: attention dropout {RATE}, training on, seed 0"
+    if not got.answered:
+        return _unanswered("weights_dropout", runner, what, got)
+    if got.attention_weights is None:
+        return Convention("weights_dropout", NA, f"{runner.name}, {said(what, got)}: the "
+                          "system returns no attention weights",
+                          **documented(runner, "weights_dropout"))
+    sums = got.attention_weights.sum(-1)
+    dev = float(np.max(np.abs(sums - 1)))
+    word = "post_dropout" if dev > SUMS_MOVE else "pre_dropout"
+    return Convention("weights_dropout", word, f"{runner.name}, {said(what, got)}: returned "
+                      f"weights' row sums span {float(sums.min()):.3f}..{float(sums.max()):.3f}"
+                      f" (max |sum - 1| {dev:.2f})", **documented(runner, "weights_dropout"))
+
+
+RAW_PROBES = {"mixed_dtype": ("input_dtype", mixed_dtype_cell),
+              "unbatched_input": ("unbatched", unbatched_cell),
+              "weights_dropout": ("dropout_weights", weights_dropout_cell)}
