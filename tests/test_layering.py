@@ -316,3 +316,85 @@ def test_planted_shared_module_importing_a_framework_is_found():
         "(a shared module imports a framework's folder)",
         "conformance.runners.counting imports conformance.runners.keras.common "
         "(a shared module imports a framework's folder)"]
+
+
+# (h) no runner module names an axis id (the ledger's probes name axes): any string constant
+# equal to one counts, but the ids that are also case features and native arguments
+# (FEATURE_WORDS: a case's `softcap`, a layer's `dropout=`) count only in an axis position:
+# the first argument (or axis=) of Convention(...), a key of a dict literal with another
+# axis id among its keys or assigned to `documented_conventions`.  The modules still naming
+# one are listed in tests/axis_names_in_runners.txt, which only shrinks (a listed module
+# that names none fails too).
+FEATURE_WORDS = frozenset({"softcap", "sinks", "dropout"})
+AXIS_NAMES_ALLOWED = Path(__file__).with_name("axis_names_in_runners.txt")
+
+
+def _strings(node) -> list[str]:
+    return [n.value for n in ([node] if node is not None else [])
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def axis_names(path: Path, axis_ids) -> list[str]:
+    """'line: id' for every axis id the module names (rule h)."""
+    tree = ast.parse(path.read_text(), str(path))
+    ids, plain = set(axis_ids), set(axis_ids) - FEATURE_WORDS
+    found = {(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+             and isinstance(n.value, str) and n.value in plain}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
+                node.func, "attr", "")) == "Convention":
+            first = node.args[:1] + [k.value for k in node.keywords if k.arg == "axis"]
+            found |= {(node.lineno, s) for a in first for s in _strings(a) if s in ids}
+        targets = [t.id for t in getattr(node, "targets", [getattr(node, "target", None)])
+                   if isinstance(t, ast.Name)]
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Dict):
+            keys = [s for k in value.keys for s in _strings(k)]
+            if "documented_conventions" in targets or any(k in plain for k in keys):
+                found |= {(value.lineno, k) for k in keys if k in ids}
+    return [f"{line}: {name}" for line, name in sorted(found)]
+
+
+def runner_axis_names(root: Path = ROOT) -> dict[str, list[str]]:
+    """Runner module file (relative to conformance/) -> the axis ids it names."""
+    from conformance.contract.axes import AXIS_IDS
+
+    found = {}
+    for path in sorted((root / "runners").rglob("*.py")):
+        names = axis_names(path, AXIS_IDS)
+        if names:
+            found[path.relative_to(root).as_posix()] = names
+    return found
+
+
+def allowed_axis_names() -> set[str]:
+    return {ln for ln in AXIS_NAMES_ALLOWED.read_text().splitlines() if ln and ln[0] != "#"}
+
+
+def test_no_runner_module_names_an_axis():
+    found, allowed = runner_axis_names(), allowed_axis_names()
+    new = {p: n for p, n in found.items() if p not in allowed}
+    assert new == {}, ("runner modules naming an axis id (the ledger's probes name axes; a "
+                       f"runner passes native calls, RAW_ARGUMENTS): {new}")
+    stale = sorted(allowed - set(found))
+    assert stale == [], (f"{AXIS_NAMES_ALLOWED.name} lists modules that no longer name an "
+                         f"axis: remove their lines: {stale}")
+
+
+def test_a_planted_axis_name_is_found(tmp_path):
+    """A Convention cell and a documented dict name axes, a feature argument does not."""
+    toy = tmp_path / "runners" / "toy"
+    toy.mkdir(parents=True)
+    (toy / "named.py").write_text(
+        'def cells(Convention, plan):\n'
+        '    plan = {**plan, "dropout": 0.1, "softcap": 30.0}\n'
+        '    return [Convention("dropout", "always", ""), Convention(axis="sinks")]\n'
+        'documented_conventions = {"softcap": ("applied", "")}\n'
+        'AXES = frozenset({"mixed_dtype"})\n')
+    (toy / "clean.py").write_text(
+        'def call(layer, plan):\n'
+        '    return layer(dropout=plan["dropout"], sinks="sinks", **{"softcap": 1.0})\n')
+    found = runner_axis_names(tmp_path)
+    assert list(found) == ["runners/toy/named.py"]
+    assert found["runners/toy/named.py"] == [
+        "3: dropout", "3: sinks", "4: softcap", "5: mixed_dtype"]

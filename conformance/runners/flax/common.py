@@ -30,7 +30,8 @@ from typing import NamedTuple
 import numpy as np
 
 from conformance.contract.runner import (
-    Count, NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
+    Count, NotExpressible, NotExpressibleError, Observation, Runner, Translation, harness_limit,
+    to_numpy)
 
 DOCS = "https://flax.readthedocs.io/en/v0.12.8/api_reference/"
 
@@ -263,7 +264,8 @@ class FlaxRunner(Runner):
                                   "LayerNorm(use_bias=False) over each head's d values, no "
                                   "other kind or scope")
         if case.decode is not None and case.has_non_causal_mask:
-            return NotExpressible("a decode is causal self-attention with no other mask")
+            return NotExpressible(harness_limit(
+                "a decode is causal self-attention with no other mask"))
         return self.translation(case, {"normalize_qk": True} if qk is not None else None,
                                 decode=case.decode is not None)
 

@@ -18,7 +18,7 @@ run their decodes through the cache and their single calls with decode off.
 """
 from __future__ import annotations
 
-from conformance.contract.runner import Convention, NotExpressible
+from conformance.contract.runner import Convention, NotExpressible, harness_limit
 from conformance.runners.flax import common as _flax
 
 FLAX_5591 = "https://github.com/google/flax/issues/5591"
@@ -70,10 +70,11 @@ class FlaxNnx(_flax.FlaxRunner):
 
     def translate(self, case):
         if self.decode and case.decode is None:
-            return NotExpressible("this runner decodes: the case has no decode section (the "
-                                  "plain call is flax.nnx)")
+            return NotExpressible(harness_limit("this runner decodes: the case has no decode "
+                                                "section (the plain call is flax.nnx)"))
         if self.decode and case.has_non_causal_mask:
-            return NotExpressible("a decode is causal self-attention with no other mask")
+            return NotExpressible(harness_limit(
+                "a decode is causal self-attention with no other mask"))
         return self.translation(case, decode=self.decode)
 
     def kwargs(self, case):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from conformance.contract.runner import harness_limit
 from conformance.convert.hf import to_gpt_neox
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
@@ -49,8 +50,9 @@ class HFBloom(ProbedHFRunner):
 
     def model_limits(self, case):
         if not case.attention.alibi:
-            return ("no attention.alibi: BloomAttention adds the alibi tensor on every call "
-                    "(BloomModel always builds one; it is BLOOM's only position signal)")
+            return harness_limit(  # BloomAttention adds the alibi tensor it is passed
+                "no attention.alibi: BloomAttention adds the alibi tensor on every call "
+                "(BloomModel always builds one; it is BLOOM's only position signal)")
         return None
 
     config_fields = {"hidden_size": "query_features", "n_head": "num_heads"}

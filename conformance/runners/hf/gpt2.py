@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from conformance.contract.runner import harness_limit
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.declared import ConfigBuild
@@ -48,10 +49,11 @@ class HFGpt2(ProbedHFRunner):
         "(on/off) only")
 
     def model_limits(self, case):
-        return (None if case.mask.causal != "none" else
+        return (None if case.mask.causal != "none" else harness_limit(  # the eager
+                # GPT2Attention adds the mask it is given, causal or not
                 "not causal: GPT-2 is a causal LM (GPT2Model always builds a causal mask, "
                 "GPT2Attention.is_causal = not is_cross_attention); only causal "
-                "self-attention is GPT-2's")
+                "self-attention is GPT-2's"))
 
     def raw_limits(self, case):
         """A raw argument is the whole mask of the call: GPT2Attention on the eager path adds

@@ -11,6 +11,7 @@ bool: True = MASKED (masked_fill with finfo.min).
 """
 from __future__ import annotations
 
+from conformance.contract.runner import harness_limit
 from conformance.convert.hf import to_mpt
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import ConfigBuild, self_attention_refusals
@@ -48,8 +49,9 @@ class HFMpt(ProbedHFRunner):
 
     def model_limits(self, case):
         if not case.attention.alibi:
-            return ("no attention.alibi: MptAttention adds position_bias on every call "
-                    "(MptModel always passes its alibi tensor)")
+            return harness_limit(  # MptAttention takes position_bias=None
+                "no attention.alibi: MptAttention adds position_bias on every call "
+                "(MptModel always passes its alibi tensor)")
         return None
 
     def scale_limits(self, case):

@@ -12,6 +12,7 @@ so.  torch is imported inside functions only.
 """
 from __future__ import annotations
 
+from conformance.contract.runner import harness_limit
 from conformance.runners.hf.common import SOURCE
 from conformance.runners.hf.probed import ProbedHFRunner
 
@@ -77,7 +78,8 @@ class RotaryHFRunner(ProbedHFRunner):
 
     def rope_model_limits(self, case) -> str | None:
         if self.needs_rope and case.attention.rope is None:
-            return (f"no attention.rope: {self.system.rsplit('.', 1)[-1]} rotates q and k on "
+            return harness_limit(  # the attention takes position_embeddings
+                    f"no attention.rope: {self.system.rsplit('.', 1)[-1]} rotates q and k on "
                     "every call (its model always passes position_embeddings); the case asks "
                     "for none (hf.llama runs attention with the rotation neutralised)")
         return None

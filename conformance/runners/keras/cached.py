@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import NotExpressible, Observation, Translation
+from conformance.contract.runner import NotExpressible, Observation, Translation, harness_limit
 from conformance.runners.keras.answers import ANSWERS
 from conformance.runners.keras.common import (
     FLASH_NOTE, JIT_NOTE, KerasLayerRunner, built_layer, digest)
@@ -45,10 +45,12 @@ class KerasCached(KerasHubRunner):
     def translate(self, case):
         a = case.attention
         if case.decode is None:
-            return NotExpressible("this runner decodes: the case has no decode section (the "
-                                  "plain layer is the keras.<backend> row)")
+            return NotExpressible(harness_limit("this runner decodes: the case has no decode "
+                                                "section (the plain layer is the "
+                                                "keras.<backend> row)"))
         if case.has_non_causal_mask:
-            return NotExpressible("a decode is causal self-attention with no other mask")
+            return NotExpressible(harness_limit(
+                "a decode is causal self-attention with no other mask"))
         if a.qk_head_dim != a.v_head_dim:
             return NotExpressible(
                 f"qk_head_dim={a.qk_head_dim} != v_head_dim={a.v_head_dim}: the cache is one "

@@ -28,7 +28,7 @@ import importlib.util
 
 import numpy as np
 
-from conformance.contract.runner import NotExpressible
+from conformance.contract.runner import NotExpressible, harness_limit
 from conformance.runners.keras.common import KerasLayerRunner
 
 INSTALL = "pip install --no-deps 'keras-hub==0.32.*'"
@@ -69,9 +69,9 @@ def rope_refusal(case) -> NotExpressible | None:
     """Why the case cannot run through RotaryEmbedding, or None."""
     rope = case.attention.rope
     if rope is None:
-        return NotExpressible("this runner puts keras_hub.layers.RotaryEmbedding in front of "
-                              "Keras attention: the case has no rope (the plain layer is the "
-                              "keras.<backend> row)")
+        return NotExpressible(harness_limit(
+            "this runner puts keras_hub.layers.RotaryEmbedding in front of Keras attention: "
+            "the case has no rope (the plain layer is the keras.<backend> row)"))
     if rope.style != "half_split":
         return NotExpressible(
             "interleaved pairs (2i, 2i + 1): keras_hub.layers.RotaryEmbedding rotates "

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.contract.runner import Convention, NotExpressible, Observation, Translation
+from conformance.contract.runner import (
+    Convention, NotExpressible, Observation, Translation, harness_limit)
 from conformance.runners.mlx.common import (
     SDPA_DOC, MlxRunner, SDPAAnswers, core_plan, explicit, import_mlx, to_f64, to_mx)
 from conformance.runners.mlx.kv_cache import LAYOUT, MLX_LM, STEP, DecodePlan, decode
@@ -48,10 +49,11 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
 
     def translate(self, case):
         if case.decode is None:
-            return NotExpressible("this runner decodes: the case has no decode section (the "
-                                  "plain call is mlx.sdpa)")
+            return NotExpressible(harness_limit("this runner decodes: the case has no decode "
+                                                "section (the plain call is mlx.sdpa)"))
         if case.has_non_causal_mask:
-            return NotExpressible("a decode is causal self-attention with no other mask")
+            return NotExpressible(harness_limit(
+                "a decode is causal self-attention with no other mask"))
         d, core = case.decode, core_plan(case)
         before = core.before()
         rope = "; " + before.replace("offset=...", "offset=cache.offset") if before else ""

@@ -24,7 +24,8 @@ imported inside the functions.
 """
 from __future__ import annotations
 
-from conformance.contract.runner import NotExpressible, Observation, Translation, to_numpy
+from conformance.contract.runner import (
+    NotExpressible, Observation, Translation, harness_limit, to_numpy)
 from conformance.runners._export import onnx_accounting
 from conformance.runners.onnx.attention_op import (
     ONE_CALL_AXES, AttentionPlan, OnnxAttentionOp, staged)
@@ -86,7 +87,8 @@ class OnnxAttentionCache(OnnxAttentionOp):
     def translate(self, case):
         if case.decode is not None:
             if case.has_non_causal_mask:
-                return NotExpressible("a decode here is causal self-attention, no other mask")
+                return NotExpressible(harness_limit("a decode here is causal self-attention, no "
+                                                    "other mask"))
             d, before = case.decode, rope_words(case)
             return Translation(
                 f"per run: MatMul+Add -> {before + ' -> ' if before else ''}Attention(Q, K, V, "
@@ -94,9 +96,9 @@ class OnnxAttentionCache(OnnxAttentionOp):
                 f"{d.steps} steps of 1 position, present_* fed back; run in {self.runs_in}",
                 ("decode", d))
         if self.cache == "past":
-            return NotExpressible("this runner decodes through past_key/past_value: the case "
-                                  "has no decode section (one call: onnx.attention-op."
-                                  f"{self.engine})")
+            return NotExpressible(harness_limit(
+                "this runner decodes through past_key/past_value: the case has no decode "
+                f"section (one call: onnx.attention-op.{self.engine})"))
         plan = static_plan(case)
         if isinstance(plan, NotExpressible):
             return plan
@@ -174,11 +176,11 @@ def static_plan(case) -> AttentionPlan | NotExpressible:
         return AttentionPlan(nonpad=tuple(int(n) for n in m.key_padding), **base)
     if m.causal == "lower_right" and i.key_len >= i.query_len and not case.has_non_causal_mask:
         return AttentionPlan(is_causal=True, nonpad=(i.key_len,) * i.batch, **base)
-    return NotExpressible(
+    return NotExpressible(harness_limit(
         "this runner calls Attention-24 with nonpad_kv_seqlen (an external cache's valid "
         "lengths): a decode, key padding alone, or lower-right causal over S >= T keys (an "
         "external cache's offset nonpad_kv_seqlen - q_sequence_length, onnx/onnx#8068); "
-        "other masks: onnx.attention-op.*")
+        "other masks: onnx.attention-op.*"))
 
 
 DESCRIPTIONS = {

@@ -50,7 +50,8 @@ import numpy as np
 
 from conformance.runners._export import onnx_accounting
 from conformance.contract.runner import (
-    NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation, harness_limit,
+    to_numpy)
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
@@ -317,7 +318,8 @@ class OnnxAttentionOp(Runner):
         if case.decode is None or getattr(self, "cache", None) is not None:
             return staged(self.translate(case))
         if case.has_non_causal_mask or not case.inputs.self_attention:
-            return NotExpressible("a decode is causal self-attention with no other mask")
+            return NotExpressible(harness_limit(
+                "a decode is causal self-attention with no other mask"))
         d = case.decode
         return Translation(f"per run: MatMul+Add -> Attention(Q, K, V, is_causal=1, past_key/"
                            "past_value in, present_key/present_value out) [opset 23] -> "

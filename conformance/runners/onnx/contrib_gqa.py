@@ -38,7 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from conformance.contract.runner import (
-    NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation, harness_limit,
+    to_numpy)
 from conformance.runners._export import onnx_accounting
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
@@ -111,7 +112,8 @@ def gqa_plan(case) -> GqaPlan | NotExpressible:
     if isinstance(window, NotExpressible):
         return window
     if case.decode is not None and case.has_non_causal_mask:
-        return NotExpressible("a decode here is causal self-attention with no other mask")
+        return NotExpressible(harness_limit("a decode here is causal self-attention with no other "
+                                            "mask"))
     causal = m.causal != "none" and (window is not None or not case.has_non_causal_mask)
     return GqaPlan(a.num_heads, a.num_kv_heads, causal=causal,
                    attention_bias=m.causal != "none" and not causal or case.has_non_causal_mask,

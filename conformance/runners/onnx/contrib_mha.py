@@ -75,7 +75,8 @@ class OnnxContribMHA(Runner):
         if isinstance(t, NotExpressible) or case.decode is None:
             return t if isinstance(t, NotExpressible) else Translation(t.call, PROBE)
         if case.has_non_causal_mask or not case.inputs.self_attention:
-            return NotExpressible("a decode is causal self-attention with no other mask")
+            return NotExpressible(harness_limit(
+                "a decode is causal self-attention with no other mask"))
         d = case.decode
         return Translation(f"MatMul -> com.microsoft.MultiHeadAttention(Q, K, V, past_key, "
                            f"past_value, num_heads={case.attention.num_heads}, "

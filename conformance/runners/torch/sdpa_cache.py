@@ -21,7 +21,7 @@ is not expressible here.  torch is imported inside `run` only.
 from __future__ import annotations
 
 from conformance.contract.axes import NOT_PROBED
-from conformance.contract.runner import Convention, NotExpressible, Translation
+from conformance.contract.runner import Convention, NotExpressible, Translation, harness_limit
 from conformance.runners.torch.common import (
     SDPAAnswers, SdpaPlan, TorchRunner, canonical_projector, sdpa_call, sdpa_observation,
     sdpa_plan)
@@ -45,10 +45,11 @@ class TorchSDPACache(SDPAAnswers, TorchRunner):
 
     def translate(self, case):
         if case.decode is None:
-            return NotExpressible("this runner decodes: the case has no decode section (the "
-                                  "plain call is torch.sdpa)")
+            return NotExpressible(harness_limit("this runner decodes: the case has no decode "
+                                                "section (the plain call is torch.sdpa)"))
         if case.has_non_causal_mask or case.mask.causal == "none":
-            return NotExpressible("a decode is causal self-attention with no other mask")
+            return NotExpressible(harness_limit(
+                "a decode is causal self-attention with no other mask"))
         d, scale = case.decode, case.attention.scale
         sc = f", scale={scale!r}" if scale is not None else ""
         return Translation(f"prefill: F.scaled_dot_product_attention(q[:, :, :{d.prefill}], "
