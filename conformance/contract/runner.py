@@ -136,6 +136,17 @@ RAW_ARGUMENTS = {
                       "runner's window_settings labels) with the number `value['window']`, "
                       "the mask from the system's own builder for it (the case's causal "
                       "mask, if any, as that builder makes it), no other mask",
+    "step_mask": "a decode case run through the system's cache, the prefill as it runs, each "
+                 "single-position step t given row t of the case's (B, T, S) boolean mask "
+                 "(True = attend) over the keys its cache holds as the system's attention-"
+                 "mask argument; `value` {'nan': 'key' or 'value', 'item': b, 'slot': s}: "
+                 "NaN written into that cached tensor (every head) of item b at position s "
+                 "after the prefill",
+    "attention_function": "the module's own attention function (what its forward calls after "
+                          "projecting, rotating and normalising) called directly with the "
+                          "module, on the case's query, key and value projected by the "
+                          "case's weights (no rotation, no norm), the case's (B, T, S) boolean "
+                          "mask as the module's model builds it; the output projected back",
     "input_dtype": "the case's inputs cast to `value` (a NumPy dtype name, e.g. float64) "
                    "and given as they are to the system built in the case's dtype (a "
                    "function holding no weights: its query only), no mask; `answer` returns "

@@ -29,16 +29,23 @@ HARNESS_GAP = 1e-3  # a batch kernel moves last bits; more than this is the harn
 
 
 def batch_case(batch: int = BATCH, self_attention: bool = False, causal: bool = False,
-               **attention) -> Case:
+               decode: bool = False, **attention) -> Case:
     """The probe case (a batch of one stands for each item: the arrays it runs are the
-    batch's item, given as data; one case, so a converting runner converts it once)."""
-    raw = {"id": "probe-batch-invariance",
+    batch's item, given as data; one case, so a converting runner converts it once);
+    `decode`: causal self-attention decoded, a prefill of 3 and one step (DECODE)."""
+    raw = {"id": "probe-batch-invariance" + ("-decode" if decode else ""),
            "attention": {"num_heads": 2, "query_features": 8, **attention},
            "inputs": {"batch": batch, "query_len": 4, "key_len": 4 if self_attention else 6,
                       "seed": 7, "self_attention": self_attention}}
-    if causal:
+    if causal or decode:
         raw["mask"] = {"causal": "upper_left"}
+    if decode:
+        raw["decode"] = DECODE
     return parse_case(raw, PROBE_SOURCE)
+
+
+# a decode-only runner's form (its translate takes decodes only): T = S = 4, prefill 3
+DECODE = {"prefill": 3, "steps": 1}
 
 
 # What a system may need of the case to run it at all (no judgement reads the oracle here,
@@ -62,16 +69,18 @@ def item_data(data: CaseData, i: int) -> CaseData:
     return replace(data, weights=replace(data.weights), inputs=replace(x, **one))
 
 
-def _forms():
+def _forms(decodes_only: bool = False):
     """The probe in the forms a system may take: cross-attention, then self-attention, then
     causal self-attention with each of NEEDS; with projection biases or without (and
-    unscaled: T5)."""
+    unscaled: T5).  A runner that decodes only is asked through its decode first (the
+    prefill and the step, each item against itself decoded alone)."""
     shapes = [(False, False, {}), (True, False, {})] + [(True, True, n) for n in NEEDS]
-    for self_attention, causal, need in shapes:
+    decoded = [(True, True, n, True) for n in NEEDS] if decodes_only else []
+    for self_attention, causal, need, decode in decoded + [(*s, False) for s in shapes]:
         for attn in ({}, {"bias": False}, {"bias": False, "scale": 1.0},
                      {"query_features": 16, "bias": False}):  # heads of 8: ORT's CPU GQA
-            yield lambda batch, s=self_attention, c=causal, a={**attn, **need}: batch_case(
-                batch, s, c, **a)
+            yield lambda batch, s=self_attention, c=causal, d=decode, a={**attn, **need}: \
+                batch_case(batch, s, c, d, **a)
 
 
 def batch_invariance_cell(runner, what: str = "") -> Convention:
@@ -81,7 +90,7 @@ def batch_invariance_cell(runner, what: str = "") -> Convention:
         return Convention(AXIS, NOT_PROBED, f"{label}: a documented model: its arithmetic "
                           "is the suite's NumPy, not the system's")
     last = None
-    for make in _forms():
+    for make in _forms(bool(getattr(runner, "decodes_only", False))):
         whole = make(BATCH)
         got = ask(runner, whole)
         last = got
@@ -108,7 +117,9 @@ def _compare(runner, label: str, make, whole: Case, got) -> Convention:
         diff = float(np.nanmax(np.abs(a - b))) if not same else 0.0
         if diff > worst:
             worst, where = diff, f"item {i}"
-    form = [w for w, on in (("causal", whole.mask.causal != "none"), ("self-attention",
+    form = [w for w, on in (("causal", whole.mask.causal != "none"), (
+            f"decoded: prefill {DECODE['prefill']}, then a step", whole.decode is not None), (
+            "self-attention",
             whole.inputs.self_attention), ("rope", whole.attention.rope is not None),
             ("qk_norm", whole.attention.qk_norm is not None),
             ("alibi", bool(whole.attention.alibi))) if on]

@@ -20,7 +20,9 @@ from conformance.contract.runner import (
     Convention, NotExpressible, Observation, Translation, harness_limit)
 from conformance.runners.mlx.common import (
     SDPA_DOC, MlxRunner, SDPAAnswers, core_plan, explicit, import_mlx, to_f64, to_mx)
-from conformance.runners.mlx.kv_cache import LAYOUT, MLX_LM, STEP, DecodePlan, decode
+from conformance.runners.mlx.common import fused, positional, project
+from conformance.runners.mlx.kv_cache import (
+    LAYOUT, MLX_LM, STEP, BlockCache, DecodePlan, decode)
 
 TENSORS = "two arrays (keys, values)"
 
@@ -39,7 +41,7 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
     no_parameters_label = "mlx sdpa"
     sets_scale = True
     features = MlxRunner.features | {"decode", "rope", "position_offset", "qk_norm", "sinks"}
-    answers = SDPAAnswers.answers | {"step_is_causal"}
+    answers = SDPAAnswers.answers | {"step_is_causal", "step_mask"}
     ledger_axes = SDPAAnswers.ledger_axes | {"cache_causal_alignment", "cache_layout",
                                              "float64_compute"}
     documented_conventions = {**SDPAAnswers.documented_conventions,
@@ -101,6 +103,10 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
         """step_is_causal: the decode with mask="causal" (or None) passed at every step too
         (what a user who passes the prefill's mask to every call gets); the rest as the
         fused op's single call (SDPAAnswers)."""
+        if raw.argument == "step_mask":
+            return _step_masked(case, data, raw.value), (
+                "mx.fast.scaled_dot_product_attention(q, keys, values, mask=<bool (B, 1, 1, "
+                "t + 1), True = attend>) at each step")
         if raw.argument != "step_is_causal":
             return super().answer(case, data, raw)
         mx, _ = import_mlx()
@@ -124,3 +130,33 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
             "fully_masked_row", "not_probed", "a harness limit: the runner runs causal "
             "decodes only (translate refuses any other mask), where every query sees at "
             "least its own key; the system itself takes other masks")]
+
+
+def _step_masked(case, data, nan=None):
+    """The decode as `decode` runs it (kv_cache.py), each step t given the case's mask row t
+    over the cache's keys as mask= (True = attend); `nan` ({'nan': 'key' or 'value',
+    'item', 'slot'}): NaN written into that cached array after the prefill."""
+    import numpy as np
+
+    mx, _ = import_mlx()
+    dtype, rows, p = case.inputs.dtype, data.inputs.allowed, case.decode.prefill
+    w = {n: to_mx(mx, a, dtype) for n, a in data.weights.arrays().items()}
+    plan = DecodePlan(replace(core_plan(case), mask="none"), p)
+    x = to_mx(mx, data.inputs.query, dtype)
+    cache, outs = BlockCache(mx, plan.step), []
+    for t in [0] + list(range(p, x.shape[1])):
+        xt = x[:, t:t + (p if t == 0 else 1)]
+        q, k, v = (project(mx, xt, w[f"w{n}"], w.get(f"b{n}")) for n in "qkv")
+        q, k = positional(mx, plan.core, q, k, w, (cache.offset,) * 2)
+        k, v = cache.update_and_fetch(k, v)
+        mask = "causal" if t == 0 else mx.array(np.ascontiguousarray(rows[:, None, t:t + 1,
+                                                                          :t + 1]))
+        heads = fused(mx, plan.core, q, k, v, w, mask)
+        out = mx.einsum("bhtd,hde->bte", heads, w["wo"])
+        outs.append(out + w["bo"] if "bo" in w else out)
+        if t == 0 and nan:
+            held = cache.keys if nan["nan"] == "key" else cache.values
+            held[nan["item"], :, nan["slot"]] = float("nan")
+    out = mx.concatenate(outs, axis=1)
+    mx.eval(out)
+    return to_f64(mx, out)

@@ -40,7 +40,7 @@ class TorchSDPACache(SDPAAnswers, TorchRunner):
     no_parameters_label = "torch SDPA"
     features = TorchRunner.features | {"decode"}
     sets_scale = True  # scale= at the prefill and every step, when the case sets one
-    answers = SDPAAnswers.answers | {"step_is_causal"}
+    answers = SDPAAnswers.answers | {"step_is_causal", "step_mask"}
     ledger_axes = SDPAAnswers.ledger_axes | {"cache_causal_alignment", "float64_compute"}
 
     def translate(self, case):
@@ -75,6 +75,10 @@ class TorchSDPACache(SDPAAnswers, TorchRunner):
         """step_is_causal: the decode with is_causal=True passed at every step too (what a
         user who passes the prefill's flag to every call gets); the rest as SDPA's single
         call (SDPAAnswers)."""
+        if raw.argument == "step_mask":  # each step its mask row, as attn_mask
+            obs = _decode(import_torch(), case, data, rows=data.inputs.allowed, nan=raw.value)
+            return obs.output, ("F.scaled_dot_product_attention(q_new, k, v, attn_mask=<bool "
+                                "(B, 1, 1, t + 1), True = attend>) at each step")
         if raw.argument != "step_is_causal":
             return super().answer(case, data, raw)
         obs = _decode(import_torch(), case, data, step_causal=bool(raw.value))
@@ -95,10 +99,13 @@ class TorchSDPACache(SDPAAnswers, TorchRunner):
                        "torch.sdpa's cell")]
 
 
-def _decode(torch, case, data, step_causal: bool = False):
+def _decode(torch, case, data, step_causal: bool = False, rows=None, nan=None):
     """The runner's decode: a causal prefill, then one position per SDPA call over the
     grown cache with no causal flag (`step_causal`: every step passes is_causal=True
-    instead, the flag's reading the cache cell quotes beside its own)."""
+    instead, the flag's reading the cache cell quotes beside its own).  `rows` ((B, T, S)
+    booleans, True = attend): step t passes rows[:, t, :t + 1] as attn_mask; `nan`
+    ({'nan': 'key' or 'value', 'item', 'slot'}): NaN written into that cached tensor
+    after the prefill."""
     F = torch.nn.functional
     w, project = canonical_projector(torch, case, data)
     x, _, _ = tensors(torch, case, data.inputs)
@@ -112,7 +119,11 @@ def _decode(torch, case, data, step_causal: bool = False):
         k, v = project(x[:, :p], "wk", "bk"), project(x[:, :p], "wv", "bv")
         outs.append(F.scaled_dot_product_attention(project(x[:, :p], "wq", "bq"), k, v,
                                                    is_causal=True, **kw))
+        if nan:
+            (k if nan["nan"] == "key" else v)[nan["item"], :, nan["slot"]] = float("nan")
         for t in range(p, case.inputs.query_len):
+            if rows is not None:
+                flag = {"attn_mask": torch.from_numpy(rows[:, None, t:t + 1, :t + 1].copy())}
             xt = x[:, t:t + 1]
             k = torch.cat([k, project(xt, "wk", "bk")], 2)
             v = torch.cat([v, project(xt, "wv", "bv")], 2)
