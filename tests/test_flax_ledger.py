@@ -183,12 +183,12 @@ def test_nnx_decode_planted_with_is_causal_reads_upper_left(monkeypatch):
     """nnx's decode as its users call it: lower_right, the is_causal=True step quoted as
     the flag's upper-left reading (google/flax#5591); a planted layer whose every call
     takes is_causal=True is named upper_left."""
+    _, nnx = _flax()
     from flax import nnx as fnnx
 
     from conformance.conventions.probes import cache
     from conformance.runners.flax import common
 
-    _, nnx = _flax()
     align = cache.cache_causal_alignment_cell(nnx())
     assert align.value == "lower_right", align.evidence
     assert "it attends key 0 only: that is the flag's upper-left reading" in align.evidence

@@ -22,6 +22,7 @@ from conformance.runners.target import TargetError, TargetSpec, check_spec
 from conformance.runners.target.checks import first_call
 
 from . import inprocess
+from .helpers import require
 
 PLANTED = "examples.planted:attention"
 TEXTBOOK = "examples.textbook:attention"
@@ -95,6 +96,7 @@ def test_pytest_attention_gives_the_same_ledger_column(planted, tmp_path):
 
 
 def test_torch_s_own_module_as_a_drop_in_reads_as_torch_mha(tmp_path):
+    require("torch")
     done, out = _probe(tmp_path, "torch.nn:MultiheadAttention", "torch-mha")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Nothing measured on both sides differs from torch.mha" in done.stdout
