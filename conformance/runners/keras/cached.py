@@ -100,10 +100,20 @@ class KerasCached(KerasHubRunner):
     # alignment and float64), the raw arguments through `answer` on the layer without a
     # cache; its call has no causal switch and no key-padding argument (hub_observations.py)
     ledger_axes = KerasLayerRunner.ledger_axes | {"cache_causal_alignment", "float64_compute"}
-    answers = ANSWERS - {"is_causal", "key_padding"}
+    answers = ANSWERS - {"is_causal", "key_padding"} | {"step_mask"}
     documented_conventions = {**KerasLayerRunner.documented_conventions,
                               "cache_causal_alignment": (None, CACHED_SRC),
                               "window_width": (None, CACHED_SRC)}
+
+    def answer(self, case, data, raw):
+        """step_mask: keras_hub's decode (`decode` in hub.py), each step's attention_mask
+        the case's row over every cache slot (False past the step, as compute_causal_mask
+        gives); the rest on the layer without a cache (answers.py)."""
+        if raw.argument != "step_mask":
+            return super().answer(case, data, raw)
+        return _step_masked(self, case, data, raw.value), (
+            "layer(x_t, x_t, attention_mask=<bool (B, 1, S) row t, True = attend>, cache=cache, "
+            "cache_update_index=t) at each step")
 
     @property
     def answer_layer(self):
@@ -135,3 +145,33 @@ class KerasCached(KerasHubRunner):
         from conformance.runners.keras.hub_observations import cached_facts
 
         return cached_facts(self)
+
+
+def _step_masked(runner, case, data, nan=None) -> np.ndarray:
+    """The cached decode, the prefill with keras_hub's causal mask, each step t given row t
+    of the case's mask over the cache slots; `nan` ({'nan': 'key' or 'value', 'item',
+    'slot'}): NaN written into the cache tensor (key: [:, 0], value: [:, 1]) after the
+    prefill."""
+    import keras
+    import keras_hub
+
+    from conformance.runners.keras.hub import cached_call, causal_mask
+
+    keras.config.disable_flash_attention()
+    layer, (x, _, _), _ = built_layer(keras, runner.layer_name,
+                                      keras_hub.layers.CachedMultiHeadAttention, case,
+                                      mha_translation(case), data)
+    b, n, p = case.inputs.batch, case.inputs.query_len, case.decode.prefill
+    call = cached_call(layer, keras.backend.backend() == "jax")
+    cache = keras.ops.zeros((b, 2, n, layer.num_heads, layer.key_dim), dtype=layer.compute_dtype)
+    out, cache = call(x[:, :p], cache, causal_mask(b, n, p, 0), 0)
+    outs = [np.asarray(keras.ops.convert_to_numpy(out), np.float64)]
+    if nan:
+        held = np.array(keras.ops.convert_to_numpy(cache))
+        held[nan["item"], 0 if nan["nan"] == "key" else 1, nan["slot"]] = np.nan
+        cache = keras.ops.convert_to_tensor(held)
+    for t in range(p, n):
+        mask = keras.ops.convert_to_tensor(np.ascontiguousarray(data.inputs.allowed[:, t:t + 1]))
+        out, cache = call(x[:, t:t + 1], cache, mask, t)
+        outs.append(np.asarray(keras.ops.convert_to_numpy(out), np.float64))
+    return np.concatenate(outs, axis=1)
