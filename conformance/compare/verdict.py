@@ -16,7 +16,9 @@ from conformance.case.loader import Case, tolerance_for
 from conformance.compare.agreement import (
     agree, classify_fully_masked, classify_masked_weights, classify_nonfinite)
 from conformance.contract.runner import Observation
-from conformance.oracle.reference import Expected
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import Expected, attention
+from conformance.oracle.stored import as_stored, rounds
 
 
 class Outcome(str, Enum):
@@ -134,6 +136,14 @@ def _fully_masked(exp: Expected, obs: Observation, tol, d: Declared,
     return observed, on_weights, fails
 
 
+def _as_held(case: Case, exp: Expected, obs: Observation) -> Expected:
+    """The reference for the fully masked rows: the oracle on the weights as the program
+    stores them (oracle/stored.py), so a float16 conversion's weight rounding is not read
+    as what it does with a row that attends no key."""
+    dtype = getattr(obs, "weights_dtype", "")
+    return attention(case, as_stored(case_data(case), dtype)) if rounds(dtype) else exp
+
+
 def nonfinite_applies(case: Case, declared: Declared | None = None) -> bool:
     """The case places non-finite inputs, or the case or the runner declares what its
     scaled inputs do."""
@@ -191,7 +201,8 @@ def judge(case: Case, runner: str, obs: Observation, exp: Expected, formula: int
             fails.append(Failure(FailureKind.WEIGHTS, f"attention weights: {wa.problem}"))
     masked = masked_weights = None
     if exp.fully_masked.any() and not out.shape_mismatch:
-        masked, masked_weights, more = _fully_masked(exp, obs, tol, declared, runner)
+        masked, masked_weights, more = _fully_masked(_as_held(case, exp, obs), obs, tol,
+                                                     declared, runner)
         fails += more
     nonfinite = None
     if extreme and not out.shape_mismatch:

@@ -86,6 +86,13 @@ class Observation:
     # where a probe asks for it (RAW_ARGUMENTS "input_dtype"): the ledger names what the
     # system did with the input's dtype from it
     native_dtype: str = ""
+    # what an exported or converted program holds, read from the program itself (its
+    # graph's constants, its flatbuffer's buffers), never from the framework it came from:
+    # the distinct values of its scalar float constants (a fill, a scale), and the element
+    # type its weights are stored in (float16 for a float16 weight conversion that computes
+    # in float32); the ledger names a fill and sets its precision from them
+    held_scalars: tuple[float, ...] = ()
+    weights_dtype: str = ""
 
 
 FORMULA = "formula (no allocation-free path)"

@@ -8,13 +8,17 @@ own translate and run (request.ask), so no runner carries their judgement:
   their order: s - 1e9 is not uniform at this size) or written in (loses to an unmasked
   score below -1e9), -1e4 (added it hardly moves a score of 1e10: the mask does nothing
   there, so the same case at inputs x 1 tells it from no mask at all).  Each candidate is
-  simulated in float32 on the oracle's scores; the cell names the fill by the number
-  that matches the most output rows, with every count as evidence.  finfo.min and
-  -0.7 * finfo.max give the same outputs at any score a probe can make: where they tie,
-  the number the runner documents (`Runner.documented_fill`) names the cell, else the
-  cell says `huge_finite` (the same number, the same name, for every system).  A system
-  reading the boolean mask the other way round shows its number too (the fill written where
-  the mask says attend: attn_mask_polarity names the inversion).
+  simulated in float32 on the oracle's scores (with the weights the program stores, where
+  it stores them in a narrower type: oracle/stored.py); the cell names the fill by the
+  number that matches the most output rows, with every count as evidence.  Resolution
+  before naming: where finite fills still match as many rows as the best (-1e4 and
+  float16's -65504 both lose to scores of 1e10 and both mask scores of 1), the probe asks
+  again at the inputs of PARTING_SCALES, one at a time, until they part; a tie left is
+  named by fill_names.named (a number shown, held or documented; huge_finite; else
+  not_probed naming the tie), never by the nearest.  finfo.min and -0.7 * finfo.max give
+  the same outputs at any score a probe can make, so no input is asked to part them.  A
+  system reading the boolean mask the other way round shows its number too (the fill
+  written where the mask says attend: attn_mask_polarity names the inversion).
 - masked_key_nonfinite, masked_value_nonfinite: a NaN in a key position, then in a value
   position, that every query of item 1 masks: does it reach the output?  Two facts: a
   NaN value behind a mask reaches every row where the masked weight is an exact 0
@@ -26,7 +30,7 @@ a float mask itself shows its own fill.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -35,22 +39,24 @@ from conformance.contract.axes import NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.probing import PROBE_SOURCE
 from conformance.conventions.probes.request import Answer, first_answer
+from conformance.conventions.probes.fill_names import (  # noqa: F401 (shown_word: re-export)
+    FILLS32, HUGE, named, shown_word)
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention, project
+from conformance.oracle.stored import as_stored, rounds
 
 # inputs x 1e5: float32 scores of O(1e10), where the fills part; x 1: -1e4 added masks
 FILL_SCALES = (1e5, 1.0)
+# inputs x these, asked one at a time while finite fills stay alike: scores of O(1e4) to
+# O(1e8) part -1e4 from float16's -65504 (written in, x 300: 2 of 12 rows; added: 4) and
+# both from -1e9
+PARTING_SCALES = (300.0, 1e3, 1e4, 30.0)
 # self-attention (B=2, T=S=6): row 1 of item 0 and row 3 of item 1 fully masked; every row
 # of item 1 masks key 4
 _MASK = [[[1, 1, 0, 1, 0, 1], [0, 0, 0, 0, 0, 0], [0, 1, 1, 0, 1, 1], [1, 0, 0, 0, 0, 1],
           [0, 0, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]],
          [[1, 0, 1, 1, 0, 1], [1, 1, 0, 1, 0, 0], [0, 1, 1, 1, 0, 1], [0, 0, 0, 0, 0, 0],
           [1, 1, 1, 1, 0, 1], [0, 1, 0, 0, 0, 1]]]
-FILLS32 = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min),
-           "-0.7*finfo_max": float(-0.7 * np.finfo(np.float32).max), "-1e9": -1e9,
-           "-1e4": -1e4}
-HUGE = ("finfo_min", "-0.7*finfo_max")  # alike in every output a probe can make
-HUGE_WORD = "huge_finite"  # a huge finite fill whose number no documentation names
 NO_MASK = "0 (no mask)"  # a candidate too: a system that ignores the mask is "other"
 # the fill written where the boolean mask says attend: the number of a system that reads the
 # mask the other way round (attn_mask_polarity says so); rows the mask leaves open differ
@@ -98,13 +104,14 @@ def unanswered(axis: str, label: str, probe: str, got: Answer) -> Convention:
 
 
 def _simulated(case, fill: float, added: bool, zeroed: bool = False,
-               inverted: bool = False) -> np.ndarray:
+               inverted: bool = False, weights_dtype: str = "") -> np.ndarray:
     """The output when masked float32 scores get `fill` (added or written in), softmax in
     float64 of the float32 logits; NaN on a row whose logits are all -inf.  `zeroed`:
     the masked weights are then set to 0 without renormalising (Keras's Softmax layer).
     `inverted`: the fill goes where the mask says attend (a system reading the boolean
-    mask the other way round still shows its number)."""
-    data = case_data(case)
+    mask the other way round still shows its number).  `weights_dtype`: the type the
+    program stores its weights in (their rounding is the program's, not its fill's)."""
+    data = as_stored(case_data(case), weights_dtype)
     w, x = data.weights, data.inputs
     q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
     v = project(x.value, w.wv, w.bv)
@@ -122,16 +129,19 @@ def _simulated(case, fill: float, added: bool, zeroed: bool = False,
     return out if w.bo is None else out + w.bo
 
 
-def _candidates(case) -> dict[str, dict[str, np.ndarray]]:
+def _candidates(case, weights_dtype: str = "") -> dict[str, dict[str, np.ndarray]]:
     """Per fill word, its variants: added, written in, written in with the masked weights
     zeroed after the softmax, and for -inf the fully masked rows answered with zeros
     (output bias) as some systems do."""
-    cands = {word: {"added": _simulated(case, f, True), "written in": _simulated(case, f, False),
-                    "written in, masked weights then zeroed": _simulated(case, f, False, True),
-                    INVERTED: _simulated(case, f, False, inverted=True)}
+    def sim(fill, added, **how):
+        return _simulated(case, fill, added, weights_dtype=weights_dtype, **how)
+
+    cands = {word: {"added": sim(f, True), "written in": sim(f, False),
+                    "written in, masked weights then zeroed": sim(f, False, zeroed=True),
+                    INVERTED: sim(f, False, inverted=True)}
              for word, f in FILLS32.items()}
-    cands[NO_MASK] = {"added": _simulated(case, 0.0, True)}
-    exp = attention(case)
+    cands[NO_MASK] = {"added": sim(0.0, True)}
+    exp = attention(case, as_stored(case_data(case), weights_dtype))
     fully = exp.fully_masked[..., None]
     cands["-inf"]["written in, fully masked rows zeroed"] = np.where(
         fully, exp.output_if_zeros, cands["-inf"]["written in"])
@@ -147,34 +157,86 @@ def _rows_off(obs: np.ndarray, cand: np.ndarray) -> int:
     return int((~same.all(-1)).sum())
 
 
+@dataclass
+class FillTally:
+    """Output rows unlike each simulated fill, summed over the inputs asked so far."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # word -> variant -> rows
+    rows: int = 0
+    scales: list[float] = field(default_factory=list)
+    case: object = None  # the probe case last asked
+    held: tuple[float, ...] = ()  # the scalar constants the program holds (Answer)
+    weights_dtype: str = ""  # the type the program stores its weights in (Answer)
+
+    def add(self, case, got: Answer, scale: float) -> None:
+        obs = got.output
+        self.case, self.held = case, got.held_scalars or self.held
+        self.weights_dtype = got.weights_dtype
+        self.rows += obs.shape[0] * obs.shape[1]
+        self.scales.append(scale)
+        for word, variants in _candidates(case, got.weights_dtype).items():
+            for v, c in variants.items():
+                n = self.counts.setdefault(word, {}).setdefault(v, 0)
+                self.counts[word][v] = n + _rows_off(obs, c)
+
+    def best(self) -> dict[str, tuple[int, str]]:
+        """word -> (its fewest rows unlike, the variant)."""
+        return {w: min((n, v) for v, n in vs.items()) for w, vs in self.counts.items()}
+
+    def ties(self) -> list[str]:
+        """The words matching as many rows as the best: one count apart is the probe's
+        resolution, so these cannot be told apart by the inputs asked so far."""
+        best = self.best()
+        least = min(n for n, _ in best.values())
+        return [w for w, (n, _) in best.items() if n == least]
+
+    def parts_more(self) -> bool:
+        """Whether other inputs may part the tie: two or more words, not the huge fills
+        alone (alike at every score a float32 probe can make) nor no mask."""
+        ties = self.ties()
+        return len(ties) > 1 and not set(ties) <= set(HUGE) and NO_MASK not in ties
+
+
+def _ask_fill(runner, tally: FillTally, scale: float) -> Answer | None:
+    """Ask the fill probe at inputs x `scale` into `tally`; the answer where none came."""
+    case, got = first_answer(runner, _variants("mask-fill", [4, 0], {"scale": scale},
+                                               {"scale": scale, "self_attention": False}))
+    if case is None:
+        return got
+    tally.add(case, got, scale)
+    return None
+
+
 def mask_fill_cell(runner, what: str = "", reading: Convention | None = None) -> Convention:
     """The fill the runner's system writes into masked scores, read from its output at
-    inputs x 1e5 (the fills part) and x 1 (-1e4 added parts from no mask at all).
-    `reading`: the runner's own reading of the number (its masked scores, where the system
-    shows them), which names a tie of the outputs when it is one of the tied words."""
+    inputs x 1e5 (the fills part) and x 1 (-1e4 added parts from no mask at all), then at
+    PARTING_SCALES while finite fills stay alike.  `reading`: the runner's own reading of
+    the number (its masked scores, where the system shows them), which names a tie of the
+    outputs when it is one of the tied words."""
     label = what or runner.name
-    counts: dict[str, dict[str, int]] = {}
-    rows = 0
+    tally = FillTally()
     for scale in FILL_SCALES:
-        case, got = first_answer(runner, _variants("mask-fill", [4, 0], {"scale": scale},
-                                                   {"scale": scale, "self_attention": False}))
-        if case is None:
-            return unanswered("mask_fill", label, "the fill probe (a masked float32 case)", got)
-        obs = got.output
-        rows += obs.shape[0] * obs.shape[1]
-        for word, variants in _candidates(case).items():
-            for v, c in variants.items():
-                counts.setdefault(word, {}).setdefault(v, 0)
-                counts[word][v] += _rows_off(obs, c)
-    best = {word: min((n, v) for v, n in variants.items()) for word, variants in counts.items()}
+        missing = _ask_fill(runner, tally, scale)
+        if missing is not None:
+            return unanswered("mask_fill", label, "the fill probe (a masked float32 case)",
+                              missing)
+    for scale in PARTING_SCALES:
+        if not tally.parts_more() or _ask_fill(runner, tally, scale) is not None:
+            break
+    best = tally.best()
     word = min(best, key=lambda k: best[k][0])
     figures = "; ".join(f"{k} ({v}) {n}" for k, (n, v) in best.items())
-    if best[word][0] > rows // 8 or word == NO_MASK:
-        return Convention("mask_fill", "other", _fill_evidence(label, case, rows, figures))
-    ties = [k for k in best if best[k][0] == best[word][0]]
-    named, note = _named(runner, word, ties, reading)
-    return Convention("mask_fill", named, _fill_evidence(label, case, rows, figures) + note,
-                      *_documented(runner))
+    evidence = _fill_evidence(label, tally, figures)
+    if best[word][0] > tally.rows // 8 or word == NO_MASK:
+        return Convention("mask_fill", "other", evidence)
+    value, note = named(runner, word, tally.ties(), reading, tally.held)
+    return Convention("mask_fill", value, evidence + note, *_documented(runner))
+
+
+def _named(runner, word: str, ties: list[str],
+           reading: Convention | None = None) -> tuple[str, str]:
+    """fill_names.named, for a probe that reads no program (decode_masks.py)."""
+    return named(runner, word, ties, reading)
 
 
 def _documented(runner) -> tuple[str | None, str]:
@@ -183,42 +245,13 @@ def _documented(runner) -> tuple[str | None, str]:
     return (doc[0], doc[1]) if doc else (None, "")
 
 
-def shown_word(reading: Convention | None) -> str | None:
-    """The FILLS32 word of the one number a runner's own reading says its masked scores hold
-    (its value: that number as text, e.g. "-inf", "-3.4028235e+38"), compared in float32;
-    None where the reading holds no single such number."""
-    try:
-        shown = np.float32(float(reading.value)) if reading is not None else None
-    except ValueError:
-        return None
-    return next((w for w, v in FILLS32.items() if shown == np.float32(v)), None)
-
-
-def _named(runner, word: str, ties: list[str],
-           reading: Convention | None = None) -> tuple[str, str]:
-    """The word for a best match `word` tied with `ties` (itself among them): a tie is
-    named by the number the system showed (`reading`, its masked scores) or else the one
-    its source writes, where that is one of them; a tie of the huge finite fills alone
-    (always alike) is `huge_finite`; another tie names the first."""
-    if len(ties) == 1:
-        return word, ""
-    doc, source = _documented(runner)
-    alike = f" ({', '.join(ties)} alike here"
-    shown = shown_word(reading)
-    if shown in ties:
-        return shown, (f"{alike}: named by the number the system shows, "
-                       f"{' '.join(reading.evidence.split())[:300]})")
-    if doc in ties:
-        return doc, f"{alike}: named by the number its source writes, {source})"
-    if set(ties) <= set(HUGE):
-        return HUGE_WORD, f"{alike}: a huge finite fill whose number no probe output tells)"
-    return word, f"{alike}: the first is named)"
-
-
-def _fill_evidence(label: str, case, rows: int, figures: str) -> str:
+def _fill_evidence(label: str, tally: FillTally, figures: str) -> str:
+    case = tally.case
     return (f"{label}, probe {case.id} (float32, inputs x "
-            f"{' and x '.join(f'{s:g}' for s in FILL_SCALES)}; mask {_mask_words(case)}): "
-            f"output rows of {rows} unlike each simulated fill: {figures}")
+            f"{' and x '.join(f'{s:g}' for s in tally.scales)}; mask {_mask_words(case)}"
+            + (f"; simulated with the weights as the program stores them, "
+               f"{tally.weights_dtype}" if rounds(tally.weights_dtype) else "") + "): "
+            f"output rows of {tally.rows} unlike each simulated fill: {figures}")
 
 
 def _mask_words(case) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 from conformance.case.loader import Case, parse_case
 from conformance.contract.axes import FEATURE_ARGUMENTS
 from conformance.contract.runner import Convention
+from conformance.conventions.probes.resolution import alike, tie_cell
 from conformance.oracle.reference import attention
 from conformance.oracle.canonical import CaseData, case_data, causal_mask
 
@@ -96,8 +97,14 @@ def distances(observed: np.ndarray, candidates: dict[str, np.ndarray]) -> dict[s
 
 def closest(axis: str, observed: np.ndarray, candidates: dict[str, np.ndarray], what: str,
             **documented) -> Convention:
-    """The candidate the observation matches, with every distance as evidence."""
-    return nearest(axis, distances(observed, candidates), what, **documented)
+    """The candidate the observation matches, with every distance as evidence; where the
+    input cannot tell it from another candidate (resolution.alike), the tie, never the
+    nearest."""
+    d = distances(observed, candidates)
+    ties = alike(d, candidates)
+    if len(ties) > 1:
+        return tie_cell(axis, ties, d, what, **documented)
+    return nearest(axis, d, what, **documented)
 
 
 def nearest(axis: str, d: dict[str, float], what: str, **documented) -> Convention:

@@ -44,6 +44,10 @@ class Answer:
     attention_weights: np.ndarray | None = None
     weights_returned: str = "none"  # "per_head", "averaged" or "none"
     native_dtype: str = ""  # the dtype of the system's own output, where the runner gave it
+    # what the program the run executed holds (Observation.held_scalars, weights_dtype): its
+    # scalar float constants and its weights' element type, where the runner read them
+    held_scalars: tuple[float, ...] = ()
+    weights_dtype: str = ""
 
     @property
     def answered(self) -> bool:
@@ -73,7 +77,7 @@ def ask(runner, case, data: CaseData | None = None) -> Answer:
     data = data if data is not None else case_data(case)
     run = getattr(runner, "probe_output", None)
     extras: dict = {}
-    weights, returned = None, "none"
+    weights, returned, held = None, "none", {}
     try:
         if run:
             out = run(case, t, data)
@@ -81,6 +85,7 @@ def ask(runner, case, data: CaseData | None = None) -> Answer:
             obs = runner.run(case, t, data)
             out, extras = obs.output, dict(getattr(obs, "extras", None) or {})
             weights, returned = returned_weights(obs)
+            held = held_by(obs)
     except NotExpressibleError as exc:  # a harness limit found on running is the suite's
         if str(exc).startswith(HARNESS_LIMIT):
             return Answer(None, t.call, unasked=quoted(str(exc)[len(HARNESS_LIMIT):]))
@@ -88,7 +93,13 @@ def ask(runner, case, data: CaseData | None = None) -> Answer:
     except Exception as exc:  # the system's refusal is the observation
         return Answer(None, t.call, raised=quoted(exc))
     return Answer(np.asarray(out, np.float64), t.call, extras=extras,
-                  attention_weights=weights, weights_returned=returned)
+                  attention_weights=weights, weights_returned=returned, **held)
+
+
+def held_by(obs) -> dict:
+    """What an Observation says its program holds, as Answer fields."""
+    return {"held_scalars": tuple(getattr(obs, "held_scalars", ()) or ()),
+            "weights_dtype": getattr(obs, "weights_dtype", "") or ""}
 
 
 def returned_weights(obs) -> tuple[np.ndarray | None, str]:

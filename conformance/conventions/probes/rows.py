@@ -8,6 +8,11 @@ within 1e-4, the output with zero weights (`zeros`) or with uniform weights over
 mask, only valid key lengths (ONNX Attention-24's nonpad_kv_seqlen), is asked an item with
 no valid key (key_padding [5, 0]): every query row of it attends no key.  Where matrix rows
 also see such a row, they are the second witness and must agree (ledger.witnessed).
+A program that stores its weights in a narrower type than it computes in (LiteRT's float16
+weight conversion: Answer.weights_dtype) is read against the oracle on the weights it holds
+(oracle/stored.py), so their rounding (2e-4 here) is not taken for the row's reading.  Where
+the zeros and uniform readings lie within the probe's resolution of each other
+(resolution.alike), the cell names the tie, never the nearest.
 """
 from __future__ import annotations
 
@@ -17,7 +22,10 @@ from conformance.conventions.probes.probing import distances
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms
+from conformance.conventions.probes.resolution import alike, tie_cell
+from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import attention
+from conformance.oracle.stored import as_stored, rounds
 
 MATCH = 1e-4  # a masked row within this of a reading is that reading
 
@@ -38,14 +46,22 @@ def fully_masked_row_cell(runner, own: Convention | None = None) -> Convention:
                                         "item 1 with no valid key (key_padding [5, 0])") + note
     if not got.answered:
         return unmeasured("fully_masked_row", runner, what, got)
-    exp = attention(case)
+    exp = attention(case, as_stored(case_data(case), got.weights_dtype))
     row = got.output[exp.fully_masked]
-    text = f"{runner.name}, {said(what, got)}"
+    text = f"{runner.name}, {said(what, got)}" + (
+        f"; against the oracle on the weights as the program stores them "
+        f"({got.weights_dtype})" if rounds(got.weights_dtype) else "")
+    doc = documented(runner, "fully_masked_row")
     if np.isnan(row).any():
-        return Convention("fully_masked_row", "nan", f"{text}: NaN",
-                          **documented(runner, "fully_masked_row"))
-    d = distances(row, {"zeros": exp.output_if_zeros[exp.fully_masked],
-                        "uniform": exp.output_if_uniform[exp.fully_masked]})
-    word = min(d, key=d.get) if min(d.values()) <= MATCH else "finite_other"
-    return Convention("fully_masked_row", word, f"{text}: max |row - reading| " + "; ".join(
-        f"{k} {v:.1e}" for k, v in d.items()), **documented(runner, "fully_masked_row"))
+        return Convention("fully_masked_row", "nan", f"{text}: NaN", **doc)
+    cands = {"zeros": exp.output_if_zeros[exp.fully_masked],
+             "uniform": exp.output_if_uniform[exp.fully_masked]}
+    d = distances(row, cands)
+    if min(d.values()) > MATCH:
+        return Convention("fully_masked_row", "finite_other", f"{text}: max |row - reading| "
+                          + "; ".join(f"{k} {v:.1e}" for k, v in d.items()), **doc)
+    ties = alike(d, cands)
+    if len(ties) > 1:
+        return tie_cell("fully_masked_row", ties, d, text, **doc)
+    return Convention("fully_masked_row", ties[0], f"{text}: max |row - reading| " + "; ".join(
+        f"{k} {v:.1e}" for k, v in d.items()), **doc)

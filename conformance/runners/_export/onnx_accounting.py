@@ -73,6 +73,24 @@ def graph_tensors(model) -> list[GraphTensor]:
 
 
 _FLOAT_TYPES = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16 (onnx.TensorProto)
+_FLOAT_NAMES = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}
+
+
+def held_scalars(model) -> tuple[float, ...]:
+    """The distinct values of the graph's one-element float constants (a fill, a scale):
+    what the exported program holds, whatever its source framework wrote."""
+    return tuple(sorted({float(t.array.ravel()[0]) for t in graph_tensors(model)
+                         if t.is_float and t.array.size == 1}))
+
+
+def weights_dtype(model) -> str:
+    """The element type of the float initializers holding most elements ("" if none)."""
+    sizes: dict[str, int] = {}
+    for t in model.graph.initializer:
+        if t.data_type in _FLOAT_NAMES:
+            name = _FLOAT_NAMES[t.data_type]
+            sizes[name] = sizes.get(name, 0) + int(np.prod(t.dims))
+    return max(sizes, key=sizes.get) if sizes else ""
 
 
 _COUNTER = re.compile(r"__\d+(?=(:\d+)?$)")

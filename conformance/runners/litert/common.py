@@ -196,3 +196,34 @@ def constants(blob: bytes) -> dict[str, int]:
             n = int(np.prod(tensor.ShapeAsNumpy()))
             counts[names[tensor.Type()]] = counts.get(names[tensor.Type()], 0) + n
     return counts
+
+
+_FLOAT_TYPES = {"FLOAT16": np.float16, "FLOAT32": np.float32, "FLOAT64": np.float64}
+
+
+def held_scalars(blob: bytes) -> tuple[float, ...]:
+    """The distinct values of the flatbuffer's one-element float constants (a fill, a scale:
+    what the program holds, e.g. a fill saturated to float16 by the float16 conversion)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    types = {getattr(schema.TensorType, k): t for k, t in _FLOAT_TYPES.items()}
+    model = schema.Model.GetRootAs(blob, 0)
+    found: set[float] = set()
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for t in range(graph.TensorsLength()):
+            tensor = graph.Tensors(t)
+            kind, b = types.get(tensor.Type()), tensor.Buffer()
+            if kind is None or b == 0 or int(np.prod(tensor.ShapeAsNumpy() if
+                                                     tensor.ShapeLength() else [1])) != 1:
+                continue
+            data = model.Buffers(b).DataAsNumpy()
+            if not isinstance(data, np.ndarray) or data.size != np.dtype(kind).itemsize:
+                continue
+            found.add(float(data.view(kind)[0]))
+    return tuple(sorted(found))
+
+
+def weights_dtype(held: dict[str, int]) -> str:
+    """The element type holding most of the model's float constant elements (constants())."""
+    return max(held, key=held.get) if held else ""

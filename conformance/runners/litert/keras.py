@@ -151,6 +151,7 @@ class LiteRTKeras(Runner):
         return Observation(
             output=np.asarray(out, np.float64), attention_weights=np.asarray(weights, np.float64),
             weights_returned="per_head", parameters=params,
+            held_scalars=ltc.held_scalars(blob), weights_dtype=ltc.weights_dtype(held),
             weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
             notes=notes,
             extras={"mask_polarity": "True = attend", "converter": "keras export(format='litert')",

@@ -132,7 +132,8 @@ class OnnxKerasExport(Runner):
             k = key(self.name, variant, case.fingerprint(), _versions(), FORMAT,
                     KERAS_EXPORT_FORMAT)
             blob, _ = CACHE.get_or_make(k, lambda: self._export(model, variant))
-            graphs[variant] = onnx_accounting.account(check(blob), params)
+            program = check(blob)
+            graphs[variant] = onnx_accounting.account(program, params)
             session = ort_session(blob, f"graph exported with {variant}")
             npdt = numpy_dtype(case.inputs.dtype)
             names = [inp.name for inp in session.get_inputs()]
@@ -148,6 +149,8 @@ class OnnxKerasExport(Runner):
         return Observation(
             output=out, attention_weights=weights, weights_returned="per_head",
             parameters=int(layer.count_params()),
+            held_scalars=onnx_accounting.held_scalars(program),
+            weights_dtype=onnx_accounting.weights_dtype(program),
             weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
             notes=notes,
             extras={"mask_polarity": "True = attend", "converter": "tf2onnx (keras export)",

@@ -1,0 +1,54 @@
+"""Resolution before naming: a probe names a reading only where its input tells that reading
+from every other one.
+
+The probe's resolution is how far the output is from its best reading (its own rounding, a
+kernel's float32 arithmetic): another reading whose oracle output lies within
+RESOLUTION_FACTOR times that distance of the best one's cannot be told from it by this
+input (identical candidates never can).  Such a tie is never named by the nearest: the cell
+says `not_probed` and names every reading in the tie with its distance, so a probe that can
+change its input to part them (masks.py: larger scores) does so first, and one that cannot
+says what it could not tell.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.contract.axes import NOT_PROBED
+from conformance.contract.runner import Convention
+
+RESOLUTION_FACTOR = 2.0  # readings closer together than this x the best's distance tie
+
+
+def _apart(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| over the positions both define; 0 where they are NaN alike; inf where the
+    shapes differ or one is NaN where the other is not (they part there)."""
+    if a.shape != b.shape:
+        return float("inf")
+    finite = np.isfinite(a) & np.isfinite(b)
+    alike_elsewhere = (np.isnan(a) & np.isnan(b)) | (a == b)
+    if not (finite | alike_elsewhere).all():
+        return float("inf")
+    return float(np.max(np.abs(a[finite] - b[finite]), initial=0.0))
+
+
+def alike(distance: dict[str, float], candidates: dict[str, np.ndarray]) -> list[str]:
+    """The best reading (least `distance`) and every reading this input cannot tell from
+    it: its candidate within RESOLUTION_FACTOR x the best's distance of the best's.  Only
+    the best where the best is at no finite distance (nothing to resolve by)."""
+    best = min(distance, key=distance.get)
+    if not np.isfinite(distance[best]):
+        return [best]
+    ref = np.asarray(candidates[best], np.float64)
+    limit = RESOLUTION_FACTOR * distance[best]
+    return [best] + [w for w, c in candidates.items() if w != best
+                     and _apart(ref, np.asarray(c, np.float64)) <= limit]
+
+
+def tie_cell(axis: str, ties: list[str], distance: dict[str, float], what: str,
+             **documented) -> Convention:
+    """The cell of readings this input cannot tell apart: not_probed, each named."""
+    figures = "; ".join(f"{k} {v:.1e}" for k, v in distance.items())
+    return Convention(axis, NOT_PROBED, f"{what}: max |output - oracle| under each reading: "
+                      f"{figures}; {', '.join(ties)} alike at this input (their oracle outputs "
+                      f"lie within {RESOLUTION_FACTOR:g} x the output's distance to the "
+                      "nearest): the probe cannot tell them apart", **documented)
