@@ -43,7 +43,6 @@ def _attend_scores(data, scores):
 class Toy(Runner):
     name, framework, system = "toy.raw", "toy", "toy"
     answers = frozenset({"attn_mask", "is_causal"})
-    documented_conventions = {"attn_mask_polarity": ("true_attends", "https://example.org")}
 
     def __init__(self, invert=False, causal="upper_left", raises=False, float_as=""):
         super().__init__()
@@ -78,7 +77,10 @@ class Toy(Runner):
         return [Convention("attn_mask_polarity", "true_blocks", "the runner's own (stale)")]
 
 
-def test_the_ledger_names_what_the_system_did():
+def test_the_ledger_names_what_the_system_did(tmp_path, monkeypatch):
+    (tmp_path / "toy.raw.yaml").write_text("documented:\n  attn_mask_polarity:\n    word: "
+                                           "true_attends\n    source: https://example.org\n")
+    monkeypatch.setattr("conformance.conventions.expectations.EXPECTATIONS_DIR", tmp_path)
     toy = Toy()
     cell = attn_mask_polarity_cell(toy)
     assert cell.value == "true_attends" and cell.documented == "true_attends"

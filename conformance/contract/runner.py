@@ -276,8 +276,6 @@ class Runner:
 
     # the RAW_ARGUMENTS this runner's `answer` passes; the ledger probes those axes itself
     answers: frozenset[str] = frozenset()
-    # axis -> (word, link): what the system's documentation states, for the ledger's probes
-    documented_conventions: Mapping[str, tuple[str, str]] = {}
     # the axes this runner hands to the ledger's generic probes (conventions/probes/
     # __init__.py ASKED_PROBES), which ask it through its translate/run (request.ask) or
     # `answer`; its own cells of them are then not used

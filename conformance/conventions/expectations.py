@@ -1,6 +1,6 @@
 """Expectation files: `expectations/<runner>.yaml`, what each system answers.
 
-One file per runner (the file name is the runner's name), four optional sections:
+One file per runner (the file name is the runner's name), five optional sections:
 
     behaviours:
       fully_masked_row: nan             # stated once, for every case with such a row
@@ -12,11 +12,16 @@ One file per runner (the file name is the runner's name), four optional sections
         strict: false                   # optional: a matching case may also pass
     conventions:                        # the pinned ledger cells (pinning.py checks them)
       softmax_scale: inv_sqrt_head_dim
+    documented:                         # what the system's documentation states, by axis
+      causal_flag: {word: upper_left, source: "https://..."}  # word optional: the
+                                        # page documents the axis without naming a word
 
 Files are read like case files (case/yaml_reader.py: bounded, plain YAML) and
 validated here; every error names the file, the field and the fix.  `update`
 writes observed values into a file line by line (--update-expectations), keeping
-its comments and order, so a review sees only the lines that changed.
+its comments and order, so a review sees only the lines that changed.  The documented
+claims are data here, not runner code: the ledger's probes read them (`documented`) to
+show a system's statement beside what it did.
 """
 from __future__ import annotations
 
@@ -31,12 +36,11 @@ import yaml
 from conformance.case.expectations import CONDITIONS, Expectations, KnownMismatch
 from conformance.case.model import BEHAVIOURS, CaseError, short
 from conformance.case.yaml_reader import read_document
-from conformance.contract.axes import BY_ID
-from conformance.conventions.ledger import NOT_PROBED
+from conformance.contract.axes import BY_ID, NOT_PROBED
 from conformance.paths import ROOT
 
 EXPECTATIONS_DIR = ROOT / "expectations"
-SECTIONS = ("behaviours", "known_mismatches", "conventions")
+SECTIONS = ("behaviours", "known_mismatches", "conventions", "documented")
 _SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
 
@@ -149,6 +153,49 @@ def _conventions(path: Path, raw: Any) -> dict[str, str]:
     return cells
 
 
+_LINK = re.compile(r"https://\S+")
+
+
+def _documented(path: Path, raw: Any) -> dict[str, tuple[str | None, str]]:
+    """axis -> (the word the documentation states, or None where it documents the axis
+    without one of its words; the link to it)."""
+    claims = {}
+    for axis, entry in _mapping(path, raw, "documented").items():
+        dotted = f"documented.{axis}"
+        entry = _mapping(path, entry, dotted)
+        unknown = sorted(set(entry) - {"word", "source"})
+        if unknown or not entry:
+            raise ExpectationError(path, f"{dotted}.{unknown[0]}" if unknown else dotted,
+                                   "an entry is {word: <a word of the axis>, source: "
+                                   "<https link>} (word optional)")
+        word, source = entry.get("word"), entry.get("source")
+        problem = None if word is None else value_problem(str(axis), word)
+        if problem or str(axis) not in BY_ID:
+            raise ExpectationError(path, f"{dotted}.word" if str(axis) in BY_ID else dotted,
+                                   problem or f"unknown axis (axes: {', '.join(BY_ID)})")
+        if not isinstance(source, str) or not _LINK.fullmatch(source):
+            raise ExpectationError(path, f"{dotted}.source", f"must be the https link of the "
+                                   f"documentation that states it, got {short(source)}")
+        claims[str(axis)] = (word, source)
+    return claims
+
+
+def documented(runner: str, directory: Path | str | None = None
+               ) -> dict[str, tuple[str | None, str]]:
+    """What `runner`'s documentation states, axis -> (word or None, link), from the
+    `documented:` section of its expectations file in `directory` (default
+    EXPECTATIONS_DIR, read when called); none for an absent file or section."""
+    path = path_for(directory or EXPECTATIONS_DIR, runner)
+    key = (str(path), path.stat().st_mtime_ns if path.exists() else 0)
+    if key not in _DOCUMENTED:
+        raw = _mapping(path, read_document(path), "(top level)") if path.exists() else {}
+        _DOCUMENTED[key] = _documented(path, raw.get("documented"))
+    return _DOCUMENTED[key]
+
+
+_DOCUMENTED: dict[tuple[str, int], dict[str, tuple[str | None, str]]] = {}
+
+
 def load_file(path: Path | str, runner: str) -> Expectations:
     """One runner's file, validated; an absent file expects nothing."""
     path = Path(path)
@@ -159,6 +206,7 @@ def load_file(path: Path | str, runner: str) -> Expectations:
     if unknown:
         raise ExpectationError(path, unknown[0], f"unknown section; valid: {list(SECTIONS)}")
     masked, nonfinite = _behaviours(path, raw.get("behaviours"))
+    _documented(path, raw.get("documented"))
     return Expectations(runner, str(path), masked, nonfinite,
                         _known(path, raw.get("known_mismatches")),
                         _conventions(path, raw.get("conventions")))

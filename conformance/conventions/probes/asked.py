@@ -14,9 +14,12 @@ NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)
 
 
 def documented(runner, axis: str) -> dict:
-    """documented= and documented_source= of a Convention, from the runner's
-    `documented_conventions` (axis -> (word or None, link))."""
-    word, link = (getattr(runner, "documented_conventions", {}) or {}).get(axis, (None, ""))
+    """documented= and documented_source= of a Convention: what the system's documentation
+    states, from the `documented:` section of the runner's expectations file (data, not
+    runner code: conventions/expectations.py)."""
+    from conformance.conventions.expectations import documented as claims
+
+    word, link = claims(runner.name).get(axis, (None, ""))
     return {"documented": word, "documented_source": link}
 
 

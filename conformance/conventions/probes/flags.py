@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.contract.axes import NOT_PROBED, REFUSED
+from conformance.conventions.probes.asked import documented
 from conformance.conventions.probes.probe_cells import mask_polarity
 from conformance.conventions.probes.probing import (
     causal_candidates, closest, distances, output_with, probe_case, probe_mask)
@@ -27,15 +28,10 @@ from conformance.conventions.probes.request import Answer, ask_raw
 from conformance.oracle.canonical import case_data
 
 
-def _documented(runner, axis: str) -> dict:
-    word, link = (getattr(runner, "documented_conventions", {}) or {}).get(axis, (None, ""))
-    return {"documented": word, "documented_source": link}
-
-
 def _unanswered(axis: str, runner, what: str, got: Answer) -> Convention:
     if got.raised:
         return Convention(axis, REFUSED, f"{runner.name}, {what}: {got.raised}",
-                          **_documented(runner, axis))
+                          **documented(runner, axis))
     return Convention(axis, NOT_PROBED, f"{runner.name}, {what}: {got.unasked}")
 
 
@@ -82,7 +78,7 @@ def attn_mask_polarity_cell(runner) -> Convention:
     if isinstance(out, _Refused):
         return _unanswered("attn_mask_polarity", runner, what, out.answer)
     cell = mask_polarity(case, fwd, f"{what} ({last['answer'].call})",
-                         **_documented(runner, "attn_mask_polarity"))
+                         **documented(runner, "attn_mask_polarity"))
     return added_as_number(runner, case, cell, out, probe_mask(case))  # mask_number.py
 
 
@@ -95,7 +91,7 @@ def float_mask_cell(runner) -> Convention:
         return _unanswered("float_mask", runner, what, out.answer)
     readings = {"added": output_with(case, m), "cast_to_bool": output_with(case, ~m)}
     cell = closest("float_mask", out, readings, f"{what} ({last['answer'].call})",
-                   **_documented(runner, "float_mask"))
+                   **documented(runner, "float_mask"))
     # neither within 1e-3: the mask read as (1 - m) * -1e9, every score drowned in float32
     # (equal scores: the oracle at scale 0), as Keras before 3.7 did (the drift matrix)
     d = distances(out, {**readings, "uniform_where_zero": output_with(case, m, scale=0.0)})
@@ -126,7 +122,7 @@ def causal_flag_cell(runner) -> Convention:
 
     return by_rows(closest("causal_flag", out, causal_candidates(case),
                            f"{what} ({last['answer'].call})",
-                           **_documented(runner, "causal_flag")), case, out)
+                           **documented(runner, "causal_flag")), case, out)
 
 
 RAW_PROBES = {"attn_mask_polarity": ("attn_mask", attn_mask_polarity_cell),

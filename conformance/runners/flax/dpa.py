@@ -144,11 +144,6 @@ class JaxDPA(Runner):
     ledger_axes = frozenset({"argument_order", "size_arguments", "input_layout",
                              "softmax_scale", "scale_precision", "kv_head_mapping",
                              "key_padding_polarity"})
-    documented_conventions = {"attn_mask_polarity": ("true_attends", DOC),
-                              "float_mask": ("added", DOC), "causal_flag": (None, DOC),
-                              "softmax_scale": ("configurable", DOC),
-                              "kv_head_mapping": ("grouped", DOC),
-                              "window_width": ("left_right", SOURCE)}
     framework = "jax"
     system = "jax.nn.dot_product_attention"
     backend = "xla"

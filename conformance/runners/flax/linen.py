@@ -31,9 +31,6 @@ class FlaxLinen(_flax.FlaxRunner):
     decode_suffix = (", decode=True); cache = layer.init(key, x)['cache']; layer.apply("
                      "{'params': ..., 'cache': cache}, x[:, t:t + 1], mutable=['cache']) for "
                      "each position (no mask)")
-    documented_conventions = {
-        "cache_causal_alignment": ("lower_right", CACHE_DOC), "cache_layout": (None, CACHE_DOC),
-        "qk_norm_scope": (None, _flax.DOCS + "flax.linen/layers.html")}
     sizes = _flax.SizeFacts(
         "qkv_features=8, num_heads=2: query/kernel (8, 2, 4), head dim 8 // 2",
         "flax.linen/layers.html",

@@ -42,9 +42,6 @@ class FlaxNnx(_flax.FlaxRunner):
                      "layer(x[:, t:t + 1]) for each position (no is_causal)")
     answers = _flax.FlaxRunner.answers | {"is_causal", "step_is_causal"}
     ledger_axes = _flax.LEDGER_AXES | {"kv_head_mapping"}
-    documented_conventions = {"cache_causal_alignment": ("lower_right", DOC),
-                              "cache_layout": (None, DOC), "qk_norm_scope": (None, DOC),
-                              "kv_head_mapping": (None, DOC)}
     sizes = _flax.SizeFacts(
         "qkv_features=8, num_heads=2: query.kernel (8, 2, 4)", "flax.nnx/nn/attention.html",
         "(E_q + 2 E_kv) F + F E_o (+ 3F + E_o), F = qkv_features",

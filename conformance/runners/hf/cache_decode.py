@@ -99,8 +99,6 @@ class CacheDecoding:
 
     # and fully_masked_row (rows.py, through translate/run in the self-attention form)
     ledger_axes = frozenset({"cache_causal_alignment", "cache_layout", "fully_masked_row"})
-    documented_conventions = {"cache_causal_alignment": ("lower_right", CACHE_DOCS),
-                              "cache_layout": (None, CACHE_DOCS)}
 
     @property
     def probe_needs(self) -> dict:

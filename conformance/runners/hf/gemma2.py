@@ -46,12 +46,6 @@ class HFGemma2(DecodingHFRunner):
     # attention_mask passed raw, so attn_mask_polarity and float_mask are flags.py's)
     ledger_axes = DecodingHFRunner.ledger_axes | {"window_width", "softcap", "softcap_order"}
     answers = DecodingHFRunner.answers | {"window_setting", "attn_mask"}
-    documented_conventions = {**DecodingHFRunner.documented_conventions,
-                              "softcap_order": ("before_mask", f"{GEMMA2_SOURCE}#L195-L200"),
-                              # Gemma2Config(query_pre_attn_scalar=1/scale**2): scaling =
-                              # query_pre_attn_scalar**-0.5 (the config's default is 256,
-                              # not head_dim)
-                              "softmax_scale": ("configurable", f"{GEMMA2_SOURCE}#L221")}
     sets_scale = True
     layer_types = True
     rope_source = f"{GEMMA2_SOURCE}#L131"

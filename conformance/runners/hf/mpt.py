@@ -38,9 +38,6 @@ class HFMpt(ProbedHFRunner):
     probe_attention = {"alibi": True, "bias": False}
     ledger_axes = ProbedHFRunner.ledger_axes | {"alibi_slopes"}  # positions.py asks it
     sets_scale = True
-    # MptConfig(attn_config={'softmax_scale': s}) (None: 1/sqrt(d_model / n_heads))
-    documented_conventions = {**ProbedHFRunner.documented_conventions,
-                              "softmax_scale": ("configurable", f"{MPT_SOURCE}#L77-L79")}
 
     refusals = self_attention_refusals(
         "MptAttention", head_dim="hidden_size // n_heads", fixed_bias=(

@@ -101,9 +101,6 @@ class KerasCached(KerasHubRunner):
     # cache; its call has no causal switch and no key-padding argument (hub_observations.py)
     ledger_axes = KerasLayerRunner.ledger_axes | {"cache_causal_alignment", "float64_compute"}
     answers = ANSWERS - {"is_causal", "key_padding"} | {"step_mask"}
-    documented_conventions = {**KerasLayerRunner.documented_conventions,
-                              "cache_causal_alignment": (None, CACHED_SRC),
-                              "window_width": (None, CACHED_SRC)}
 
     def answer(self, case, data, raw):
         """step_mask: keras_hub's decode (`decode` in hub.py), each step's attention_mask

@@ -13,7 +13,7 @@ import numpy as np
 from conformance.contract.runner import NotExpressibleError, Observation, Runner
 from conformance.runners._export.keras_mha import (
     classify_call_error, explicit_mask, load_weights, storage_dtype, tensor, to_f64,
-    SOURCE, worker_spec)
+    worker_spec)
 from conformance.runners.keras.answers import ANSWERS
 from conformance.runners.keras.calls import (
     flash_off, jax_compilation_cache, no_flash_attention, numpy_zeros)
@@ -212,9 +212,6 @@ class KerasLayerRunner(Runner):
     ledger_axes = frozenset({"size_arguments", "input_layout", "softmax_scale",
                              "scale_precision"})
     answers = ANSWERS
-    documented_conventions = {
-        "argument_order": ("query_value_key", DOCS), "attn_mask_polarity": ("true_attends", DOCS),
-        "dropout": ("training_flag", DOCS), "window_width": ("2w_minus_1_keys", SOURCE)}
 
     def answer(self, case, data, raw):
         """The layer called with one native argument as given (answers.py)."""

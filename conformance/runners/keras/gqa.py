@@ -48,8 +48,6 @@ class KerasGQA(KerasLayerRunner):
     layer_cls, layer_name = "GroupQueryAttention", "gqa"
 
     ledger_axes = KerasLayerRunner.ledger_axes | {"kv_head_mapping"}
-    documented_conventions = {**KerasLayerRunner.documented_conventions,
-                              "kv_head_mapping": ("grouped", GQA_DOCS)}
 
     def default_name(self) -> str:
         return f"keras.gqa.{self.backend}"

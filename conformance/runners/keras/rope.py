@@ -14,9 +14,9 @@ from conformance.contract.runner import NotExpressible, Translation
 from conformance.runners.keras.answers import ANSWERS
 from conformance.runners.keras.common import KerasLayerRunner, run_layer
 from conformance.runners._export.keras_mha import mha_translation
-from conformance.runners.keras.gqa import GQA_DOCS, gqa_translation
+from conformance.runners.keras.gqa import gqa_translation
 from conformance.runners.keras.hub import (
-    ROPE_KEYS, ROPE_SRC, KerasHubRunner, rope_call, rope_refusal, rotary_class)
+    ROPE_KEYS, KerasHubRunner, rope_call, rope_refusal, rotary_class)
 
 
 def base_layer(case) -> str:
@@ -58,9 +58,6 @@ class KerasRope(KerasHubRunner):
     # the whole system's arithmetic is probed with its rotation (float64_compute,
     # fully_masked_row): RotaryEmbedding computes in its own dtype
     probe_needs = {"qk_head_dim": 8, "v_head_dim": 8, "rope": {"style": "half_split"}}
-    documented_conventions = {
-        **KerasLayerRunner.documented_conventions, "rope_style": ("half_split", ROPE_SRC),
-        "kv_head_mapping": ("grouped", GQA_DOCS)}
 
     def probe_translate(self, case):
         """A probe case with no rotation runs through the layer underneath (MultiHeadAttention,

@@ -29,7 +29,7 @@ from conformance.contract.runner import (
 from conformance.runners._export.keras_export import functional_model
 from conformance.runners._export.keras_export_answers import ANSWERS, ASKED, answer, facts
 from conformance.runners._export.keras_mha import (
-    SOURCE, classify_call_error, mha_translation, storage_dtype, worker_spec)
+    classify_call_error, mha_translation, storage_dtype, worker_spec)
 from conformance.runners.litert import common as ltc
 from conformance.versions import package_versions
 
@@ -82,7 +82,6 @@ class LiteRTKeras(Runner):
     # like the rows' (_export/keras_export_answers.py); the API facts are its own cells
     ledger_axes = ASKED | {"float64_compute"}
     answers = ANSWERS
-    documented_conventions = {"window_width": ("2w_minus_1_keys", SOURCE)}
 
     def graphs(self):
         from conformance.runners._export.keras_export_probes import Graphs

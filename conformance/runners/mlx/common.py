@@ -263,9 +263,6 @@ class MlxAnswers:
     The subclass runs its system with that mask (`answer_with`); it only calls."""
 
     answers = frozenset({"attn_mask", "is_causal"})
-    documented_conventions = {"attn_mask_polarity": ("true_attends", SDPA_DOC),
-                              "float_mask": ("added", SDPA_DOC),
-                              "causal_flag": ("lower_right", SDPA_DOC)}
 
     def answer(self, case, data, raw):
         mx, _ = import_mlx()
@@ -300,13 +297,6 @@ class SDPAAnswers(MlxAnswers):
 
     ledger_axes = ASKED | {"sinks", "kv_head_mapping", "rope_style", "rope_partial",
                            "alibi_slopes"}
-    documented_conventions = {**MlxAnswers.documented_conventions,
-                              "softmax_scale": ("configurable", SDPA_DOC),
-                              "kv_head_mapping": (None, SDPA_DOC),
-                              "sinks": (None, SDPA_DOC),
-                              "rope_style": ("choosable", ROPE_DOC),
-                              "rope_partial": ("supported", ROPE_DOC),
-                              "alibi_slopes": ("paper", ALIBI_FIX)}
 
     def signatures(self):
         mx, _ = import_mlx()

@@ -19,10 +19,10 @@ from dataclasses import replace
 from conformance.contract.runner import (
     Convention, NotExpressible, Observation, Translation, harness_limit)
 from conformance.runners.mlx.common import (
-    SDPA_DOC, MlxRunner, SDPAAnswers, core_plan, explicit, import_mlx, to_f64, to_mx)
+    MlxRunner, SDPAAnswers, core_plan, explicit, import_mlx, to_f64, to_mx)
 from conformance.runners.mlx.common import fused, positional, project
 from conformance.runners.mlx.kv_cache import (
-    LAYOUT, MLX_LM, STEP, BlockCache, DecodePlan, decode)
+    LAYOUT, STEP, BlockCache, DecodePlan, decode)
 
 TENSORS = "two arrays (keys, values)"
 
@@ -44,10 +44,6 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
     answers = SDPAAnswers.answers | {"step_is_causal", "step_mask"}
     ledger_axes = SDPAAnswers.ledger_axes | {"cache_causal_alignment", "cache_layout",
                                              "float64_compute"}
-    documented_conventions = {**SDPAAnswers.documented_conventions,
-                              "cache_causal_alignment": ("lower_right", SDPA_DOC),
-                              "cache_layout": (None, MLX_LM),
-                              "float64_compute": ("below_float64", SDPA_DOC)}
 
     def translate(self, case):
         if case.decode is None:

@@ -29,7 +29,6 @@ from conformance.contract.runner import (
 from conformance.runners._export import onnx_accounting
 from conformance.runners.onnx.attention_op import (
     ONE_CALL_AXES, AttentionPlan, OnnxAttentionOp, staged)
-from conformance.runners.onnx.cache_graphs import ATTENTION_DOC
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, rope_words
 
@@ -61,11 +60,6 @@ class OnnxAttentionCache(OnnxAttentionOp):
         axes = ("cache_causal_alignment", "cache_layout", "softcap_order", "float64_compute")
         self.ledger_axes = axes + ONE_CALL_AXES + (
             ("key_padding_polarity", "fully_masked_row") if self.cache == "static" else ())
-        # causal_flag: the past rows answer is_causal with no past (upper-left, the op's
-        # offset 0), the external cache beside nonpad_kv_seqlen = S (bottom-right)
-        lower = ("cache_causal_alignment",) + (("causal_flag",) if self.cache == "static" else ())
-        self.documented_conventions = {**OnnxAttentionOp.documented_conventions, **{
-            a: ("lower_right", ATTENTION_DOC) for a in lower}}
 
     @property
     def answers(self) -> frozenset[str]:

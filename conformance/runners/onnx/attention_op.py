@@ -55,7 +55,7 @@ from conformance.contract.runner import (
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
-    ELEM, ROPE_BUFFERS, ROPE_DOC, Graph, float_attributes, graph_inputs, in_out,
+    ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out,
     lone_node_verdict, positional_qk, rope_words)
 
 OPSET = 23
@@ -224,20 +224,6 @@ class OnnxAttentionOp(Runner):
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
     # RotaryEmbedding-23 and RMSNormalization/LayerNormalization-23 nodes before the node
     features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "window"}
-    documented_conventions = {"attn_mask_polarity": ("true_attends", SPEC_URL),
-                              "float_mask": ("added", SPEC_URL),
-                              "causal_flag": ("upper_left", SPEC_URL),
-                              "cache_causal_alignment": ("lower_right", SPEC_URL),
-                              "cache_layout": (None, SPEC_URL),
-                              "softcap_order": ("before_mask", SPEC_URL),
-                              "window_width": ("left_right", SPEC_URL),
-                              "argument_order": ("query_key_value", SPEC_URL),
-                              "softmax_scale": ("configurable", SPEC_URL),
-                              "softcap": ("applied", SPEC_URL),
-                              "kv_head_mapping": ("grouped", SPEC_URL),
-                              "rope_style": ("choosable", ROPE_DOC),
-                              "rope_partial": ("supported", ROPE_DOC),
-                              "key_padding_polarity": ("lengths", SPEC_URL)}
     ledger_axes = LEDGER_AXES
 
     def __init__(self, **params):

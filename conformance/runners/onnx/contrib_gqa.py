@@ -272,12 +272,6 @@ class OnnxContribGQA(Runner):
     # causal_self.py: the causal attribute on a prompt (T = S: K and V are the query's
     # positions, keys before them come only as past)
     answers = frozenset({"window_setting", "key_lengths", "is_causal"})
-    # what the operator's documentation states (ContribOperators.md: kv_num_heads groups the
-    # query heads, do_rotary with rotary_interleaved, q_norm_weight / k_norm_weight of shape
-    # (head_size)): the ledger marks a measured cell that contradicts it
-    documented_conventions = {a: (v, GQA_DOC) for a, v in (
-        ("kv_head_mapping", "grouped"), ("rope_style", "choosable"),
-        ("qk_norm_scope", "per_head"))}
     # the CPU kernel takes head sizes that are multiples of 8 only: the ledger's probe cases
     # whose readings do not depend on the head size are asked at 2 heads of 8
     probe_needs = {"query_features": 16}

@@ -47,8 +47,6 @@ class OnnxContribMHA(Runner):
     ledger_axes = ("softmax_scale", "scale_precision", "key_padding_polarity",
                    "fully_masked_row", "cache_causal_alignment", "cache_layout")
     answers = frozenset({"attn_mask", "is_causal"})
-    documented_conventions = {a: (None, CONTRIB_DOC) for a in (
-        "cache_causal_alignment", "cache_layout")}
 
     def translate(self, case):
         a = case.attention

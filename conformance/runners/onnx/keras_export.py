@@ -34,7 +34,7 @@ from conformance.runners._export.keras_export import (
     KERAS_EXPORT_FORMAT, functional_model, keras_onnx_bytes)
 from conformance.runners._export.keras_export_answers import ANSWERS, ASKED, answer, facts
 from conformance.runners._export.keras_mha import (
-    SOURCE, classify_call_error, mha_translation, storage_dtype, to_f64, worker_spec)
+    classify_call_error, mha_translation, storage_dtype, to_f64, worker_spec)
 from conformance.runners._export.onnx_runtime import (
     CACHE, FORMAT, check, combine_graphs, numpy_dtype, ort_session, short)
 
@@ -92,7 +92,6 @@ class OnnxKerasExport(Runner):
     # are its own cells
     ledger_axes = ASKED
     answers = ANSWERS
-    documented_conventions = {"window_width": ("2w_minus_1_keys", SOURCE)}
 
     def graphs(self):
         from conformance.runners._export.keras_export_probes import Graphs

@@ -153,12 +153,6 @@ class SDPAAnswers:
     # the documentation's reference code: attn_bias.masked_fill_(attn_mask.logical_not(),
     # float("-inf"))
     documented_fill = ("-inf", SDPA_DOC)
-    documented_conventions = {"attn_mask_polarity": ("true_attends", SDPA_DOC),
-                              "float_mask": ("added", SDPA_DOC),
-                              "causal_flag": ("upper_left", SDPA_DOC),
-                              "kv_head_mapping": ("grouped", SDPA_DOC),
-                              "dropout": ("always", SDPA_DOC),
-                              "unbatched_input": ("accepted", SDPA_DOC)}
 
     def signatures(self):
         from conformance.runners._export.torch_mha import import_torch

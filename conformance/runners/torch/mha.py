@@ -23,7 +23,7 @@ from conformance.contract.runner import (
 from conformance.runners.torch.common import TorchRunner, fast_call
 from conformance.runners.torch.mha_observations import declined
 from conformance.runners._export.torch_mha import (
-    MHA_DOC, build_mha, import_torch, mha_translation, tensors, torch_masks)
+    build_mha, import_torch, mha_translation, tensors, torch_masks)
 
 # the axes the ledger's generic probes ask of nn.MultiheadAttention (conventions/probes/
 # ASKED_PROBES, through translate/run), and the raw arguments it answers (`answer`)
@@ -43,10 +43,6 @@ class TorchMHA(TorchRunner):
     need_weights = True  # False: torch.mha.no-weights, forward(..., need_weights=False)
     ledger_axes = LEDGER_AXES
     answers = ANSWERS
-    documented_conventions = {a: (w, MHA_DOC) for a, w in (
-        ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
-        ("causal_flag", "hint_only"), ("argument_order", "query_key_value"),
-        ("unbatched_input", "accepted"))}
 
     def __init__(self, **params):
         super().__init__(**params)
