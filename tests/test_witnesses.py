@@ -155,8 +155,10 @@ def test_fully_masked_rows_that_differ_by_condition_read_depends_and_keep_every_
     from conformance.conventions.ledger import witnessed, from_probe
 
     rows = [row("bool-mask", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="uniform"),
-            row("fill-1e4", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="finite_other"),
-            row("fill-1e9", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan")]
+            row("fill-1e4", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="finite_other",
+                extras={"mask_passed": "additive -1e4 mask in float16"}),
+            row("fill-1e9", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan",
+                extras={"mask_passed": "additive -1e9 mask in float16"})]
     cases = {"bool-mask": _fill_case(None), "fill-1e4": _fill_case("-1e4"),
              "fill-1e9": _fill_case("-1e9")}
     cell = _fully_masked("fake.w", rows, cases)
@@ -178,7 +180,8 @@ def test_one_word_for_every_condition_is_that_word():
     from conformance.conventions.derived import _fully_masked
 
     rows = [row("bool-mask", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan"),
-            row("fill-1e9", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan")]
+            row("fill-1e9", "fake.w", Outcome.BEHAVIOUR, fully_masked_row="nan",
+                extras={"mask_passed": "additive -1e9 mask in float16"})]
     cell = _fully_masked("fake.w", rows, {"bool-mask": _fill_case(None),
                                           "fill-1e9": _fill_case("-1e9")})
     assert cell.value == "nan" and "additive -1e9 mask in float16" in cell.evidence

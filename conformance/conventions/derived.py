@@ -14,15 +14,19 @@ from conformance.contract.runner import HARNESS_LIMIT
 from conformance.run.evaluate import FEATURE_REFUSAL, Row
 from conformance.compare.verdict import FailureKind, Outcome
 from conformance.conventions.cells import MODEL_AXES, WEIGHT_WORDS, LedgerCell, _at, _cell
-from conformance.conventions.layout import weight_layout
+from conformance.conventions.artifact import artifact_params
+from conformance.conventions.layout import holds_none, weight_layout
 
-def fully_masked_condition(case) -> str:
-    """What a fully masked row of `case` depends on: how the mask reaches the system (a
-    boolean mask, or an additive float mask of its fill) and, for a float mask, the dtype
-    (a -1e9 fill is -inf in float16)."""
-    if case is None or getattr(case.mask, "fill", None) is None:
-        return "boolean mask"
-    return f"additive {case.mask.fill} mask in {case.inputs.dtype}"
+MASK_PASSED = "mask_passed"  # Row.extras: the mask as the runner gave it to the system
+
+
+def fully_masked_condition(row: Row) -> str:
+    """What a fully masked row depends on: the mask as the runner gave it to the system (a
+    boolean mask, or an additive float mask of a fill in a dtype: a -1e9 fill is -inf in
+    float16), as the row records it.  A runner that gives a float mask records it
+    (extras["mask_passed"]); a row without the record was given a boolean mask, whatever
+    the case's mask.fill (a fill reaches only a system that takes a float mask)."""
+    return str(row.extras.get(MASK_PASSED) or "boolean mask")
 
 
 def _fully_masked(name: str, rows: list[Row], cases) -> LedgerCell | None:
@@ -34,7 +38,7 @@ def _fully_masked(name: str, rows: list[Row], cases) -> LedgerCell | None:
         return None
     by_condition: dict[str, list[Row]] = {}
     for r in seen:
-        by_condition.setdefault(fully_masked_condition(cases.get(r.case)), []).append(r)
+        by_condition.setdefault(fully_masked_condition(r), []).append(r)
     words = {r.fully_masked_row for r in seen}
     if len(words) == 1:
         first = seen[0]
@@ -118,11 +122,15 @@ def _float64(name: str, rows: list[Row], cases) -> LedgerCell | None:
 
 
 def _params(name: str, rows: list[Row], cases) -> LedgerCell | None:
+    """An exported or converted program's cell comes from what the program holds
+    (artifact.py); a framework object's from its own count (Row.parameters)."""
     ran = [r for r in rows if r.outcome.ran and r.parameters is not None]
     if not ran:
         return None
-    held_none = [r for r in ran if r.parameters == 0 and r.projection_parameters is not None]
-    if len(held_none) == len(ran):
+    program = artifact_params(name, rows, cases)
+    if program is not None:
+        return program
+    if holds_none(rows):
         agree = [r for r in ran if r.projection_parameters == r.parameters_formula]
         return _cell(name, "parameter_formula", "holds_none",
                      f"holds no parameters in {len(ran)} case(s) (e.g. {_at(ran[0])}); the "

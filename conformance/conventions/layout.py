@@ -52,8 +52,28 @@ def _layout(name: str, shape: list[int], case) -> str:
     return f"{name} ({', '.join(syms)}) {' x '.join(roles)}"
 
 
+# the cell of a system that holds no weights: the arrays in its rows' weight_shapes are the
+# suite's own projections, applied before the call, and describe no layout of the system's
+WEIGHTLESS = "none: the function takes projected tensors"
+
+
+def holds_none(rows: list[Row]) -> list[Row]:
+    """The rows that ran, where every one of them holds no parameters (Observation.parameters
+    None, the projections passed in counted apart); [] where any holds some."""
+    ran = [r for r in rows if r.outcome.ran and r.parameters is not None]
+    if ran and all(r.parameters == 0 and r.projection_parameters is not None for r in ran):
+        return ran
+    return []
+
+
 def weight_layout(name: str, rows: list[Row], cases) -> tuple[Row, str, str] | None:
     """(the row it is read from, the cell's value, its evidence after the row's id)."""
+    weightless = holds_none(rows)
+    if weightless:
+        return weightless[0], WEIGHTLESS, (
+            f"holds no parameters in any of the {len(weightless)} case(s) it ran; the query, "
+            "key and value it takes were projected before the call by the suite's own "
+            "arrays, which are not the system's")
     found = [(r, _query_weight(r.weight_shapes)) for r in rows if r.weight_shapes]
     found = [(r, q) for r, q in found if q]
     if not found:

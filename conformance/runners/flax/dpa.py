@@ -196,7 +196,9 @@ class JaxDPA(Runner):
                            projection_parameters=sum(a.size for a in arrays.values()),
                            weight_shapes={n: tuple(a.shape) for n, a in arrays.items()},
                            notes=notes, extras={"mask_polarity": "True = attend",
-                                                "output_dtype": str(y.dtype)})
+                                                "output_dtype": str(y.dtype),
+                                                "mask_passed": _mask_passed(translation.plan,
+                                                                            case)})
 
     def conventions(self):
         """What the function's API shows (dpa_observations.py); the ledger asks the rest."""
@@ -240,3 +242,11 @@ class JaxDPA(Runner):
         heads = jax.nn.dot_product_attention(q, k, v, **kw)
         return (np.asarray(to_numpy(heads_out(jnp, heads, w)), np.float64),
                 f"jax.nn.dot_product_attention(q, k, v, {said})")
+
+
+def _mask_passed(plan: DpaPlan, case) -> str:
+    """The mask as given to the function: an additive float `bias` of the case's fill, or a
+    boolean `mask`."""
+    if plan.fill is not None:
+        return f"additive {plan.fill} mask in {case.inputs.dtype}"
+    return "boolean mask"

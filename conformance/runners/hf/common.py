@@ -249,6 +249,8 @@ class HFRunner(Runner):
             extras={"attn_implementation": self.attn_implementation,
                     "mask": "additive float (B, 1, T, S), 0 / finfo.min" if self.attn_implementation
                     == "eager" else "boolean (B, 1, T, S), True = attend",
+                    "mask_passed": "boolean mask" if self.attn_implementation != "eager" else
+                    f"additive {case.mask.fill or 'finfo_min'} mask in {case.inputs.dtype}",
                     **getattr(module, "conformance_extras", {})})  # a decode's cache shapes
 
     def call(self, torch, case, data, module, x):

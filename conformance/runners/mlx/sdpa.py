@@ -69,7 +69,10 @@ class MlxSDPA(SDPAAnswers, MlxRunner):
             output=to_f64(mx, out), parameters=None,
             projection_parameters=sum(a.size for a in data.weights.arrays().values()),
             weight_shapes={n: tuple(a.shape) for n, a in data.weights.arrays().items()},
-            notes=notes, extras={"mask_polarity": "True = attend", "output_dtype": held})
+            notes=notes, extras={"mask_polarity": "True = attend", "output_dtype": held,
+                                 "mask_passed": "boolean mask" if translation.plan.mask !=
+                                 "additive" else f"additive {case.mask.fill or '-inf'} mask "
+                                 f"in {case.inputs.dtype}"})
 
     def conventions(self):
         """What the op's API shows (observations.py); the ledger asks the rest."""

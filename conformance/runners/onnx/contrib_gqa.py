@@ -299,7 +299,8 @@ class OnnxContribGQA(Runner):
         session = ort_session(model.SerializeToString(), f"GroupQueryAttention graph in "
                               f"{case.inputs.dtype}")
         acc = onnx_accounting.account(model, data.weights.arrays())
-        extras = {"mask_polarity": "attention_bias: 0 attends"}
+        extras = {"mask_polarity": "attention_bias: 0 attends", "mask_passed":
+                  f"additive {case.mask.fill or 'finfo_min'} mask in {case.inputs.dtype}"}
         try:
             if decode:
                 out, shapes = decode_run(session, case, feed)

@@ -103,7 +103,9 @@ class OnnxContribMHA(Runner):
         return Observation(
             output=to_numpy(out), parameters=built_parameters(model),
             weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer},
-            notes=notes, extras={"mask_polarity": "key_padding_mask 1 = valid"},
+            notes=notes, extras={"mask_polarity": "key_padding_mask 1 = valid",
+                                 # every mask goes in as attention_bias 0 / -10000
+                                 "mask_passed": f"additive -10000 mask in {case.inputs.dtype}"},
             graphs={"com.microsoft.MultiHeadAttention": acc})
 
     def answer(self, case, data, raw):
