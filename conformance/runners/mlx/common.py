@@ -262,10 +262,16 @@ class MlxAnswers:
     switch as MLX spells it, mask="causal" (lower right, the docstring), None when off.
     The subclass runs its system with that mask (`answer_with`); it only calls."""
 
-    answers = frozenset({"attn_mask", "is_causal"})
+    answers = frozenset({"attn_mask", "is_causal", "input_dtype", "unbatched"})
 
     def answer(self, case, data, raw):
         mx, _ = import_mlx()
+        if raw.argument in ("input_dtype", "unbatched"):  # the output's own dtype with it
+            from conformance.contract.runner import Observation
+
+            out, call = self.native_inputs(mx, case, data, raw)
+            mx.eval(out)
+            return Observation(output=to_f64(mx, out), native_dtype=held_dtype(out)), call
         if raw.argument == "attn_mask":
             mask = mx.array(np.asarray(raw.value)[:, None])
             said = f"mask=<{held_dtype(mask)} (B, 1, T, S)>"
@@ -281,6 +287,11 @@ class MlxAnswers:
     def answer_with(self, mx, case, data, mask):
         """(output (B, T, E_o) mx.array, the call with a {mask} slot) for `mask` raw."""
         raise NotImplementedError(f"{self.name} passes no raw mask")
+
+    def native_inputs(self, mx, case, data, raw):
+        """(the system's output as it gave it, the call) for the inputs cast to raw.value
+        ("input_dtype") or item 0 without its batch axis ("unbatched"), no mask."""
+        raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
 
 
 ROPE_DOC = DOCS + "_autosummary/mlx.core.fast.rope.html"
@@ -307,3 +318,27 @@ class SDPAAnswers(MlxAnswers):
         plan = core_plan(case)
         return (explicit(mx, case, data, plan, mask)[0],
                 f"mx.fast.scaled_dot_product_attention(q, k, v, scale={plan.scale!r}, {{mask}})")
+
+    def native_inputs(self, mx, case, data, raw):
+        """The fused op on the canonical projections: q projected in raw.value (the op holds
+        no weights: the query is its input) beside k, v in the case's dtype, or item 0's
+        (H, T, d) q, k, v; the op's own output (its dtype), projected back in float64."""
+        plan, dtype, x = core_plan(case), case.inputs.dtype, data.inputs
+        arrays = data.weights.arrays()
+        wide = raw.value if raw.argument == "input_dtype" else dtype
+
+        def proj(t, n, in_dtype):
+            b = arrays.get("b" + n)
+            return project(mx, to_mx(mx, getattr(x, t), in_dtype),
+                           to_mx(mx, arrays["w" + n], in_dtype),
+                           None if b is None else to_mx(mx, b, in_dtype))
+
+        q, k, v = proj("query", "q", wide), proj("key", "k", dtype), proj("value", "v", dtype)
+        said = f"q as {wide}" if raw.argument == "input_dtype" else "q[0], k[0], v[0]"
+        if raw.argument == "unbatched":
+            q, k, v = q[0], k[0], v[0]
+        heads = mx.fast.scaled_dot_product_attention(q, k, v, scale=plan.scale)
+        wo = to_mx(mx, arrays["wo"], held_dtype(heads))
+        out = mx.einsum("...htd,hde->...te", heads, wo)
+        out = out if "bo" not in arrays else out + to_mx(mx, arrays["bo"], held_dtype(heads))
+        return out, f"mx.fast.scaled_dot_product_attention({said}, scale={plan.scale!r})"

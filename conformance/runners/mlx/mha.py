@@ -80,6 +80,19 @@ class MlxMHA(MlxAnswers, MlxRunner):
         q, k, v = (to_mx(mx, getattr(x, n), dtype) for n in ("query", "key", "value"))
         return layer(q, k, v, mask=mask), f"{CTOR}(...)(queries, keys, values, {{mask}})"
 
+    def native_inputs(self, mx, case, data, raw):
+        """The layer built in the case's dtype, called on the inputs cast to raw.value or
+        on item 0 without its batch axis."""
+        dtype, x = case.inputs.dtype, data.inputs
+        layer, _ = build(case, data.weights, dtype)
+        if raw.argument == "input_dtype":
+            args = (to_mx(mx, getattr(x, n), raw.value) for n in ("query", "key", "value"))
+            said = f"queries, keys, values as {raw.value}"
+        else:
+            args = (to_mx(mx, getattr(x, n)[0], dtype) for n in ("query", "key", "value"))
+            said = "queries[0], keys[0], values[0]: (T, E) inputs"
+        return layer(*args), f"{CTOR}(...)({said})"
+
     def signatures(self):
         _, nn = import_mlx()
         return CTOR, (nn.MultiHeadAttention.__init__, nn.MultiHeadAttention.__call__)
