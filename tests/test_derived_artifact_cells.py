@@ -108,3 +108,23 @@ def test_a_boolean_mask_given_for_a_case_with_a_fill_is_named_boolean():
     same = DERIVERS["fully_masked_row"]("fake.b", [given_bool, row(
         "plain", "fake.b", Outcome.BEHAVIOUR, fully_masked_row="zeros")], {"fill": FILL})
     assert same.value == "zeros" and "additive" not in same.evidence, same.evidence
+
+
+def test_an_exported_graph_s_layout_is_the_graph_s_tensor_not_the_source_s():
+    """The planted defect: the source module's in_proj_weight is (3E, E) out x in; the graph
+    holds it transposed, (E, 3E) in x out: the cell reads the graph."""
+    rows = [row("random-bias", "fake.export", parameters=1088, parameters_formula=1088,
+                weight_shapes={"in_proj_weight": [48, 16], "out_proj.weight": [16, 16]},
+                graphs=_accounting(1088))]
+    cell = DERIVERS["weight_layout"]("fake.export", rows, CASES)
+    assert cell.value == "in_proj_weight (E, 3E) in x out in the graph (transposed)", cell.value
+    assert "graph tensor val_0 (16, 48)" in cell.evidence
+
+
+def test_a_converted_program_that_records_no_tensor_is_not_probed_not_its_source():
+    rows = [row("random-bias", "fake.ov", parameters=1088, parameters_formula=1088,
+                weight_shapes={"in_proj_weight": [48, 16]},
+                extras={"runtime": {"constant_elements": 1089}})]
+    cell = DERIVERS["weight_layout"]("fake.ov", rows, CASES)
+    assert cell.value == "not_probed" and "not the program's: in_proj_weight (3E, E)" in \
+        cell.evidence, cell.evidence

@@ -48,6 +48,12 @@ def _runtime_constants(extras: Mapping[str, Any]) -> tuple[str, int] | None:
     return None
 
 
+def converted(row: Row) -> bool:
+    """The row's program records only a runtime's count of its float constants (a
+    converted model, a lowered program): its tensors are not recorded one by one."""
+    return _runtime_constants(row.extras) is not None
+
+
 def held_count(row: Row) -> HeldCount | None:
     """The program's count from the row: the runtime's own count of the program it ran
     first (a converted model, a lowered program), else the ONNX graph it ran; None for a
@@ -66,6 +72,35 @@ def held_count(row: Row) -> HeldCount | None:
                     if isinstance(how, str) and how.startswith("missing"))
     return HeldCount(acc["exported_weights"], True,
                      f"graph '{label}': weights mapped into the ONNX graph", missing)
+
+
+@dataclass(frozen=True)
+class HeldTensor:
+    """Where a framework parameter sits in an ONNX graph (its accounting's mapping)."""
+
+    tensor: str  # the graph's initializer or constant
+    shape: tuple[int, ...]
+    how: str  # "as is", "transposed", "rearranged (...)"
+
+
+def graph_tensors(row: Row) -> dict[str, HeldTensor] | None:
+    """Framework parameter -> the graph tensor holding it, for a row whose program is an
+    ONNX graph named by its source framework's parameters (an export); None where the
+    runtime's own record comes first (a converted program: its tensors are not recorded)
+    or where the row's weight_shapes already name the graph's tensors (a graph the suite
+    builds around an op)."""
+    if _runtime_constants(row.extras) is not None:
+        return None
+    graphs = _graphs(row)
+    acc = next(iter(graphs.values()), None) if graphs else None
+    if not isinstance(acc, Mapping):
+        return None
+    held = {name: HeldTensor(ways[0]["tensor"], tuple(ways[0]["shape"]), ways[0]["how"])
+            for name, ways in (acc.get("mapping") or {}).items()
+            if isinstance(ways, list) and ways and isinstance(ways[0], Mapping)}
+    if not held or set(row.weight_shapes) & {h.tensor for h in held.values()}:
+        return None
+    return held
 
 
 def bias_elements(case) -> int:

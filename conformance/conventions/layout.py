@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from conformance.conventions.artifact import converted, graph_tensors
+from conformance.conventions.cells import NOT_PROBED
 from conformance.run.evaluate import Row
 
 
@@ -74,6 +76,38 @@ def weight_layout(name: str, rows: list[Row], cases) -> tuple[Row, str, str] | N
             f"holds no parameters in any of the {len(weightless)} case(s) it ran; the query, "
             "key and value it takes were projected before the call by the suite's own "
             "arrays, which are not the system's")
+    ran = [r for r in rows if r.outcome.ran]
+    return _program_layout(ran, cases) or _shapes_layout(rows, cases)
+
+
+def _program_layout(rows: list[Row], cases) -> tuple[Row, str, str] | None:
+    """An exported graph's layout is the graph's tensor (its shape, how the exporter laid
+    the parameter out); a converted program that records no tensors is not_probed, its
+    source framework's layout quoted as that, not as the program's."""
+    graph = [(r, held) for r in rows if (held := graph_tensors(r))]
+    found = [(r, held, q) for r, held in graph
+             if (q := _query_weight({n: list(h.shape) for n, h in held.items()}))]
+    if found:
+        row, held, q = max(found, key=lambda f: _clear(list(f[1][f[2]].shape),
+                                                      cases.get(f[0].case)))
+        h = held[q]
+        value = (f"{_layout(q, list(h.shape), cases.get(row.case))} in the graph "
+                 f"({h.how.split(' (')[0]})")
+        source = row.weight_shapes.get(q)
+        return row, value, (f"{q} is graph tensor {h.tensor} {h.shape} ({h.how})"
+                            + (f"; the source framework's {q} is {tuple(source)}"
+                               if source else ""))
+    source = _shapes_layout(rows, cases) if any(converted(r) for r in rows) else None
+    if source is None:
+        return None
+    row, word, text = source
+    return row, NOT_PROBED, (f"the program's tensors are not recorded by name and shape (its "
+                             f"record counts float constants only); its source framework's "
+                             f"layout, not the program's: {word} ({text})")
+
+
+def _shapes_layout(rows: list[Row], cases) -> tuple[Row, str, str] | None:
+    """The layout read from the rows' native weight names and shapes."""
     found = [(r, _query_weight(r.weight_shapes)) for r in rows if r.weight_shapes]
     found = [(r, q) for r, q in found if q]
     if not found:
