@@ -209,9 +209,10 @@ class FakeGraphs:
         self.plant, self.sessions = plant, []
 
     def session(self, case, mask=None, causal=False, dropout=0.0, value_mask=False,
-                options=()):
+                options=(), call_options=()):
         self.sessions.append({"mask": mask, "causal": causal, "dropout": dropout,
-                              "value_mask": value_mask, "options": dict(options)})
+                              "value_mask": value_mask, "options": dict(options),
+                              "call": dict(call_options)})
         return self.sessions[-1]
 
     def run(self, session, case, data=None, **feeds):
@@ -240,7 +241,7 @@ def test_the_exported_graph_answers_each_raw_argument_with_its_own_graph():
     from conformance.conventions.probes.probing import probe_case
     from conformance.contract.runner import RawCall
     from conformance.oracle.canonical import case_data
-    from conformance.runners._export.keras_export_answers import NoTrainingInput, answer
+    from conformance.runners._export.keras_export_answers import answer
 
     g, case = FakeGraphs(), probe_case("export-answers")
     data = case_data(case)
@@ -251,8 +252,10 @@ def test_the_exported_graph_answers_each_raw_argument_with_its_own_graph():
     assert [s["mask"] for s in g.sessions[:2]] == ["bool", "float32"]
     assert g.sessions[2]["options"] == {"sliding_window": 3}
     assert g.sessions[3]["value_mask"] is True
-    with pytest.raises(NoTrainingInput):  # an inference graph has no training switch
-        answer(g, case, data, RawCall("dropout_training", {"rate": 0.5, "training": True}))
+    # a program has no training switch: the layer's call in the exported model says it
+    obs, _ = answer(g, case, data, RawCall("dropout_training", {"rate": 0.5, "training": True}))
+    assert g.sessions[4]["call"] == {"training": True}
+    assert obs.extras == {"training_set_at": "export"}
 
 
 def test_an_inference_graph_reads_dropout_never_unless_it_drops():

@@ -105,14 +105,19 @@ def test_a_planted_graph_dropping_in_eval_reads_always():
     assert cell.value == "always", cell.evidence
 
 
-def test_the_training_run_is_refused_in_the_exports_words():
-    from conformance.runners._export.torch_export_answers import NoTrainingInput, answer
+def test_the_training_run_exports_the_module_in_train_mode():
+    """The program has no training input: the switch is the module's mode at export, said
+    in the answer's extras; the TorchScript exporter's default training=TrainingMode.EVAL
+    leaves no dropout in it (torch/onnx/utils.py)."""
+    from conformance.contract.runner import Observation
+    from conformance.runners._export.torch_export_answers import answer
 
     r = _runner()
     case = _case()
-    with pytest.raises(NoTrainingInput, match="no training input"):
-        answer(r.probe(), case, case_data(case), RawCall("dropout_training",
-                                                         {"rate": 0.5, "training": True}))
+    obs, call = answer(r.probe(), case, case_data(case), RawCall(
+        "dropout_training", {"rate": 0.5, "training": True}))
+    assert isinstance(obs, Observation) and obs.extras == {"training_set_at": "export"}
+    assert "exported in train mode (module.training True)" in call
     with pytest.raises(NotImplementedError):
         answer(r.probe(), case, case_data(case), RawCall("window", 3))
 

@@ -120,7 +120,10 @@ RAW_ARGUMENTS = {
     "step_is_causal": "a decode case run through the system's cache, its single-position "
                       "steps with the causal switch set to `value` (the prefill as it runs)",
     "dropout_training": "the system's attention dropout rate set to `value['rate']` and its "
-                        "training switch to `value['training']` (a fixed seed), no mask",
+                        "training switch to `value['training']` (a fixed seed), no mask; a "
+                        "program that takes no training input is made with the switch so "
+                        "(the module exported in train mode) and `answer` returns an "
+                        "Observation whose extras hold {'training_set_at': 'export'}",
     "window": "the system's sliding-window argument set to `value` as it takes it (an int, "
               "or a pair), no mask; the case's causal mask, if any, as its causal switch",
     "positional": "the case's query, key and value arrays passed in this order as the "
@@ -222,6 +225,11 @@ class Runner:
     # Case.mask fields the system applies on every call (GPT-2's causal mask: GPT2Model
     # always builds one), carried like probe_needs by the forms that carry the needs
     probe_mask_needs: Mapping[str, Any] = {}
+    # a choice the harness makes for the system where its users' default may differ: a
+    # runner parameter -> its alternatives (HF's attn_implementation: the runners build
+    # "eager", a model built from a config gets "sdpa"); the ledger's probes of the axes a
+    # choice can move measure each alternative, `depends` where they differ (choices.py)
+    harness_choices: Mapping[str, tuple[Any, ...]] = {}
     # a head size its kernel accepts, asked only after the system refused a probe's own
     # (onnxruntime's CPU GroupQueryAttention: multiples of 8, 16 with rotation); needs.py
     probe_head_size: int | None = None

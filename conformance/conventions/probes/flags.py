@@ -8,7 +8,8 @@ the reading of the float64 oracle the output matches, every distance quoted.  A 
 whose `answers` lacks the argument keeps its own cell for the axis until it answers.  A
 runner that cannot pass a mask on the cross-attention case (`unasked`) is asked its
 self-attention form (forms.py); one that answers "causal_hint" (a causal switch that is a
-hint beside a mask, nn.MultiheadAttention's) is read by causal_hint.py.
+hint beside a mask, nn.MultiheadAttention's) is read by causal_hint.py.  A runner naming
+harness choices (Runner.harness_choices) is asked its causal switch under each (choices.py).
 """
 from __future__ import annotations
 
@@ -102,6 +103,14 @@ def float_mask_cell(runner) -> Convention:
 
 
 def causal_flag_cell(runner) -> Convention:
+    """The causal switch's reading, under each harness choice the runner names (choices.py:
+    HF's eager and sdpa attention functions read the switch differently)."""
+    from conformance.conventions.probes.choices import under_choices
+
+    return under_choices(runner, _causal_flag_cell)
+
+
+def _causal_flag_cell(runner) -> Convention:
     if "causal_hint" in getattr(runner, "answers", ()):  # a switch read beside a mask
         from conformance.conventions.probes.causal_hint import causal_hint_cell
 

@@ -132,6 +132,19 @@ def first_answer(runner, cases) -> tuple[object, Answer]:
     return None, Answer(None, call, **{kind: text})
 
 
+def suite_own(exc: BaseException) -> str:
+    """The reason, where an exception is the suite's own and so never the system's word: a
+    harness limit (NotExpressibleError with HARNESS_LIMIT), or an exception of a class the
+    suite defines (a runner's own check), which names no system's error.  NotExpressibleError
+    otherwise carries the system's own words (a converter's refusal, quoted); "" for those."""
+    if isinstance(exc, NotExpressibleError):
+        text = str(exc)
+        return quoted(text[len(HARNESS_LIMIT):]) if text.startswith(HARNESS_LIMIT) else ""
+    if type(exc).__module__.split(".")[0] == "conformance":
+        return quoted(f"the suite's own {type(exc).__name__}, not the system's: {exc}")
+    return ""
+
+
 def ask_raw(runner, case, raw, data: CaseData | None = None) -> Answer:
     """The runner's output for `case` with one argument passed raw (Runner.answer): the
     system's error is `raised`, an argument the runner cannot pass `unasked`."""
@@ -143,7 +156,8 @@ def ask_raw(runner, case, raw, data: CaseData | None = None) -> Answer:
     except NotImplementedError as exc:
         return Answer(None, unasked=quoted(str(exc)))
     except Exception as exc:  # the system's refusal is the observation
-        return Answer(None, raised=quoted(exc))
+        own = suite_own(exc)
+        return Answer(None, unasked=own) if own else Answer(None, raised=quoted(exc))
     if isinstance(out, Observation):  # more than the output: its dtype, its weights
         weights, returned = returned_weights(out)
         return Answer(np.asarray(out.output, np.float64), call, extras=dict(out.extras),

@@ -2,25 +2,29 @@
 their API (their own cells, with no oracle), through the probe graphs of
 keras_export_probes.Graphs: Keras's MultiHeadAttention exported (tf2onnx, or converted to
 LiteRT) with the requested input or argument, run in the runtime with the value as given.
-The graphs are inference graphs: a training run has no switch to set (the request is
-refused in those words), so the ledger reads dropout from the inference run.  The ledger's
-probes (conformance/conventions/probes/) judge.  Keras is imported inside the functions.
+The exporters trace the model's call without a training argument (keras/src/export/onnx.py,
+get_concrete_fn) or with training=False (keras/src/export/litert.py, _convert_to_tflite): a
+program has no training input, so a dropout request with the training switch on exports a
+model whose layer call says training=True (Keras's own way to a training-mode forward pass in
+an export: ExportArchive's `call_training` example, keras/src/export/saved_model.py) and
+runs that program (Observation.extras TRAINING_SET_AT): the ledger reads what it holds.  The
+ledger's probes (conformance/conventions/probes/) judge.  Keras is imported inside the functions.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from conformance.contract.axes import NA, REFUSED
-from conformance.contract.runner import Convention
+from conformance.contract.runner import Convention, Observation
 from conformance.oracle.canonical import case_data
 from conformance.runners._export.keras_mha import ANSI, base_case, mha_translation
 
 ANSWERS = frozenset({"attn_mask", "is_causal", "key_padding", "window", "dropout_training"})
-ASKED = frozenset({"size_arguments", "input_layout", "softmax_scale", "scale_precision"})
 
 
-class NoTrainingInput(RuntimeError):
-    """The exported graph traces the layer's inference call: it has no training input."""
+# where the training switch of a dropout answer was set: in the exported model's call,
+# since the program takes no training input (RAW_ARGUMENTS "dropout_training")
+TRAINING_SET_AT = {"training_set_at": "export"}
 
 
 def answer(g, case, data, raw) -> tuple[np.ndarray, str]:
@@ -47,12 +51,14 @@ def answer(g, case, data, raw) -> tuple[np.ndarray, str]:
             f"{g.what}: MultiHeadAttention(sliding_window={value!r}) exported"
             + (" with use_causal_mask=True" if causal else ""))
     if name == "dropout_training":
-        if value["training"]:
-            raise NoTrainingInput(f"{g.what}: the export traces the layer's inference call; "
-                                  "the graph has no training input")
-        s = g.session(case, dropout=value["rate"])
-        return g.run(s, case, data), (f"{g.what}: MultiHeadAttention(dropout={value['rate']}) "
-                                      "exported, its inference graph")
+        rate, training = value["rate"], bool(value["training"])
+        s = g.session(case, dropout=rate, call_options=(("training", True),) if training
+                      else ())
+        called = "called with training=True in the model" if training else \
+            "called as users call it (no training argument)"
+        return Observation(output=g.run(s, case, data), extras=dict(TRAINING_SET_AT)), (
+            f"{g.what}: MultiHeadAttention(dropout={rate}) {called}, exported, the program "
+            "run once")
     raise NotImplementedError(f"the exported graph passes no raw {name}")
 
 

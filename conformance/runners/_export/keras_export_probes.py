@@ -24,10 +24,12 @@ WHAT = "onnx.keras-export graph in onnxruntime"
 
 
 def _model(keras, case, mask: str | None, causal: bool, dropout: float,
-           value_mask: bool = False, options: tuple = ()):
+           value_mask: bool = False, options: tuple = (), call_options: tuple = ()):
     """keras.Model(query, value, key[, attention_mask][, value_mask]) -> MultiHeadAttention
     output (value_mask: a (B, S) bool input passed to the layer's value_mask, its
-    key-padding slot; `options`: (name, value) layer arguments, e.g. sliding_window)."""
+    key-padding slot; `options`: (name, value) layer arguments, e.g. sliding_window;
+    `call_options`: (name, value) arguments of the layer's call in the model, e.g.
+    training=True)."""
     i, a, dt = case.inputs, case.attention, case.inputs.dtype
     layer = keras.layers.MultiHeadAttention(**mha_translation(case).plan, dropout=dropout,
                                             flash_attention=False, dtype=dt, name="mha",
@@ -36,6 +38,7 @@ def _model(keras, case, mask: str | None, causal: bool, dropout: float,
               "key": (i.key_len, a.key_features)}
     inputs = [keras.Input(s, batch_size=i.batch, dtype=dt, name=n) for n, s in shapes.items()]
     kw = {"use_causal_mask": True} if causal else {}
+    kw.update(call_options)
     if mask:
         kw["attention_mask"] = keras.Input((i.query_len, i.key_len), batch_size=i.batch,
                                            dtype=mask, name="attention_mask")
@@ -74,13 +77,15 @@ class Graphs:
         self.exported = 0
 
     def session(self, case, mask=None, causal=False, dropout=0.0, value_mask=False,
-                options: tuple = ()):
+                options: tuple = (), call_options: tuple = ()):
         def model():
             self.exported += 1
-            return _model(self.keras, case, mask, causal, dropout, value_mask, options)
+            return _model(self.keras, case, mask, causal, dropout, value_mask, options,
+                          call_options)
 
         # the other graphs keep their keys
-        extra = (("value_mask",) if value_mask else ()) + tuple(options)
+        extra = (("value_mask",) if value_mask else ()) + tuple(options) + tuple(
+            ("call", *o) for o in call_options)
 
         def key_of(label: str) -> str:
             return key(label, case.fingerprint(), mask, causal, dropout, *extra,

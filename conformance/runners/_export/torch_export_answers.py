@@ -4,27 +4,30 @@ TorchScript variants, openvino.onnx / .torch, executorch.xnnpack) answer the led
 runner's way (export_probe.ExportProbe, or deployed.RuntimeProbe for another runtime) and
 run in the runner's runtime with the value as given.
 
-The probe graphs are inference graphs of forward(..., need_weights=False), the form the
-rows' output comes from: a training run has no switch to set (the request is refused in
-those words), so the ledger reads dropout from the inference run.  The ledger's probes
+The probe graphs are graphs of forward(..., need_weights=False), the form the rows' output
+comes from, exported from the module in eval; a dropout request with the training switch on
+exports the module as constructed (nn.Module starts in train mode) and runs that program:
+a program has no training input, so the switch is the module's mode when it was made
+(Observation.extras TRAINING_SET_AT), and the ledger reads what the program holds.  The
+ledger's probes
 (conventions/probes/) judge; ASKED are the axes it asks through translate and run
 (scale_precision reads both graphs a row exports: the need_weights=False output and the
 per-head weights of the need_weights=True graph, as the runner's run returns them).
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.runner import Convention
+from conformance.contract.runner import Convention, Observation
 from conformance.runners._export.export_probe import qkv_feed
 from conformance.runners._export.onnx_runtime import tried
 from conformance.runners._export.torch_mha import MHA_DOC, per_head
 
 ANSWERS = frozenset({"attn_mask", "key_padding", "is_causal", "causal_hint",
                      "dropout_training"})
-ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
-                   "scale_precision"})
 DOCUMENTED = {a: (w, MHA_DOC) for a, w in (
     ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
     ("argument_order", "query_key_value"), ("size_arguments", "derived_from_width"),
@@ -32,8 +35,9 @@ DOCUMENTED = {a: (w, MHA_DOC) for a, w in (
 INFERENCE = {"need_weights": False}
 
 
-class NoTrainingInput(RuntimeError):
-    """The export traces the module in eval: the graph has no training input."""
+# where the training switch of a dropout answer was set: on the module the program was made
+# from, since the program takes no training input (RAW_ARGUMENTS "dropout_training")
+TRAINING_SET_AT = {"training_set_at": "export"}
 
 
 def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
@@ -41,8 +45,7 @@ def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
     call: attn_mask a (B, T, S) bool or float32 mask repeated per head to MHA's (B*H, T, S)
     graph input; key_padding a (B, S) bool key_padding_mask input; is_causal and
     causal_hint the causal switch exported (_causal); dropout_training the
-    module built with dropout=rate and exported in eval (a training run refused: the graph
-    has no training input)."""
+    module built with dropout=rate, exported in train or eval mode (_dropout)."""
     torch, what = e.torch, f"{e.what}: nn.MultiheadAttention exported, need_weights=False"
     feed = qkv_feed(case, data=data)
     if raw.argument == "attn_mask":
@@ -63,15 +66,24 @@ def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
     if raw.argument in ("is_causal", "causal_hint"):
         return _causal(e, case, feed, raw, what)
     if raw.argument == "dropout_training":
-        rate = raw.value["rate"]
-        if raw.value["training"]:
-            raise NoTrainingInput(f"{e.what}: the export traces nn.MultiheadAttention("
-                                  f"dropout={rate}) in eval; the graph has no training input")
-        label = f"dropout-{rate}"
-        out = e.run(label, e.graph(label, case, {}, INFERENCE, dropout=rate), feed)
-        return out, f"{what}, nn.MultiheadAttention(dropout={rate}) exported in eval" \
-            f"{e.said(label)}"
+        return _dropout(e, case, feed, raw.value["rate"], bool(raw.value["training"]), what)
     raise NotImplementedError(f"the exported graph passes no raw {raw.argument}")
+
+
+def _dropout(e, case, feed, rate: float, training: bool, what: str):
+    """nn.MultiheadAttention(dropout=rate) exported in train mode (the module as
+    constructed: a user who never calls eval()) or in eval, the runner's way, and the
+    program run once: an Observation carrying TRAINING_SET_AT."""
+    label, mode = f"dropout-{rate}" + ("-train" if training else ""), \
+        "train" if training else "eval"
+    maker = e
+    if training:  # the same exporter and runtime, the wrapped module left in train mode
+        maker = copy.copy(e)
+        maker.wrap = lambda *args: e.wrap(*args).train()
+    out = e.run(label, maker.graph(label, case, {}, INFERENCE, dropout=rate), feed)
+    return Observation(output=out, extras=dict(TRAINING_SET_AT)), (
+        f"{what}, nn.MultiheadAttention(dropout={rate}) exported in {mode} mode "
+        f"(module.training {training}), the program run once{e.said(label)}")
 
 
 def _causal(e, case, feed, raw, what: str) -> tuple[np.ndarray, str]:

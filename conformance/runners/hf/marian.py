@@ -22,6 +22,10 @@ class HFMarian(ProbedHFRunner):
     backend = "eager"
     typed_system = "hf.marian"
     description = "`MarianAttention` (HuggingFace's port of Marian)"
+    # the runner builds the eager attention function; MarianMTModel(config) gets "sdpa"
+    # (transformers/modeling_utils.py, get_correct_attn_implementation), which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
 
     linear_names = ("q_proj", "k_proj", "v_proj", "out_proj")
 
