@@ -142,12 +142,17 @@ AXES: tuple[Axis, ...] = (
     Axis("sinks", "Attention sinks (a per-head logit in the softmax denominator)",
          ("applied", "ignored", NA), "whether the system's sink logits join the softmax"),
     Axis("mask_fill", "Fill of masked logits",
-         ("-inf", "finfo_min", "-0.7*finfo_max", "huge_finite", "-1e9", "-1e4", "other", NA),
+         ("-inf", "finfo_min", "-0.7*finfo_max", "huge_finite", "-1e9", "float16_min", "-1e4",
+          "other", NA),
          "the number the system writes into (or adds to) masked scores before the softmax, "
          "named by the number observed, the same number the same name for every system "
-         "(-1e4 includes onnxruntime's -10000; finfo_min and -0.7*finfo_max give alike "
-         "outputs: the number the system's source writes names them, else huge_finite; "
-         "other: the evidence shows the counts)"),
+         "(-1e4 includes onnxruntime's -10000; -0.7*finfo_max is -0.7 x a float type's max "
+         "as the source computes it: JAX's -2.3819763e38, Keras's -0.7 * 3.38953e38 = "
+         "-2.3726710e38; float16_min is -65504, a huge fill saturated by a float16 "
+         "conversion; finfo_min and -0.7*finfo_max give alike outputs: the number the system "
+         "shows, its program holds or its source writes names them, else huge_finite; a "
+         "tie no input parts is not_probed, each tied word named; other: the evidence shows "
+         "the counts)"),
     Axis("masked_key_nonfinite", "NaN or Inf in a masked-out key",
          ("propagates", "contained", NA),
          "whether a non-finite value at a key position no query may attend reaches the output"),

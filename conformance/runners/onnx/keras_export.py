@@ -118,7 +118,7 @@ class OnnxKerasExport(Runner):
             raise RuntimeError(f"worker runs Keras backend {keras.backend.backend()!r}, "
                                "the ONNX export needs 'tensorflow'")
         keras.config.disable_flash_attention()
-        graphs, results, notes = {}, {}, []
+        graphs, results, notes, held = {}, {}, [], set()
         for variant, scores in VARIANTS.items():
             try:
                 model, layer, feeds, load_notes = _model(keras, case, translation, data, scores)
@@ -133,6 +133,7 @@ class OnnxKerasExport(Runner):
             blob, _ = CACHE.get_or_make(k, lambda: self._export(model, variant))
             program = check(blob)
             graphs[variant] = onnx_accounting.account(program, params)
+            held.update(onnx_accounting.held_scalars(program))  # both graphs' numbers
             session = ort_session(blob, f"graph exported with {variant}")
             npdt = numpy_dtype(case.inputs.dtype)
             names = [inp.name for inp in session.get_inputs()]
@@ -148,7 +149,7 @@ class OnnxKerasExport(Runner):
         return Observation(
             output=out, attention_weights=weights, weights_returned="per_head",
             parameters=int(layer.count_params()),
-            held_scalars=onnx_accounting.held_scalars(program),
+            held_scalars=tuple(sorted(held)),
             weights_dtype=onnx_accounting.weights_dtype(program),
             weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
             notes=notes,
