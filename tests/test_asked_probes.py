@@ -25,11 +25,11 @@ class Toy(Runner):
     name, framework, system = "toy.asked", "toy", "toy"
     features = frozenset({"fill", "rope", "position_offset", "alibi", "sinks", "decode"})
 
-    def __init__(self, plant: str = "", sets_scale: bool = False, own=(), axes=(),
+    def __init__(self, plant: str = "", sets_scale: bool = False, own=(), takes=(),
                  decodes=False):
         super().__init__()
         self.plant, self.sets_scale, self.own = plant, sets_scale, list(own)
-        self.ledger_axes, self.decodes_only = frozenset(axes), decodes
+        self.probe_takes, self.decodes_only = frozenset(takes), decodes
 
     def translate(self, case):
         return Translation(f"toy({case.id})", None)
@@ -136,16 +136,18 @@ def test_cache_alignment_and_layout():
     assert word(cache.cache_layout_cell, "no_shapes") == "not_probed"
 
 
-def test_ledger_cells_ask_the_listed_axes_only():
-    """A listed axis is asked (the runner's own stale cell is not used); an unlisted one
-    keeps the runner's cell; the feature axes come from the signatures it names."""
+def test_ledger_cells_ask_the_axes_whose_probe_case_the_runner_takes():
+    """An axis whose probe case the runner takes (its features, its probe_takes) is asked
+    (the runner's own stale cell is not used); another keeps the runner's cell; the
+    feature axes come from the signatures it names."""
     stale = [Convention("kv_head_mapping", "tiled", "the runner's own (stale)"),
-             Convention("rope_style", "interleaved", "the runner's own")]
-    toy = Toy(own=stale, axes={"kv_head_mapping"})
+             Convention("qk_norm_scope", "all_heads", "the runner's own")]
+    toy = Toy(own=stale, takes={"grouped"})
     got = ledger_cells(toy)
     assert [c.value for c in got if c.axis == "kv_head_mapping"] == ["grouped"]
     cells = {c.axis: c for c in got}
-    assert cells["rope_style"].value == "interleaved"
+    assert cells["qk_norm_scope"].value == "all_heads"  # no qk_norm among what it takes
+    assert cells["rope_style"].evidence.startswith("toy.asked")  # features: rope, asked
     assert "softcap" not in cells  # no signatures named
 
     def toy_call(q, k, v, softcap=None):
@@ -154,7 +156,7 @@ def test_ledger_cells_ask_the_listed_axes_only():
     toy.signatures = lambda: ("toy_call", (toy_call,))
     cells = {c.axis: c for c in ledger_cells(toy)}
     assert cells["softcap"].value == "not_probed"  # it takes softcap: a probe is needed
-    assert cells["sinks"].value == "not_applicable"
+    assert cells["window_width"].value == "not_applicable"
     assert cells["kv_head_mapping"].value == "grouped"  # the probe's, not the signature's
     assert set(ASKED_PROBES) >= {"argument_order", "cache_layout", "rope_style"}
 

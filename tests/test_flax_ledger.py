@@ -139,7 +139,7 @@ def test_a_harness_scale_is_no_setting_of_the_system(attrs, plant, word):
 
 def test_ledger_cells_ask_the_new_raw_and_asked_probes():
     own = [OWN_LENGTHS]
-    toy = Toy(ledger_axes=frozenset({"key_padding_polarity", "qk_norm_scope"}))
+    toy = Toy(probe_takes=frozenset({"key_padding"}))  # qk_norm: among its features
     toy.conventions = lambda: own
     cells = {c.axis: c for c in ledger_cells(toy)}
     assert cells["dropout"].value == "training_flag"

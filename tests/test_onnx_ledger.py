@@ -30,8 +30,10 @@ def _gqa(**attrs):
 def test_gqa_hands_its_cache_axes_to_the_ledger():
     from conformance.runners.onnx.contrib_gqa import OnnxContribGQA
 
-    assert {"cache_causal_alignment", "cache_layout"} <= set(OnnxContribGQA.ledger_axes)
-    assert set(OnnxContribGQA.ledger_axes) <= set(ASKED_PROBES)
+    from conformance.conventions.probes.table import asked_probes
+
+    asked = set(asked_probes(OnnxContribGQA()))
+    assert {"cache_causal_alignment", "cache_layout"} <= asked <= set(ASKED_PROBES)
 
 
 def test_gqa_cache_cells_from_its_own_decode():
@@ -125,7 +127,9 @@ def test_contrib_mha_hands_its_axes_to_the_ledger():
     from conformance.conventions.probes import RAW_PROBES, takes_raw
     from conformance.runners.onnx.contrib_mha import OnnxContribMHA
 
-    assert set(OnnxContribMHA.ledger_axes) <= set(ASKED_PROBES)
+    from conformance.conventions.probes.table import asked_probes
+
+    assert set(asked_probes(OnnxContribMHA())) <= set(ASKED_PROBES)
     assert {a for a, (arg, _) in RAW_PROBES.items()
             if takes_raw(arg, OnnxContribMHA.answers)} == {
         "attn_mask_polarity", "float_mask", "causal_flag"}

@@ -30,7 +30,6 @@ class Toy:
     output, `w_off` to the weights (a planted arithmetic below float64)."""
 
     name = "toy.scale"
-    ledger_axes = frozenset({"scale_precision"})
 
     def __init__(self, out="exact", weights=None, returned="per_head", off=0.0, w_off=0.0,
                  head_size=True):

@@ -150,7 +150,6 @@ class _Scaled:
     """A toy runner answering the float64 case at a planted scale and precision."""
 
     name = "toy.float64"
-    ledger_axes = frozenset({"float64_compute"})
 
     def __init__(self, plant: str):
         self.plant = plant

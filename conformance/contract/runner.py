@@ -284,10 +284,16 @@ class Runner:
 
     # the RAW_ARGUMENTS this runner's `answer` passes; the ledger probes those axes itself
     answers: frozenset[str] = frozenset()
-    # the axes this runner hands to the ledger's generic probes (conventions/probes/
-    # __init__.py ASKED_PROBES), which ask it through its translate/run (request.ask) or
-    # `answer`; its own cells of them are then not used
-    ledger_axes: frozenset[str] = frozenset()
+    # What the system takes natively in the ledger's probe cases beyond its `features`: the
+    # probe shapes of conventions/probes/table.py SHAPES ("grouped" heads, a "rotary_dim"
+    # below the head dim, a "decode" through its own cache...).  The table of axes asks a
+    # runner the axes whose probe case it takes; no runner names an axis
+    probe_takes: frozenset[str] = frozenset()
+    # case features its translate builds from the suite's own ops, not from an argument of
+    # the system (mlx.sdpa's QK-norm): the ledger asks their axes of no such runner
+    harness_features: frozenset[str] = frozenset()
+    # its inputs are a converted graph's named inputs, with no positional order to ask
+    named_inputs: bool = False
 
     def signatures(self) -> tuple:
         """(what, the callables its system is driven through): the ledger reads the feature

@@ -21,7 +21,7 @@ from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.runners._export.deployed import RuntimeProbe, both_calls
 from conformance.runners._export.torch_export_answers import (
-    ANSWERS, ASKED, DOCUMENTED, answer, facts, signatures)
+    ANSWERS, DOCUMENTED, answer, facts, signatures)
 from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import module_call, wrap_module
@@ -66,9 +66,8 @@ class ExecuTorchXnnpack(Runner):
 
     execute = staticmethod(etc.execute)
 
-    # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
-    # probe modules lowered and run like the rows' (_export/torch_export_answers.py)
-    ledger_axes = ASKED
+    # the ledger asks through translate/run and `answer` (RAW_PROBES): probe modules
+    # lowered and run like the rows' (_export/torch_export_answers.py)
     answers = ANSWERS
     documented_conventions = DOCUMENTED
 
@@ -85,7 +84,7 @@ class ExecuTorchXnnpack(Runner):
 
     def conventions(self):
         """The lowered module's API facts (_export/torch_export_answers.py): no oracle.
-        float64_compute is not in ledger_axes, so the rows settle it: the probe would read
+        It declares no "float64" probe shape, so the rows settle float64: the probe would read
         only the need_weights=False output, which is float64 (2.2e-16), while the rows also compare
         the need_weights=True per-head weights, which are not
         (expectations/executorch.xnnpack.yaml), and one cell cannot hold both."""

@@ -3,7 +3,7 @@ DenseGeneral layout (kernel (E_in, H, d), out kernel (H, d, E_o), in x out),
 masks (True = attend, (B, 1, T, S)) and what the layers answer the ledger: the raw calls
 (`FlaxRunner.answer`), the probe cases it takes beyond the matrix's (`probe_translate`:
 a decode through the layer's own cache, QK-norm) and the axes it hands to the ledger's
-generic probes (`ledger_axes`); the layers' API facts are observations.py's.
+generic probes (`probe_takes`); the layers' API facts are observations.py's.
 
 JAX runs at its default (x64 off): a float64 case is computed in float32
 (declared as a known mismatch in expectations/flax.*.yaml).  The `.x64` variants
@@ -177,11 +177,9 @@ class SizeFacts(NamedTuple):
     layout: str
 
 
-# the axes both layers hand to the ledger's generic probes (conventions/probes/__init__.py
-# ASKED_PROBES), asked through translate/run (probe_translate: decodes and QK-norm too)
-LEDGER_AXES = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
-                         "scale_precision", "float64_compute", "qk_norm_scope",
-                         "cache_causal_alignment", "cache_layout"})
+# the probe cases both layers take beyond the matrix's features, through translate/run
+# (probe_translate: a decode through the layer's own cache, its normalize_qk)
+PROBE_TAKES = frozenset({"float64", "qk_norm", "decode", "cache_tensors"})
 CACHE_TENSORS = "two tensors (cached_key, cached_value) and a cache_index"
 
 
@@ -197,7 +195,7 @@ class FlaxRunner(Runner):
     harness_scale = True  # ... a wrapper of the suite's: the layers take no scale argument
     # the ledger's raw probes (conventions/probes/: flags.py, training.py) ask `answer`
     answers = frozenset({"attn_mask", "dropout_training"})
-    ledger_axes = LEDGER_AXES
+    probe_takes = PROBE_TAKES
 
     x64: bool = False  # run in a worker with JAX_ENABLE_X64=1 (a process-wide switch)
     api = ""  # the layer's name as typed, e.g. "flax.linen.MultiHeadDotProductAttention"

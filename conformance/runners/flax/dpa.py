@@ -138,12 +138,10 @@ class JaxDPA(Runner):
     # states the mask's polarity and that an additive mask goes to bias=, not is_causal's
     # alignment (only "causal attention will be applied")
     answers = frozenset({"attn_mask", "is_causal", "window"})
-    # the axes the ledger's generic probes ask (conventions/probes/__init__.py ASKED_PROBES)
-    # through translate and run; its own cells of size_arguments, input_layout and
-    # key_padding_polarity are the readings of the API they confirm
-    ledger_axes = frozenset({"argument_order", "size_arguments", "input_layout",
-                             "softmax_scale", "scale_precision", "kv_head_mapping",
-                             "key_padding_polarity"})
+    # what the ledger's probes ask through translate and run beyond its features: k, v
+    # with fewer heads (by shape), key_value_seq_lengths; its own cells of the sizes, the
+    # layout and the key padding are the readings of the API they confirm
+    probe_takes = frozenset({"grouped", "key_padding"})
     framework = "jax"
     system = "jax.nn.dot_product_attention"
     backend = "xla"

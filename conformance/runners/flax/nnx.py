@@ -41,7 +41,7 @@ class FlaxNnx(_flax.FlaxRunner):
     decode_suffix = (", decode=True, rngs=...); layer.init_cache((B, P + N, E)); "
                      "layer(x[:, t:t + 1]) for each position (no is_causal)")
     answers = _flax.FlaxRunner.answers | {"is_causal", "step_is_causal"}
-    ledger_axes = _flax.LEDGER_AXES | {"kv_head_mapping"}
+    probe_takes = _flax.PROBE_TAKES | {"grouped"}  # num_key_value_heads... by shape
     sizes = _flax.SizeFacts(
         "qkv_features=8, num_heads=2: query.kernel (8, 2, 4)", "flax.nnx/nn/attention.html",
         "(E_q + 2 E_kv) F + F E_o (+ 3F + E_o), F = qkv_features",

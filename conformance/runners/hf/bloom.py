@@ -41,7 +41,6 @@ class HFBloom(ProbedHFRunner):
     description = "`BloomAttention` (ALiBi, fused per-head qkv)"
     features = ProbedHFRunner.features | {"alibi"}
     probe_attention = {"alibi": True}
-    ledger_axes = ProbedHFRunner.ledger_axes | {"alibi_slopes"}  # positions.py asks it
 
     refusals = self_attention_refusals(
         "BloomAttention", head_dim="hidden_size // num_heads",

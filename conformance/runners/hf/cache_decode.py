@@ -95,10 +95,10 @@ def decode(runner, torch, case, module, x):
 class CacheDecoding:
     """An HF runner whose run takes the ledger's decode probe cases through transformers'
     cache (the matrix's decode rows stay the runners' whose features name decode); the
-    ledger asks it cache_causal_alignment and cache_layout (ledger_axes)."""
+    ledger asks it the cache's probes (probe_takes)."""
 
-    # and fully_masked_row (rows.py, through translate/run in the self-attention form)
-    ledger_axes = frozenset({"cache_causal_alignment", "cache_layout", "fully_masked_row"})
+    # and a fully masked row (rows.py, through translate/run in the self-attention form)
+    probe_takes = frozenset({"decode", "cache_tensors", "masked_rows"})
 
     @property
     def probe_needs(self) -> dict:

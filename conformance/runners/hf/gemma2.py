@@ -44,7 +44,6 @@ class HFGemma2(DecodingHFRunner):
     # RawCall window_setting: MaskBuilt.answer)
     # and softcap (capped.py, through translate/run), softcap_order (softcap.py: a float
     # attention_mask passed raw, so attn_mask_polarity and float_mask are flags.py's)
-    ledger_axes = DecodingHFRunner.ledger_axes | {"window_width", "softcap", "softcap_order"}
     answers = DecodingHFRunner.answers | {"window_setting", "attn_mask"}
     sets_scale = True
     layer_types = True

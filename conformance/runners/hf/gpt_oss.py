@@ -30,10 +30,8 @@ class HFGptOss(DecodingHFRunner):
     description = ("`GptOssAttention` (a sink logit per head, sliding window through the "
                    "model's mask builder, decoding through `DynamicCache`)")
     features = DecodingHFRunner.features | {"window", "sinks"}
-    ledger_axes = DecodingHFRunner.ledger_axes | {"sinks"}  # scores.sinks_cell asks it
-    # the ledger asks window_width setting by setting (conventions/probes/window_settings.py,
+    # the ledger asks the window setting by setting (conventions/probes/window_settings.py,
     # RawCall window_setting: MaskBuilt.answer)
-    ledger_axes |= {"window_width"}
     answers = DecodingHFRunner.answers | {"window_setting"}
     layer_types = True
     rope_source = f"{GPT_OSS_SOURCE}#L207"

@@ -27,9 +27,8 @@ class HFMistral(DecodingHFRunner):
     description = ("`MistralAttention` (grouped-query, half-split rotary, `sliding_window` "
                    "through the model's mask builder, decoding through `DynamicCache`)")
     features = DecodingHFRunner.features | {"window"}
-    # the ledger asks window_width setting by setting (conventions/probes/window_settings.py,
+    # the ledger asks the window setting by setting (conventions/probes/window_settings.py,
     # RawCall window_setting: MaskBuilt.answer)
-    ledger_axes = DecodingHFRunner.ledger_axes | {"window_width"}
     answers = DecodingHFRunner.answers | {"window_setting"}
     rope_source = f"{MISTRAL_SOURCE}#L51"
     partial_line = f"{MISTRAL_SOURCE}#L292"  # compute_default_rope_parameters: dim = head_dim

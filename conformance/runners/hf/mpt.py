@@ -36,7 +36,6 @@ class HFMpt(ProbedHFRunner):
     description = "`MptAttention` (ALiBi, fused `Wqkv`, boolean mask True = masked)"
     features = ProbedHFRunner.features | {"alibi"}
     probe_attention = {"alibi": True, "bias": False}
-    ledger_axes = ProbedHFRunner.ledger_axes | {"alibi_slopes"}  # positions.py asks it
     sets_scale = True
 
     refusals = self_attention_refusals(

@@ -1,5 +1,5 @@
 """The HF attention runners' base class as the ledger asks it: a CacheDecoding HFRunner
-(cache_decode.py) whose `ledger_axes` name the axes the ledger's probes measure through its
+(cache_decode.py) whose `probe_takes` name the probe cases the ledger asks through its
 translate and run (conventions/probes/: the cache, the fully masked row, float64_compute,
 softmax_scale, scale_precision).  Nothing here judges: the cells are the ledger's.
 """
@@ -16,6 +16,5 @@ class ProbedHFRunner(CacheDecoding, HFRunner):
     ALiBi it always applies; probe_mask_needs: GPT-2's causal mask), at probe_head_size
     where the written head size 3 cannot carry the rotation."""
 
-    ledger_axes = CacheDecoding.ledger_axes | {"float64_compute", "softmax_scale",
-                                               "scale_precision"}
+    probe_takes = CacheDecoding.probe_takes | {"float64"}
     probe_head_size = 6  # even (a rotation pairs dimensions), and 1/sqrt(6) is no float32

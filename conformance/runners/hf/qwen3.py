@@ -48,7 +48,6 @@ class HFQwen3(MaskBuilt, QKNormRotaryHFRunner):
     module, model = "qwen3", "Qwen3"
     # Qwen3Config takes sliding_window: the ledger asks it setting by setting through the
     # mask builder (conventions/probes/window_settings.py, MaskBuilt.answer)
-    ledger_axes = QKNormRotaryHFRunner.ledger_axes | {"window_width"}
     answers = QKNormRotaryHFRunner.answers | {"window_setting"}
     layer_types = True  # Qwen3Model picks each layer's mask by config.layer_types
 

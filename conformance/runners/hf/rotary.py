@@ -74,7 +74,7 @@ class RotaryHFRunner(ProbedHFRunner):
     rope_source = ""  # the source line of its rotation (rotate_half / rotate_every_two)
     cache_argument = "cache"  # the forward's cache keyword (GPT-NeoX: layer_past)
     # the ledger asks the rotation (conventions/probes/positions.py) through translate/run
-    ledger_axes = ProbedHFRunner.ledger_axes | {"rope_style", "rope_partial"}
+    probe_takes = ProbedHFRunner.probe_takes | {"rotary_dim"}
 
     def rope_model_limits(self, case) -> str | None:
         if self.needs_rope and case.attention.rope is None:
@@ -157,7 +157,7 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
     # the config's partial-rotary setting, which the ledger's rope_partial probe passes raw
     # (RawCall partial_rotary, conventions/probes/partial.py; the matrix refuses a partial
     # rotary: the default rope takes dim = head_dim, `partial_line`); grouped heads asked
-    ledger_axes = RotaryHFRunner.ledger_axes - {"rope_partial"} | {"kv_head_mapping"}
+    probe_takes = RotaryHFRunner.probe_takes | {"grouped"}
     answers = RotaryHFRunner.answers | {"partial_rotary"}
     partial_setting = "rope_parameters['partial_rotary_factor']"
     partial_line = ""  # the source line of <model>RotaryEmbedding's dim
@@ -226,8 +226,6 @@ class QKNormRotaryHFRunner(ConfigRotaryHFRunner):
                "rope_theta": rope_theta(case)}
         return call.replace(")", f", rms_norm_eps={cfg['rms_norm_eps']:g}, rope_parameters="
                             f"{{'rope_theta': {cfg['rope_theta']:g}}})", 1), cfg
-
-    ledger_axes = ConfigRotaryHFRunner.ledger_axes | {"qk_norm_scope"}
 
     def config_kwargs(self, plan):
         return {"rms_norm_eps": plan.get("rms_norm_eps", 1e-6)}

@@ -19,7 +19,7 @@ import numpy as np
 from conformance.contract.runner import NotExpressible, Observation, Translation, harness_limit
 from conformance.runners.keras.answers import ANSWERS
 from conformance.runners.keras.common import (
-    FLASH_NOTE, JIT_NOTE, KerasLayerRunner, built_layer, digest)
+    FLASH_NOTE, JIT_NOTE, built_layer, digest)
 from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.hub import CACHED_SRC, KerasHubRunner, decode
 
@@ -99,7 +99,7 @@ class KerasCached(KerasHubRunner):
     # a cache (probe_translate, probe_output; the decode through its cache for the cache's
     # alignment and float64), the raw arguments through `answer` on the layer without a
     # cache; its call has no causal switch and no key-padding argument (hub_observations.py)
-    ledger_axes = KerasLayerRunner.ledger_axes | {"cache_causal_alignment", "float64_compute"}
+    probe_takes = frozenset({"float64"})  # its decode is its feature
     answers = ANSWERS - {"is_causal", "key_padding"} | {"step_mask"}
 
     def answer(self, case, data, raw):

@@ -207,10 +207,8 @@ class KerasLayerRunner(Runner):
 
         return keras_count(keras, self.layer_cls, case, self.translate(case).plan)
 
-    # the ledger asks these through translate/run (conventions/probes/ ASKED_PROBES) and
-    # through `answer` (RAW_PROBES); observations.py reports the API facts
-    ledger_axes = frozenset({"size_arguments", "input_layout", "softmax_scale",
-                             "scale_precision"})
+    # the ledger asks through translate/run and through `answer` (RAW_PROBES);
+    # observations.py reports the API facts
     answers = ANSWERS
 
     def answer(self, case, data, raw):

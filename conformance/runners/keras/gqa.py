@@ -47,7 +47,7 @@ class KerasGQA(KerasLayerRunner):
     path = "fused"  # return_attention_scores=False
     layer_cls, layer_name = "GroupQueryAttention", "gqa"
 
-    ledger_axes = KerasLayerRunner.ledger_axes | {"kv_head_mapping"}
+    probe_takes = frozenset({"grouped"})  # num_key_value_heads
 
     def default_name(self) -> str:
         return f"keras.gqa.{self.backend}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from conformance.contract.runner import NotExpressible, Translation
 from conformance.runners.keras.answers import ANSWERS
-from conformance.runners.keras.common import KerasLayerRunner, run_layer
+from conformance.runners.keras.common import run_layer
 from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.gqa import gqa_translation
 from conformance.runners.keras.hub import (
@@ -52,8 +52,7 @@ class KerasRope(KerasHubRunner):
     # _compute_attention only), rope_style through the rotation itself.  Not rope_partial:
     # the rows' partial rotation is this runner's slicing (hub.rotary_class), so the cell
     # is read from the signatures, which take no rotary width (signatures)
-    ledger_axes = KerasLayerRunner.ledger_axes | {"kv_head_mapping", "rope_style",
-                                                  "float64_compute", "fully_masked_row"}
+    probe_takes = frozenset({"grouped", "float64", "masked_rows"})
     answers = ANSWERS
     # the whole system's arithmetic is probed with its rotation (float64_compute,
     # fully_masked_row): RotaryEmbedding computes in its own dtype

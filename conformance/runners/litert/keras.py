@@ -27,7 +27,7 @@ from conformance.cache import key
 from conformance.contract.runner import (
     NotExpressible, NotExpressibleError, Observation, Runner, Translation)
 from conformance.runners._export.keras_export import functional_model
-from conformance.runners._export.keras_export_answers import ANSWERS, ASKED, answer, facts
+from conformance.runners._export.keras_export_answers import ANSWERS, answer, facts
 from conformance.runners._export.keras_mha import (
     classify_call_error, mha_translation, storage_dtype, worker_spec)
 from conformance.runners.litert import common as ltc
@@ -77,10 +77,11 @@ class LiteRTKeras(Runner):
                            f"format='litert'{f16}); ai_edge_litert.interpreter.Interpreter("
                            "model_content=...).get_signature_runner()(**inputs)", t.plan)
 
-    # the ledger asks these through translate/run (ASKED_PROBES: float64_compute too, which
-    # the rows only see as not expressible) and `answer` (RAW_PROBES): probe models converted
-    # like the rows' (_export/keras_export_answers.py); the API facts are its own cells
-    ledger_axes = ASKED | {"float64_compute"}
+    # the ledger asks through translate/run (the float64 probe case too, which the rows
+    # only see as not expressible) and `answer` (RAW_PROBES): probe models converted like
+    # the rows' (_export/keras_export_answers.py); the API facts are its own cells
+    probe_takes = frozenset({"float64"})
+    named_inputs = True  # the model's signature inputs are named (query, value, key)
     answers = ANSWERS
 
     def graphs(self):

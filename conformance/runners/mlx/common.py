@@ -296,18 +296,15 @@ class MlxAnswers:
 
 ROPE_DOC = DOCS + "_autosummary/mlx.core.fast.rope.html"
 ALIBI_FIX = "https://github.com/ml-explore/mlx/pull/3071"  # the paper's slopes since
-# the axes the ledger asks of a runner whose attention is MLX's (ledger_axes)
-ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
-                   "scale_precision"})
 
 
 class SDPAAnswers(MlxAnswers):
     """mx.fast.scaled_dot_product_attention on the canonical projections (common.explicit,
     the sdpa row's ops) with the mask raw; the ledger asks it the fused op's axes too
-    (`ledger_axes`) and reads the feature axes from the op's and fast.rope's signatures."""
+    (`probe_takes`) and reads the feature axes from the op's and fast.rope's signatures."""
 
-    ledger_axes = ASKED | {"sinks", "kv_head_mapping", "rope_style", "rope_partial",
-                           "alibi_slopes"}
+    probe_takes = frozenset({"grouped", "rotary_dim"})  # k, v heads by shape; rope's dims
+    harness_features = frozenset({"qk_norm"})  # the norm is the suite's ops (common.explicit)
 
     def signatures(self):
         mx, _ = import_mlx()

@@ -17,7 +17,7 @@ import numpy as np
 
 from conformance.contract.runner import Count, NotExpressible, Observation, Translation
 from conformance.runners.mlx.common import (
-    ASKED, MHA as CTOR, MlxAnswers, MlxRunner, build, core_plan, held_dtype, import_mlx, mask_array,
+    MHA as CTOR, MlxAnswers, MlxRunner, build, core_plan, held_dtype, import_mlx, mask_array,
     mha_kwargs, to_f64, to_mx)
 
 
@@ -26,7 +26,6 @@ class MlxMHA(MlxAnswers, MlxRunner):
     system = CTOR
     description = "`mlx.nn.MultiHeadAttention` (`dims` = total over heads)"
     typed_system = "mlx"
-    ledger_axes = ASKED  # the ledger asks these (conventions/probes/)
 
     def translate(self, case):
         a = case.attention

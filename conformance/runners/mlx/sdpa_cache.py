@@ -42,8 +42,8 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
     sets_scale = True
     features = MlxRunner.features | {"decode", "rope", "position_offset", "qk_norm", "sinks"}
     answers = SDPAAnswers.answers | {"step_is_causal", "step_mask"}
-    ledger_axes = SDPAAnswers.ledger_axes | {"cache_causal_alignment", "cache_layout",
-                                             "float64_compute"}
+    # its probe_translate answers single calls with mlx.sdpa's op (ALiBi too)
+    probe_takes = SDPAAnswers.probe_takes | {"cache_tensors", "float64", "alibi"}
 
     def translate(self, case):
         if case.decode is None:

@@ -28,7 +28,7 @@ from conformance.contract.runner import (
     NotExpressible, Observation, Translation, harness_limit, to_numpy)
 from conformance.runners._export import onnx_accounting
 from conformance.runners.onnx.attention_op import (
-    ONE_CALL_AXES, AttentionPlan, OnnxAttentionOp, staged)
+    PROBE_TAKES, AttentionPlan, OnnxAttentionOp, staged)
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners.onnx.graph_parts import ROPE_BUFFERS, rope_words
 
@@ -57,9 +57,8 @@ class OnnxAttentionCache(OnnxAttentionOp):
         # runner's own decode: conventions/probes/cache.py, scores.py); the external cache
         # also its valid lengths and an item with none (rows.py); the one-call axes through
         # the op every step calls (probe_translate), attn_mask and is_causal raw (`answer`)
-        axes = ("cache_causal_alignment", "cache_layout", "softcap_order", "float64_compute")
-        self.ledger_axes = axes + ONE_CALL_AXES + (
-            ("key_padding_polarity", "fully_masked_row") if self.cache == "static" else ())
+        self.probe_takes = PROBE_TAKES | (
+            {"key_padding", "masked_rows"} if self.cache == "static" else set())
 
     @property
     def answers(self) -> frozenset[str]:

@@ -37,7 +37,7 @@ error) and `onnx.attention-op.reference` (engine="reference":
 onnx.reference.ReferenceEvaluator, NumPy).  onnx / onnxruntime are imported inside `run` only.
 
 The ledger (conventions/probes/) judges every convention: it asks the graph through
-translate/run (LEDGER_AXES; a probe's softcap call also returns qk_matmul_output at modes
+translate/run (PROBE_TAKES; a probe's softcap call also returns qk_matmul_output at modes
 0-2, which the ledger's softcap probe names) and `answer` (a raw attn_mask, is_causal,
 window, or key_lengths as Attention-24's nonpad_kv_seqlen); the runner reports what its
 graphs show with no oracle (attention_op_facts.py).
@@ -69,11 +69,7 @@ ANSWERS = frozenset({"attn_mask", "is_causal", "window", "key_lengths"})  # `ans
 # cases through the one-call graph; scale_precision reads the output and the mode-3 weights)
 # and `answer` (softcap_order: a float mask beside the case's softcap).  size_arguments and
 # input_layout confirm the reading conventions() reports
-ONE_CALL_AXES = ("argument_order", "size_arguments", "input_layout", "softmax_scale",
-                 "scale_precision", "softcap", "kv_head_mapping", "rope_style", "rope_partial",
-                 "qk_norm_scope")
-LEDGER_AXES = ("cache_causal_alignment", "cache_layout", "softcap_order", "float64_compute",
-               *ONE_CALL_AXES)
+PROBE_TAKES = frozenset({"grouped", "rotary_dim", "decode", "cache_tensors", "float64"})
 PAST_WORDS = "two tensors (past_key, past_value in; present_key, present_value out)"
 # engine -> (backend, what the call says it runs in, modules it needs)
 ENGINES = {"ort": ("onnxruntime", "onnxruntime CPUExecutionProvider", ("onnx", "onnxruntime")),
@@ -224,7 +220,7 @@ class OnnxAttentionOp(Runner):
     sets_scale = True  # the node's `scale` attribute ("default 1/sqrt(head_size)")
     # RotaryEmbedding-23 and RMSNormalization/LayerNormalization-23 nodes before the node
     features = Runner.features | {"rope", "position_offset", "qk_norm", "softcap", "window"}
-    ledger_axes = LEDGER_AXES
+    probe_takes = PROBE_TAKES
 
     def __init__(self, **params):
         super().__init__(**params)

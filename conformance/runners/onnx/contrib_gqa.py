@@ -264,10 +264,8 @@ class OnnxContribGQA(Runner):
     # the ledger asks these through translate/run (conventions/probes/cache.py: the op's own
     # past/present decode; capped.py, softcap.py, scores.py, rows.py, heads.py,
     # positions.py, qk_norm.py) and `answer` (below); the API facts are gqa_facts.py's
-    ledger_axes = ("cache_causal_alignment", "cache_layout", "softcap", "softcap_order",
-                   "sinks", "fully_masked_row", "window_width", "kv_head_mapping",
-                   "rope_style", "rope_partial", "qk_norm_scope", "softmax_scale",
-                   "scale_precision", "float64_compute")
+    probe_takes = frozenset({"cache_tensors", "masked_rows", "grouped", "rotary_dim",
+                             "float64"})
     # window_settings.py: local_window_size; key_padding.py: seqlens_k as given; flags.py /
     # causal_self.py: the causal attribute on a prompt (T = S: K and V are the query's
     # positions, keys before them come only as past)
@@ -369,7 +367,7 @@ class OnnxContribGQA(Runner):
 
     def conventions(self):
         """The op's schema and the engine's own refusals (gqa_facts.py); the ledger asks
-        the rest (ledger_axes, answers)."""
+        the rest (probe_takes, answers)."""
         from conformance.runners.onnx.gqa_facts import gqa_facts
 
         return gqa_facts(self)

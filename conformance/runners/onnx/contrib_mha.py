@@ -44,8 +44,7 @@ class OnnxContribMHA(Runner):
     sets_scale = True  # the op's `scale` attribute (default 0: 1/sqrt(head_size))
     # the ledger asks these through translate/run (probe_translate: the matrix's graph, and a
     # decode through the op's own past/present) and `answer` (a raw mask, unidirectional)
-    ledger_axes = ("softmax_scale", "scale_precision", "key_padding_polarity",
-                   "fully_masked_row", "cache_causal_alignment", "cache_layout")
+    probe_takes = frozenset({"key_padding", "masked_rows", "decode", "cache_tensors"})
     answers = frozenset({"attn_mask", "is_causal"})
 
     def translate(self, case):

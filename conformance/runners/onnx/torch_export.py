@@ -31,7 +31,7 @@ from conformance.contract.runner import (
 from conformance.runners._export import onnx_accounting
 from conformance.runners._export.onnx_runtime import check, combine_graphs, ort_session, short
 from conformance.runners._export.torch_export_answers import (
-    ANSWERS, ASKED, DOCUMENTED, answer, facts, signatures)
+    ANSWERS, DOCUMENTED, answer, facts, signatures)
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import (
     VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
@@ -87,16 +87,16 @@ class OnnxTorchExport(TorchOnnxExporter, Runner):
                 "onnxruntime.InferenceSession(..., providers=['CPUExecutionProvider'])")
         return Translation(call, t.plan)
 
-    # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
-    # probe graphs exported like the rows' (_export/torch_export_answers.py); float64_compute
+    # the ledger asks through translate/run and `answer` (RAW_PROBES): probe graphs
+    # exported like the rows' (_export/torch_export_answers.py); the float64 probe case
     # too for the dynamo exports (the TorchScript exporter refuses a float64 module with an
     # attn_mask, "Unsupported type for attn_mask: 7", so the ledger's causal float64 case
     # cannot show its arithmetic: its float64 rows settle it)
     answers = ANSWERS
 
     @property
-    def ledger_axes(self):
-        return ASKED | {"float64_compute"} if self.dynamo else ASKED
+    def probe_takes(self):  # type: ignore[override]
+        return frozenset({"float64"} if self.dynamo else ())
     documented_conventions = DOCUMENTED
 
     def probe(self):

@@ -29,7 +29,7 @@ from conformance.runners._export.deployed import RuntimeProbe, both_calls
 from conformance.runners._export.onnx_runtime import check, combine_graphs
 from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_export_answers import (
-    ANSWERS, ASKED, DOCUMENTED, answer, facts, signatures)
+    ANSWERS, DOCUMENTED, answer, facts, signatures)
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import (
     VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
@@ -108,9 +108,9 @@ class OpenVINOMHA(Runner):
         model = ovc.read(blob, onnx=self.source == "onnx")
         return ovc.execute(ovc.compile_model(model, self.precision), feed)
 
-    # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
-    # probe models converted and compiled like the rows' (_export/torch_export_answers.py)
-    ledger_axes = ASKED | {"float64_compute"}
+    # the ledger asks through translate/run and `answer` (RAW_PROBES): probe models
+    # converted and compiled like the rows' (_export/torch_export_answers.py)
+    probe_takes = frozenset({"float64"})
     answers = ANSWERS
     documented_conventions = DOCUMENTED
 

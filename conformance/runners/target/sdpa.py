@@ -31,8 +31,6 @@ from conformance.runners.target.arrays import REQUIRES, Arrays
 
 MASK_KEYWORDS = ("mask", "attn_mask", "attention_mask")
 KNOWN = {"is_causal", "scale", "enable_gqa", "softcap", "sinks", *MASK_KEYWORDS}
-ASKED = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
-                   "scale_precision", "float64_compute", "kv_head_mapping"})
 
 
 class TargetShapeError(ValueError):
@@ -122,9 +120,7 @@ class TargetSDPA(TargetRunner):
         return frozenset(({"attn_mask"} if self.mask_keyword else set())
                          | ({"is_causal"} if "is_causal" in self.parameters else set()))
 
-    @property
-    def ledger_axes(self) -> frozenset[str]:  # type: ignore[override]
-        return ASKED | ({"sinks"} if "sinks" in self.parameters else frozenset())
+    probe_takes = frozenset({"float64", "grouped"})  # enable_gqa, or k, v heads by shape
 
     def signatures(self):
         try:

@@ -17,9 +17,6 @@ import numpy as np
 from conformance.contract.runner import Convention, NotExpressibleError, Observation, to_numpy
 from conformance.runners.target import TargetError, TargetRunner, TargetSpec
 
-ASKED = frozenset({"argument_order", "size_arguments", "softmax_scale", "scale_precision",
-                   "float64_compute"})
-
 
 def module_class(spec: TargetSpec):
     """The class a torch-mha target names (TargetError when it is not one)."""
@@ -54,7 +51,7 @@ class TargetTorchMHA(TargetRunner):
     extras = "torch"
     seconds = 0.05
     answers = frozenset({"attn_mask"})
-    ledger_axes = ASKED
+    probe_takes = frozenset({"float64"})
 
     @staticmethod
     def check(spec) -> None:

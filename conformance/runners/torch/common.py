@@ -147,9 +147,7 @@ class SDPAAnswers:
 
     answers = frozenset({"attn_mask", "is_causal", "dropout_training", "input_dtype",
                          "unbatched", "dropout_weights"})
-    # the axes the ledger's generic probes ask of it (conventions/probes/ ASKED_PROBES)
-    ledger_axes = frozenset({"argument_order", "size_arguments", "input_layout",
-                             "softmax_scale", "scale_precision", "kv_head_mapping"})
+    probe_takes = frozenset({"grouped"})  # k, v with fewer heads (enable_gqa)
     # the documentation's reference code: attn_bias.masked_fill_(attn_mask.logical_not(),
     # float("-inf"))
     documented_fill = ("-inf", SDPA_DOC)

@@ -12,8 +12,8 @@ Conventions this runner makes explicit:
 - attention weights come back averaged over heads unless
   `average_attn_weights=False`.
 The shared helpers live in common.py and _export/torch_mha.py (the module, shared with
-the exports).  The runners only answer: the ledger asks their conventions (LEDGER_AXES
-through translate/run, ANSWERS through `answer`), mha_observations.py reports what the
+the exports).  The runners only answer: the ledger asks their conventions (through
+translate/run, ANSWERS through `answer`), mha_observations.py reports what the
 module's API shows.  torch is imported inside the methods only.
 """
 from __future__ import annotations
@@ -25,10 +25,7 @@ from conformance.runners.torch.mha_observations import declined
 from conformance.runners._export.torch_mha import (
     build_mha, import_torch, mha_translation, tensors, torch_masks)
 
-# the axes the ledger's generic probes ask of nn.MultiheadAttention (conventions/probes/
-# ASKED_PROBES, through translate/run), and the raw arguments it answers (`answer`)
-LEDGER_AXES = frozenset({"argument_order", "size_arguments", "input_layout", "softmax_scale",
-                         "scale_precision", "key_padding_polarity"})
+# the raw arguments nn.MultiheadAttention answers (`answer`)
 ANSWERS = frozenset({"attn_mask", "is_causal", "causal_hint", "dropout_training",
                      "input_dtype", "unbatched", "dropout_weights"})
 NATIVE_CALLS = frozenset({"input_dtype", "unbatched", "dropout_weights"})  # -> Observation
@@ -41,7 +38,7 @@ class TorchMHA(TorchRunner):
     description = "`torch.nn.MultiheadAttention`, ordinary path, per-head weights"
     typed_system = "torch"
     need_weights = True  # False: torch.mha.no-weights, forward(..., need_weights=False)
-    ledger_axes = LEDGER_AXES
+    probe_takes = frozenset({"key_padding"})  # key_padding_mask
     answers = ANSWERS
 
     def __init__(self, **params):

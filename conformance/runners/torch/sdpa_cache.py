@@ -41,7 +41,7 @@ class TorchSDPACache(SDPAAnswers, TorchRunner):
     features = TorchRunner.features | {"decode"}
     sets_scale = True  # scale= at the prefill and every step, when the case sets one
     answers = SDPAAnswers.answers | {"step_is_causal", "step_mask"}
-    ledger_axes = SDPAAnswers.ledger_axes | {"cache_causal_alignment", "float64_compute"}
+    probe_takes = SDPAAnswers.probe_takes | {"float64"}
 
     def translate(self, case):
         if case.decode is None:
