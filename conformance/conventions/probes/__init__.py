@@ -1,23 +1,18 @@
 """The ledger's own probes: axes judged here, asked of every runner through its native calls.
 
-Two kinds: LEDGER_PROBES ask every executed runner through its `translate` and `run`
-(mask fill, masked key and value, batch invariance); RAW_PROBES (flags.py) ask a runner
-to pass one native argument raw (`Runner.answer`), for the runners whose `answers` lists
-it (attn_mask_polarity, float_mask, causal_flag; training.py dropout, windows.py
-window_width, order.py argument_order by position, key_padding.py a key-padding argument,
-implicit.py implicit_mask, partial.py rope_partial through a partial-rotary
-setting); the others keep their own cells for those axes until their
-runner answers.
-ASKED_PROBES (sizes.py, scores.py, heads.py, qk_norm.py, padding.py, positions.py,
-cache.py, rows.py, softcap.py, capped.py, window_settings.py) are asked of the runners
-whose `ledger_axes` lists the axis, through their translate and run; the feature axes
-no cell settles are read from the signatures a runner names (`Runner.signatures`, features.py).
+Which probe measures which axis of which runner is the table of axes (table.py): one entry
+an axis, its ways in order (universal: every executed runner through its translate and
+run; raw: a native argument the runner passes raw, `Runner.answer`, for the runners whose
+`answers` lists it; feature: the runners whose system takes the probe case natively, its
+`features` less `harness_features` and its `probe_takes`), and where the cell comes from
+when no way is taken (the signatures a runner names, features.py; the matrix rows; the
+runner's own observation of its API).  LEDGER_PROBES, RAW_PROBES, ASKED_PROBES and
+READS_OWN below are views of it for the callers that name one kind.
 
-Each entry is one axis (or a few measured by one probe) and the function that measures it
-for a runner: the function builds the probe cases, asks the runner (request.ask: the
-runner's translate and run, nothing else), and names the reading with the oracle.  The
-runner's own `conventions()` cells for these axes are not used: one judge for every
-system.  A documented model (not executed) keeps its cited cells for the axes its
+Each probe builds its probe cases, asks the runner (request.ask: the runner's translate
+and run, nothing else; request.ask_raw: its `answer`), and names the reading with the
+oracle.  The runner's own `conventions()` cells for these axes are not used: one judge for
+every system.  A documented model (not executed) keeps its cited cells for the axes its
 documentation states.
 
 `ledger_cells(runner)` is what the conventions items and the drift matrix read; it runs

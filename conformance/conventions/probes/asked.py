@@ -1,7 +1,7 @@
 """What the ledger's generic probes of the asked axes (ASKED_PROBES in __init__.py) share:
 the documented statement a runner carries for an axis, a cell from an answer no reading
 was measured on, and a probe case's oracle output.  A runner takes part by listing the
-axes in its `ledger_axes` (contract/runner.py); the probes ask it through its own
+probe cases it takes (table.py: its features, probe_takes); the probes ask it through its own
 translate and run (request.ask) or its `answer` (request.ask_raw), nothing else.
 """
 from __future__ import annotations

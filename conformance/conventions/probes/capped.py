@@ -5,7 +5,7 @@ needs.needed_forms: as written, as self-attention, ...), and the output read aga
 oracle with the cap and without it: `applied`, or `ignored` where a setting accepted gives
 the uncapped output.  Where the run returns the scores' stages beside its output (the ONNX
 Attention op's qk_matmul_output modes), the evidence names each (stages.py).  Asked of the
-runners whose `ledger_axes` lists softcap (the others' softcap cell is read from their
+runners whose features take a softcap (the others' softcap cell is read from their
 signatures, features.py).
 """
 from __future__ import annotations

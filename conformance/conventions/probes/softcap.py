@@ -10,7 +10,7 @@ system takes an additive bias only: onnxruntime's GroupQueryAttention attention_
 asked through its translate and run a probe case with the cap and a random mask filled
 with -1e4 (mask.fill, the finite number the case gives the system), in the first form it
 takes (needs.needed_forms), and read the same way against that additive 0 / -1e4.
-Asked of the runners whose `ledger_axes` lists it.
+Asked of the runners whose features take a softcap (table.py).
 """
 from __future__ import annotations
 

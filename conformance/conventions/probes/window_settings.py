@@ -9,8 +9,8 @@ causal; each output is read against every reading of w (conventions/probes/cache
 1, 2w + 1, 2w - 1 keys, no window). One reading under every setting is the cell (the case
 carries the runner's probe_needs, needs.py); readings that differ by setting are
 `depends`, each setting named with its reading and its distances; a window that never
-bites is `ignored`. Asked of the runners whose `ledger_axes` lists window_width
-(ASKED_PROBES); the others are asked the raw window number (windows.py).
+bites is `ignored`. Asked of the runners that answer RawCall window_setting (table.py)
+(its first raw way is the window number, windows.py).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ ledger confirms by asking (sizes.confirmed, padding.py: projected tensors, BTNH,
 padding as int32 lengths), what it returns (with return_residual), the arguments it
 lacks (dropout), a 3-D call's output shape and what a float64 q with float32 k, v gives
 with JAX's x64 switch off and on (the output's dtype or the function's own error).  The
-ledger asks the rest (conventions/probes/, JaxDPA's `ledger_axes` and `answers`).  jax
+ledger asks the rest (conventions/probes/, JaxDPA's `probe_takes` and `answers`).  jax
 is imported inside the functions only.
 """
 from __future__ import annotations

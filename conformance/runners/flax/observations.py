@@ -5,7 +5,7 @@ float64 inputs into a float32 layer give (the output's shape and dtype, or the e
 text), the row sums of the attention weights they sow under dropout, and the readings of
 the API the ledger confirms by asking (sizes.confirmed: the size arguments from a kernel's
 shape, the batch-first layout).  The ledger asks the rest (conventions/probes/, the
-runners' `ledger_axes` and `answers`).  jax and flax are imported inside the functions.
+runners' `probe_takes` and `answers`).  jax and flax are imported inside the functions.
 """
 from __future__ import annotations
 

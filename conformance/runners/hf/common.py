@@ -371,7 +371,7 @@ class HFRunner(Runner):
         input tensor, the layout, a 2-D input, the weights it returns (and their row sums
         under dropout), no key-padding argument, a float64 input's dtype, no implicit
         mask.  The ledger asks the masks and the dropout (`answers`) and the axes of
-        `ledger_axes`."""
+        `probe_takes`."""
         case = self.probe("layout")
         cells = self.size_cells(case)
         cells.append(Convention("argument_order", "single_input",

@@ -4,7 +4,7 @@ gives (the output's shape, or the system's error text), what it returns besides 
 output (and, under attention dropout, those weights' row sums), the arguments its forward
 lacks (key padding; T5's position_bias is no ALiBi), the dtype a float64 input into the
 float32 module gives (or the system's error), a torch.Tensor's lack of an implicit mask.
-The ledger asks the rest (conventions/probes/: the runners' `ledger_axes` and
+The ledger asks the rest (conventions/probes/: the runners' `probe_takes` and
 `answers`).  torch and the module arrive as arguments; the runner is the HFRunner that
 built the module (its `forward` is the call its model makes).
 """

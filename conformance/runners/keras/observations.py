@@ -3,7 +3,7 @@ of an output against one: a kernel's shape (the size arguments, which the ledger
 by asking: sizes.confirmed), the batch-first layout its documentation states (confirmed
 alike), the row sums of the attention scores returned under dropout, what a 2-D input and
 float64 inputs into a float32 layer give (the output's shape and dtype, or the error
-text).  The ledger asks the rest (conventions/probes/: the runners' `ledger_axes` and
+text).  The ledger asks the rest (conventions/probes/: the runners' `probe_takes` and
 `answers`).  Keras is imported inside the functions only.
 """
 from __future__ import annotations

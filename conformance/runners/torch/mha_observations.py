@@ -4,7 +4,7 @@ size arguments (a weight's shape, the divisibility error), the constructor's def
 layout and the key-padding polarity (its documentation), what the default call returns
 besides the output, a tensor's lack of an implicit mask; on the fast path whether it ran
 (the spy of common.fast_call) and torch's own reason where it declines. The ledger asks
-the rest (conventions/probes/, the runners' `ledger_axes` and `answers`: a float64 input,
+the rest (conventions/probes/, the runners' `probe_takes` and `answers`: a float64 input,
 a 2-D input and the weights under dropout through mha.TorchMHA._native_call). torch
 arrives as an argument.
 """

@@ -2,7 +2,7 @@
 of an output against one: SDPA's signature (no size argument, no key-padding argument),
 its return (one tensor, no weights) and a tensor's lack of an implicit mask; the readings
 of the API the ledger confirms by asking (sizes.confirmed: the size arguments and the
-layout). The ledger asks the rest (conventions/probes/, the runners' `ledger_axes`; a
+layout). The ledger asks the rest (conventions/probes/, the runners' `probe_takes`; a
 float64 query, an unbatched call and the weights under dropout through `answer`,
 common.sdpa_native_call). torch arrives as an argument.
 """

@@ -8,7 +8,7 @@ and `is_causal=True` is aligned to the upper left; a lower-right diagonal
 needs `torch.nn.attention.bias.causal_lower_right`.  It returns no attention
 weights.  `scale=` is passed only when the case sets attention.scale.  Its plan and call
 live in common.py (torch.sdpa.cache's single calls are the same); the ledger asks its
-conventions (common.py SDPAAnswers: the raw calls and `ledger_axes`), observations.py
+conventions (common.py SDPAAnswers: the raw calls and `probe_takes`), observations.py
 reports what its API shows.  torch is imported inside `run` only.
 
 torch.sdpa passes enable_gqa=True on grouped cases; torch.sdpa.gqa (gqa=True) passes it on
