@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.axes import NA, REFUSED
-from conformance.contract.runner import Convention, Observation
+from conformance.contract.runner import Convention, NotExpressibleError, Observation
 from conformance.oracle.canonical import case_data
 from conformance.runners._export.keras_mha import ANSI, base_case, mha_translation
 
@@ -52,14 +52,29 @@ def answer(g, case, data, raw) -> tuple[np.ndarray, str]:
             + (" with use_causal_mask=True" if causal else ""))
     if name == "dropout_training":
         rate, training = value["rate"], bool(value["training"])
-        s = g.session(case, dropout=rate, call_options=(("training", True),) if training
-                      else ())
+        s = _loaded(g, case, dropout=rate, call_options=(("training", True),) if training
+                    else ())
         called = "called with training=True in the model" if training else \
             "called as users call it (no training argument)"
         return Observation(output=g.run(s, case, data), extras=dict(TRAINING_SET_AT)), (
             f"{g.what}: MultiHeadAttention(dropout={rate}) {called}, exported, the program "
             "run once")
     raise NotImplementedError(f"the exported graph passes no raw {name}")
+
+
+def _loaded(g, case, **graph):
+    """g.session(case, **graph); where the runtime refuses to load the program, its own
+    error with its last words kept (onnxruntime names the op it lacks after a long listing
+    of the node: "No Op registered for StatelessRandomUniformV2")."""
+    try:
+        return g.session(case, **graph)
+    except NotExpressibleError as exc:
+        cause = exc.__cause__
+        if cause is None:
+            raise
+        text = " ".join(str(cause).split())
+        raise RuntimeError(f"{g.runtime} refuses to load the program: {type(cause).__name__}: "
+                           f"{text[:60]} ... {text[-150:]}") from exc
 
 
 def _error(exc: BaseException) -> str:
