@@ -185,3 +185,17 @@ def test_stored_weights_round_the_weights_and_leave_the_inputs():
     assert not np.array_equal(held.weights.wq, data.weights.wq)
     assert np.array_equal(held.weights.wq, data.weights.wq.astype(np.float16).astype(float))
     assert as_stored(data, "float32") is data
+
+
+def test_scale_precision_names_no_reading_where_two_are_within_float64():
+    """Two scale readings within 1e-12 of a float64 output (planted distances) cannot be
+    told apart: the cell names neither, never the nearest."""
+    from conformance.conventions.probes.precision import judged
+
+    tied = judged({"output": {"float64": 1e-16, "float32_rounded": 3e-13,
+                              "split_float32": 2e-8}}, "none", "planted")
+    assert tied.value == "not_probed", tied.evidence
+    assert "float64, float32_rounded alike" in tied.evidence
+    one = judged({"output": {"float64": 1e-16, "float32_rounded": 2e-8,
+                             "split_float32": 2e-8}}, "none", "planted")
+    assert one.value == "float64", one.evidence

@@ -54,9 +54,17 @@ def readings(case, output, weights=None, returned: str = "none") -> dict[str, di
 
 
 def part_word(d: dict[str, float]) -> str | None:
-    """The reading within FLOAT64 of one part (the nearest where several are), else None."""
-    word = min(d, key=d.get)
-    return word if d[word] <= FLOAT64 else None
+    """The one reading within FLOAT64 of one part, else None: where several are, this
+    input cannot tell them apart (resolution.py), so none is named, never the nearest."""
+    within = [w for w in d if d[w] <= FLOAT64]
+    return within[0] if len(within) == 1 else None
+
+
+def _unnamed(d: dict[str, float]) -> str:
+    """Why a part names no reading: none within FLOAT64, or several alike."""
+    within = [w for w in d if d[w] <= FLOAT64]
+    return f"{', '.join(within)} alike (no input here parts them)" if within else \
+        "no reading within"
 
 
 def figures(d: dict[str, float]) -> str:
@@ -68,9 +76,12 @@ def judged(parts: dict[str, dict], returned: str, what: str, **doc) -> Conventio
     reading holds the same, `depends` where they differ, `not_probed` where none holds."""
     names = {"output": "output", "weights": f"returned weights ({returned})"}
     words = {p: part_word(d) for p, d in parts.items()}
-    text = " | ".join(f"{names[p]}: {words[p] or 'no reading within'}: max |{p} - float64 "
+    text = " | ".join(f"{names[p]}: {words[p] or _unnamed(d)}: max |{p} - float64 "
                       f"oracle's| under each reading: {figures(d)}" for p, d in parts.items())
     held = {w for w in words.values() if w}
+    if not held and any(sum(v <= FLOAT64 for v in d.values()) > 1 for d in parts.values()):
+        return Convention(AXIS, NOT_PROBED, f"{what}: {text}; readings alike within "
+                          f"{FLOAT64:g}: this input cannot tell the scale's rounding")
     if not held:
         return Convention(AXIS, NOT_PROBED, f"{what}: {text}; none within {FLOAT64:g}: the "
                           "arithmetic is below float64, so the scale's rounding is not "
