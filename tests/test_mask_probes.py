@@ -152,17 +152,18 @@ def test_a_harness_limit_is_not_probed_and_a_raise_is_refused():
     assert cell.value == "refused" and "not supported on this device" in cell.evidence
 
 
-def test_a_decode_only_runner_reads_not_probed_for_the_single_call_probes():
-    """A runner whose translate takes decode cases only is a harness choice: the ledger's
-    single-call probes say so (not_probed), never the system's not_applicable."""
-    from conformance.conventions.probes import OWNED_AXES, ledger_cells
+def test_a_decode_only_runner_is_asked_the_single_call_probes_it_takes():
+    """A decode-only runner that answers no step_mask (decode_masks.py) is asked the
+    single-call probes through its translate (probe_translate where it has one): what it
+    takes is measured, never a blanket not_probed."""
+    from conformance.conventions.probes import ledger_cells
 
     class Decoder(Toy):
         decodes_only = True
 
     cells = {c.axis: c for c in ledger_cells(Decoder(-1e9, True))}
-    for axis in OWNED_AXES:
-        assert cells[axis].value == "not_probed" and "decode cases only" in cells[axis].evidence
+    assert cells["mask_fill"].value == "-1e9", cells["mask_fill"].evidence
+    assert cells["masked_key_nonfinite"].value == "propagates"
 
 
 def test_a_tie_is_named_by_the_number_the_system_shows_before_its_documentation():

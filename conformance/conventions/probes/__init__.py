@@ -24,7 +24,9 @@ from typing import Callable
 
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
-from conformance.conventions.probes import table
+from conformance.conventions.probes import attention_function, decode_masks, table
+from conformance.conventions.probes.batch import batch_invariance_cell
+from conformance.conventions.probes.cache_probes import override
 from conformance.conventions.probes.features import signature_cells
 
 # Views of the table of axes (table.py), for the callers that name one kind of probe
@@ -78,12 +80,12 @@ def ledger_cells(runner) -> list[Convention]:
     cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw
              and c.axis not in asked]
     cells += asked_cells(runner, own, {c.axis for c in cells} | set(raw) | set(OWNED_AXES))
-    if runner.decodes_only:
-        return cells + [Convention(a, NOT_PROBED, f"{runner.name}: a harness limit: this "
-                                   "runner runs decode cases only, and the probe is one call "
-                                   "(the system's single call is another runner's column)")
-                        for a in OWNED_AXES] + [probe(runner) for probe in raw.values()]
     mine = {c.axis: c for c in own if c.axis in OWNED_AXES}  # a runner's own reading
-    for _axes, probe in LEDGER_PROBES:
+    if runner.decodes_only and decode_masks.answers_steps(runner):
+        steps = decode_masks.decode_mask_cells(runner, cells)  # through its decode's steps
+        cells = override(cells, steps) + [batch_invariance_cell(runner)]
+        return cells + [probe(runner) for probe in raw.values()]
+    for _axes, probe in LEDGER_PROBES:  # a decode-only runner's other calls: probe_translate
         cells += probe(runner, mine)
+    cells = attention_function.through_function(runner, cells)  # what its forward could not
     return cells + [probe(runner) for probe in raw.values()]

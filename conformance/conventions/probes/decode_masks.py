@@ -12,7 +12,8 @@ the cache holds.  The steps' outputs are judged, the prefill is as the system ru
 - mask_fill: the fill candidates of masks.py, each simulated in float32 on the oracle's
   scores of each step over the keys its cache holds (a fill written in that wins spreads
   the weight over the masked keys of the cache, not over positions still to come),
-  compared on the step rows, at inputs x 1e5 and x 1.
+  compared on the step rows, at inputs x 1e5 and x 1, then at masks.py's parting scales
+  while finite fills stay alike (a tie no input parts is named as masks.py names it).
   Item 0's last step (position 9, over all 10 keys) is fully masked, so the -inf fill
   (NaN), a huge finite fill (the mean of v: uniform) and a zeroed row part there.
 - fully_masked_row: that step, named nan, zeros or uniform (within rows.MATCH), else
@@ -36,7 +37,8 @@ from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented
 from conformance.conventions.probes.masks import (
-    FILL_SCALES, FILLS32, MASKED_AXES, NO_MASK, _named, _rows_off, unanswered)
+    FILL_SCALES, FILLS32, HUGE, MASKED_AXES, NO_MASK, PARTING_SCALES, _documented, _named,
+    _rows_off, unanswered)
 from conformance.conventions.probes.probing import PROBE_SOURCE, distances
 from conformance.conventions.probes.request import Answer, ask_raw
 from conformance.oracle.canonical import case_data
@@ -144,35 +146,54 @@ def step_candidates(case) -> dict[str, dict[str, np.ndarray]]:
     return cands
 
 
+def _tally(counts: dict, steps: np.ndarray, case: Case) -> None:
+    """Add the step rows unlike each simulated fill at one input scale to `counts`."""
+    for word, variants in step_candidates(case).items():
+        for v, c in variants.items():
+            counts.setdefault(word, {}).setdefault(v, 0)
+            counts[word][v] += _rows_off(steps, c)
+
+
+def _ties(best: dict) -> list[str]:
+    least = min(n for n, _ in best.values())
+    return [w for w, (n, _) in best.items() if n == least]
+
+
 def step_fill_cell(runner) -> tuple[Convention, Convention | None]:
-    """mask_fill read from the step rows at inputs x 1e5 and x 1, and the fully masked
-    step's reading (fully_masked_row) from the x 1 run; (the fill cell, None) where the
-    runner's decode answered no form."""
+    """mask_fill read from the step rows at inputs x 1e5 and x 1, then at masks.py's
+    PARTING_SCALES while finite fills stay alike; the fully masked step's reading
+    (fully_masked_row) from the x 1 run.  (the fill cell, None) where the runner's decode
+    answered no form."""
     counts: dict[str, dict[str, int]] = {}
-    rows, case, got = 0, None, None
-    for scale in FILL_SCALES:
+    rows, scales, unit = 0, [], None
+    for scale in (*FILL_SCALES, *PARTING_SCALES):
+        best = {w: min((n, v) for v, n in vs.items()) for w, vs in counts.items()}
+        ties = _ties(best) if best else []
+        if scale in PARTING_SCALES and (len(ties) < 2 or set(ties) <= set(HUGE)
+                                        or NO_MASK in ties):
+            break
         case, got = ask_steps(runner, scale)
         if case is None:
-            return unanswered("mask_fill", runner.name, "the decode's step-mask probe",
-                              got), None
+            if scale in FILL_SCALES:
+                return unanswered("mask_fill", runner.name, "the decode's step-mask probe",
+                                  got), None
+            break
         steps = got.output[:, PREFILL:]
         rows += steps.shape[0] * steps.shape[1]
-        for word, variants in step_candidates(case).items():
-            for v, c in variants.items():
-                counts.setdefault(word, {}).setdefault(v, 0)
-                counts[word][v] += _rows_off(steps, c)
-    best = {w: min((n, v) for v, n in variants.items()) for w, variants in counts.items()}
+        scales.append(scale)
+        _tally(counts, steps, case)
+        unit = (case, got) if scale == 1.0 else unit
+    best = {w: min((n, v) for v, n in vs.items()) for w, vs in counts.items()}
     word = min(best, key=lambda k: best[k][0])
     figures = "; ".join(f"{k} ({v}) {n}" for k, (n, v) in best.items())
-    text = (f"{_said(runner, case, got)}, float32, inputs x "
-            f"{' and x '.join(f'{s:g}' for s in FILL_SCALES)}: step rows of {rows} unlike "
+    text = (f"{_said(runner, *unit)}, float32, inputs x "
+            f"{' and x '.join(f'{s:g}' for s in scales)}: step rows of {rows} unlike "
             f"each simulated fill: {figures}")
-    row = fully_masked_step_cell(runner, case, got)
+    row = fully_masked_step_cell(runner, *unit)
     if best[word][0] > rows // 8 or word == NO_MASK:
         return Convention("mask_fill", "other", text), row
-    ties = [k for k in best if best[k][0] == best[word][0]]
-    named, note = _named(runner, word, ties)
-    return Convention("mask_fill", named, text + note, **documented(runner, "mask_fill")), row
+    named, note = _named(runner, word, _ties(best))
+    return Convention("mask_fill", named, text + note, *_documented(runner)), row
 
 
 def fully_masked_step_cell(runner, case: Case, got: Answer) -> Convention:

@@ -262,7 +262,9 @@ class HFRunner(Runner):
 
     # -- conventions -------------------------------------------------------
     # the raw arguments `answer` passes (the ledger's flags.py, training.py judge them)
-    answers = frozenset({"attn_mask", "is_causal", "dropout_training"})
+    # (attention_function: the module's own attention function called directly, for the
+    # mask probes a module that always rotates or normalises cannot carry: attention_function.py)
+    answers = frozenset({"attn_mask", "is_causal", "dropout_training", "attention_function"})
 
     def probe(self, name: str, **inputs):
         """A seeded self-attention probe case (2 heads, 8 features, batch 2, T = S = 3) with
@@ -297,6 +299,10 @@ class HFRunner(Runner):
         attention_mask (float as the input's dtype); is_causal, forwarded to the attention
         interface with attention_mask=None; dropout_training, the config's attention
         dropout at value['rate'], train() or eval(), torch.manual_seed(0), no mask."""
+        if raw.argument == "attention_function":
+            from conformance.runners.hf.attention_function import answer_function
+
+            return answer_function(self, import_torch(), case, data)
         if raw.argument not in self.answers or raw.argument not in (
                 "attn_mask", "is_causal", "dropout_training"):
             raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
