@@ -94,17 +94,18 @@ FILL = make_case(id="fill", attention={"num_heads": 2, "query_features": 8},
 def test_a_boolean_mask_given_for_a_case_with_a_fill_is_named_boolean():
     """The planted defect: the case says fill -1e4, the runner gave the system a boolean
     mask (no record of a float mask); the condition is the boolean mask."""
-    given_bool = row("fill", "fake.b", Outcome.BEHAVIOUR, fully_masked_row="zeros")
-    assert fully_masked_condition(given_bool) == "boolean mask"
+    given_bool = row("fill", "fake.b", Outcome.BEHAVIOUR, fully_masked_row="zeros",
+                     dtype="float16")
+    assert fully_masked_condition(given_bool) == "boolean mask in float16"
     given_float = row("fill", "fake.f", Outcome.BEHAVIOUR, fully_masked_row="finite_other",
-                      extras={"mask_passed": "additive -1e4 mask in float16"})
+                      dtype="float16", extras={"mask_passed": "additive -1e4 mask in float16"})
     assert fully_masked_condition(given_float) == "additive -1e4 mask in float16"
     plain = row("plain", "fake.f", Outcome.BEHAVIOUR, fully_masked_row="uniform",
                 extras={"mask_passed": "boolean mask"})
     cell = DERIVERS["fully_masked_row"]("fake.f", [given_float, plain], {"fill": FILL})
     assert cell.value == "depends"
     assert "additive -1e4 mask in float16 -> finite_other" in cell.evidence
-    assert "boolean mask -> uniform" in cell.evidence
+    assert "boolean mask in float32 -> uniform" in cell.evidence
     same = DERIVERS["fully_masked_row"]("fake.b", [given_bool, row(
         "plain", "fake.b", Outcome.BEHAVIOUR, fully_masked_row="zeros")], {"fill": FILL})
     assert same.value == "zeros" and "additive" not in same.evidence, same.evidence

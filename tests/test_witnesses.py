@@ -163,7 +163,7 @@ def test_fully_masked_rows_that_differ_by_condition_read_depends_and_keep_every_
              "fill-1e9": _fill_case("-1e9")}
     cell = _fully_masked("fake.w", rows, cases)
     assert cell.value == "depends" and set(cell.words) == {"uniform", "finite_other", "nan"}
-    for text in ("boolean mask -> uniform (bool-mask[fake.w])",
+    for text in ("boolean mask in float32 -> uniform (bool-mask[fake.w])",
                  "additive -1e4 mask in float16 -> finite_other (fill-1e4[fake.w])",
                  "additive -1e9 mask in float16 -> nan (fill-1e9[fake.w])"):
         assert text in cell.evidence, cell.evidence

@@ -25,8 +25,10 @@ def fully_masked_condition(row: Row) -> str:
     boolean mask, or an additive float mask of a fill in a dtype: a -1e9 fill is -inf in
     float16), as the row records it.  A runner that gives a float mask records it
     (extras["mask_passed"]); a row without the record was given a boolean mask, whatever
-    the case's mask.fill (a fill reaches only a system that takes a float mask)."""
-    return str(row.extras.get(MASK_PASSED) or "boolean mask")
+    the case's mask.fill (a fill reaches only a system that takes a float mask).  The dtype
+    is named with every form: a system's own fill of a boolean mask may differ by dtype."""
+    passed = str(row.extras.get(MASK_PASSED) or "boolean mask")
+    return passed if " in " in passed or not row.dtype else f"{passed} in {row.dtype}"
 
 
 def _fully_masked(name: str, rows: list[Row], cases) -> LedgerCell | None:
