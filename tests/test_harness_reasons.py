@@ -119,3 +119,17 @@ def test_a_runner_s_own_rule_reaches_the_rows_marked_and_is_not_a_refusal(target
     (cell,) = [c for c in derive(rows, [fake(runner.name)]) if c.axis == "refusals"]
     assert cell.value == "none", cell.evidence
     assert "1 harness limit(s), not the system's" in cell.evidence
+
+
+def test_a_harness_limit_about_float64_is_not_the_system_s_float64_refusal():
+    """The planted defect: the suite's graph cannot hold a float64 case; the system's
+    float64_compute cell stays unsettled rather than reading `refused`."""
+    from conformance.contract.runner import harness_limit
+
+    rows = [row("f64", "fake.h", Outcome.NOT_EXPRESSIBLE, dtype="float64",
+                reason=harness_limit("this runner's graph is built in float32 only"))]
+    assert not [c for c in derive(rows, [fake("fake.h")]) if c.axis == "float64_compute"]
+    rows = [row("f64", "fake.h", Outcome.NOT_EXPRESSIBLE, dtype="float64",
+                reason="the runtime has no float64 kernel")]
+    (cell,) = [c for c in derive(rows, [fake("fake.h")]) if c.axis == "float64_compute"]
+    assert cell.value == "refused"
