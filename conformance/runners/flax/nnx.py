@@ -18,8 +18,10 @@ run their decodes through the cache and their single calls with decode off.
 """
 from __future__ import annotations
 
-from conformance.contract.runner import Convention, NotExpressible, harness_limit
+from conformance.contract.runner import Convention, NotExpressible, harness_limit, to_numpy
 from conformance.runners.flax import common as _flax
+
+STEP_KEYS = ("step_mask", "nan")  # a step_mask probe's plan keys (answer), read by make
 
 FLAX_5591 = "https://github.com/google/flax/issues/5591"
 DOC = _flax.DOCS + "flax.nnx/nn/attention.html"
@@ -40,7 +42,7 @@ class FlaxNnx(_flax.FlaxRunner):
     call_suffix = ", decode=False, rngs=..."
     decode_suffix = (", decode=True, rngs=...); layer.init_cache((B, P + N, E)); "
                      "layer(x[:, t:t + 1]) for each position (no is_causal)")
-    answers = _flax.FlaxRunner.answers | {"is_causal", "step_is_causal"}
+    answers = _flax.FlaxRunner.answers | {"is_causal", "step_is_causal", "step_mask"}
     probe_takes = _flax.PROBE_TAKES | {"grouped"}  # num_key_value_heads... by shape
     sizes = _flax.SizeFacts(
         "qkv_features=8, num_heads=2: query.kernel (8, 2, 4)", "flax.nnx/nn/attention.html",
@@ -88,6 +90,7 @@ class FlaxNnx(_flax.FlaxRunner):
     def layer(plan, dt, dropout, decode: bool = False):
         from flax import nnx
 
+        plan = {k: v for k, v in plan.items() if k not in STEP_KEYS}  # the call's keys
         return nnx.MultiHeadAttention(**_flax.constructor(plan, nnx.dot_product_attention),
                                       dtype=dt, param_dtype=dt, dropout_rate=dropout,
                                       decode=decode, rngs=nnx.Rngs(0))
@@ -107,6 +110,24 @@ class FlaxNnx(_flax.FlaxRunner):
             return (self.apply(case, {**plan, "step_is_causal": bool(raw.value)}, data)[0],
                     f"is_causal={bool(raw.value)} at every step ({FLAX_5591})")
         return super().answer_more(case, plan, data, raw)
+
+    def answer(self, case, data, raw):
+        """step_mask (flax.nnx.decode): the decode through the layer's cache, each step t
+        given the case's mask row t over the cache slots as mask= (B, 1, 1, max_length), which
+        the layer combines with its own `arange(max_length) <= cache_index`; NaN written into
+        cached_key or cached_value after the prefill where `raw.value` asks.  The rest:
+        FlaxRunner.answer."""
+        if raw.argument != "step_mask" or not self.decode:
+            return super().answer(case, data, raw)
+        t = self.translation(case, decode=True)
+        if isinstance(t, NotExpressible):
+            raise NotImplementedError(f"{self.name}: {t.reason}")
+        nan = raw.value
+        plan = {**t.plan, "step_mask": True,
+                "nan": (nan["nan"], nan["item"], nan["slot"]) if nan else None}
+        y = self.apply(case, plan, data, mask=data.inputs.allowed)[0]
+        return to_numpy(y), (f"{t.call}; each step layer(x_t, mask=<bool (B, 1, 1, "
+                             "max_length) row t, True = attend>)")
 
     def sown_weights(self, case, plan, data, rate: float):
         """The attention weights the layer sows (sow_weights=True) with dropout_rate=rate,
@@ -159,9 +180,13 @@ class FlaxNnx(_flax.FlaxRunner):
             if not prefill:
                 return layer(q, k, v, mask=m, deterministic=deterministic, **call)
             layer.init_cache(q.shape, dtype=dt)  # every position's slot, then one a call
-            outs, keys = [], []
+            outs, keys, nan = [], [], plan.get("nan")
             for t in range(q.shape[1]):
-                outs.append(layer(q[:, t:t + 1], **step))
+                row = {"mask": m[:, :, t:t + 1]} if plan.get("step_mask") and t >= prefill else {}
+                outs.append(layer(q[:, t:t + 1], **step, **row))
+                if nan and t == prefill - 1:  # RawCall step_mask: NaN into the cache
+                    held = layer.cached_key if nan[0] == "key" else layer.cached_value
+                    held[...] = held[...].at[nan[1], nan[2]].set(float("nan"))
                 if t in (prefill - 1, q.shape[1] - 1):
                     keys.append(layer.cached_key[...])
             return jax.numpy.concatenate(outs, axis=1), keys
