@@ -288,11 +288,13 @@ def test_update_keeps_comments_and_changes_only_the_changed_lines(project):
     pinned_file(project).write_text(text)
     run(project, "-q", "--update-expectations").assert_outcomes(passed=2)
     after = pinned_file(project).read_text()  # the cells it lacked are appended to the block
-    # (the ledger's own probes, asked through the fake's own run, among them)
-    from conformance.conventions.probes import OWNED_AXES
+    # (the ledger's universal probes, asked through the fake's own run, among them)
+    from conformance.conventions.probes import table
 
+    universal = [a for a, e in table.TABLE.items()  # the cells the file lacked
+                 if any(w.how == table.UNIVERSAL for w in e.ways) and f"  {a}:" not in text]
     probed = [ln for ln in after.splitlines() if ln.startswith(tuple(f"  {a}:"
-                                                                     for a in OWNED_AXES))]
+                                                                     for a in universal))]
     assert any(ln.startswith("  mask_fill:") for ln in probed), after
     rest = "".join(ln + "\n" for ln in after.splitlines() if ln not in probed)
     assert rest == text.replace("configurable  # drifted", "inv_sqrt_head_dim") + (
