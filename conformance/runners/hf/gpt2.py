@@ -39,6 +39,9 @@ class HFGpt2(ProbedHFRunner):
     system = "transformers.models.gpt2.modeling_gpt2.GPT2Attention"
     backend = "eager"
     typed_system = "hf.gpt2"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`GPT2Attention` (fused Conv1D `c_attn`, causal)"
 
     refusals = Refusals(

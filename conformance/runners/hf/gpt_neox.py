@@ -24,6 +24,9 @@ class HFGptNeox(RotaryHFRunner):
     path = "rotary from GPTNeoXRotaryEmbedding"
     backend = "eager"
     typed_system = "hf.gpt_neox"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`GPTNeoXAttention` (fused per-head qkv, half-split rotary, `rotary_pct`)"
     needs_rope = True
     rope_source = f"{NEOX_SOURCE}#L100"

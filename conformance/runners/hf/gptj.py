@@ -25,6 +25,9 @@ class HFGptj(RotaryHFRunner):
     path = "rotary from GPTJRotaryEmbedding"
     backend = "eager"
     typed_system = "hf.gptj"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`GPTJAttention` (interleaved rotary, `rotary_dim` partial)"
     native_style = "interleaved"
     pair_order = "sin_cos"

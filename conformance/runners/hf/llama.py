@@ -33,6 +33,9 @@ class HFLlama(DecodingHFRunner):
     path = "rotary from LlamaRotaryEmbedding, or neutralised (cos=1, sin=0)"
     backend = "eager"
     typed_system = "hf.llama"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = ("`LlamaAttention` (`head_dim`, grouped-query, half-split rotary or "
                    "neutralised, decoding through `DynamicCache`)")
 

@@ -21,6 +21,9 @@ MISTRAL_SOURCE = SOURCE + "mistral/modeling_mistral.py"
 class HFMistral(DecodingHFRunner):
     name = "hf.mistral"
     typed_system = "hf.mistral"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     system = "transformers.models.mistral.modeling_mistral.MistralAttention"
     path = "rotary from MistralRotaryEmbedding, or neutralised; window from the mask builder"
     backend = "eager"

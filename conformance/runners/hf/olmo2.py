@@ -23,6 +23,9 @@ class HFOlmo2(QKNormRotaryHFRunner):
     path = "rotary from Olmo2RotaryEmbedding, or neutralised"
     backend = "eager"
     typed_system = "hf.olmo2"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`Olmo2Attention` (RMS QK-norm over the whole projection, half-split rotary)"
     features = QKNormRotaryHFRunner.features | {"qk_norm"}
     rope_source = f"{OLMO2_SOURCE}#L70"

@@ -28,6 +28,9 @@ class HFQwen3(MaskBuilt, QKNormRotaryHFRunner):
     path = "rotary from Qwen3RotaryEmbedding, or neutralised"
     backend = "eager"
     typed_system = "hf.qwen3"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`Qwen3Attention` (RMS QK-norm per head, grouped-query, half-split rotary)"
     features = QKNormRotaryHFRunner.features | {"qk_norm"}
     rope_source = f"{QWEN3_SOURCE}#L90"

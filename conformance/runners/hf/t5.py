@@ -24,6 +24,9 @@ class HFT5(ProbedHFRunner):
     path = "has_relative_attention_bias=False"
     backend = "eager"
     typed_system = "hf.t5"
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`T5Attention` (`d_kv` per head, no scale)"
     probe_attention = {"bias": False, "scale": 1.0}  # the probes' oracle: T5's own scale
     alibi_na = ("T5Attention.forward takes position_bias, T5's learned relative bias, not "
