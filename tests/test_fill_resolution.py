@@ -199,3 +199,13 @@ def test_scale_precision_names_no_reading_where_two_are_within_float64():
     one = judged({"output": {"float64": 1e-16, "float32_rounded": 2e-8,
                              "split_float32": 2e-8}}, "none", "planted")
     assert one.value == "float64", one.evidence
+
+
+def test_a_tie_is_named_by_the_documented_reading_where_it_is_one_of_them():
+    a = np.random.default_rng(1).standard_normal((2, 3, 4))
+    doc = {"documented": "ignored", "documented_source": "https://example.org/doc"}
+    named = closest("softcap", a, {"applied": a, "ignored": a.copy()}, "planted", **doc)
+    assert named.value == "ignored" and "example.org/doc" in named.evidence
+    other = {"documented": "not_applicable", "documented_source": "https://example.org/doc"}
+    assert closest("softcap", a, {"applied": a, "ignored": a.copy()}, "planted",
+                   **other).value == "not_probed"

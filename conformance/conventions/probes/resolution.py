@@ -5,9 +5,11 @@ The probe's resolution is how far the output is from its best reading (its own r
 kernel's float32 arithmetic): another reading whose oracle output lies within
 RESOLUTION_FACTOR times that distance of the best one's cannot be told from it by this
 input (identical candidates never can).  Such a tie is never named by the nearest: the cell
-says `not_probed` and names every reading in the tie with its distance, so a probe that can
-change its input to part them (masks.py: larger scores) does so first, and one that cannot
-says what it could not tell.
+names the reading the system's documentation states where that is one of the tied, else it
+says `not_probed` and names every reading in the tie with its distance.  A probe that can
+change its input to part them (masks.py: larger scores) does so first; one that cannot
+(a causal-only window, where w keys and 2w - 1 keys are the same keys) says what it could
+not tell.
 """
 from __future__ import annotations
 
@@ -46,9 +48,16 @@ def alike(distance: dict[str, float], candidates: dict[str, np.ndarray]) -> list
 
 def tie_cell(axis: str, ties: list[str], distance: dict[str, float], what: str,
              **documented) -> Convention:
-    """The cell of readings this input cannot tell apart: not_probed, each named."""
+    """The cell of readings this input cannot tell apart: the one the system's
+    documentation states where it is among them (named so in the evidence), else
+    not_probed, each named."""
     figures = "; ".join(f"{k} {v:.1e}" for k, v in distance.items())
-    return Convention(axis, NOT_PROBED, f"{what}: max |output - oracle| under each reading: "
-                      f"{figures}; {', '.join(ties)} alike at this input (their oracle outputs "
-                      f"lie within {RESOLUTION_FACTOR:g} x the output's distance to the "
-                      "nearest): the probe cannot tell them apart", **documented)
+    text = (f"{what}: max |output - oracle| under each reading: {figures}; "
+            f"{', '.join(ties)} alike at this input (their oracle outputs lie within "
+            f"{RESOLUTION_FACTOR:g} x the output's distance to the nearest)")
+    doc = documented.get("documented")
+    if doc in ties:
+        return Convention(axis, doc, f"{text}: named by the system's documentation, "
+                          f"{documented.get('documented_source', '')}", **documented)
+    return Convention(axis, NOT_PROBED, f"{text}: the probe cannot tell them apart",
+                      **documented)

@@ -42,7 +42,8 @@ def window_settings_cell(runner, own: Convention | None = None) -> Convention:
         got = ask_raw(runner, case, RawCall("window_setting", {"window": W, "setting": label}))
         if not got.answered:
             return unmeasured("window_width", runner, f"probe_case {case.id}, {label}", got)
-        cell = closest("window_width", got.output, cp.window_candidates(case, W), got.call)
+        cell = closest("window_width", got.output, cp.window_candidates(case, W), got.call,
+                       **doc)
         words[label] = IGNORED if cell.value == "no window" else cell.value
         texts.append(f"{words[label]}: {cell.evidence}")
     if not words:
