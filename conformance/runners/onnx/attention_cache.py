@@ -24,6 +24,8 @@ imported inside the functions.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from conformance.contract.runner import (
     NotExpressible, Observation, Translation, harness_limit, to_numpy)
 from conformance.runners._export import onnx_accounting
@@ -64,8 +66,11 @@ class OnnxAttentionCache(OnnxAttentionOp):
     def answers(self) -> frozenset[str]:
         """attn_mask and is_causal on the Attention op this runner calls (its one-call graph,
         no past: attention_op's `answer`); the external cache's is_causal beside
-        nonpad_kv_seqlen = S."""
-        return frozenset({"attn_mask", "is_causal"})
+        nonpad_kv_seqlen = S; the past rows' step_mask (their decode, each step's attn_mask
+        its mask row: `step_masked`).  The external cache's own mask is nonpad_kv_seqlen, its
+        one-call key padding (static_plan), which the single-call probes ask."""
+        return frozenset({"attn_mask", "is_causal"}) | (
+            {"step_mask"} if self.cache == "past" else set())
 
     def probe_translate(self, case):
         """A ledger probe's case: the rows' translation where it takes the case (a decode; the
@@ -136,6 +141,10 @@ class OnnxAttentionCache(OnnxAttentionOp):
     def answer(self, case, data, raw):
         """is_causal on the external-cache graph (Attention-24, nonpad_kv_seqlen = S for every
         item: an external cache holding the S keys, no other mask)."""
+        if raw.argument == "step_mask" and self.cache == "past":
+            return step_masked(self, case, data, raw.value), (
+                "Attention-23(Q, K, V, attn_mask=<bool (B, 1, 1, t + 1) row t, True = attend>, "
+                "past_key, past_value, is_causal=1) at each step")
         if raw.argument != "is_causal" or self.cache != "static":
             return super().answer(case, data, raw)
         b, s = case.inputs.batch, case.inputs.key_len
@@ -155,6 +164,35 @@ class OnnxAttentionCache(OnnxAttentionOp):
         mine = facts(self)
         axes = {c.axis for c in mine}
         return [c for c in super().conventions() if c.axis not in axes] + mine
+
+
+def step_masked(runner, case, data, nan=None):
+    """The past-cache decode (cache_graphs.decode), each single-position step's Attention
+    given its mask row as attn_mask (input 3, bool (B, 1, 1, t + 1)); `nan` ({'nan': 'key' or
+    'value', 'item', 'slot'}): NaN written into present_key or present_value after the
+    prefill, fed back as past_*."""
+    from onnx import TensorProto, helper
+
+    from conformance.runners.onnx.cache_graphs import empty_caches, spans, step_model
+
+    caches, outs = empty_caches(case, "past"), []
+    for start, end in spans(case):
+        model, feed = step_model(case, data, start, end, "past")
+        if end - start == 1:
+            node = next(n for n in model.graph.node if n.op_type == "Attention")
+            node.input[3] = "step_mask"
+            model.graph.input.append(helper.make_tensor_value_info(
+                "step_mask", TensorProto.BOOL, [case.inputs.batch, 1, 1, end]))
+            feed["step_mask"] = np.ascontiguousarray(data.inputs.allowed[:, None, start:end, :end])
+        out, pk, pv = runner.evaluate(model, {**feed, **caches},
+                                      ["output", "present_key", "present_value"],
+                                      case.inputs.dtype)
+        pk, pv = np.array(pk), np.array(pv)
+        if nan and start == 0:
+            (pk if nan["nan"] == "key" else pv)[nan["item"], :, nan["slot"]] = np.nan
+        caches = {"past_key": pk, "past_value": pv}
+        outs.append(np.asarray(out))
+    return np.concatenate(outs, axis=1)
 
 
 def static_plan(case) -> AttentionPlan | NotExpressible:
