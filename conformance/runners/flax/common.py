@@ -194,7 +194,8 @@ class FlaxRunner(Runner):
     sets_scale = True  # through attention_fn (module docstring)
     harness_scale = True  # ... a wrapper of the suite's: the layers take no scale argument
     # the ledger's raw probes (conventions/probes/: flags.py, training.py) ask `answer`
-    answers = frozenset({"attn_mask", "dropout_training"})
+    answers = frozenset({"attn_mask", "dropout_training", "input_dtype", "unbatched",
+                         "dropout_weights"})
     probe_takes = PROBE_TAKES
 
     x64: bool = False  # run in a worker with JAX_ENABLE_X64=1 (a process-wide switch)
@@ -340,9 +341,41 @@ class FlaxRunner(Runner):
             rate, training = raw.value["rate"], bool(raw.value["training"])
             y = self.apply(case, t.plan, data, dropout=rate, deterministic=not training)[0]
             said = f"dropout_rate={rate}; deterministic={not training}, dropout key 0"
+        elif raw.argument in ("input_dtype", "unbatched", "dropout_weights"):
+            return self.native_call(case, t, data, raw)
         else:
             y, said = self.answer_more(case, t.plan, data, raw)
         return to_numpy(y), f"{t.call} called with {said}"
+
+    def native_call(self, case, t, data, raw):
+        """The calls answered with an Observation: one input array x (query = key = value,
+        so self-attention cases only) as float64 NumPy into the layer built in the case's
+        dtype, or item 0's (T, E) x; dropout_rate=rate with deterministic=False (dropout key
+        0), the attention weights it sows beside the output.  The output's own dtype and
+        JAX's process-wide x64 switch are reported as they were."""
+        import jax
+
+        from conformance.contract.runner import Observation
+
+        if raw.argument == "dropout_weights":
+            rate = raw.value["rate"]
+            y = self.apply(case, t.plan, data, dropout=rate, deterministic=False)[0]
+            w = self.sown_weights(case, t.plan, data, rate)
+            return Observation(output=to_numpy(y), native_dtype=str(y.dtype),
+                               attention_weights=None if w is None else np.asarray(w, np.float64),
+                               weights_returned="none" if w is None else "per_head"), (
+                f"{t.call} called with dropout_rate={rate}, deterministic=False, dropout key "
+                "0, sow_weights=True")
+        if not case.inputs.self_attention:
+            raise NotImplementedError(f"{self.name}: passes one input array x (query = key = "
+                                      "value) for this call")
+        x = np.asarray(data.inputs.query, raw.value if raw.argument == "input_dtype"
+                       else case.inputs.dtype)
+        x = x if raw.argument == "input_dtype" else x[0]
+        y = self.apply(case, t.plan, data, x=x)[0]
+        return Observation(output=to_numpy(y), native_dtype=str(y.dtype)), (
+            f"{t.call} called on x {x.dtype} {x.shape} (jax_enable_x64="
+            f"{jax.config.jax_enable_x64})")
 
     def answer_more(self, case, plan, data, raw):
         """(output, what was passed) for a raw argument only this layer takes."""
