@@ -4,8 +4,8 @@ unsaid.  Planted: a runner whose dropout answer raises an exception of the suite
 program made in training mode is judged by what it holds (always where its calls drop,
 never where both runs are the oracle's), which the same outputs from a system with a
 training switch would not give; a runner with two harness choices whose causal switch
-reads differently under each reads `depends`, each reading named, and the runner's own
-reading where they agree."""
+(or its boolean mask) reads differently under each reads `depends`, each reading named,
+and the runner's own reading where they agree."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +14,8 @@ import pytest
 from conformance.contract.axes import DEPENDS, IGNORED, NOT_PROBED
 from conformance.contract.runner import (
     NotExpressibleError, Observation, Runner, harness_limit)
-from conformance.conventions.probes.flags import causal_flag_cell
+from conformance.conventions.probes.flags import (
+    attn_mask_polarity_cell, causal_flag_cell, float_mask_cell)
 from conformance.conventions.probes.probing import output_with
 from conformance.conventions.probes.training import dropout_cell
 from tests.helpers import require
@@ -78,16 +79,21 @@ def test_a_program_is_judged_by_what_it_holds(plant, program, word):
 
 class ToyChoice(Runner):
     """A self-attention-only system whose causal switch applies under `impl` "sdpa" and is
-    ignored under "eager" (HF's two attention functions), `impl` a harness choice."""
+    ignored under "eager" (HF's two attention functions), `impl` a harness choice; its
+    boolean mask means True = attend under "sdpa", True = blocked under "eager"."""
 
     name, framework, system = "toy.choice", "toy", "toy"
-    answers = frozenset({"is_causal"})
+    answers = frozenset({"is_causal", "attn_mask"})
     impl = "eager"
     harness_choices = {"impl": ("eager", "sdpa")}
 
     def answer(self, case, data, raw):
         if not case.inputs.self_attention:
             raise NotImplementedError("self-attention only")
+        if raw.argument == "attn_mask":
+            m = np.asarray(raw.value)
+            m = m if m.dtype != bool or self.impl == "sdpa" else ~m
+            return output_with(case, m if m.dtype == bool else m == 0, data), "toy(x, mask)"
         n = case.inputs.query_len
         mask = np.tril(np.ones((n, n), bool)) if self.impl == "sdpa" and raw.value else None
         return output_with(case, mask, data), f"toy(x, is_causal={raw.value}, impl={self.impl})"
@@ -110,6 +116,14 @@ def test_two_harness_choices_that_disagree_read_depends():
     assert causal_flag_cell(Unchosen()).value == IGNORED
 
 
+def test_a_mask_read_differently_under_each_choice_reads_depends():
+    cell = attn_mask_polarity_cell(ToyChoice())
+    assert cell.value == DEPENDS, cell.evidence
+    assert "(the runner's): true_blocks" in cell.evidence
+    assert "under impl='sdpa': true_attends" in cell.evidence
+    assert float_mask_cell(ToyChoice()).value == "added"  # a float mask reads alike
+
+
 def test_hf_marian_reads_both_attention_functions():
     """MarianAttention under eager ignores is_causal; under sdpa, what MarianMTModel(config)
     gets, the switch applies (not_probed at T = S): depends."""
@@ -120,3 +134,7 @@ def test_hf_marian_reads_both_attention_functions():
     assert cell.value == DEPENDS, cell.evidence
     assert "attn_implementation='eager' (the runner's): ignored" in cell.evidence
     assert "attn_implementation='sdpa': not_probed" in cell.evidence
+    cell = attn_mask_polarity_cell(HFMarian())  # eager adds a boolean as 0/1
+    assert cell.value == DEPENDS, cell.evidence
+    assert "(the runner's): added_as_number" in cell.evidence
+    assert "attn_implementation='sdpa': true_attends" in cell.evidence

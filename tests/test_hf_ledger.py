@@ -463,10 +463,11 @@ def test_hf_masks_and_dropout_are_the_ledgers():
     from conformance.runners.hf.mpt import HFMpt
     from conformance.runners.hf.qwen3 import HFQwen3
 
-    assert attn_mask_polarity_cell(HFGpt2()).value == "added_as_number"
+    eager = {"harness_choices": {}}  # the eager reading alone (test_harness_choices: both)
+    assert attn_mask_polarity_cell(HFGpt2(**eager)).value == "added_as_number"
     assert float_mask_cell(HFGpt2()).value == "added"
     assert dropout_cell(HFGpt2()).value == "training_flag"
-    cell = attn_mask_polarity_cell(HFQwen3())
+    cell = attn_mask_polarity_cell(HFQwen3(**eager))
     assert cell.value == "added_as_number" and "with-needs" in cell.evidence, cell.evidence
     assert attn_mask_polarity_cell(HFMpt()).value == "true_blocks"
 

@@ -273,7 +273,8 @@ def test_boolean_mask_added_as_number_read_from_the_module_itself():
 
     from conformance.conventions.probes.flags import attn_mask_polarity_cell
 
-    assert attn_mask_polarity_cell(HFQwen3()).value == "added_as_number"
+    # eager, the attention function that adds a boolean (sdpa reads it: test_harness_choices)
+    assert attn_mask_polarity_cell(HFQwen3(harness_choices={})).value == "added_as_number"
 
     class Planted(HFQwen3):
         def forward(self, module, x, mask, **kw):

@@ -9,7 +9,7 @@ whose `answers` lacks the argument keeps its own cell for the axis until it answ
 runner that cannot pass a mask on the cross-attention case (`unasked`) is asked its
 self-attention form (forms.py); one that answers "causal_hint" (a causal switch that is a
 hint beside a mask, nn.MultiheadAttention's) is read by causal_hint.py.  A runner naming
-harness choices (Runner.harness_choices) is asked its causal switch under each (choices.py).
+harness choices (Runner.harness_choices) is asked each argument under each (choices.py).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from conformance.contract.axes import NOT_PROBED, REFUSED
 from conformance.conventions.probes.asked import documented
+from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.probe_cells import mask_polarity
 from conformance.conventions.probes.probing import (
     causal_candidates, closest, distances, output_with, probe_case, probe_mask)
@@ -74,6 +75,12 @@ def _asked_form(runner, name: str, argument: str, value):
 
 
 def attn_mask_polarity_cell(runner) -> Convention:
+    """The boolean mask's reading, under each harness choice the runner names (HF's eager
+    attention adds a boolean as a number, sdpa reads it True = attend)."""
+    return under_choices(runner, _attn_mask_polarity_cell)
+
+
+def _attn_mask_polarity_cell(runner) -> Convention:
     case, fwd, last, out = _asked_form(runner, "raw-attn-mask", "attn_mask", probe_mask)
     what = f"probe_case {case.id}: boolean attn_mask (B, T, S) passed raw"
     if isinstance(out, _Refused):
@@ -84,6 +91,10 @@ def attn_mask_polarity_cell(runner) -> Convention:
 
 
 def float_mask_cell(runner) -> Convention:
+    return under_choices(runner, _float_mask_cell)
+
+
+def _float_mask_cell(runner) -> Convention:
     case, fwd, last, out = _asked_form(runner, "raw-float-mask", "attn_mask",
                                        lambda c: np.where(probe_mask(c), 0.0, -1e9))
     m = probe_mask(case)
@@ -105,13 +116,11 @@ def float_mask_cell(runner) -> Convention:
 def causal_flag_cell(runner) -> Convention:
     """The causal switch's reading, under each harness choice the runner names (choices.py:
     HF's eager and sdpa attention functions read the switch differently)."""
-    from conformance.conventions.probes.choices import under_choices
-
     return under_choices(runner, _causal_flag_cell)
 
 
 def _causal_flag_cell(runner) -> Convention:
-    if "causal_hint" in getattr(runner, "answers", ()):  # a switch read beside a mask
+    if "causal_hint" in runner.answers:  # a switch read beside a mask
         from conformance.conventions.probes.causal_hint import causal_hint_cell
 
         return causal_hint_cell(runner)
