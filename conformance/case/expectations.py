@@ -54,6 +54,21 @@ def _scale_exact_in_float32(case: Case) -> bool:
     return struct.unpack("f", struct.pack("f", scale))[0] == scale
 
 
+def _float32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _split_scale_exact_in_float32(case: Case) -> bool:
+    """Splitting the softmax scale s over query and key through float32 loses nothing:
+    float32(sqrt(float32(s)))**2 == s, so a system that multiplies q and k each by that
+    float32 square root (onnxruntime's CPU Attention kernel in double) is exact.  With
+    s = 1/sqrt(qk_head_dim) it holds at head widths 1, 16 and 256 only (1/sqrt(4) = 0.5
+    is a float32 number, its square root is not)."""
+    a = case.attention
+    scale = a.scale if a.scale is not None else 1 / math.sqrt(a.qk_head_dim)
+    return _float32(math.sqrt(_float32(scale))) ** 2 == scale
+
+
 @dataclass(frozen=True)
 class Condition:
     """One word of the `when:` vocabulary: what it reads from a case, and its values."""
@@ -82,6 +97,8 @@ CONDITIONS: dict[str, Condition] = {
                                        _alibi_key_after_query),
     "scale_exact_in_float32": Condition(_scale_exact_in_float32.__doc__.split(":")[0],
                                         _scale_exact_in_float32),
+    "split_scale_exact_in_float32": Condition(
+        _split_scale_exact_in_float32.__doc__.split(":")[0], _split_scale_exact_in_float32),
     "head_width_one_length_equals_heads": Condition(
         _head_width_one_length_equals_heads.__doc__.split("(")[0].strip(),
         _head_width_one_length_equals_heads),
