@@ -98,7 +98,10 @@ class RotaryHFRunner(ProbedHFRunner):
             pair = rot(x, position_ids(torch, case, x.shape[0] if x.dim() == 3 else 1,
                                        x.shape[-2], start))
         if case.attention.rope is None:
-            first, second = pair
+            # at most as wide as the head: at an odd head_dim the model's table has d + 1
+            # columns (cat(freqs, freqs) of ceil(d/2) frequencies), and at d = 1 q * cos
+            # broadcasts q to 2 columns, doubling every score
+            first, second = (p[..., :case.attention.qk_head_dim] for p in pair)
             cos_sin = (torch.ones_like(first), torch.zeros_like(second))
             return cos_sin if self.pair_order == "cos_sin" else cos_sin[::-1]
         return tuple(p.to(x.dtype) for p in pair)
