@@ -133,3 +133,27 @@ def test_a_harness_limit_about_float64_is_not_the_system_s_float64_refusal():
                 reason="the runtime has no float64 kernel")]
     (cell,) = [c for c in derive(rows, [fake("fake.h")]) if c.axis == "float64_compute"]
     assert cell.value == "refused"
+
+
+def test_a_form_the_harness_cannot_ask_sends_the_probe_on_to_the_next_form():
+    """The planted runner takes self-attention only, by the suite's rule (a harness limit,
+    GPT-2's causal-only model is one): the written cross-attention form is not asked, and
+    the self-attention form is, where the system answers."""
+    from conformance.contract.runner import Observation, Runner, Translation, harness_limit
+    from conformance.conventions.probes.forms import first_taken, forms
+    from conformance.oracle.reference import attention
+
+    class SelfOnly(Runner):
+        name, framework, system = "toy.self-only", "toy", "toy.api"
+
+        def translate(self, case):
+            if not case.inputs.self_attention:
+                return NotExpressible(harness_limit("this runner models self-attention only"))
+            return Translation("toy()")
+
+        def run(self, case, translation, data):
+            return Observation(output=attention(case, data).output)
+
+    case, got, note = first_taken(SelfOnly(), forms("probe-x", inputs={"key_len": 5}))
+    assert case.inputs.self_attention and got.answered, got
+    assert "this runner models self-attention only" in note

@@ -7,7 +7,8 @@ head-size argument, e.g. nn.MultiheadAttention) and both.
 `first_taken` asks them in that order and moves on only where the runner's translate says
 the system cannot express a form (its `inexpressible` reason): a runner that takes the
 written case is asked nothing else, so its cell is the written case's; a harness limit
-(`unasked`) ends the asking, and so does the system's own error (`raised`), except where a
+(`unasked`: the suite's rule, e.g. GPT-2's causal-only model) moves on too, the last form's
+answer standing where none is asked; the system's own error (`raised`) ends it, except where a
 form with the runner's probe_needs (needs.py, NEEDS_SUFFIX) is still to come: a kernel
 refusing one form (onnxruntime's CPU GroupQueryAttention at a head size that is no
 multiple of 8) is asked the forms its runner says it takes (a refusal of one of them
@@ -66,9 +67,9 @@ def first_taken(runner, cases) -> tuple[object, Answer, str]:
             if refusal is None:  # the first refusal is kept; ask the form it takes
                 refusal, first = (case, got), first or got.raised
             continue
-        if not got.inexpressible:
+        if not (got.inexpressible or got.unasked):  # a harness limit of one form: the next
             break
-        first = first or got.inexpressible
+        first = first or got.inexpressible or got.unasked
     if refusal is not None and not got.answered:  # refused, and no later form answered
         case, got = refusal
     elif refusal is not None:  # the refusal that sent it on, quoted
