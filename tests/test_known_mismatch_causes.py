@@ -165,3 +165,56 @@ def test_llama_rotary_table_is_one_wider_than_an_odd_head():
                          head_dim=1)
     cos, _ = LlamaRotaryEmbedding(config)(torch.zeros(1, 3, 1), torch.arange(3)[None])
     assert cos.shape[-1] == 2
+
+
+# ---- the other entries tightened to their cause -----------------------------------------
+
+def _nan_key(position: int, batch: int = 1, **mask):
+    return make_case(inputs={"batch": 2, "query_len": 3, "key_len": 4, "nonfinite": [
+        {"tensor": "key", "batch": batch, "position": position, "feature": 0,
+         "value": "nan"}]}, mask=mask)
+
+
+def test_nonfinite_key_masked_reads_where_the_key_is():
+    masked = CONDITIONS["nonfinite_key_masked"].read
+    assert not masked(_nan_key(2))  # no mask: every query attends it
+    assert masked(_nan_key(3, key_padding=[4, 3]))  # behind item 1's padding
+    assert not masked(_nan_key(3, batch=0, key_padding=[4, 3]))  # item 0 keeps all 4
+    assert masked(_nan_key(1, causal="upper_left"))  # row 0 sees key 0 only
+    assert not masked(_nan_key(0, causal="upper_left"))
+    rows = [[1, 1, 0, 1], [1, 1, 1, 1], [1, 0, 1, 1]]
+    assert masked(_nan_key(2, attn_mask=rows)) and not masked(_nan_key(3, attn_mask=rows))
+    per_item = [[[1, 1, 1, 1]] * 3, [[1, 1, 1, 0]] * 3]
+    assert masked(_nan_key(3, attn_mask=per_item))
+    assert not masked(_nan_key(3, batch=0, attn_mask=per_item))
+    assert masked(_nan_key(2, masked_rows=[1]))
+
+
+@pytest.mark.parametrize("runner", ["openvino.onnx", "openvino.torch"])
+def test_openvino_nan_key_mismatch_needs_a_masked_key(runner):
+    """OpenVINO spreads a masked-out key's NaN into the weights; a NaN key every query
+    attends is NaN in the reference too (measured: the attended case passes once its
+    answer, nan_propagates, is declared), so the entry must not reach it."""
+    file = load_file(EXPECTATIONS_DIR / f"{runner}.yaml", runner)
+    assert declared(_nan_key(2), runner, file).known_mismatch == ""
+    assert "NaN" in declared(_nan_key(3, key_padding=[4, 3]), runner, file).known_mismatch
+
+
+def _fill_case(fill: str, dtype: str, masked_row: bool):
+    rows = [[1, 0, 1, 1], [0, 0, 0, 0] if masked_row else [0, 1, 1, 0], [1, 1, 0, 1]]
+    return make_case(inputs={"batch": 1, "query_len": 3, "key_len": 4, "dtype": dtype},
+                     mask={"attn_mask": rows, "fill": fill})
+
+
+@pytest.mark.parametrize("fill, dtype, applies", [
+    ("-inf", "float32", True), ("-1e9", "float16", True), ("-1e9", "bfloat16", False),
+    ("-1e4", "float32", True), ("finfo_min", "float16", True),
+    ("finfo_min", "bfloat16", False)])
+def test_jax_dpa_fill_mismatches_need_a_fully_masked_row(fill, dtype, applies):
+    """bias= and mask= agree on every row that keeps a key (0 apart, measured); on an empty
+    row -inf gives NaN (-1e9 only where float16 makes it -inf) and a fill that keeps the
+    scores apart (-1e4; -65504) attends unmasked, where -3.4e38 or -1e9 are uniform."""
+    file = load_file(EXPECTATIONS_DIR / "jax.dpa.yaml", "jax.dpa")
+    assert declared(_fill_case(fill, dtype, False), "jax.dpa", file).known_mismatch == ""
+    reason = declared(_fill_case(fill, dtype, True), "jax.dpa", file).known_mismatch
+    assert ("bias=" in reason) is applies, reason

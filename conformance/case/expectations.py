@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from conformance.case.masks import _visible_keys
 from conformance.case.model import BIAS_VALUES, CAUSAL, DTYPES, FILLS, Case
 
 
@@ -69,6 +70,27 @@ def _split_scale_exact_in_float32(case: Case) -> bool:
     return _float32(math.sqrt(_float32(scale))) ** 2 == scale
 
 
+def _nonfinite_key_masked(case: Case) -> bool:
+    """A NaN or infinity placed in the key tensor where some query row of its item may not
+    look: behind key padding, past row 0's causal reach, a 0 in its column of an explicit
+    mask; masked rows, a random mask or a window count as masking (the oracle finds their
+    exact reach).  A key every query attends makes every row non-finite in the reference
+    too, so a system that spreads a masked key's NaN differs only here."""
+    i, m = case.inputs, case.mask
+    for n in (n for n in i.nonfinite if n.tensor == "key"):
+        if m.masked_rows or m.attn_mask_density is not None or m.window is not None:
+            return True
+        valid = i.key_len if m.key_padding is None else m.key_padding[n.batch]
+        if n.position >= min(valid, _visible_keys(m.causal, 0, i.query_len, i.key_len)):
+            return True
+        matrix = m.attn_mask_matrix
+        rows = () if matrix is None else (
+            matrix[n.batch] if isinstance(matrix[0][0], tuple) else matrix)
+        if any(not row[n.position] for row in rows):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Condition:
     """One word of the `when:` vocabulary: what it reads from a case, and its values."""
@@ -93,6 +115,8 @@ CONDITIONS: dict[str, Condition] = {
                                    lambda c: c.has_fully_masked_rows),
     "nonfinite_key": Condition("a NaN or infinity is placed in the key tensor (inputs.nonfinite)",
                                lambda c: any(n.tensor == "key" for n in c.inputs.nonfinite)),
+    "nonfinite_key_masked": Condition(_nonfinite_key_masked.__doc__.split(":")[0],
+                                      _nonfinite_key_masked),
     "alibi_key_after_query": Condition(_alibi_key_after_query.__doc__.split(":")[0],
                                        _alibi_key_after_query),
     "scale_exact_in_float32": Condition(_scale_exact_in_float32.__doc__.split(":")[0],
