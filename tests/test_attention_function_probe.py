@@ -105,3 +105,35 @@ def test_a_runner_without_the_function_keeps_its_reason():
     got = cells(NoFunction(-1e9))["mask_fill"]
     assert got.value == NOT_PROBED
     assert "rotates q and k on every call" in got.evidence
+
+
+def hf_runner(name: str):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from conformance.runners import all_runners
+
+    return next(r for r in all_runners() if r.name == name)
+
+
+def test_an_inline_attention_is_asked_through_hooks_on_its_projections():
+    """MPT writes finfo.min in with masked_fill (a NaN key behind the mask is replaced),
+    BLOOM adds the mask (NaN + fill stays NaN): the hooked forward shows both."""
+    from conformance.conventions.probes.attention_function import FunctionAsked
+    from conformance.conventions.probes.masks import masked_nonfinite_cells
+
+    key = {r: masked_nonfinite_cells(FunctionAsked(hf_runner(r)))[0] for r in
+           ("hf.mpt", "hf.bloom")}
+    assert key["hf.mpt"].value == "contained", key["hf.mpt"].evidence
+    assert key["hf.bloom"].value == "propagates", key["hf.bloom"].evidence
+
+
+def test_a_hook_feeding_the_wrong_fused_layout_is_caught():
+    """BLOOM splits its fused projection per head ([q_h; k_h; v_h]); the q | k | v blocks
+    MPT's chunk reads, handed to BLOOM, are other projections: not named a fill."""
+    from conformance.conventions.probes.attention_function import FunctionAsked
+    from conformance.conventions.probes.masks import mask_fill_cell
+
+    bloom, mpt = hf_runner("hf.bloom"), hf_runner("hf.mpt")
+    bloom.fused_qkv = mpt.fused_qkv  # the planted defect: the wrong layout
+    got = mask_fill_cell(FunctionAsked(bloom))
+    assert got.value == "other", got.evidence

@@ -19,20 +19,21 @@ from dataclasses import replace
 
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import (
-    Convention, NotExpressibleError, Observation, RawCall, Translation, harness_limit)
+    Convention, NotExpressibleError, Observation, RawCall, Runner, Translation, harness_limit)
 from conformance.conventions.probes.masks import mask_fill_cell, masked_nonfinite_cells
 
 ARGUMENT = "attention_function"
 AXES = ("mask_fill", "masked_key_nonfinite", "masked_value_nonfinite")
 
 
-class FunctionAsked:
+class FunctionAsked(Runner):
     """A runner's attention function seen as a runner: every case translates; `run` is the
     runner's answer to RawCall attention_function (its harness limits stay unasked)."""
 
     def __init__(self, runner):
+        super().__init__()
         self.runner, self.name = runner, runner.name
-        self.documented_fill = getattr(runner, "documented_fill", ()) or ()
+        self.documented_fill = runner.documented_fill
 
     def translate(self, case):
         return Translation(f"{self.name}: the module's attention function called directly", {})
@@ -46,7 +47,7 @@ class FunctionAsked:
 
 
 def takes_function(runner) -> bool:
-    return ARGUMENT in (getattr(runner, "answers", ()) or ())
+    return ARGUMENT in runner.answers
 
 
 def through_function(runner, cells: list[Convention]) -> list[Convention]:

@@ -31,7 +31,7 @@ CALL = ("{function}({module}, q, k, v, attention_mask=masking_utils.{builder}(..
 def attention_function(module):
     """The function the module's forward calls for its configured implementation, or None
     where its modeling file defines no eager_attention_forward (an older module that
-    computes attention inline: BLOOM, MPT)."""
+    computes attention inline: BLOOM, MPT, asked through `hooked`)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
@@ -62,25 +62,14 @@ def built_mask(torch, allowed: np.ndarray, impl: str, dtype):
 def answer_function(runner, torch, case, data):
     """(output (B, T, E_o), the call): the module of the case's config call (built, not
     loaded: the function reads its settings, never its weights), its attention function on
-    the case's projections and mask.  NotImplementedError where the module
-    has no such function or its scaling is not the case's (a harness limit: the probe's
-    other forms are asked)."""
+    the case's projections and mask (`hooked` where it has none).  NotImplementedError where
+    its scaling is not the case's (a harness limit: the probe's other forms are asked)."""
     dt = getattr(torch, case.inputs.dtype)
     plan = {**runner.config_call(case)[1], "attn_implementation": runner.attn_implementation,
             "dropout": 0.0}
     module = runner.build(torch, plan).to(dt).eval()  # its weights take no part in the call
     if hasattr(module, "values"):  # a ModuleDict of parts (BERT): the attention is first
         module = next(iter(module.values()))
-    function = attention_function(module)
-    scaling = getattr(module, "scaling", None)
-    scale = case.attention.scale or case.attention.qk_head_dim ** -0.5
-    if function is None or scaling is None or abs(scaling - scale) > 1e-12 * scale:
-        raise NotImplementedError(
-            f"{runner.name}: {type(module).__name__} " + ("has no attention function of its "
-                                                          "own module to call" if function is
-                                                          None or scaling is None else
-                                                          f"scales by {scaling}, the case by "
-                                                          f"{scale}"))
     w, x = data.weights, data.inputs
 
     def heads(inputs, wt, b):
@@ -88,12 +77,51 @@ def answer_function(runner, torch, case, data):
         return torch.tensor(y, dtype=dt)
 
     q, k, v = heads(x.query, w.wq, w.bq), heads(x.key, w.wk, w.bk), heads(x.value, w.wv, w.bv)
-    mask, builder = built_mask(torch, x.allowed if x.allowed is not None else
-                               np.ones(q.shape[:1] + (q.shape[2], k.shape[2]), bool),
-                               runner.attn_implementation, dt)
-    with torch.no_grad():
-        out, _ = function(module, q, k, v, mask, scaling=scaling, dropout=0.0)
-    o = np.einsum("bthd,hde->bte", to_numpy(out).astype(np.float64), w.wo)
-    return o if w.bo is None else o + w.bo, CALL.format(
-        function=getattr(function, "__qualname__", str(function)),
-        module=type(module).__name__, builder=builder)
+    allowed = x.allowed if x.allowed is not None else np.ones(
+        q.shape[:1] + (q.shape[2], k.shape[2]), bool)
+    mask, builder = built_mask(torch, allowed, runner.attn_implementation, dt)
+    function = attention_function(module)
+    scaling = getattr(module, "scaling" if function else runner.scale_attribute, None)
+    scale = case.attention.scale or case.attention.qk_head_dim ** -0.5
+    if scaling is None or abs(scaling - scale) > 1e-12 * scale:
+        raise NotImplementedError(f"{runner.name}: {type(module).__name__} scales by "
+                                  f"{scaling}, the case by {scale}")
+    if function is None:  # the module computes attention inline: its projections hooked
+        out, call = hooked(runner, torch, module, (q, k, v), mask)
+    else:
+        with torch.no_grad():
+            out, _ = function(module, q, k, v, mask, scaling=scaling, dropout=0.0)
+        out = out.reshape(*out.shape[:2], -1)
+        call = CALL.format(function=getattr(function, "__qualname__", str(function)),
+                           module=type(module).__name__, builder=builder)
+    o = np.einsum("bthd,hde->bte", to_numpy(out).astype(np.float64).reshape(
+        *out.shape[:2], w.wo.shape[0], -1), w.wo)
+    return o if w.bo is None else o + w.bo, call
+
+
+def hooked(runner, torch, module, qkv, mask):
+    """A module that computes attention inside its forward (BLOOM, MPT): its forward run
+    with its position signal neutral (`runner.neutral_forward`: a zero ALiBi tensor, no
+    position bias), a forward hook on its fused q/k/v projection returning the case's
+    projections in the module's own layout (`runner.fused_qkv`), and the context its output
+    projection receives read by a pre-hook.  (context (B, T, H * d_v), the call)."""
+    fused = runner.fused_qkv(torch, *qkv)
+    if qkv[0].shape[2] != qkv[1].shape[2]:
+        raise NotImplementedError(f"{runner.name}: one fused projection gives q, k and v of "
+                                  "one length (T = S)")
+    seen = {}
+    into = getattr(module, runner.fused_projection).register_forward_hook(
+        lambda mod, args, out: fused)
+    out_of = getattr(module, runner.output_projection).register_forward_pre_hook(
+        lambda mod, args: seen.setdefault("context", args[0]))
+    try:
+        with torch.no_grad():
+            runner.neutral_forward(torch, module, torch.zeros(
+                fused.shape[:2] + (runner.width(module),), dtype=fused.dtype), mask)
+    finally:
+        into.remove()
+        out_of.remove()
+    return seen["context"], (f"{type(module).__name__}.forward with "
+                             f"{runner.neutral_words}; {runner.fused_projection}'s output "
+                             "replaced (forward hook) by the case's q, k, v; the context "
+                             f"{runner.output_projection} receives")

@@ -68,11 +68,37 @@ class HFBloom(ProbedHFRunner):
         import torch
         from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
 
-        b, s = x.shape[0], x.shape[-2]
+        cache = kw.pop("cache", None)  # BloomAttention.forward takes layer_past
+        past = 0 if cache is None else cache.get_seq_length()
+        b, s = x.shape[0], past + x.shape[-2]
         alibi = _get_alibi_slopes(module.num_heads, x.device)[:, None, None] * torch.arange(s)
         alibi = alibi.repeat(b, 1, 1).to(x.dtype)
+        if cache is not None:
+            kw.update(layer_past=cache, use_cache=True)
         return module(x, residual=torch.zeros_like(x), alibi=alibi, attention_mask=mask,
                       output_attentions=True, **kw)[:2]
+
+    # RawCall attention_function (attention_function.hooked): BLOOM computes attention
+    # inside forward (alibi.baddbmm, + attention_mask, softmax in float32; modeling_bloom.py)
+    fused_projection, output_projection = "query_key_value", "dense"
+    scale_attribute = "inv_norm_factor"
+    neutral_words = "alibi = zeros (B * H, 1, S), residual = zeros"
+
+    @staticmethod
+    def fused_qkv(torch, q, k, v):
+        """(B, H, T, d) each -> (B, T, H * 3 * d): _reshape's view (B, T, H, 3, d)."""
+        b, _, t, _ = q.shape
+        return torch.stack([a.transpose(1, 2) for a in (q, k, v)], 3).reshape(b, t, -1)
+
+    @staticmethod
+    def width(module) -> int:
+        return module.hidden_size
+
+    @staticmethod
+    def neutral_forward(torch, module, x, mask):
+        b, s = x.shape[0], mask.shape[-1]
+        alibi = torch.zeros((b * module.num_heads, 1, s), dtype=x.dtype)
+        return module(x, residual=torch.zeros_like(x), alibi=alibi, attention_mask=mask)
 
     def notes(self, case, module):
         return ["alibi = _get_alibi_slopes(n_head) * arange(S), as BloomModel builds it "

@@ -86,6 +86,27 @@ class HFMpt(ProbedHFRunner):
             mask = mask.bool()  # as MptModel: create_causal_mask(...).to(torch.bool)
         return module(x, position_bias=bias, attention_mask=mask, **kw)[:2]
 
+    # RawCall attention_function (attention_function.hooked): MPT computes attention inside
+    # forward (masked_fill(attention_mask, finfo.min), softmax in float32; modeling_mpt.py)
+    fused_projection, output_projection = "Wqkv", "out_proj"
+    scale_attribute = "softmax_scale"
+    neutral_words = "position_bias=None, the mask as bool (True = masked)"
+
+    @staticmethod
+    def fused_qkv(torch, q, k, v):
+        """(B, H, T, d) each -> (B, T, 3 * H * d): forward's mixed_qkv.chunk(3, dim=2)."""
+        b, _, t, _ = q.shape
+        return torch.cat([a.transpose(1, 2).reshape(b, t, -1) for a in (q, k, v)], -1)
+
+    @staticmethod
+    def width(module) -> int:
+        return module.hidden_size
+
+    @staticmethod
+    def neutral_forward(torch, module, x, mask):
+        mask = mask.bool() if mask.is_floating_point() else ~mask  # True = masked
+        return module(x, position_bias=None, attention_mask=mask)
+
     def notes(self, case, module):
         return ["position_bias = build_mpt_alibi_tensor(n_heads, S); the additive mask cast to "
                 "bool as MptModel does (True = masked)"]
