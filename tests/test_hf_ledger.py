@@ -486,15 +486,17 @@ def test_hf_masks_and_dropout_are_the_ledgers():
 
 @needs_hf
 def test_hf_api_facts_carry_no_oracle():
-    """input_layout, unbatched_input and returned_weights are the module's own facts: BERT's
-    sdpa path takes a 2-D input and misreads it (its own batched output is the reference),
-    eager refuses it; the feature axes come from the signatures the runner names."""
+    """input_layout and returned_weights are the module's own facts; unbatched_input is the
+    ledger's reading of its 2-D call: BERT's sdpa path takes a 2-D input and misreads it
+    (the oracle's item 0 is the reference), eager refuses it; the feature axes come from
+    the signatures the runner names."""
     from conformance.conventions.probes import ledger_cells
+    from conformance.conventions.probes.native_inputs import unbatched_cell
     from conformance.runners.hf.bert import HFBert
 
     sdpa = {c.axis: c for c in HFBert(attn_implementation="sdpa").conventions()}
-    assert sdpa["unbatched_input"].value == "accepted"
-    assert "silently misread" in sdpa["unbatched_input"].evidence
+    unbatched = unbatched_cell(HFBert(attn_implementation="sdpa"))
+    assert unbatched.value == "accepted" and "misread" in unbatched.evidence
     assert sdpa["returned_weights"].value == "none"
     eager = {c.axis: c for c in ledger_cells(HFBert())}
     assert eager["unbatched_input"].value == "refused"
@@ -627,10 +629,9 @@ def test_float64_compute_is_asked_as_a_causal_float64_case(planted):
                                            ("none", "not_applicable")])
 def test_weights_dropout_is_read_from_the_returned_row_sums(planted, word):
     """Dropout on the returned weights shows in their row sums: a module renormalising them
-    (planted) reads pre_dropout, one returning no weights not_applicable."""
-    import torch
-
-    from conformance.runners.hf import observations
+    (planted) reads pre_dropout, one returning no weights not_applicable (the module
+    answers the native call, the ledger's native_inputs probe reads it)."""
+    from conformance.conventions.probes.native_inputs import weights_dropout_cell
     from conformance.runners.hf.gpt2 import HFGpt2
 
     class Planted(HFGpt2):
@@ -640,7 +641,7 @@ def test_weights_dropout_is_read_from_the_returned_row_sums(planted, word):
                 return out, w / w.sum(-1, keepdim=True)
             return out, None if planted else w
 
-    cell = observations.weights_dropout(torch, Planted())
+    cell = weights_dropout_cell(Planted())
     assert cell.value == word, cell.evidence
 
 
@@ -654,6 +655,7 @@ def test_mixed_dtype_is_the_output_dtype_or_the_systems_error(planted, word):
     oracle."""
     import torch
 
+    from conformance.conventions.probes.native_inputs import mixed_dtype_cell
     from conformance.runners.hf import observations
     from conformance.runners.hf.marian import HFMarian
 
@@ -665,7 +667,7 @@ def test_mixed_dtype_is_the_output_dtype_or_the_systems_error(planted, word):
                 module = module.to(x.dtype)
             return super().forward(module, x, mask, **kw)
 
-    mixed, implicit = observations.tensor_cells(torch, Planted())
+    mixed, (implicit,) = mixed_dtype_cell(Planted()), observations.tensor_cells(torch, Planted())
     assert mixed.value == word, mixed.evidence
     assert implicit.value == "none" and "oracle" not in implicit.evidence
     (padding,) = observations.signature_cells(Planted())

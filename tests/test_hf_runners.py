@@ -100,9 +100,9 @@ def test_bert_boolean_mask_eager_vs_sdpa():
             assert vocab is None or c.value in vocab, (c.axis, c.value)
 
 
-# observations.py's (scale_precision, softmax_scale, float64_compute, fully_masked_row and
-# causal_flag are the ledger's)
-HF_AXES = ("key_padding_polarity", "weights_dropout", "mixed_dtype", "implicit_mask")
+# observations.py's (scale_precision, softmax_scale, float64_compute, fully_masked_row,
+# causal_flag, mixed_dtype and weights_dropout are the ledger's)
+HF_AXES = ("key_padding_polarity", "implicit_mask")
 
 
 @needs_hf
@@ -116,6 +116,11 @@ def test_hf_probe_cells_are_vocabulary_words(runner):
     for c in cells.values():
         words = BY_ID[c.axis].words
         assert (words is None or c.value in words) and c.evidence, (c.axis, c.value)
-    assert cells["mixed_dtype"].value == "refused" and "dtype" in cells["mixed_dtype"].evidence
+    from conformance.conventions.probes.native_inputs import (
+        mixed_dtype_cell, weights_dropout_cell)
+
+    assert not {"mixed_dtype", "weights_dropout", "unbatched_input"} & set(cells)
+    mixed = mixed_dtype_cell(runner)
+    assert mixed.value == "refused" and "dtype" in mixed.evidence
     eager = runner.attn_implementation == "eager"
-    assert cells["weights_dropout"].value == ("post_dropout" if eager else "not_applicable")
+    assert weights_dropout_cell(runner).value == ("post_dropout" if eager else "not_applicable")

@@ -264,7 +264,8 @@ class HFRunner(Runner):
     # the raw arguments `answer` passes (the ledger's flags.py, training.py judge them)
     # (attention_function: the module's own attention function called directly, for the
     # mask probes a module that always rotates or normalises cannot carry: attention_function.py)
-    answers = frozenset({"attn_mask", "is_causal", "dropout_training", "attention_function"})
+    answers = frozenset({"attn_mask", "is_causal", "dropout_training", "attention_function",
+                         "input_dtype", "unbatched", "dropout_weights"})
 
     def probe(self, name: str, **inputs):
         """A seeded self-attention probe case (2 heads, 8 features, batch 2, T = S = 3) with
@@ -303,6 +304,10 @@ class HFRunner(Runner):
             from conformance.runners.hf.attention_function import answer_function
 
             return answer_function(self, import_torch(), case, data)
+        if raw.argument in ("input_dtype", "unbatched", "dropout_weights"):
+            from conformance.runners.hf.native_calls import native_call
+
+            return native_call(self, import_torch(), case, data, raw)
         if raw.argument not in self.answers or raw.argument not in (
                 "attn_mask", "is_causal", "dropout_training"):
             raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
@@ -374,10 +379,10 @@ class HFRunner(Runner):
 
     def conventions(self) -> list[Convention]:
         """What the module's API shows, with no oracle (observations.py): its sizes, one
-        input tensor, the layout, a 2-D input, the weights it returns (and their row sums
-        under dropout), no key-padding argument, a float64 input's dtype, no implicit
-        mask.  The ledger asks the masks and the dropout (`answers`) and the axes of
-        `probe_takes`."""
+        input tensor, the layout, the weights it returns, no key-padding argument, no
+        implicit mask (a float64 input, a 2-D input and the weights under dropout are
+        native calls: native_calls.py).  The ledger asks the masks and the dropout
+        (`answers`) and the axes of `probe_takes`."""
         case = self.probe("layout")
         cells = self.size_cells(case)
         cells.append(Convention("argument_order", "single_input",
@@ -386,5 +391,4 @@ class HFRunner(Runner):
         module, x = self.probe_module(case)
         torch = import_torch()
         return (cells + observations.api_cells(torch, self, case, module, x)
-                + observations.signature_cells(self) + [observations.weights_dropout(torch, self)]
-                + observations.tensor_cells(torch, self))
+                + observations.signature_cells(self) + observations.tensor_cells(torch, self))
