@@ -132,3 +132,27 @@ def test_a_decode_only_runner_without_the_step_call_is_asked_its_single_call():
     assert got["mask_fill"].value == NOT_PROBED
     assert "this toy decodes only" in got["mask_fill"].evidence
     assert got["batch_invariance"].value == "bitwise_equal"
+
+
+class Shows(ToyDecoder):
+    """A decoder that reports the number its masked scores hold (onnxruntime's
+    qk_matmul_output), as an Observation's extras."""
+
+    def __init__(self, held: str, **kw):
+        super().__init__(**kw)
+        self.held = held
+
+    def answer(self, case, data, raw):
+        out, call = super().answer(case, data, raw)
+        return Observation(output=out, extras={"masked_scores_hold": self.held}), call
+
+
+def test_a_tie_of_the_steps_is_named_by_the_number_the_masked_scores_hold():
+    """-inf with zeroed fully masked rows ties finfo_min with zeroed masked weights at every
+    input: unnamed alone, named by the number the system shows, never by one outside it."""
+    tie = cells(ToyDecoder(-np.inf, zero_fully=True))["mask_fill"]
+    assert tie.value == NOT_PROBED, tie.evidence
+    shown = cells(Shows("-3.40282347e+38", fill=-np.inf, zero_fully=True))["mask_fill"]
+    assert shown.value == "finfo_min", shown.evidence
+    outside = cells(Shows("-10000", fill=-np.inf, zero_fully=True))["mask_fill"]
+    assert outside.value == NOT_PROBED, outside.evidence

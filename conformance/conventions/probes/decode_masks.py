@@ -86,7 +86,7 @@ def step_case(scale: float = 1.0, attention: dict | None = None, needs: dict | N
 
 def ask_steps(runner, scale: float, nan: dict | None = None) -> tuple[Case | None, Answer]:
     """The first form of the step case the runner's decode answers, and its answer."""
-    needs = dict(getattr(runner, "probe_needs", None) or {})
+    needs = dict(runner.probe_needs)
     last = Answer(None, unasked="no form asked")
     for form in FORMS:
         case = step_case(scale, form, needs)
@@ -192,8 +192,23 @@ def step_fill_cell(runner) -> tuple[Convention, Convention | None]:
     row = fully_masked_step_cell(runner, *unit)
     if best[word][0] > rows // 8 or word == NO_MASK:
         return Convention("mask_fill", "other", text), row
-    named, note = _named(runner, word, _ties(best))
+    named, note = _named(runner, word, _ties(best), shown(*unit))
     return Convention("mask_fill", named, text + note, *_documented(runner)), row
+
+
+def shown(case: Case, got: Answer) -> Convention | None:
+    """The number the system showed its masked scores hold during the steps (its answer's
+    extras["masked_scores_hold"]: onnxruntime's qk_matmul_output), as masks.py's tie-break
+    reads it; None where it showed none."""
+    held = got.extras.get("masked_scores_hold")
+    if held is None:
+        return None
+    return Convention("mask_fill", held, f"{runner_words(case, got)}: the masked scores of "
+                      f"every step hold {held}")
+
+
+def runner_words(case: Case, got: Answer) -> str:
+    return f"probe {case.id}, {got.call}"
 
 
 def fully_masked_step_cell(runner, case: Case, got: Answer) -> Convention:
@@ -255,4 +270,4 @@ def decode_mask_cells(runner, own: list[Convention]) -> list[Convention]:
 
 
 def answers_steps(runner) -> bool:
-    return ARGUMENT in (getattr(runner, "answers", ()) or ())
+    return ARGUMENT in runner.answers

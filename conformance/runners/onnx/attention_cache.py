@@ -166,33 +166,47 @@ class OnnxAttentionCache(OnnxAttentionOp):
         return [c for c in super().conventions() if c.axis not in axes] + mine
 
 
-def step_masked(runner, case, data, nan=None):
+def step_masked(runner, case, data, nan=None) -> Observation:
     """The past-cache decode (cache_graphs.decode), each single-position step's Attention
-    given its mask row as attn_mask (input 3, bool (B, 1, 1, t + 1)); `nan` ({'nan': 'key' or
-    'value', 'item', 'slot'}): NaN written into present_key or present_value after the
-    prefill, fed back as past_*."""
+    given its mask row as attn_mask (input 3, bool (B, 1, 1, t + 1)) and returning its
+    qk_matmul_output at mode 2 (the scores after the mask, before the softmax); `nan`
+    ({'nan': 'key' or 'value', 'item', 'slot'}): NaN written into present_key or
+    present_value after the prefill, fed back as past_*.  extras["masked_scores_hold"]: the
+    number the masked scores hold (attention_op_facts.held_number), read off the output."""
     from onnx import TensorProto, helper
 
+    from conformance.runners.onnx.attention_op_facts import held_number
     from conformance.runners.onnx.cache_graphs import empty_caches, spans, step_model
+    from conformance.runners.onnx.graph_parts import ELEM
 
-    caches, outs = empty_caches(case, "past"), []
+    caches, outs, held = empty_caches(case, "past"), [], []
+    names = ["output", "present_key", "present_value"]
     for start, end in spans(case):
         model, feed = step_model(case, data, start, end, "past")
-        if end - start == 1:
+        step = end - start == 1
+        if step:
             node = next(n for n in model.graph.node if n.op_type == "Attention")
             node.input[3] = "step_mask"
+            node.output.append("qk")
+            node.attribute.append(helper.make_attribute("qk_matmul_output_mode", 2))
             model.graph.input.append(helper.make_tensor_value_info(
                 "step_mask", TensorProto.BOOL, [case.inputs.batch, 1, 1, end]))
-            feed["step_mask"] = np.ascontiguousarray(data.inputs.allowed[:, None, start:end, :end])
-        out, pk, pv = runner.evaluate(model, {**feed, **caches},
-                                      ["output", "present_key", "present_value"],
-                                      case.inputs.dtype)
-        pk, pv = np.array(pk), np.array(pv)
+            model.graph.output.append(helper.make_tensor_value_info(
+                "qk", ELEM[case.inputs.dtype], None))
+            rows = np.ascontiguousarray(data.inputs.allowed[:, None, start:end, :end])
+            feed["step_mask"] = rows
+        got = runner.evaluate(model, {**feed, **caches}, names + ["qk"] * step,
+                              case.inputs.dtype)
+        pk, pv = np.array(got[1]), np.array(got[2])
+        if step:
+            scores = np.asarray(got[3], np.float64)
+            held.append(scores[~np.broadcast_to(rows, scores.shape)])
         if nan and start == 0:
             (pk if nan["nan"] == "key" else pv)[nan["item"], :, nan["slot"]] = np.nan
         caches = {"past_key": pk, "past_value": pv}
-        outs.append(np.asarray(out))
-    return np.concatenate(outs, axis=1)
+        outs.append(np.asarray(got[0]))
+    return Observation(output=np.concatenate(outs, axis=1), extras={
+        "masked_scores_hold": held_number(np.concatenate(held))})
 
 
 def static_plan(case) -> AttentionPlan | NotExpressible:
