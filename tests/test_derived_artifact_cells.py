@@ -129,3 +129,24 @@ def test_a_converted_program_that_records_no_tensor_is_not_probed_not_its_source
     cell = DERIVERS["weight_layout"]("fake.ov", rows, CASES)
     assert cell.value == "not_probed" and "not the program's: in_proj_weight (3E, E)" in \
         cell.evidence, cell.evidence
+
+
+def _suite_graph() -> dict:
+    mapping = {n: [{"tensor": n.upper(), "how": "rearranged", "shape": [16, 16]}]
+               for n in ("wq", "wk", "wv", "wo")}
+    return {"Attention-23": {"framework_parameters": 1024, "exported_weights": 1024,
+                             "mapping": mapping}}
+
+
+def test_an_op_inside_a_graph_the_suite_builds_holds_no_weights():
+    """The planted defect: the graph's initializers are the suite's canonical arrays (its
+    accounting maps wq ... wo) around an op that takes projected tensors; the op's cells
+    say it holds none, and a count-only row's formula (the suite's figure) is not counted."""
+    rows = [row("random-bias", "fake.op", parameters=1024, parameters_formula=1024,
+                weight_shapes={"W_q": [16, 16]}, graphs=_suite_graph()),
+            row("huge", "fake.op", parameters=10 ** 9, parameters_formula=10 ** 9,
+                count_method="formula (no allocation-free path)")]
+    assert DERIVERS["weight_layout"]("fake.op", rows, CASES).value == WEIGHTLESS
+    cell = DERIVERS["parameter_formula"]("fake.op", rows, CASES)
+    assert cell.value == "holds_none" and "graph the suite builds" in cell.evidence
+    assert "huge" not in cell.evidence

@@ -103,6 +103,20 @@ def graph_tensors(row: Row) -> dict[str, HeldTensor] | None:
     return held
 
 
+def suite_built(row: Row) -> bool:
+    """The row's ONNX graph holds the suite's own canonical arrays (its accounting maps
+    only wq, wk, ... bo): a graph the suite builds around an operator that takes projected
+    tensors, so the operator itself holds no weights."""
+    from conformance.oracle.canonical import CanonicalWeights
+
+    if converted(row):
+        return False
+    graphs = _graphs(row)
+    acc = next(iter(graphs.values()), None) if graphs else None
+    names = set((acc.get("mapping") or {}) if isinstance(acc, Mapping) else ())
+    return bool(names) and names <= set(CanonicalWeights.NAMES)
+
+
 def bias_elements(case) -> int:
     """Elements of the q, k, v and output biases of `case` (0 without biases)."""
     a = case.attention
@@ -151,7 +165,7 @@ def _quote(r: Reading) -> str:
 def artifact_params(name: str, rows: list[Row], cases) -> LedgerCell | None:
     """The cell from the programs' own counts, or None where no row records a program."""
     readings = [Reading(r, h, r.parameters_formula - h.elements) for r in rows
-                if r.outcome.ran and (h := held_count(r)) is not None]
+                if r.outcome.ran and not suite_built(r) and (h := held_count(r)) is not None]
     if not readings:
         return None
     record = readings[0].held.record

@@ -14,8 +14,8 @@ from conformance.contract.runner import HARNESS_LIMIT
 from conformance.run.evaluate import FEATURE_REFUSAL, Row
 from conformance.compare.verdict import FailureKind, Outcome
 from conformance.conventions.cells import MODEL_AXES, WEIGHT_WORDS, LedgerCell, _at, _cell
-from conformance.conventions.artifact import artifact_params
-from conformance.conventions.layout import holds_none, weight_layout
+from conformance.conventions.artifact import artifact_params, suite_built
+from conformance.conventions.layout import counted, holds_none, weight_layout
 
 MASK_PASSED = "mask_passed"  # Row.extras: the mask as the runner gave it to the system
 
@@ -126,19 +126,24 @@ def _float64(name: str, rows: list[Row], cases) -> LedgerCell | None:
 
 def _params(name: str, rows: list[Row], cases) -> LedgerCell | None:
     """An exported or converted program's cell comes from what the program holds
-    (artifact.py); a framework object's from its own count (Row.parameters)."""
-    ran = [r for r in rows if r.outcome.ran and r.parameters is not None]
+    (artifact.py); a framework object's from its own count (Row.parameters), never from a
+    count-only row's formula (the suite's figure)."""
+    ran = counted(rows)
     if not ran:
         return None
+    if holds_none(rows):
+        agree = [r for r in ran if (r.projection_parameters or r.parameters)
+                 == r.parameters_formula]
+        return _cell(name, "parameter_formula", "holds_none",
+                     f"holds no parameters in {len(ran)} case(s) (e.g. {_at(ran[0])}); the "
+                     "projections passed in" + (" (the initializers of the graph the suite "
+                                                "builds around the op)" if suite_built(ran[0])
+                                                else "")
+                     + f" match the formula in {len(agree)} of them "
+                     f"({_counts(ran, projection=True)})")
     program = artifact_params(name, rows, cases)
     if program is not None:
         return program
-    if holds_none(rows):
-        agree = [r for r in ran if r.projection_parameters == r.parameters_formula]
-        return _cell(name, "parameter_formula", "holds_none",
-                     f"holds no parameters in {len(ran)} case(s) (e.g. {_at(ran[0])}); the "
-                     f"projections passed in match the formula in {len(agree)} of them "
-                     f"({_counts(ran, projection=True)})")
     differ = [r for r in ran if r.parameters != r.parameters_formula]
     if not differ:
         return _cell(name, "parameter_formula", "canonical",
@@ -151,8 +156,9 @@ def _params(name: str, rows: list[Row], cases) -> LedgerCell | None:
 
 
 def _counts(rows: list[Row], projection: bool = False, limit: int = 3) -> str:
-    shown = [f"{_at(r)} {(r.projection_parameters if projection else r.parameters):,}"
-             for r in rows[:limit]]
+    counts = [(r.projection_parameters or r.parameters) if projection else r.parameters
+              for r in rows[:limit]]
+    shown = [f"{_at(r)} {n:,}" for r, n in zip(rows, counts)]
     return ", ".join(shown) + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from conformance.conventions.artifact import converted, graph_tensors
+from conformance.conventions.artifact import converted, graph_tensors, suite_built
 from conformance.conventions.cells import NOT_PROBED
 from conformance.run.evaluate import Row
 
@@ -59,11 +59,19 @@ def _layout(name: str, shape: list[int], case) -> str:
 WEIGHTLESS = "none: the function takes projected tensors"
 
 
+def counted(rows: list[Row]) -> list[Row]:
+    """The rows that ran with a count of the system's: not a count-only row whose figure
+    is the suite's formula (Count.method, "formula (...)": no allocation-free path)."""
+    return [r for r in rows if r.outcome.ran and r.parameters is not None
+            and not r.count_method.startswith("formula")]
+
+
 def holds_none(rows: list[Row]) -> list[Row]:
     """The rows that ran, where every one of them holds no parameters (Observation.parameters
     None, the projections passed in counted apart); [] where any holds some."""
-    ran = [r for r in rows if r.outcome.ran and r.parameters is not None]
-    if ran and all(r.parameters == 0 and r.projection_parameters is not None for r in ran):
+    ran = counted(rows)
+    if ran and all((r.parameters == 0 and r.projection_parameters is not None)
+                   or suite_built(r) for r in ran):
         return ran
     return []
 
@@ -75,7 +83,8 @@ def weight_layout(name: str, rows: list[Row], cases) -> tuple[Row, str, str] | N
         return weightless[0], WEIGHTLESS, (
             f"holds no parameters in any of the {len(weightless)} case(s) it ran; the query, "
             "key and value it takes were projected before the call by the suite's own "
-            "arrays, which are not the system's")
+            "arrays" + (" (the initializers of the graph the suite builds around the op)"
+                        if suite_built(weightless[0]) else "") + ", which are not the system's")
     ran = [r for r in rows if r.outcome.ran]
     return _program_layout(ran, cases) or _shapes_layout(rows, cases)
 
