@@ -105,3 +105,26 @@ def test_a_runner_answering_the_calls_gets_the_probes_cells_not_its_own():
     cells = ledger_cells(Claims(lambda case, raw: _observed(case, "float32")))
     mixed = [c for c in cells if c.axis == "mixed_dtype"]
     assert [c.value for c in mixed] == ["cast_to_layer"]
+
+
+def test_a_kernel_refusing_small_heads_is_asked_at_its_head_size():
+    """A refusal of the written form is not the word where a later form carries what the
+    kernel takes (probe_head_size, needs.py): the answer at that size is read; where every
+    form is refused, the last refusal (nearest the kernel) is quoted."""
+    def plant(case, raw):
+        if case.attention.qk_head_dim != 8:
+            raise RuntimeError("planted: head size must be a multiple of 8")
+        return _observed(case, "float64")
+
+    runner = Planted(plant)
+    runner.probe_head_size = 8
+    cell = mixed_dtype_cell(runner)
+    assert cell.value == "promoted" and "head-size" in cell.evidence, cell.evidence
+
+    def refuse_all(case, raw):
+        raise RuntimeError(f"planted: head {case.attention.qk_head_dim}")
+
+    runner = Planted(refuse_all)
+    runner.probe_head_size = 8
+    cell = mixed_dtype_cell(runner)
+    assert cell.value == "refused" and "planted: head 8" in cell.evidence, cell.evidence

@@ -65,6 +65,10 @@ def test_mha_mask3d_and_refusals():
         (2, 3, 5), bool)))
     assert out.shape == (2, 3, 8) and "tensor(bool)" in call, call
     cells = {c.axis: c for c in calls.facts(r, CONTRIB_MHA_NAMES)}
+    assert not {"unbatched_input", "mixed_dtype"} & set(cells)  # the ledger's probe reads them
+    from conformance.conventions.probes.native_inputs import mixed_dtype_cell, unbatched_cell
+
+    cells = {"unbatched_input": unbatched_cell(r), "mixed_dtype": mixed_dtype_cell(r)}
     for axis in ("unbatched_input", "mixed_dtype"):
         assert cells[axis].value == "refused", cells[axis].evidence
     assert "3 or 5 dimensions" in cells["unbatched_input"].evidence

@@ -22,6 +22,7 @@ import numpy as np
 from conformance.contract.axes import NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention, RawCall
 from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.forms import NEEDS_SUFFIX
 from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.probing import output_with
 from conformance.conventions.probes.request import Answer, ask_raw
@@ -32,13 +33,22 @@ SUMS_MOVE = 1e-6  # a returned row whose sum is further than this from 1 was dro
 
 
 def _asked(runner, name: str, raw: RawCall):
-    """The first form of the probe case the runner can pass `raw` on, and its answer."""
+    """The first form of the probe case the runner answers `raw` on, and its answer.  A
+    refusal ends the search unless forms with what the system always applies follow
+    (needs.py: its probe_needs, the head size its kernel takes): then those are asked
+    too, and where none answers, the last refusal (the form nearest what the kernel
+    takes) is the cell's."""
     cases = needed_forms(runner, name, raw=True)
-    for case in cases:
+    refused = None
+    for n, case in enumerate(cases):
         got = ask_raw(runner, case, raw)
-        if not got.unasked:
+        if got.answered:
             return case, got
-    return cases[-1], got
+        if got.raised:
+            refused = (case, got)
+            if not any(NEEDS_SUFFIX in later.id for later in cases[n + 1:]):
+                return refused
+    return refused or (cases[-1], got)
 
 
 def _unanswered(axis: str, runner, what: str, got: Answer) -> Convention:

@@ -45,6 +45,7 @@ from conformance.runners.onnx.common import built_parameters
 from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, short
 from conformance.runners.onnx.graph_parts import (
     ELEM, ROPE_BUFFERS, Graph, float_attributes, graph_inputs, in_out, rope_caches)
+from conformance.runners.onnx.native_calls import NATIVE_CALLS, native_call
 
 FILLS = {None: -np.inf, "-inf": -np.inf, "finfo_min": None, "-1e9": -1e9, "-1e4": -1e4}
 GQA_DOC = ("https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md"
@@ -269,7 +270,8 @@ class OnnxContribGQA(Runner):
     # window_settings.py: local_window_size; key_padding.py: seqlens_k as given; flags.py /
     # causal_self.py: the causal attribute on a prompt (T = S: K and V are the query's
     # positions, keys before them come only as past)
-    answers = frozenset({"window_setting", "key_lengths", "is_causal"})
+    answers = frozenset({"window_setting", "key_lengths", "is_causal", "input_dtype",
+                         "unbatched"})
     # the CPU kernel takes head sizes that are multiples of 8 only: the ledger's probe cases
     # whose readings do not depend on the head size are asked at 2 heads of 8
     probe_needs = {"query_features": 16}
@@ -330,7 +332,14 @@ class OnnxContribGQA(Runner):
         passed as given: window_setting, local_window_size = the number (no +1 of the
         runner's) and causal=1; key_lengths, seqlens_k = the (B,) values and causal=0;
         is_causal, the causal attribute (a prompt has T = S: the op's K and V are the
-        query's positions, so a case with T != S is not asked)."""
+        query's positions, so a case with T != S is not asked); input_dtype and unbatched
+        on the case's graph (native_calls.py)."""
+        if raw.argument in NATIVE_CALLS:
+            t = self.translate(case)
+            if isinstance(t, NotExpressible):
+                raise NotImplementedError(f"{self.name}: {t.reason}")
+            model, feed = build_model(case, data, t.plan)
+            return native_call(model, feed, raw, "onnxruntime GroupQueryAttention graph")
         if raw.argument not in self.answers:
             return super().answer(case, data, raw)
         from dataclasses import replace

@@ -45,7 +45,7 @@ class OnnxContribMHA(Runner):
     # the ledger asks these through translate/run (probe_translate: the matrix's graph, and a
     # decode through the op's own past/present) and `answer` (a raw mask, unidirectional)
     probe_takes = frozenset({"key_padding", "masked_rows", "decode", "cache_tensors"})
-    answers = frozenset({"attn_mask", "is_causal"})
+    answers = frozenset({"attn_mask", "is_causal", "input_dtype", "unbatched"})
 
     def translate(self, case):
         a = case.attention

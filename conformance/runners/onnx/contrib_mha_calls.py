@@ -14,12 +14,13 @@ import numpy as np
 
 from conformance.case.loader import parse_case
 from conformance.contract.axes import NA
-from conformance.contract.runner import Convention, Observation, to_numpy
+from conformance.contract.runner import Convention, Observation, RawCall, to_numpy
 from conformance.oracle.canonical import case_data
-from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session, tried
+from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session
 from conformance.runners.onnx.common import built_parameters
 from conformance.runners.onnx import contrib_mha_graph as graph
 from conformance.runners.onnx.graph_parts import ELEM, Graph, in_out
+from conformance.runners.onnx.native_calls import NATIVE_CALLS, native_call
 
 DOC = ("https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md"
        "#com.microsoft.MultiHeadAttention")
@@ -109,11 +110,15 @@ def _masked_model(case, name: str, elem: int):
     return model
 
 
-def raw_output(case, data, argument: str, value) -> tuple[np.ndarray, str]:
+def raw_output(case, data, argument: str, value) -> tuple[np.ndarray | Observation, str]:
     """Runner.answer: the graph with `attn_mask` fed raw (a bool (B, T, S) array as the
     int32 key_padding_mask, 1 = its True; a float one as attention_bias (B, 1, T, S)) or
-    `is_causal` as the unidirectional attribute, no mask."""
+    `is_causal` as the unidirectional attribute, no mask; the native calls (native_calls.py)
+    on the graph with no mask."""
     feed_data = replace(data, inputs=replace(data.inputs, allowed=None))
+    if argument in NATIVE_CALLS:
+        model, feed = graph.build_model(case, feed_data)
+        return native_call(model, feed, RawCall(argument, value), f"onnxruntime {OP}")
     if argument == "is_causal":
         model, feed = graph.build_model(case, feed_data, int(bool(value)))
         call = f"{OP}(unidirectional={int(bool(value))}), no mask"
@@ -140,23 +145,11 @@ def raw_case():
 
 
 def facts(runner, names: list[str]) -> list[Convention]:
-    """What the op's schema (`names`: its attributes and inputs) and onnxruntime show, with
-    no oracle: no dropout and no returned weights in the schema, the tensors' layout, the
-    key_padding_mask's polarity as the schema states it, onnxruntime's refusals of a 2-D
-    query and of float64 inputs to a float32 graph."""
-    import onnx
-
+    """What the op's schema (`names`: its attributes and inputs) shows, with no oracle: no
+    dropout and no returned weights in the schema, the tensors' layout, the
+    key_padding_mask's polarity as the schema states it (a 2-D query and float64 inputs
+    are native calls: native_calls.py)."""
     schema = f"{OP} (attributes and inputs: {', '.join(names)})"
-    case = parse_case({"id": "probe-contrib-refusals", "attention": {
-        "num_heads": 2, "query_features": 8}, "inputs": {
-        "batch": 2, "query_len": 3, "key_len": 3, "seed": 7, "self_attention": True}},
-        "<probe>")
-    model, feed = graph.build_model(case, case_data(case))
-    session = ort_session(model.SerializeToString(), f"{OP} probe graph")
-    rankless = onnx.ModelProto.FromString(model.SerializeToString())
-    rankless.graph.input[0].type.tensor_type.ClearField("shape")  # the node sees 2-D
-    loose = ort_session(rankless.SerializeToString(), f"{OP} probe graph")
-    x, what = feed["query"], f"onnxruntime {OP} probe graph"
     return [
         Convention("weights_dropout", NA, f"{schema}: returns no weights"),
         Convention("dropout", NA, f"{schema}: an inference op: no dropout"),
@@ -167,9 +160,4 @@ def facts(runner, names: list[str]) -> list[Convention]:
         Convention("implicit_mask", "none", "an ONNX tensor carries no mask"),
         Convention("key_padding_polarity", "true_attends", f"{schema}: key_padding_mask "
                    "(B, S) int32, 1 = valid (the runner feeds the case's attended keys as 1)",
-                   documented_source=DOC),
-        tried("unbatched_input", lambda: loose.run(["output"], {"query": x[0]}),
-              f"{what}: a 2-D (T, E) query (the graph's query input without a declared "
-              "shape, so the node itself checks it)"),
-        tried("mixed_dtype", lambda: session.run(["output"], {"query": x.astype(np.float64)}),
-              f"{what}: float64 inputs fed to the float32 graph")]
+                   documented_source=DOC)]
