@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conformance.contract.axes import REFUSED
+from conformance.contract.runner import Runner
 from conformance.conventions.probes import ASKED_PROBES, cache
 from tests.helpers import require
 
@@ -167,7 +168,7 @@ def _planted_causal(out_of):
     """A runner answering is_causal with the oracle under `out_of(case)` (a (T, S) mask)."""
     from conformance.conventions.probes.probing import output_with
 
-    class Planted:
+    class Planted(Runner):
         name, answers = "planted", frozenset({"is_causal"})
 
         def answer(self, case, data, raw):
@@ -273,7 +274,7 @@ def _lengths_only(row_of):
     from conformance.contract.runner import NotExpressible, Observation, Translation
     from conformance.oracle.reference import attention
 
-    class LengthsOnly:
+    class LengthsOnly(Runner):
         name = "planted-lengths"
 
         def translate(self, case):
@@ -306,7 +307,7 @@ def _softcap_answering(word):
     """A runner answering attn_mask with the output of the softcap order `word`."""
     from conformance.conventions.probes import cache_probes as cp
 
-    class Planted:
+    class Planted(Runner):
         name, answers = "planted-softcap", frozenset({"attn_mask"})
 
         def answer(self, case, data, raw):
@@ -329,8 +330,13 @@ def test_a_planted_softcap_order_moves_the_cell(word, cell):
 def test_softcap_order_of_a_runner_passing_no_mask_is_not_probed():
     from conformance.conventions.probes.softcap import softcap_order_cell
 
-    class NoMask:
+    class NoMask(Runner):
         name, answers = "no-mask", frozenset()
+
+        def translate(self, case):  # nor can it say the capped case
+            from conformance.contract.runner import NotExpressible
+
+            return NotExpressible("no softcap argument")
 
     assert softcap_order_cell(NoMask()).value == "not_probed"
 
@@ -374,7 +380,7 @@ def test_a_planted_window_read_right_left_is_not_left_right(monkeypatch):
 # to the forms with the runner's probe_needs; softcap.py: a runner passing no raw mask is
 # asked the case's mask with fill -1e4 through its translate and run
 
-class _Kernel:
+class _Kernel(Runner):
     """A planted system in the oracle's arithmetic: self-attention only, its 'kernel'
     refusing head sizes that are no multiple of 8 at run time (as onnxruntime's CPU
     GroupQueryAttention); `plant(case, data) -> output` replaces the arithmetic."""

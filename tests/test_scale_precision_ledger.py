@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conformance.contract.axes import AXES, DEPENDS, NOT_PROBED
-from conformance.contract.runner import NotExpressible, Observation, Translation
+from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.conventions.probes import ASKED_PROBES, precision, scores
 from conformance.conventions.probes.float64 import scales, split_scale
 from conformance.conventions.probes.forms import forms
@@ -24,7 +24,7 @@ SCALES = {"exact": lambda d: None, "rounded": lambda d: float(np.float32(1 / np.
           "split": split_scale, "unscaled": lambda d: 1.0}
 
 
-class Toy:
+class Toy(Runner):
     """Answers the probe case with its output at the scale `out` and its weights at the
     scale `weights` (None: no weights), returned per head or averaged; `off` adds to the
     output, `w_off` to the weights (a planted arithmetic below float64)."""

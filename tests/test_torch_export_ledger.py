@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conformance.contract.axes import IGNORED
-from conformance.contract.runner import RawCall
+from conformance.contract.runner import RawCall, Runner
 from conformance.conventions.probes import flags, key_padding, training
 from conformance.oracle.canonical import case_data
 from tests.helpers import require
@@ -146,7 +146,7 @@ def _case():
 # onnxruntime's Attention kernel (the opset-23/24 exports) applies sqrt(scale) rounded to
 # float32 to Q and to K, in float64 arithmetic
 
-class _Scaled:
+class _Scaled(Runner):
     """A toy runner answering the float64 case at a planted scale and precision."""
 
     name = "toy.float64"

@@ -115,12 +115,12 @@ def test_float64_reads_the_arithmetic_under_every_reading_of_the_scale():
     float64.py's three readings); one that is float32 anywhere is not."""
     import numpy as np
 
-    from conformance.contract.runner import Observation, Translation
+    from conformance.contract.runner import Observation, Runner, Translation
     from conformance.conventions.probes.float64 import split_scale
     from conformance.conventions.probes.scores import float64_compute_cell
     from conformance.oracle.reference import attention
 
-    class Planted:
+    class Planted(Runner):
         name = "planted"
 
         def __init__(self, output):

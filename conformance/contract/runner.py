@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -213,6 +213,8 @@ class Runner:
     # softmax_scale probe then reads the default scale only (scores.py)
     harness_scale: bool = False
     executed: bool = True  # False: a documented model (its `run` is the suite's NumPy)
+    pinned: bool = True  # False: its cells are reported, never pinned (a probe target:
+    # the user's code has no expectations file; run/evaluate.py, conventions_items.py)
     # True: translate takes decode cases only (a harness choice: the system behind it takes
     # single calls too, which another runner covers); the ledger's single-call probes
     # then read not_probed, never the system's not_applicable
@@ -300,6 +302,24 @@ class Runner:
         axes' argument names from their signatures (conventions/probes/features.py); ()
         where the runner names none."""
         return ()
+
+    def schema_names(self) -> tuple:
+        """(what, names, where they are listed) for a system described by an operator schema
+        rather than a Python signature (an ONNX op's attributes and inputs): the ledger reads
+        the feature axes' argument names from them (features.py); () where none."""
+        return ()
+
+    def window_settings(self, window: int) -> dict[str, bool]:
+        """label -> causal, for a system whose window is a configuration its own mask builder
+        reads (RawCall window_setting, conventions/probes/window_settings.py); {} if none."""
+        return {}
+
+    # translate(case) for a probe case the matrix's translate refuses (a decode runner
+    # answering a single call with the op every step calls); request.ask uses it when set
+    probe_translate: Callable[..., Any] | None = None
+    # run(case, translation, data) -> the raw output, without a guard of the matrix's rows
+    # (one refusing a non-finite float32 output); request.ask uses it when set
+    probe_output: Callable[..., Any] | None = None
 
     def answer(self, case, data, raw: RawCall) -> tuple[np.ndarray | Observation, str]:
         """The system run on `case` with `data` (its canonical weights and inputs) and one

@@ -25,8 +25,8 @@ from conformance.conventions.derived import DERIVERS, derive  # noqa: F401
 
 def _system(runner, rows: list[Row]) -> System:
     ran = [r for r in rows if r.runner == runner.name and r.outcome.ran]
-    executed = any(r.executed for r in ran) if ran else bool(getattr(runner, "executed", True))
-    params = getattr(runner, "params", {}) or {}
+    executed = any(r.executed for r in ran) if ran else runner.executed
+    params = runner.params
     spec = runner.target + (f"({', '.join(f'{k}={v!r}' for k, v in sorted(params.items()))})"
                             if params else "")
     return System(runner.name, spec, executed, runner.framework, runner.system, runner.path,

@@ -127,7 +127,7 @@ class ConventionsItem(pytest.Item):
         problems += [f"{runner.name}: {c.axis}: two witnesses disagree: {c.evidence}"
                      for c in split]
         compared -= {c.axis for c in split}
-        if not getattr(runner, "pinned", True):
+        if not runner.pinned:
             pass  # the user's attention (runners/target/): its cells are reported, not pinned
         elif self.config.getoption("update_expectations"):
             pinning.update(path, runner.name, cells, compared)

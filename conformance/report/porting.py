@@ -193,7 +193,7 @@ def typed_systems() -> dict[str, str]:
     """Runner name -> its typed-numbers vocabulary (the runner class's `typed_system`)."""
     from conformance.runners import all_runners
 
-    return {r.name: getattr(r, "typed_system", "") or "" for r in all_runners()}
+    return {r.name: r.typed_system for r in all_runners()}
 
 
 def weight_format(typed_system: str) -> tuple[str, dict] | None:

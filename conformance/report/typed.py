@@ -44,7 +44,7 @@ def _runner_names(runners) -> dict[str, str]:
     class declares its `typed_system` or `no_parameters_label`)."""
     names: dict[str, list[str]] = {}
     for r in runners:
-        for key in (getattr(r, "typed_system", ""), getattr(r, "no_parameters_label", "")):
+        for key in (r.typed_system, r.no_parameters_label):
             if key:
                 names.setdefault(key, []).append(r.name)
     return {k: ", ".join(v) for k, v in names.items()}

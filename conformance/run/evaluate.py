@@ -199,7 +199,7 @@ def evaluate(case: Case, runner: Runner, expectations: Expectations | None = Non
     `expectations`: the runner's (expectations/<runner>.yaml, loaded by the plugin);
     the case's own pins win over them; None: the case's pins alone."""
     d = declare(case, runner.name, expectations)
-    if not getattr(runner, "pinned", True):  # the user's attention: observed, not declared
+    if not runner.pinned:  # the user's attention: observed, not declared
         d = replace(d, observing=True)
     try:
         row = _evaluate(case, runner, d)

@@ -86,11 +86,11 @@ def _forms(decodes_only: bool = False):
 def batch_invariance_cell(runner, what: str = "") -> Convention:
     """Every item of the batch against itself run alone, bitwise."""
     label = what or runner.name
-    if not getattr(runner, "executed", True):
+    if not runner.executed:
         return Convention(AXIS, NOT_PROBED, f"{label}: a documented model: its arithmetic "
                           "is the suite's NumPy, not the system's")
     last = None
-    for make in _forms(bool(getattr(runner, "decodes_only", False))):
+    for make in _forms(runner.decodes_only):
         whole = make(BATCH)
         got = ask(runner, whole)
         last = got

@@ -23,7 +23,7 @@ def decode_probe_case(runner=None):
     """cache_probes.decode_case (causal self-attention over 3 + 1 positions) with its
     decode section: a prefill of 3, one step; with what the runner's system applies on
     every call (Runner.probe_needs: T5's bias-free scale 1.0, GPT-J's rotation)."""
-    needs = dict(getattr(runner, "probe_needs", None) or {})
+    needs = dict(runner.probe_needs) if runner is not None else {}
     return probe_case("cache-step", mask={"causal": "upper_left"},
                       **({"attention": needs} if needs else {}),
                       inputs={"self_attention": True, "query_len": cp.PREFILL + 1,

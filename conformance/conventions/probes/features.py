@@ -15,11 +15,11 @@ def signature_cells(runner, settled: set[str]) -> list[Convention]:
     callables).  A system described by names, not a Python signature (an ONNX operator
     schema's attributes and inputs), names them in `schema_names()`: (what, names, where
     they are listed)."""
-    schema = runner.schema_names() if hasattr(runner, "schema_names") else ()
+    schema = runner.schema_names()
     if schema:
         what, names, source = schema
         return feature_cells_from_names(what, list(names), source, skip=tuple(settled))
-    named = runner.signatures() if hasattr(runner, "signatures") else ()
+    named = runner.signatures()
     if not named:
         return []
     what, callables = named

@@ -65,7 +65,7 @@ def held_words(held: tuple[float, ...], ties: list[str]) -> dict[str, float]:
 
 def _documented(runner) -> tuple[str | None, str]:
     """(word, source) of the fill the runner's documentation or source states, if any."""
-    doc = getattr(runner, "documented_fill", ()) or ()
+    doc = runner.documented_fill
     return (doc[0], doc[1]) if doc else (None, "")
 
 

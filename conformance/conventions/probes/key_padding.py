@@ -75,7 +75,7 @@ def key_lengths_cell(runner) -> Convention:
 def key_padding_polarity_cell(runner) -> Convention:
     """A separate key-padding argument: a boolean (B, S) array (key_padding), or per-item
     counts (key_lengths) where the runner passes those instead."""
-    if "key_lengths" in getattr(runner, "answers", ()):
+    if "key_lengths" in runner.answers:
         return key_lengths_cell(runner)
     return key_padding_cell(runner)
 

@@ -241,7 +241,7 @@ def _named(runner, word: str, ties: list[str],
 
 def _documented(runner) -> tuple[str | None, str]:
     """(word, source) of the fill the runner's documentation or source states, if any."""
-    doc = getattr(runner, "documented_fill", ()) or ()
+    doc = runner.documented_fill
     return (doc[0], doc[1]) if doc else (None, "")
 
 

@@ -27,7 +27,7 @@ HEAD_SUFFIX = NEEDS_SUFFIX + "-head-size"  # the forms at the runner's probe_hea
 
 def with_needs(runner, attention: dict) -> dict:
     """`attention` with the runner's probe_needs under it (the probe's fields win)."""
-    needs = dict(getattr(runner, "probe_needs", None) or {})
+    needs = dict(runner.probe_needs)
     out = {**needs, **attention}
     for key, value in needs.items():
         if isinstance(value, dict) and isinstance(attention.get(key), dict):
@@ -42,7 +42,7 @@ def needed_forms(runner, name: str, raw: bool = False, **sections) -> list:
     cases = forms(name, **sections)
     attention = dict(sections.get("attention", {}))
     needed = with_needs(runner, attention)
-    mask_needs = {} if raw else getattr(runner, "probe_mask_needs", None) or {}
+    mask_needs = {} if raw else runner.probe_mask_needs
     mask = {**mask_needs, **sections.get("mask", {})}
     masked = {**sections, "mask": mask} if mask else dict(sections)
     if needed != attention or mask != sections.get("mask", {}):
@@ -62,7 +62,7 @@ def needed_forms(runner, name: str, raw: bool = False, **sections) -> list:
 def at_head_size(runner, attention: dict, written: int) -> dict | None:
     """`attention` at the runner's probe_head_size (d_k = d_v, a rotary width scaled by
     the same factor), or None where it declares none or the written head size is it."""
-    d = getattr(runner, "probe_head_size", None)
+    d = runner.probe_head_size
     if not d or d == written:
         return None
     out = {**attention, "qk_head_dim": d, "v_head_dim": d}

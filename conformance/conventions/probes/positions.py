@@ -77,7 +77,7 @@ def rope_partial_cell(runner, own: Convention | None = None) -> Convention:
 def native_style(runner) -> str:
     """The rotary pairing the system applies on every call (its probe_needs' rope), else
     half-split."""
-    rope = dict(getattr(runner, "probe_needs", None) or {}).get("rope") or {}
+    rope = dict(runner.probe_needs).get("rope") or {}
     return rope.get("style", "half_split")
 
 

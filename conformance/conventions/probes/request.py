@@ -69,13 +69,13 @@ def ask(runner, case, data: CaseData | None = None) -> Answer:
     without a guard of its matrix rows (e.g. one refusing a non-finite float32 output), and
     `probe_translate(case)` to take a probe case its matrix rows do not (a decode runner
     answering a single call with the op every step calls)."""
-    t = (getattr(runner, "probe_translate", None) or runner.translate)(case)
+    t = (runner.probe_translate or runner.translate)(case)
     if isinstance(t, NotExpressible):
         if t.reason.startswith(HARNESS_LIMIT):
             return Answer(None, unasked=quoted(t.reason[len(HARNESS_LIMIT):]))
         return Answer(None, inexpressible=quoted(t.reason))
     data = data if data is not None else case_data(case)
-    run = getattr(runner, "probe_output", None)
+    run = runner.probe_output
     extras: dict = {}
     weights, returned, held = None, "none", {}
     try:
@@ -149,7 +149,7 @@ def ask_raw(runner, case, raw, data: CaseData | None = None) -> Answer:
     """The runner's output for `case` with one argument passed raw (Runner.answer): the
     system's error is `raised`, an argument the runner cannot pass `unasked`."""
     data = data if data is not None else case_data(case)
-    if raw.argument not in getattr(runner, "answers", ()):
+    if raw.argument not in runner.answers:
         return Answer(None, unasked=f"{runner.name} passes no raw {raw.argument}")
     try:
         out, call = runner.answer(case, data, raw)

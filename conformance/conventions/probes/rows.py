@@ -31,7 +31,7 @@ MATCH = 1e-4  # a masked row within this of a reading is that reading
 
 
 def fully_masked_row_cell(runner, own: Convention | None = None) -> Convention:
-    needs = dict(getattr(runner, "probe_needs", None) or {})  # what its system always applies
+    needs = dict(runner.probe_needs)  # what its system always applies
     extra = {"attention": needs} if needs else {}
     rows = forms("fully-masked-row", mask={"masked_rows": [1]}, **extra)
     padded = forms("fully-padded-item", mask={"key_padding": [5, 0]}, **extra)

@@ -39,9 +39,9 @@ def softmax_scale_cell(runner, own: Convention | None = None) -> Convention:
     (`sets_scale`) through an argument of the system (not `harness_scale`: a wrapper of the
     suite's is no setting of the system; nor a scale its probe_needs fix: T5's 1.0), the
     case's scale asked: `configurable` when the output follows it."""
-    harness = getattr(runner, "harness_scale", False)
-    fixed = "scale" in (getattr(runner, "probe_needs", None) or {})  # T5: always 1.0
-    sets = getattr(runner, "sets_scale", False) and not harness and not fixed
+    harness = runner.harness_scale
+    fixed = "scale" in runner.probe_needs  # T5: always 1.0
+    sets = runner.sets_scale and not harness and not fixed
     cases = [replace(c, attention=replace(c.attention, scale=SET_SCALE)) if sets else c
              for c in needed_forms(runner, "softmax-scale", attention=HEAD3)]
     case, got, note = first_taken(runner, cases)
@@ -80,7 +80,7 @@ def float64_compute_cell(runner, own: Convention | None = None) -> Convention:
     inputs = {"self_attention": True, "query_len": 4, "key_len": 4, "dtype": "float64"}
     decode = {"decode": {"prefill": 3, "steps": 1}} if getattr(
         runner, "decodes_only", False) else {}
-    needs = dict(getattr(runner, "probe_needs", None) or {})  # what its system always applies
+    needs = dict(runner.probe_needs)  # what its system always applies
     case = probe_case("float64", mask={"causal": "upper_left"}, inputs=inputs, **decode,
                       **({"attention": needs} if needs else {}))
     what = f"probe_case {case.id}, float64 causal self-attention" + (

@@ -36,7 +36,7 @@ def softcap_order_cell(runner, own: Convention | None = None) -> Convention:
             break
     what = (f"probe_case {case.id}, softcap {CAP:g} with a finite float attn_mask 0 / "
             f"{FILL:g} (B, T, S) passed raw")
-    if got.unasked and callable(getattr(runner, "translate", None)):
+    if got.unasked:  # every runner translates: ask it the case itself
         return _through_the_case(runner)
     if not got.answered:
         return unmeasured("softcap_order", runner, what, got)

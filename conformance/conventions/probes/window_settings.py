@@ -34,7 +34,7 @@ def window_case(runner, causal: bool):
 
 
 def window_settings_cell(runner, own: Convention | None = None) -> Convention:
-    settings = dict(getattr(runner, "window_settings", lambda w: {})(W))
+    settings = dict(runner.window_settings(W))
     doc = documented(runner, "window_width")
     words, texts = {}, []
     for label, causal in settings.items():

@@ -10,7 +10,7 @@ exports the module as constructed (nn.Module starts in train mode) and runs that
 a program has no training input, so the switch is the module's mode when it was made
 (Observation.extras TRAINING_SET_AT), and the ledger reads what the program holds.  The
 ledger's probes
-(conventions/probes/) judge; ASKED are the axes it asks through translate and run
+(conventions/probes/) judge; the ledger asks it through translate and run
 (scale_precision reads both graphs a row exports: the need_weights=False output and the
 per-head weights of the need_weights=True graph, as the runner's run returns them).
 """

@@ -32,7 +32,7 @@ from conformance.contract.runner import (
 from conformance.versions import package_versions
 from conformance.runners._export.keras_export import (
     KERAS_EXPORT_FORMAT, functional_model, keras_onnx_bytes)
-from conformance.runners._export.keras_export_answers import ANSWERS, ASKED, answer, facts
+from conformance.runners._export.keras_export_answers import ANSWERS, answer, facts
 from conformance.runners._export.keras_mha import (
     classify_call_error, mha_translation, storage_dtype, to_f64, worker_spec)
 from conformance.runners._export.onnx_runtime import (
@@ -87,10 +87,9 @@ class OnnxKerasExport(Runner):
             raise NotExpressibleError(f"keras model.export(format='onnx', {variant}) "
                                       f"failed: {short(exc)}") from exc
 
-    # the ledger asks these through translate/run (ASKED_PROBES) and `answer` (RAW_PROBES):
-    # probe graphs exported like the rows' (_export/keras_export_answers.py); the API facts
-    # are its own cells
-    ledger_axes = ASKED
+    # the ledger asks through translate/run and `answer` (RAW_PROBES): probe graphs
+    # exported like the rows' (_export/keras_export_answers.py); the API facts are its own
+    named_inputs = True  # the graph's inputs are named (query, value, key)
     answers = ANSWERS
 
     def graphs(self):
