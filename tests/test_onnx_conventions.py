@@ -47,16 +47,19 @@ def test_attention_op_answers_raw(op_cells):
     from conformance.runners.onnx.attention_op import OnnxAttentionOp
 
     r = OnnxAttentionOp(engine="reference")
-    assert r.answers == {"attn_mask", "is_causal", "window", "key_lengths"}
+    assert r.answers == {"attn_mask", "is_causal", "window", "key_lengths", "input_dtype",
+                         "unbatched"}
     assert not RAW_AXES & {c.axis for c in r.conventions()}
     for cells in op_cells.values():
         assert "attn_mask=<bool (B, 1, T, S)>" in cells["attn_mask_polarity"].evidence
         assert "attn_mask=<float32 (B, 1, T, S)>" in cells["float_mask"].evidence
         assert "is_causal=1, no attn_mask, no past_key" in cells["causal_flag"].evidence
         assert cells["causal_flag"].documented == "upper_left"
-    assert OnnxAttentionCache(engine="reference").answers == {"attn_mask", "is_causal"}
+    native = {"input_dtype", "unbatched"}  # the native calls (attention_op.native_call)
+    assert OnnxAttentionCache(engine="reference").answers - {"step_mask"} == {
+        "attn_mask", "is_causal", *native}
     assert OnnxAttentionCache(engine="reference", cache="static").answers == {
-        "attn_mask", "is_causal"}
+        "attn_mask", "is_causal", *native}
 
 
 @pytest.mark.parametrize("plant, axis, word", [

@@ -133,7 +133,7 @@ def test_contrib_mha_hands_its_axes_to_the_ledger():
     assert set(asked_probes(OnnxContribMHA())) <= set(ASKED_PROBES)
     assert {a for a, (arg, _) in RAW_PROBES.items()
             if takes_raw(arg, OnnxContribMHA.answers)} == {
-        "attn_mask_polarity", "float_mask", "causal_flag"}
+        "attn_mask_polarity", "float_mask", "causal_flag", "mixed_dtype", "unbatched_input"}
 
 
 def test_contrib_mha_cells_from_its_own_calls():

@@ -69,7 +69,7 @@ class OnnxAttentionCache(OnnxAttentionOp):
         nonpad_kv_seqlen = S; the past rows' step_mask (their decode, each step's attn_mask
         its mask row: `step_masked`).  The external cache's own mask is nonpad_kv_seqlen, its
         one-call key padding (static_plan), which the single-call probes ask."""
-        return frozenset({"attn_mask", "is_causal"}) | (
+        return frozenset({"attn_mask", "is_causal", "input_dtype", "unbatched"}) | (
             {"step_mask"} if self.cache == "past" else set())
 
     def probe_translate(self, case):

@@ -63,7 +63,8 @@ SPEC_CAUSAL = ("is_causal: \"causal masking is applied with bottom-right (offset
                "alignment: query `i` attends key `j` iff `j <= i + past_sequence_length`\"")
 MASK_WORDS = "bool (B, 1, T, S), True = attend"
 SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
-ANSWERS = frozenset({"attn_mask", "is_causal", "window", "key_lengths"})  # `answer` passes
+ANSWERS = frozenset({"attn_mask", "is_causal", "window", "key_lengths", "input_dtype",
+                     "unbatched"})  # `answer` passes
 # the axes the ledger asks through translate/run (probe_translate: a decode through the op's
 # own past/present; the sizes, scale, softcap, float64, heads, rotary and QK-norm probe
 # cases through the one-call graph; scale_precision reads the output and the mode-3 weights)
@@ -257,6 +258,8 @@ class OnnxAttentionOp(Runner):
         mask = None
         if raw.argument not in self.answers:
             raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+        if raw.argument in ("input_dtype", "unbatched"):
+            return self.native_call(case, data, plan, raw)
         if raw.argument == "attn_mask":
             m = np.asarray(raw.value)
             mask = (m if m.dtype == bool else m.astype(numpy_dtype(case.inputs.dtype)))[:, None]
@@ -278,6 +281,19 @@ class OnnxAttentionOp(Runner):
         out = self.execute(model, feed, case.inputs.dtype)[0]
         return (np.asarray(out, np.float64), f"MatMul+Add -> Attention(Q, K, V, {attrs}, "
                 f"{arg}) [opset {plan.opset}] -> MatMul+Add; run in {self.runs_in}")
+
+    def native_call(self, case, data, plan, raw):
+        """The graph with no mask fed every input cast to raw.value, or every input's item 0
+        (2-D): an Observation with the output's own dtype, and the call."""
+        model, feed = build_model(case, data, plan, None)
+        if raw.argument == "input_dtype":
+            feed, said = {n: np.asarray(v, raw.value) for n, v in feed.items()}, raw.value
+        else:
+            feed, said = {n: np.asarray(v)[0] for n, v in feed.items()}, "2-D (item 0)"
+        out = np.asarray(self.execute(model, feed, case.inputs.dtype)[0])
+        return Observation(output=out.astype(np.float64), native_dtype=str(out.dtype)), (
+            f"MatMul+Add -> Attention(Q, K, V) [opset {plan.opset}] -> MatMul+Add, every "
+            f"input fed {said} to the {case.inputs.dtype} graph; run in {self.runs_in}")
 
     def conventions(self):
         """What the graphs show with no oracle (attention_op_facts.py); the ledger judges."""

@@ -1,12 +1,11 @@
 """What the ONNX `Attention` runners' graphs show with no oracle (attention_op.py's
 `conventions()`; the cache rows add attention_cache_facts.py): the schema's facts (no
 dropout, no key-padding input in Attention-23, the feature names of `schema_names`), the
-engine's own errors on a 2-D and a float64 input (onnx_runtime.tried), the 4th output's
-shape, the API readings the ledger confirms by asking (size_arguments, input_layout), and
-the number the masked scores hold at qk_matmul_output_mode=2 (the node's output of the
-scores after the mask, before the softmax), which the ledger's mask_fill probe names and
-reads to break a tie (masks.shown_word, masks.mask_fill_cell).  Every other axis is the ledger's
-(conventions/probes/).  onnx inside the functions.
+4th output's shape, the API readings the ledger confirms by asking (size_arguments,
+input_layout), and the number the masked scores hold at qk_matmul_output_mode=2 (the
+node's output of the scores after the mask, before the softmax), which the ledger's
+mask_fill probe names and reads to break a tie (masks.shown_word, masks.mask_fill_cell).
+Every other axis is the ledger's (conventions/probes/). onnx inside the functions.
 """
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import numpy as np
 from conformance.contract.axes import NA, NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
-from conformance.runners._export.onnx_runtime import tried
 
 SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
 SPEC = {"documented_source": SPEC_URL}
@@ -76,24 +74,18 @@ def mask_fill_reading(runner, graph, what: str) -> Convention:
 
 
 def _inputs_cells(runner, graph, what: str) -> list[Convention]:
-    """The 4th output's shape, a 2-D input and float64 inputs fed to the float32 graph (the
-    engine's own errors quoted)."""
+    """The 4th output's shape (a 2-D input and float64 inputs are native calls the ledger
+    asks: attention_op.OnnxAttentionOp.native_call)."""
     case = facts_case("op-facts")
     data, i = case_data(case), case.inputs
     model, feed = graph(case, data)
     w = np.shape(runner.execute(model, feed, i.dtype)[1])
-    head = {n: np.float32(v[0]) for n, v in feed.items()}
-    wide = {n: np.asarray(v, np.float64) for n, v in feed.items()}
     return [
         Convention("returned_weights", "per_head", f"{what}: the node's 4th output "
                    f"qk_matmul_output, {w} for (B, H, T, S) = ({i.batch}, "
                    f"{case.attention.num_heads}, {i.query_len}, {i.key_len}); the runner "
                    "sets qk_matmul_output_mode=3 (the softmax weights; the spec's modes 0-2: the "
-                   "scores before softcap, after it, after the mask)", **SPEC),
-        tried("unbatched_input", lambda: runner.execute(model, head, i.dtype),
-              f"{what}: 2-D (T, E) inputs (spec: Q is 3-D or 4-D)"),
-        tried("mixed_dtype", lambda: runner.execute(model, wide, i.dtype),
-              f"{what}: float64 inputs fed to the float32 graph")]
+                   "scores before softcap, after it, after the mask)", **SPEC)]
 
 
 def _schema_cells(opset: int) -> list[Convention]:
