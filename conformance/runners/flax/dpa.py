@@ -137,7 +137,7 @@ class JaxDPA(Runner):
     # the ledger's raw probes (conventions/probes/flags.py) ask `answer`; the docstring
     # states the mask's polarity and that an additive mask goes to bias=, not is_causal's
     # alignment (only "causal attention will be applied")
-    answers = frozenset({"attn_mask", "is_causal", "window"})
+    answers = frozenset({"attn_mask", "is_causal", "window", "unbatched"})
     # what the ledger's probes ask through translate and run beyond its features: k, v
     # with fewer heads (by shape), key_value_seq_lengths; its own cells of the sizes, the
     # layout and the key padding are the readings of the API they confirm
@@ -231,6 +231,10 @@ class JaxDPA(Runner):
         elif raw.argument == "is_causal":
             kw = {"is_causal": bool(raw.value)}
             said = f"is_causal={bool(raw.value)}"
+        elif raw.argument == "unbatched":  # item 0's (T, N, H) q, k, v: no batch axis
+            heads = jax.nn.dot_product_attention(q[0], k[0], v[0])
+            return (np.asarray(to_numpy(heads_out(jnp, heads[None], w))[0], np.float64),
+                    "jax.nn.dot_product_attention(q[0], k[0], v[0]) on (T, N, H) arrays")
         elif raw.argument == "window":
             causal = case.mask.causal != "none"
             kw = {"local_window_size": raw.value, "is_causal": causal}

@@ -2,7 +2,7 @@
 with no oracle and no reading of an output against one: the readings of its API the
 ledger confirms by asking (sizes.confirmed, padding.py: projected tensors, BTNH, key
 padding as int32 lengths), what it returns (with return_residual), the arguments it
-lacks (dropout), a 3-D call's output shape and what a float64 q with float32 k, v gives
+lacks (dropout), and what a float64 q with float32 k, v gives
 with JAX's x64 switch off and on (the output's dtype or the function's own error).  The
 ledger asks the rest (conventions/probes/, JaxDPA's `probe_takes` and `answers`).  jax
 is imported inside the functions only.
@@ -67,7 +67,6 @@ def dpa_cells() -> list[Convention]:
     import jax
 
     q, k, v = _arrays()
-    one = jax.nn.dot_product_attention(q[0], k[0], v[0])
     out, lse = jax.nn.dot_product_attention(q, k, v, return_residual=True)
     return [
         Convention("size_arguments", "given_tensors", f"{FN} takes projected tensors, q "
@@ -79,9 +78,6 @@ def dpa_cells() -> list[Convention]:
         Convention("key_padding_polarity", "lengths", f"{FN}(..., key_value_seq_lengths=) "
                    "takes int32 (B,) valid lengths, not a mask", documented="lengths",
                    **DOCUMENTED),
-        Convention("unbatched_input", "accepted", f"{FN} on 3-D (T, N, H) q, k, v: output "
-                   f"{tuple(one.shape)} (the docstring: shape (BTNH|TNH))",
-                   documented="accepted", **DOCUMENTED),
         Convention("returned_weights", "none", f"{FN} returns the output {tuple(out.shape)}; "
                    f"return_residual=True adds the logsumexp {tuple(lse.shape)} (B, T, N), "
                    "never the weights", **DOCUMENTED),
