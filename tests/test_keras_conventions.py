@@ -47,10 +47,11 @@ def test_the_runners_own_cells_are_api_facts_the_rows_do_not_settle():
     """What a Keras runner reports itself (observations.py) holds no axis the matrix rows
     settle, and none the ledger asks of it."""
     from conformance.runners.keras.mha import KerasMHA
-    from conformance.conventions.probes import ASKED_PROBES, RAW_PROBES, takes_raw
+    from conformance.conventions.probes import ASKED_PROBES
+    from conformance.conventions.probes.table import raw_probes
 
     runner = KerasMHA(backend="torch")
-    asked = {a for a, (arg, _) in RAW_PROBES.items() if takes_raw(arg, runner.answers)}
+    asked = set(raw_probes(runner))
     from conformance.conventions.probes.table import asked_probes
 
     assert "fully_masked_row" not in asked_probes(runner)  # the rows settle it

@@ -125,14 +125,13 @@ def _mha():
 
 
 def test_contrib_mha_hands_its_axes_to_the_ledger():
-    from conformance.conventions.probes import RAW_PROBES, takes_raw
+    from conformance.conventions.probes.table import raw_probes
     from conformance.runners.onnx.contrib_mha import OnnxContribMHA
 
     from conformance.conventions.probes.table import asked_probes
 
     assert set(asked_probes(OnnxContribMHA())) <= set(ASKED_PROBES)
-    assert {a for a, (arg, _) in RAW_PROBES.items()
-            if takes_raw(arg, OnnxContribMHA.answers)} == {
+    assert set(raw_probes(OnnxContribMHA())) == {
         "attn_mask_polarity", "float_mask", "causal_flag", "mixed_dtype", "unbatched_input"}
 
 

@@ -46,13 +46,6 @@ READS_OWN = frozenset(a for a in table.TABLE if table.reads_own(a))
 LEDGER_CELLS = "conformance.conventions.probes:ledger_cells"  # the worker is asked by name
 
 
-def takes_raw(argument: str | tuple[str, ...], answers) -> bool:
-    """Whether a runner answering `answers` passes the RAW_PROBES argument (one name, or
-    alternatives: key_padding or key_lengths for key_padding_polarity)."""
-    names = (argument,) if isinstance(argument, str) else argument
-    return any(n in answers for n in names)
-
-
 def asked_cells(runner, own: list[Convention], settled: set[str]) -> list[Convention]:
     """The axes the table asks of the runner through its translate and run
     (table.asked_probes: what it declares it takes), each with its own cell where it reports

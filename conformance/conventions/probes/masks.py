@@ -312,8 +312,3 @@ def _nan_rows(case, out: np.ndarray) -> tuple[int, str]:
     where = "the one input (self-attention; query row 4 not judged)" \
         if case.inputs.self_attention else tensor
     return bad, f"NaN in {where}: {bad} of {int(judged.sum())} rows non-finite{d}"
-
-
-def mask_encoding_cells(runner, what: str = "") -> list[Convention]:
-    """The three cells, probed through the runner's own translate and run."""
-    return [mask_fill_cell(runner, what), *masked_nonfinite_cells(runner, what)]

@@ -1,7 +1,7 @@
-"""Convention probes shared by the runners of one call shape (HF modules, Flax
-layers): each takes `fwd(mask) -> output` (the system run on a probe case with
-`mask` passed raw in its own mask argument, as NumPy (B, T, S)) and names the
-reading the output matches (probes.closest), or quotes the refusal.
+"""Readings flags.py and heads.py share: a boolean mask's polarity from `fwd(mask) -> output`
+(the system run on a probe case with `mask` passed raw in its own mask argument, as NumPy
+(B, T, S)), named by the reading the output matches, or the refusal quoted; the oracle's
+outputs under the two grouped-query head mappings.
 
 Only contract, probes and axes are imported: frameworks stay in the runners.
 """
@@ -14,7 +14,7 @@ import numpy as np
 from conformance.contract.axes import IGNORED, NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.conventions.probes.probing import (
-    closest, distances, nearest, output_added, output_with, probe_mask, refusal)
+    distances, nearest, output_added, output_with, probe_mask, refusal)
 
 Forward = Callable[[np.ndarray | None], np.ndarray]
 NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)
@@ -52,34 +52,6 @@ def _neither(cell: Convention, best: float, out: np.ndarray, case, m) -> Convent
     return Convention(cell.axis, word, f"{cell.evidence}; neither reading matches: the "
                       f"boolean is not used as a mask: added to the scores as 0/1 {added:.1e}, "
                       f"no mask at all {free:.1e}", cell.documented, cell.documented_source)
-
-
-def float_mask(case, fwd: Forward, what: str, **doc) -> Convention:
-    """A 0 / -1e9 float mask passed raw: added to the scores, or read as a boolean."""
-    m = probe_mask(case)
-    out, refused = _try("float_mask", fwd, np.where(m, 0.0, -1e9), what)
-    if refused:
-        return refused
-    return closest("float_mask", out, {"added": output_with(case, m),
-                                       "cast_to_bool": output_with(case, ~m)}, what, **doc)
-
-
-def softmax_scale(case, fwd: Forward, what: str, configurable: str = "") -> Convention:
-    """Which default scale the output matches; `configurable` names the native
-    setting when there is one (then the cell says 'configurable')."""
-    default = 1 / np.sqrt(case.attention.qk_head_dim)  # explicit: the case may set a scale
-    cell = closest("softmax_scale", fwd(None),
-                   {"inv_sqrt_head_dim": output_with(case, None, scale=default),
-                    "none": output_with(case, None, scale=1.0)}, what)
-    if configurable:
-        return Convention(cell.axis, "configurable", f"{configurable}; default: {cell.value} "
-                          f"({cell.evidence})")
-    return cell
-
-
-def matches(case, out: np.ndarray) -> float:
-    """max |out - oracle| with no mask."""
-    return float(np.max(np.abs(np.asarray(out, np.float64) - output_with(case, None))))
 
 
 def kv_mapping_candidates(case, data) -> dict[str, np.ndarray]:

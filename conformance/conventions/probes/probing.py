@@ -122,9 +122,6 @@ def refusal(axis: str, exc: BaseException, what: str, value: str = "refused",
     return Convention(axis, value, f"{what}: {text[:300]}", **documented)
 
 
-SOFTCAP_NAMES = FEATURE_ARGUMENTS["softcap"]
-
-
 def signature_names(*callables) -> tuple[list[str], list[str]]:
     """The parameter names of `callables` (introspection of the installed version, so an
     upgrade that adds an argument shows up), and the callables whose signature cannot
