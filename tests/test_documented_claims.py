@@ -11,7 +11,7 @@ import pytest
 
 from conformance.contract.runner import Runner
 from conformance.conventions.expectations import (
-    EXPECTATIONS_DIR, ExpectationError, documented, load_file)
+    EXPECTATIONS_DIR, ExpectationError, cited, documented, load_file)
 from conformance.conventions.probes.asked import documented as cell_fields
 from conformance.runners import runner_names
 
@@ -65,6 +65,52 @@ def test_the_probes_show_the_file_s_claim():
     assert fields["documented_source"].startswith("https://docs.pytorch.org/")
     runner.name = "planted.none"
     assert cell_fields(runner, "causal_flag") == {"documented": None, "documented_source": ""}
+
+
+CITED = "cited: {causal_flag: {word: upper_left, evidence: 'the page says so', source: '%s'%s}}\n"
+
+
+@pytest.mark.parametrize("text, field, words", [
+    (CITED.replace("causal_flag", "causal_flags") % (LINK, ""), "cited.causal_flags",
+     "unknown axis"),
+    (CITED.replace("upper_left", "sideways") % (LINK, ""), "cited.causal_flag.word",
+     "not in the vocabulary"),
+    (CITED % (LINK, ", documented: sideways"), "cited.causal_flag.documented",
+     "not in the vocabulary"),
+    (CITED % ("docs.html", ""), "cited.causal_flag.source", "https link"),
+    (CITED.replace("'the page says so'", "''") % (LINK, ""), "cited.causal_flag.evidence",
+     "quotation"),
+    (CITED % (LINK, ", quote: x"), "cited.causal_flag.quote", "an entry is"),
+    ("cited: {causal_flag: {word: upper_left, source: 'https://x'}}\n", "cited.causal_flag",
+     "an entry is"),
+])
+def test_a_bad_cited_cell_names_file_field_and_fix(tmp_path, text, field, words):
+    """A documented model's cells are data too: each planted defect is refused."""
+    path = tmp_path / "toy.yaml"
+    path.write_text(text)
+    for read in (lambda: load_file(path, "toy"), lambda: cited("toy", tmp_path)):
+        with pytest.raises(ExpectationError) as err:
+            read()
+        assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_a_documented_model_s_ledger_cells_are_its_cited_data(tmp_path, monkeypatch):
+    """The ledger reads a model's cells from its file (not from runner code): a planted
+    citation is what the ledger shows, and an unstated behaviour may be not_probed."""
+    from conformance.conventions.probes import ledger_cells
+    from conformance.runners.documented.matlab import MatlabSelfAttentionModel
+
+    (tmp_path / "matlab.selfAttentionLayer.yaml").write_text(
+        "cited:\n"
+        f"  causal_flag: {{word: upper_left, evidence: the page says so, source: '{LINK}', "
+        "documented: upper_left}\n"
+        f"  dropout: {{word: not_probed, evidence: not documented, source: '{LINK}'}}\n")
+    monkeypatch.setattr("conformance.conventions.expectations.EXPECTATIONS_DIR", tmp_path)
+    cells = {c.axis: c for c in ledger_cells(MatlabSelfAttentionModel())}
+    assert cells["causal_flag"].evidence == "the page says so"
+    assert cells["causal_flag"].documented == "upper_left"
+    assert cells["dropout"].value == "not_probed"
+    assert cells["mask_fill"].value == "not_probed"  # the ledger's own probe, not cited
 
 
 def test_every_file_s_claims_are_valid():

@@ -85,7 +85,9 @@ def test_every_cell_cites_a_line_of_the_source():
     from conformance.contract.axes import AXIS_IDS, NA
     from conformance.conventions.ledger import MODEL_AXES, cell_problem
 
-    cells = {c.axis: c for c in MODEL.conventions()}
+    from conformance.conventions.expectations import cited
+
+    cells = {c.axis: c for c in cited(MODEL.name)}  # data: its expectations file
     # weight_layout is read from the source too (affine(q, Wq, bq): in x out), a second
     # witness beside the rows' square shapes, which cannot orient it
     assert set(AXIS_IDS) - set(cells) == set(MODEL_AXES) - {"weight_layout"} | {

@@ -37,10 +37,11 @@ from conformance.case.expectations import CONDITIONS, Expectations, KnownMismatc
 from conformance.case.model import BEHAVIOURS, CaseError, short
 from conformance.case.yaml_reader import read_document
 from conformance.contract.axes import BY_ID, NOT_PROBED
+from conformance.contract.runner import Convention
 from conformance.paths import ROOT
 
 EXPECTATIONS_DIR = ROOT / "expectations"
-SECTIONS = ("behaviours", "known_mismatches", "conventions", "documented")
+SECTIONS = ("behaviours", "known_mismatches", "conventions", "documented", "cited")
 _SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
 
@@ -194,6 +195,46 @@ def documented(runner: str, directory: Path | str | None = None
 
 
 _DOCUMENTED: dict[tuple[str, int], dict[str, tuple[str | None, str]]] = {}
+_CITED_KEYS = {"word", "evidence", "source", "documented"}
+
+
+def _cited(path: Path, raw: Any) -> list[Convention]:
+    """A documented model's cells (a system that cannot run here): axis -> {word, evidence
+    (the quotation), source (the https link cited), documented (optional: the word the
+    page states)}; word not_probed where the page leaves an option's behaviour unstated."""
+    cells = []
+    for axis, entry in _mapping(path, raw, "cited").items():
+        dotted = f"cited.{axis}"
+        entry = _mapping(path, entry, dotted)
+        unknown = sorted(set(entry) - _CITED_KEYS)
+        if unknown or not {"word", "evidence", "source"} <= set(entry):
+            raise ExpectationError(path, f"{dotted}.{unknown[0]}" if unknown else dotted,
+                                   "an entry is {word, evidence: <the quotation>, source: "
+                                   "<https link>, documented: <optional word>}")
+        word, documented_word = entry["word"], entry.get("documented")
+        for key, value in (("word", word), ("documented", documented_word)):
+            if value == NOT_PROBED or (key == "documented" and value is None):
+                continue  # an unstated behaviour; a page stating no word
+            problem = value_problem(str(axis), value)
+            if problem:
+                raise ExpectationError(path, f"{dotted}.{key}", problem)
+        if not isinstance(entry["evidence"], str) or not entry["evidence"].strip():
+            raise ExpectationError(path, f"{dotted}.evidence", "must be the quotation (text)")
+        if not isinstance(entry["source"], str) or not _LINK.fullmatch(entry["source"]):
+            raise ExpectationError(path, f"{dotted}.source", "must be the https link cited, "
+                                   f"got {short(entry['source'])}")
+        cells.append(Convention(str(axis), word, entry["evidence"], documented_word,
+                                entry["source"]))
+    return cells
+
+
+def cited(runner: str, directory: Path | str | None = None) -> list[Convention]:
+    """A documented model's cells from the `cited:` section of its expectations file (in
+    `directory`, default EXPECTATIONS_DIR): the ledger's cells of a system that cannot run
+    here, every one from its citation."""
+    path = path_for(directory or EXPECTATIONS_DIR, runner)
+    raw = _mapping(path, read_document(path), "(top level)") if path.exists() else {}
+    return _cited(path, raw.get("cited"))
 
 
 def load_file(path: Path | str, runner: str) -> Expectations:
@@ -207,6 +248,7 @@ def load_file(path: Path | str, runner: str) -> Expectations:
         raise ExpectationError(path, unknown[0], f"unknown section; valid: {list(SECTIONS)}")
     masked, nonfinite = _behaviours(path, raw.get("behaviours"))
     _documented(path, raw.get("documented"))
+    _cited(path, raw.get("cited"))
     return Expectations(runner, str(path), masked, nonfinite,
                         _known(path, raw.get("known_mismatches")),
                         _conventions(path, raw.get("conventions")))

@@ -59,15 +59,19 @@ def asked_cells(runner, own: list[Convention], settled: set[str]) -> list[Conven
 
 def ledger_cells(runner) -> list[Convention]:
     """`runner.conventions()` (its native probes) with the ledger-owned axes measured here.
-    A documented model (not executed: its `run` is the suite's NumPy) keeps the cells its
-    cited documentation gives; an owned axis it does not cite is `not_probed`."""
-    own = list(runner.conventions())
+    A documented model (not executed: its `run` is the suite's NumPy) has the cells its
+    cited documentation gives (the `cited:` section of its expectations file); an owned
+    axis it does not cite is `not_probed`."""
     if not runner.executed:
+        from conformance.conventions.expectations import cited as cited_cells
+
+        own = cited_cells(runner.name)
         cited = {c.axis for c in own}
         return own + [Convention(a, NOT_PROBED, f"{runner.name}: a documented model whose "
                                  "cited documentation does not state it (its arithmetic "
                                  "here is the suite's NumPy, not the system's)")
                       for a in OWNED_AXES if a not in cited]
+    own = list(runner.conventions())
     raw = table.raw_probes(runner)  # the axes of the arguments it passes raw
     asked = set(table.asked_probes(runner))
     cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw

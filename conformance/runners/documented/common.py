@@ -1,12 +1,14 @@
 """What the documented models share (marian.py, matlab.py): systems that
 cannot run here, modelled from their cited documentation or source (Observation.executed
 = False).  A model is its module's functions: `limitation(case)` (the reason a case is not
-expressible, or None), `call(case)` (the native call's text and the plan) and `cells()`
-(every ledger cell from the citations, not probes), given as class keywords with the
-note every row carries:
+expressible, or None) and `call(case)` (the native call's text and the plan), given as
+class keywords with the note every row carries:
 
     class MarianCppModel(DocumentedModel, limitation=limitation, call=marian_options,
-                         cells=documented_conventions, note=MODEL_NOTE): ...
+                         note=MODEL_NOTE): ...
+
+Its ledger cells are data, each with its citation: the `cited:` section of its
+expectations file (conventions/expectations.py), which the ledger reads.
 
 A model's framework (its pytest marker) and its typed-numbers vocabulary are the first
 word of its name.
@@ -17,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from conformance.contract.runner import Convention, NotExpressible, Observation, Runner, Translation
+from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 
 
 class DocumentedModel(Runner):
@@ -25,11 +27,9 @@ class DocumentedModel(Runner):
     executed = False
     seconds = 0.02
 
-    def __init_subclass__(cls, *, limitation: Callable, call: Callable,
-                          cells: Callable[[], list[Convention]], note: str, **kw):
+    def __init_subclass__(cls, *, limitation: Callable, call: Callable, note: str, **kw):
         super().__init_subclass__(**kw)
-        cls._limitation, cls._call, cls._cells = (staticmethod(limitation), staticmethod(call),
-                                                  staticmethod(cells))
+        cls._limitation, cls._call = staticmethod(limitation), staticmethod(call)
         cls.note = note
         cls.framework = cls.framework or cls.name.split(".")[0]
         cls.typed_system = cls.typed_system or cls.framework  # its vocabulary: matlab, marian
@@ -40,10 +40,6 @@ class DocumentedModel(Runner):
             return NotExpressible(reason)
         call, plan = self._call(case)
         return Translation(call, plan)
-
-    def conventions(self):
-        """From the citations, not probes: the system cannot run here."""
-        return self._cells()
 
     def observe(self, params: dict[str, np.ndarray], notes: list[str], **kw) -> Observation:
         """The row of a model: parameters and weight shapes from the model's own layout

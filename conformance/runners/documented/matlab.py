@@ -132,87 +132,8 @@ def forward(p: dict[str, np.ndarray], x: np.ndarray, num_heads: int, causal: boo
     return p["OutputWeights"] @ np.concatenate(heads, axis=0) + p["OutputBias"], scores
 
 
-NOT_DOCUMENTED = ("not documented: the cited MathWorks pages (selfAttentionLayer, attentionLayer) "
-                  "state no {what}; this model does not guess")
-UNDOCUMENTED_AXES = {  # axis -> what no cited page states
-    "softcap": "a softcap (logit capping) option",
-    "float64_compute": "whether a double dlarray is computed in double throughout (the "
-                       "pages state only that a dlarray may hold double data)",
-    "unbatched_input": "behaviour for input without a batch dimension",
-    "attn_mask_polarity": "custom boolean AttentionMask array and its polarity (only the "
-                          "option AttentionMask is listed)",
-    "key_padding_polarity": "polarity of the padding mask enabled by HasPaddingMaskInput",
-    "float_mask": "additive float mask",
-    "fully_masked_row": "output for a query that may attend to no key",
-    "weights_dropout": "relation between HasScoresOutput scores and DropoutProbability",
-    "scale_precision": "precision of the scale in a double layer",
-    "dropout": "switch that turns DropoutProbability on (only the option is listed)",
-    "mixed_dtype": "behaviour for double input into a single layer",
-    # rotary embeddings, grouped heads, QK-norm, ALiBi...: no cited page names such an option
-    "rope_style": "rotary position embeddings", "rope_partial": "partial rotary embeddings",
-    "kv_head_mapping": "grouped key/value heads (NumHeads applies to queries, keys and "
-                       "values alike)",
-    "qk_norm_scope": "a normalisation of queries and keys", "alibi_slopes": "an ALiBi bias",
-    "cache_causal_alignment": "a key/value cache for step-by-step decoding",
-    "cache_layout": "a key/value cache", "window_width": "a sliding-window mask",
-    "softcap_order": "a softcap", "sinks": "attention sinks",
-}
-# What the pages leave unstated about an option MATLAB has (a behaviour, not a missing
-# argument): not_probed, since MATLAB cannot run here; the rest of UNDOCUMENTED_AXES are
-# options no page lists (not_applicable).  The ledger adds the axes it probes itself
-# (mask fill, masked key/value, batch invariance) as not_probed for a documented model.
-UNSTATED_BEHAVIOURS = ("float64_compute", "unbatched_input", "attn_mask_polarity",
-                       "key_padding_polarity", "fully_masked_row", "weights_dropout",
-                       "scale_precision", "dropout", "mixed_dtype")
-
-
-def documented_conventions() -> list:
-    """Every ledger cell of the model from the cited documentation (executed=False): the
-    value the page states, or not_applicable where no page states one.  Not given:
-    parameter_formula, weight_layout, returned_weights and refusals (the model's rows
-    settle them, conformance/conventions/cells.py MODEL_AXES).  float64_compute is not_applicable:
-    no page states it."""
-    from conformance.contract.axes import NA, NOT_PROBED
-    from conformance.contract.runner import Convention
-
-    cells = [
-        Convention("size_arguments", "total_over_heads",
-                   "NumKeyChannels: 'Number of channels for the keys and queries, specified as "
-                   "a positive integer that is divisible by NumHeads' (the total over heads)",
-                   "total_over_heads", SELF_ATTENTION),
-        Convention("argument_order", "single_input",
-                   "'A self-attention layer computes single-head or multihead self-attention "
-                   "of its input': queries, keys and values come from one input",
-                   "single_input", SELF_ATTENTION),
-        Convention("causal_flag", NA,
-                   "one input, so the number of queries equals the number of keys: the "
-                   "alignment of AttentionMask=\"causal\" for T != S cannot arise",
-                   None, SELF_ATTENTION),
-        Convention("softmax_scale", "inv_sqrt_head_dim",
-                   "attentionLayer Scale \"auto\": 'Multiply the dot product by 1/sqrt(D), "
-                   "where D is the number of channels of the keys divided by NumHeads'; "
-                   "selfAttentionLayer lists no Scale option",
-                   "inv_sqrt_head_dim", ATTENTION_LAYER),
-        Convention("input_layout", "channels_first",
-                   "not stated by the documentation pages read; a MATLAB Answers reproduction "
-                   "(not documentation) feeds X as channels x time and applies the weights as "
-                   "W*X, matching MATLAB to 4 decimals", None, HOW_IT_WORKS),
-        Convention("returned_weights", "none",
-                   "HasScoresOutput: 'Flag indicating whether the layer has a scores output "
-                   "... false (default)': the default layer returns the output alone; with "
-                   "HasScoresOutput=true (the model's rows) the scores are per head, "
-                   "numKeys x numQueries x numHeads x batch", "none", SELF_ATTENTION),
-        Convention("implicit_mask", "none",
-                   "no page documents a mask carried by the input array; padding masks are "
-                   "a layer input of their own, switched on by HasPaddingMaskInput",
-                   None, SELF_ATTENTION)]
-    return cells + [Convention(axis, NOT_PROBED if axis in UNSTATED_BEHAVIOURS else NA,
-                               NOT_DOCUMENTED.format(what=what), None, SELF_ATTENTION)
-                    for axis, what in UNDOCUMENTED_AXES.items()]
-
-
 class MatlabSelfAttentionModel(DocumentedModel, limitation=limitation, call=matlab_call,
-                               cells=documented_conventions, note=MODEL_NOTE):
+                               note=MODEL_NOTE):
     name = "matlab.selfAttentionLayer"
     system = "matlab selfAttentionLayer"
 
