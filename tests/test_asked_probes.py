@@ -70,7 +70,7 @@ class Toy(Runner):
             return {}
         b, n = case.inputs.batch, case.inputs.query_len
         return {"cache_shapes": [[b, 2, n - 1, 4], [b, 2, n, 4]],
-                "cache_tensors": "two arrays", "cache_layout": "toy cache"}
+                "cache_tensors": "two arrays", "cache_note": "toy cache"}
 
     def conventions(self):
         return self.own

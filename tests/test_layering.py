@@ -320,12 +320,12 @@ def test_planted_shared_module_importing_a_framework_is_found():
 
 # (h) no runner module names an axis id (the ledger's probes name axes): any string constant
 # equal to one counts, but the ids that are also case features and native arguments
-# (FEATURE_WORDS: a case's `softcap`, a layer's `dropout=`) count only in an axis position:
-# the first argument (or axis=) of Convention(...), a key of a dict literal with another
-# axis id among its keys or assigned to `documented_conventions`.  The modules still naming
-# one are listed in tests/axis_names_in_runners.txt, which only shrinks (a listed module
-# that names none fails too).
-FEATURE_WORDS = frozenset({"softcap", "sinks", "dropout"})
+# (FEATURE_WORDS: a case's `softcap`, a layer's `dropout=`, MPT's `softmax_scale`) count
+# only in an axis position: the first argument (or axis=) of Convention(...), a key of a
+# dict literal with another axis id among its keys or assigned to `documented_conventions`.
+# The modules still naming one are listed in tests/axis_names_in_runners.txt, which only
+# shrinks (a listed module that names none fails too).
+FEATURE_WORDS = frozenset({"softcap", "sinks", "dropout", "softmax_scale"})
 AXIS_NAMES_ALLOWED = Path(__file__).with_name("axis_names_in_runners.txt")
 
 

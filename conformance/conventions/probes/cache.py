@@ -60,5 +60,5 @@ def cache_layout_cell(runner, own: Convention | None = None) -> Convention:
                            preallocated=bool(got.extras.get("cache_preallocated")))
     return Convention("cache_layout", word, f"{runner.name}, {said(what, got)}: backing key "
                       f"tensor {' -> '.join(str(s) for s in shapes)} after the prefill and the "
-                      f"step; {got.extras.get('cache_layout', '')}".rstrip("; "),
+                      f"step; {got.extras.get('cache_note', '')}".rstrip("; "),
                       **documented(runner, "cache_layout"))

@@ -320,7 +320,7 @@ class FlaxRunner(Runner):
         if keys:
             extras.update(cache_shapes=[list(k.shape) for k in keys],
                           cache_tensors=CACHE_TENSORS, cache_preallocated=True,
-                          cache_layout="cached_key (B, max_length, H_kv, d) allocated up "
+                          cache_note="cached_key (B, max_length, H_kv, d) allocated up "
                           "front; cache_index counts the steps")
         return Observation(output=to_numpy(y),
                            parameters=int(sum(int(np.prod(s)) for s in shapes.values())),

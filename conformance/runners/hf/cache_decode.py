@@ -86,7 +86,7 @@ def decode(runner, torch, case, module, x):
         shapes.append(key_shape(cache))
     module.conformance_extras = {
         "cache_shapes": shapes, "cache_tensors": CACHE_TENSORS,
-        "cache_layout": f"{type(cache).__name__} passed as {keyword}=, prefill with the "
+        "cache_note": f"{type(cache).__name__} passed as {keyword}=, prefill with the "
                         "causal mask, then each step with attention_mask=None (torch.cat on "
                         "the sequence axis)"}
     return torch.cat(outs, 1), None

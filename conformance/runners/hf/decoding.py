@@ -201,7 +201,7 @@ class DecodingHFRunner(MaskBuilt, ConfigRotaryHFRunner):
         module.conformance_cache = cache
         module.conformance_extras = {  # what the ledger's cache_layout reads
             "cache_shapes": shapes, "cache_tensors": CACHE_TENSORS,
-            "cache_layout": "DynamicCache(config=config) passed as cache=, each call's mask "
+            "cache_note": "DynamicCache(config=config) passed as cache=, each call's mask "
                             "from the model's builder (torch.cat on the sequence axis)"}
         return torch.cat(outs, 1), None
 

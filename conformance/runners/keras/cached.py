@@ -91,7 +91,7 @@ class KerasCached(KerasHubRunner):
         return Observation(
             output=output, parameters=int(layer.count_params()),
             weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
-            notes=notes, extras={"backend": self.backend, "cache_layout": LAYOUT,
+            notes=notes, extras={"backend": self.backend, "cache_note": LAYOUT,
                                  "output_dtype": held, "mask_polarity": "True = attend"},
             output_digest=digest(output, dtype))
 

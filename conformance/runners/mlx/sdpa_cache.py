@@ -91,7 +91,7 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
             notes=[f"prefill {translation.plan.prefill}, then {len(outs) - 1} steps through "
                    f"the cache: {LAYOUT}; backing key array "
                    + " -> ".join(str(s) for s in cache.shapes), "returns no attention weights"],
-            extras={"cache_layout": LAYOUT, "mask_polarity": "True = attend",
+            extras={"cache_note": LAYOUT, "mask_polarity": "True = attend",
                     "cache_shapes": [list(s) for s in cache.shapes], "cache_tensors": TENSORS,
                     "cache_preallocated": True})
 

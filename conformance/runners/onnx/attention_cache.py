@@ -121,7 +121,7 @@ class OnnxAttentionCache(OnnxAttentionOp):
                            if t.data_type != 7 and not t.name.endswith(ROPE_BUFFERS)},
             notes=[f"prefill {case.decode.prefill}, then {case.decode.steps} steps: "
                    f"{WORDS[self.cache]}; {layout}", NOTES[self.cache]],
-            extras={"cache_layout": layout, "cache_shapes": shapes,
+            extras={"cache_note": layout, "cache_shapes": shapes,
                     "cache_tensors": CACHE_WORDS[self.cache],
                     "cache_preallocated": self.cache == "static"},
             graphs={f"Attention-{model.opset_import[0].version}":

@@ -340,7 +340,7 @@ class OnnxAttentionOp(Runner):
         out, shapes, model = decode(case, data, "past", evaluate)
         return Observation(output=to_numpy(out), parameters=built_parameters(model, ROPE_BUFFERS),
                            extras={"cache_shapes": shapes, "cache_tensors": PAST_WORDS,
-                                   "cache_layout": f"present_key after each run: {shapes}"})
+                                   "cache_note": f"present_key after each run: {shapes}"})
 
     def execute(self, model, feed, dtype: str):
         if self.engine == "reference":

@@ -304,7 +304,7 @@ class OnnxContribGQA(Runner):
         try:
             if decode:
                 out, shapes = decode_run(session, case, feed)
-                extras.update(cache_shapes=shapes, cache_layout=f"present_key after each run: "
+                extras.update(cache_shapes=shapes, cache_note=f"present_key after each run: "
                               f"{shapes}", cache_tensors="two tensors (present_key, "
                               "present_value)")
             else:

@@ -75,7 +75,7 @@ def decode_observation(case, data) -> Observation:
         weight_shapes={t.name: tuple(t.dims) for t in model.graph.initializer},
         notes=["unidirectional=1 at the prefill and at every step (a node attribute)"],
         extras={"cache_shapes": shapes, "cache_tensors": CACHE_TENSORS,
-                "cache_layout": f"present_key after each run: {shapes}"})
+                "cache_note": f"present_key after each run: {shapes}"})
 
 
 def _bool_mask_words() -> str:

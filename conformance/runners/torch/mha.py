@@ -219,7 +219,7 @@ class TorchMHAFastPath(TorchMHA):
         out, _, ran = fast_call(torch, mha, args, need_weights=False, **kw)
         if not ran:
             mask = kw.get("attn_mask")
-            why = "training" if mha.training else "float_mask" if mask is not None and \
+            why = "training" if mha.training else "float_attn_mask" if mask is not None and \
                 mask.is_floating_point() else None
             raise NotExpressibleError(f"fast path not taken: {declined(why)}" if why else
                                       "fast path not taken: forward fell back to the ordinary "

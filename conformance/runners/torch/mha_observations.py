@@ -21,7 +21,7 @@ MHA = "nn.MultiheadAttention"
 # torch's own reasons for declining the fast path (`why_not_fast_path` in
 # MultiheadAttention.forward, torch/nn/modules/activation.py, torch 2.13 lines 1326-1395):
 # no error is raised, forward falls back to the ordinary path
-DECLINES = {"float_mask": "floating-point masks are not supported for fast path.",
+DECLINES = {"float_attn_mask": "floating-point masks are not supported for fast path.",
             "training": "training is enabled",
             "cross": "non-self attention was used (query, key, and value are not the same "
                      "Tensor)"}

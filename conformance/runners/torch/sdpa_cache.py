@@ -133,4 +133,4 @@ def _decode(torch, case, data, step_causal: bool = False, rows=None, nan=None):
             torch, torch.cat(outs, 2), w, data, [f"prefill {p}, then "
                                                  f"{case.inputs.query_len - p} steps "
                                                  f"through the cache: {LAYOUT}"],
-            extras={"cache_layout": LAYOUT})
+            extras={"cache_note": LAYOUT})
