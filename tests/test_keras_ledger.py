@@ -29,7 +29,7 @@ class Toy(Runner):
 
     name, framework, system = "toy.keraslike", "toy", "toy"
     features = frozenset({"fill", "rope"})
-    answers = frozenset({"positional", "key_padding", "implicit_mask", "window"})
+    answers = frozenset({"positional", "key_padding", "marked_padding", "window"})
 
     def __init__(self, plant: str = "", **attrs):
         super().__init__()
@@ -65,7 +65,7 @@ class Toy(Runner):
             pad = np.asarray(raw.value, bool)[:, None, :]
             allowed = {"": pad, "blocks": ~pad, "ignores": None}[p]
             return output_with(case, allowed), "toy(value_mask=pad)"
-        if name == "implicit_mask":
+        if name == "marked_padding":
             valid = np.asarray(raw.value, bool)
             both = valid[:, :, None] & valid[:, None, :]
             return output_with(case, None if p == "drops" else both, data), "toy(embedded)"
@@ -78,7 +78,7 @@ def test_the_keras_probes_are_the_ledgers():
     assert RAW_PROBES["argument_order"] == ("positional", order.positional_order_cell)
     assert RAW_PROBES["key_padding_polarity"] == (("key_padding", "key_lengths"),
                                                   key_padding.key_padding_polarity_cell)
-    assert RAW_PROBES["implicit_mask"] == ("implicit_mask", implicit.implicit_mask_cell)
+    assert RAW_PROBES["implicit_mask"] == ("marked_padding", implicit.implicit_mask_cell)
     assert ASKED_PROBES["fully_masked_row"] is rows.fully_masked_row_cell
 
 

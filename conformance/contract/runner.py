@@ -133,9 +133,9 @@ RAW_ARGUMENTS = {
     "key_lengths": "a (B,) integer array given as it is to the system's per-item "
                    "key-lengths argument (onnxruntime GroupQueryAttention's seqlens_k, ONNX "
                    "Attention-24's nonpad_kv_seqlen), no other mask",
-    "implicit_mask": "self-attention over the case's query with the (B, T) positions "
-                     "`value` False marked as padding the system's own way (e.g. an "
-                     "Embedding(mask_zero=True) in front), no mask argument",
+    "marked_padding": "self-attention over the case's query with the (B, T) positions "
+                      "`value` False marked as padding the system's own way (e.g. an "
+                      "Embedding(mask_zero=True) in front), no mask argument",
     "causal_hint": "the system's causal switch on beside `value['attn_mask']` (a (B, T, S) "
                    "boolean array given as it is to its attention-mask argument) and, where "
                    "`value['pad_nothing']` is set, a key-padding mask that pads no key",

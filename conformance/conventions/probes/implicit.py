@@ -2,7 +2,7 @@
 `Embedding(mask_zero=True)` attaching a mask to the tensors it returns) reach the
 attention, with no mask argument passed?
 
-The runner is asked (its `answer`, RawCall "implicit_mask") to run self-attention over the
+The runner is asked (its `answer`, RawCall "marked_padding") to run self-attention over the
 probe case's query with the positions `value` ((B, T) boolean, False = padding) marked as
 padding the system's own way; the padded positions' features are zeros (what an embedding
 row 0 of zeros gives).  The output is read on the unpadded query rows against the oracle
@@ -39,7 +39,7 @@ def implicit_mask_cell(runner) -> Convention:
     case, data, valid = padded_case()
     what = (f"probe_case {case.id}: self-attention with {int((~valid).sum())} of "
             f"{valid.size} positions marked as padding the system's own way, no mask argument")
-    got = ask_raw(runner, case, RawCall("implicit_mask", valid), data)
+    got = ask_raw(runner, case, RawCall("marked_padding", valid), data)
     if not got.answered:
         return unmeasured("implicit_mask", runner, what, got)
     both = valid[:, :, None] & valid[:, None, :]
@@ -51,4 +51,4 @@ def implicit_mask_cell(runner) -> Convention:
                    **documented(runner, "implicit_mask"))
 
 
-RAW_PROBES = {"implicit_mask": ("implicit_mask", implicit_mask_cell)}
+RAW_PROBES = {"implicit_mask": ("marked_padding", implicit_mask_cell)}

@@ -18,7 +18,7 @@ from conformance.runners.keras.calls import Probe, flash_off, swapped
 
 # the RawCall arguments a Keras layer runner answers
 ANSWERS = frozenset({"attn_mask", "is_causal", "dropout_training", "window", "positional",
-                     "key_padding", "implicit_mask", "input_dtype", "unbatched",
+                     "key_padding", "marked_padding", "input_dtype", "unbatched",
                      "dropout_weights"})
 NATIVE_CALLS = frozenset({"input_dtype", "unbatched", "dropout_weights"})  # -> Observation
 
@@ -73,7 +73,7 @@ def answer(runner, case, data, raw) -> tuple[np.ndarray | Observation, str]:
     name, value = raw.argument, raw.value
     if name in NATIVE_CALLS:
         return native_call(p, case, data, raw)
-    if name == "implicit_mask":
+    if name == "marked_padding":
         return _implicit(p, case, data, np.asarray(value, bool))
     options, kw, call = {}, {}, "layer(query, value, key"
     if name == "dropout_training":
