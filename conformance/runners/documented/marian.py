@@ -209,6 +209,8 @@ class MarianCppModel(DocumentedModel, limitation=limitation, call=marian_options
 
     description = (  # its line of the README's runner table
         "a **documented model** of C++ Marian's transformer attention (`src/models/"
-        "transformer.h`, cited line by line in `conformance/runners/documented/marian.py`): "
+        "transformer.h`, cited line by line in `conformance/runners/documented/marian.py` "
+        "and, for its ledger cells, in the `cited:` section of `expectations/marian.cpp.yaml`"
+        "): "
         "its options, its weight layout and its algorithm in NumPy; reports mark its rows "
         "\"(model)\"")

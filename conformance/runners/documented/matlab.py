@@ -165,6 +165,7 @@ class MatlabSelfAttentionModel(DocumentedModel, limitation=limitation, call=matl
         "InputSize, heads as contiguous channel blocks) and the documented algorithm in "
         "NumPy. It checks translation, layout and parameter accounting, not MATLAB's "
         "arithmetic; reports mark its rows \"(model)\". Every convention cites its MathWorks "
-        "page in `conformance/runners/documented/matlab.py`, and what no page documents "
+        "page in the `cited:` section of `expectations/matlab.selfAttentionLayer.yaml`, and "
+        "what no page documents "
         "(padding at query positions, custom masks, fully masked rows) is left not "
         "expressible with that reason")
