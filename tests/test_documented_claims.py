@@ -120,7 +120,7 @@ def test_every_file_s_claims_are_valid():
 
 def test_no_runner_module_states_documented_conventions():
     """The claims live in the expectations files; a runner class attribute would be a
-    second home the ledger no longer reads (the export runners' shared table goes last)."""
+    second home the ledger no longer reads."""
     root = Path(__file__).resolve().parent.parent / "conformance" / "runners"
     found = []
     for path in sorted(root.rglob("*.py")):
@@ -129,10 +129,4 @@ def test_no_runner_module_states_documented_conventions():
             found += [path.relative_to(root).as_posix() for t in targets
                       if isinstance(t, ast.Name) and t.id == "documented_conventions"
                       or isinstance(t, ast.Attribute) and t.attr == "documented_conventions"]
-    assert sorted(found) == sorted(STILL_STATED), found
-
-
-# the three runners that take the export answers' shared table (runners/_export/
-# torch_export_answers.py DOCUMENTED, another task's file): their claims are in their
-# expectations files already, the attribute is read by nothing
-STILL_STATED = ["executorch/xnnpack.py", "onnx/torch_export.py", "openvino/mha.py"]
+    assert found == [], found

@@ -21,7 +21,7 @@ from conformance.cache import BytesCache, key
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.runners._export.deployed import RuntimeProbe, both_calls
 from conformance.runners._export.torch_export_answers import (
-    ANSWERS, DOCUMENTED, answer, facts, signatures)
+    ANSWERS, answer, facts, signatures)
 from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import module_call, wrap_module
@@ -69,7 +69,6 @@ class ExecuTorchXnnpack(Runner):
     # the ledger asks through translate/run and `answer` (RAW_PROBES): probe modules
     # lowered and run like the rows' (_export/torch_export_answers.py)
     answers = ANSWERS
-    documented_conventions = DOCUMENTED
 
     def probe(self):
         return RuntimeProbe(self, self.execute, wrap_module,

@@ -31,7 +31,7 @@ from conformance.contract.runner import (
 from conformance.runners._export import onnx_accounting
 from conformance.runners._export.onnx_runtime import check, combine_graphs, ort_session, short
 from conformance.runners._export.torch_export_answers import (
-    ANSWERS, DOCUMENTED, answer, facts, signatures)
+    ANSWERS, answer, facts, signatures)
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import (
     VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
@@ -97,7 +97,6 @@ class OnnxTorchExport(TorchOnnxExporter, Runner):
     @property
     def probe_takes(self):  # type: ignore[override]
         return frozenset({"float64"} if self.dynamo else ())
-    documented_conventions = DOCUMENTED
 
     def probe(self):
         from conformance.runners._export.export_probe import ExportProbe

@@ -29,7 +29,7 @@ from conformance.runners._export.deployed import RuntimeProbe, both_calls
 from conformance.runners._export.onnx_runtime import check, combine_graphs
 from conformance.runners._export.same_graph import SameGraph
 from conformance.runners._export.torch_export_answers import (
-    ANSWERS, DOCUMENTED, answer, facts, signatures)
+    ANSWERS, answer, facts, signatures)
 from conformance.runners._export.torch_mha import import_torch, mha_translation
 from conformance.runners._export.torch_onnx import (
     VARIANTS, TorchOnnxExporter, framework_params, module_call, wrap_module)
@@ -112,7 +112,6 @@ class OpenVINOMHA(Runner):
     # converted and compiled like the rows' (_export/torch_export_answers.py)
     probe_takes = frozenset({"float64"})
     answers = ANSWERS
-    documented_conventions = DOCUMENTED
 
     def probe(self):
         import openvino as ov
