@@ -76,10 +76,20 @@ def _weights(case, dropped: bool):
     return w
 
 
-@pytest.mark.parametrize("dropped, word", [(True, "post_dropout"), (False, "pre_dropout")])
-def test_weights_dropout_from_the_row_sums(dropped, word):
-    cell = weights_dropout_cell(Planted(lambda case, raw: _observed(
-        case, weights=_weights(case, dropped))))
+@pytest.mark.parametrize("dropped, output_moves, word", [
+    (True, True, "post_dropout"), (False, True, "pre_dropout"), (False, False, "ignored")])
+def test_weights_dropout_from_the_row_sums(dropped, output_moves, word):
+    """Dropped rows are post_dropout; whole rows beside an output dropout moved are
+    pre_dropout; whole rows and an unmoved output (a rate that drops nothing) name no
+    reading: ignored."""
+    def plant(case, raw):
+        obs = _observed(case, weights=_weights(case, dropped))
+        if output_moves:  # dropout on the path to the values
+            obs.output = obs.output * np.where(np.random.default_rng(1).random(
+                obs.output.shape) < 0.5, 0.0, 2.0)
+        return obs
+
+    cell = weights_dropout_cell(Planted(plant))
     assert cell.value == word, cell.evidence
 
 

@@ -13,15 +13,17 @@ axis, the weights it returned.  The words are named here:
   says so);
 - weights_dropout: `not_applicable` where the system returns no weights, else the returned
   rows' sums: rows that no longer sum to 1 were dropped (`post_dropout`), rows that all
-  do were not (`pre_dropout`).
+  do were not (`pre_dropout`) while the output shows dropout acting; where neither the
+  rows nor the output moved, the rate dropped nothing and no reading can be named
+  (`ignored`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import NA, NOT_PROBED, REFUSED
+from conformance.contract.axes import IGNORED, NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention, RawCall
-from conformance.conventions.probes.asked import documented, said, unmeasured
+from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import NEEDS_SUFFIX
 from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.probing import output_with
@@ -103,10 +105,16 @@ def weights_dropout_cell(runner) -> Convention:
                           **documented(runner, "weights_dropout"))
     sums = got.attention_weights.sum(-1)
     dev = float(np.max(np.abs(sums - 1)))
+    moved = float(np.max(np.abs(got.output - output_with(case, None))))
+    text = (f"{runner.name}, {said(what, got)}: returned weights' row sums span "
+            f"{float(sums.min()):.3f}..{float(sums.max()):.3f} (max |sum - 1| {dev:.2f}); "
+            f"max |output - oracle (no dropout)| {moved:.1e}")
+    if dev <= SUMS_MOVE and moved < NEAR:  # nothing dropped anywhere: no reading to name
+        return Convention("weights_dropout", IGNORED, f"{text}: the rate is accepted and "
+                          "drops nothing, so the weights cannot show where dropout would act",
+                          **documented(runner, "weights_dropout"))
     word = "post_dropout" if dev > SUMS_MOVE else "pre_dropout"
-    return Convention("weights_dropout", word, f"{runner.name}, {said(what, got)}: returned "
-                      f"weights' row sums span {float(sums.min()):.3f}..{float(sums.max()):.3f}"
-                      f" (max |sum - 1| {dev:.2f})", **documented(runner, "weights_dropout"))
+    return Convention("weights_dropout", word, text, **documented(runner, "weights_dropout"))
 
 
 RAW_PROBES = {"mixed_dtype": ("input_dtype", mixed_dtype_cell),
