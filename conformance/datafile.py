@@ -20,7 +20,12 @@ from typing import Any
 
 MAX_DEPTH = 32  # results and shard records nest about 6 levels deep
 BYTES_ENV = "CONFORMANCE_MAX_RESULTS_BYTES"
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # the full matrix's results.json is about 3 MB
+# The full matrix's rows take about 9 MB of JSON (a one-shard shard file holds them all).
+# Parsed JSON takes about 4x its bytes for rows, but up to 30x for a file of tiny
+# containers ('[{},{},...]': 30 MB took 885 MB), so both are bounded: MAX_CONTAINERS
+# objects and arrays keep the parse of a file at the byte bound near 4x (about 150 MB).
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+MAX_CONTAINERS = 1_000_000  # '{' and '[' in the text (the full matrix's rows: ~60,000)
 SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")  # the case loader's id rule (fullmatch)
 MAX_ID = 100  # characters of a case id (the loader enforces the same bound)
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -104,6 +109,11 @@ def depth(value: Any) -> int:
 def read_json(path: Path | str, what: str, limit: int | None = None) -> Any:
     """The JSON value of `path`, read within the bounds above, or a DataFileError."""
     text = read_text(path, what, limit)
+    containers = text.count("{") + text.count("[")  # an upper bound (strings hold some)
+    if containers > MAX_CONTAINERS:
+        raise DataFileError(path, f"holds {containers:,} JSON objects and arrays, more than "
+                            f"{MAX_CONTAINERS:,} (a bound on the memory reading it takes); "
+                            f"expected {what}")
     try:
         value = json.loads(text)
     except RecursionError:

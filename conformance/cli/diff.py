@@ -19,15 +19,30 @@ def _clip(text: str, limit: int = EVIDENCE) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+LEDGER_WHAT = "a conventions ledger (conventions.json, written by the matrix)"
+_SHAPE = {"systems": ("id",), "axes": ("id",), "cells": ("system", "axis")}
+
+
 def _read_ledger(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    """The ledger at `path` read as untrusted data (datafile.py: a regular file, bounded,
+    depth-checked JSON; a FIFO or /dev/zero is refused before it is opened) and checked
+    for the fields the guide reads; None when there is no file.  A bad file is one
+    DataFileError naming the file and the field."""
+    from conformance.datafile import DataFileError, read_json
+
+    if not path.exists() and not path.is_symlink():
         return None
-    except (OSError, ValueError) as exc:
-        print(f"diff: {path}: not a conventions ledger ({exc}); rerun the matrix "
-              "(python -m pytest)", file=sys.stderr)
-        return None
+    ledger = read_json(path, LEDGER_WHAT)
+    if not isinstance(ledger, dict):
+        raise DataFileError(path, f"(document): expected a JSON object, {LEDGER_WHAT}")
+    for key, names in _SHAPE.items():
+        items = ledger.get(key, [])
+        ok = isinstance(items, list) and all(isinstance(i, dict) and all(
+            isinstance(i.get(n), str) for n in names) for i in items)
+        if not ok:
+            raise DataFileError(path, f"{key}: expected a list of objects with string "
+                                f"{', '.join(names)}; rerun the matrix (python -m pytest)")
+    return ledger
 
 
 def text_lines(guide) -> list[str]:

@@ -31,6 +31,9 @@ def probe(args) -> int:
         print(f"probe: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out or f"attention-report-{spec.runner_name()}").resolve()
+    from conformance.report.staging import check_writable
+
+    check_writable(out, "--out")  # a file, or a folder that cannot be written: one line
     code = run_matrix(spec, out, quiet=not args.verbose)
     index = out / "index.md"
     if not index.is_file():

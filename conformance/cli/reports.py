@@ -14,13 +14,15 @@ def report(args) -> int:
     untrusted data (report/results.py); a bad one is one error naming it."""
     from conformance.report import write_reports
     from conformance.report.results import rows_from_results
+    from conformance.report.staging import check_writable
 
     results = Path(args.results)
     if not results.exists() and not results.is_symlink():
         print(f"report: no {results}; run the matrix first (python -m pytest)", file=sys.stderr)
         return 1
-    rows, cases, runners, selection, meta = rows_from_results(results)
     out = Path(args.out) if args.out else results.parent
+    check_writable(out, "--out")  # a file, or a folder that cannot be written: one line
+    rows, cases, runners, selection, meta = rows_from_results(results)
     paths = write_reports(rows, cases, runners, out, selection, meta)
     print(f"re-rendered {len(paths)} file(s) in {out} from {results} ({len(rows)} rows)")
     return 0
@@ -52,19 +54,25 @@ def _committed(current: Path, rev: str, tmp: Path) -> Path:
 
 
 def _readable(folder: Path) -> None:
-    """Every report file of `folder` is a regular file within the size bound (a FIFO, a
-    device or a directory in its place is refused before anything reads it)."""
+    """Every report file of `folder` is a regular file within the size bound, inside the
+    folder (a FIFO, a device, a directory, or a symlink leading out of the folder, its
+    own or a subfolder's, is refused before anything reads it: the comparison prints
+    what differs, and must not print a file from elsewhere)."""
     from conformance.datafile import DataFileError, max_bytes, regular_file
     from conformance.report.drift import report_names
 
     if not folder.is_dir():
         raise DataFileError(folder, "not a report folder")
+    root, limit = folder.resolve(), max_bytes()
     for name in report_names(folder):
         path = folder / name
         if path.exists() or path.is_symlink():
-            regular_file(path, "a report file")
-            if path.stat().st_size > max_bytes():
-                raise DataFileError(path, f"larger than {max_bytes():,} bytes")
+            regular_file(path, "a report file")  # stat only: a FIFO, a device, a folder
+            if root not in path.resolve().parents:
+                raise DataFileError(path, f"a symlink leading out of {folder}; refused "
+                                    "(a report folder holds its own files)")
+            if path.stat().st_size > limit:
+                raise DataFileError(path, f"larger than {limit:,} bytes")
 
 
 def check_reports(args) -> int:
@@ -106,6 +114,9 @@ def merge(args) -> int:
 
     from conformance.case.loader import CaseError
 
+    from conformance.report.staging import check_writable
+
+    check_writable(Path(args.out), "--out")  # before any shard is read: one line
     try:
         selection = merge_shards(args.shards, Path(args.out), Path(args.cases_dir))
     except (MergeError, CaseError) as exc:

@@ -237,12 +237,24 @@ def cited(runner: str, directory: Path | str | None = None) -> list[Convention]:
     return _cited(path, raw.get("cited"))
 
 
+def _document(path: Path) -> Any:
+    """The file's YAML (yaml_reader: bounded, regular files only); a reading error is an
+    ExpectationError, which the plugin reports as a usage error, never an INTERNALERROR."""
+    try:
+        return read_document(path)
+    except ExpectationError:
+        raise
+    except CaseError as exc:
+        raise ExpectationError(path, exc.field_name, exc.problem) from None
+
+
 def load_file(path: Path | str, runner: str) -> Expectations:
-    """One runner's file, validated; an absent file expects nothing."""
+    """One runner's file, validated; an absent file expects nothing (a dangling symlink
+    is not absent: it is refused)."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return Expectations(runner, str(path))
-    raw = _mapping(path, read_document(path), "(top level)")
+    raw = _mapping(path, _document(path), "(top level)")
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise ExpectationError(path, unknown[0], f"unknown section; valid: {list(SECTIONS)}")
@@ -265,6 +277,9 @@ def load_dir(directory: Path | str, runner_names: Iterable[str]) -> dict[str, Ex
         if path.stem not in names:
             raise ExpectationError(path, "(file name)", f"names no runner; the file name is "
                                    f"the runner's, one of: {names}")
+        if path.is_symlink() and directory.resolve() not in path.resolve().parents:
+            raise ExpectationError(path, "(file)", "a symlink leading out of the folder; "
+                                   "put the file itself in the folder")
     return {name: load_file(path_for(directory, name), name) for name in names}
 
 
@@ -326,16 +341,47 @@ def header(runner: str) -> str:
 def update(path: Path | str, runner: str,
            entries: Mapping[tuple[str, ...], str | None]) -> None:
     """Write `entries` (keys path -> value; None removes the entry) into the runner's
-    file, keeping the rest; the result must read back as those values (else the file is
-    left as it was)."""
+    file, keeping the rest and the file's permissions; the result, read back by the
+    suite's own reader (which refuses duplicate keys), must hold those values, else the
+    file is left as it was."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8") if path.exists() else header(runner)
+    text = header(runner)
+    if path.exists() or path.is_symlink():
+        _document(path)  # bounded, a regular file, a document the suite reads
+        text = path.read_text(encoding="utf-8")
     for keys, value in entries.items():
         text = set_value(text, keys, value)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
-        data = {}
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, _mode(path))
+        _check_written(Path(tmp), path, entries)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _mode(path: Path) -> int:
+    """The permissions the rewritten file keeps: the old file's, or for a new file what
+    the umask leaves of 0o666 (mkstemp alone would leave 0o600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _check_written(tmp: Path, path: Path, entries) -> None:
+    try:
+        data = read_document(tmp)
+    except CaseError as exc:
+        raise ExpectationError(path, exc.field_name, f"would not read back ({exc.problem}); "
+                               "write that section in block style, one entry a line, "
+                               "each key once") from None
     for keys, value in entries.items():
         got = data
         for key in keys:
@@ -343,8 +389,3 @@ def update(path: Path | str, runner: str,
         if got != value:
             raise ExpectationError(path, ".".join(keys), f"could not be written as {value!r} "
                                    "(write that section in block style, one entry a line)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

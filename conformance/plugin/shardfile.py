@@ -119,6 +119,28 @@ def _probes(path, probes) -> dict:
     return out
 
 
+MAX_SECONDS = 1e7  # seconds of one item (about 115 days): more is not a timing
+
+
+def _seconds(path, raw) -> dict:
+    """{(case, runner): seconds}: each entry a case id, a runner name and a finite number
+    of seconds in [0, MAX_SECONDS] (the metadata's mean per runner is written as JSON,
+    which holds no NaN, and an integer too large for a float is no timing)."""
+    _need(path, isinstance(raw, list), "seconds", "a list of [case, runner, seconds]")
+    out = {}
+    for n, s in enumerate(raw):
+        where = f"seconds[{n}]"
+        _need(path, isinstance(s, list) and len(s) == 3, where, "[case, runner, seconds]")
+        check_id(path, s[0], f"{where}[0]")
+        _need(path, isinstance(s[1], str) and RUNNER_NAME.fullmatch(s[1]) is not None,
+              f"{where}[1]", "a runner name")
+        ok = type(s[2]) in (int, float) and 0 <= s[2] <= MAX_SECONDS  # NaN compares False
+        _need(path, ok, f"{where}[2]",
+              f"a finite number of seconds from 0 to {MAX_SECONDS:g}")
+        out[(s[0], s[1])] = float(s[2])
+    return out
+
+
 def read(path: Path | str) -> dict:
     """A checked shard file: the record plugin.shards.merge reads (rows as Row objects,
     probes as Conventions or RuntimeError, seconds keyed (case, runner))."""
@@ -129,14 +151,11 @@ def read(path: Path | str) -> dict:
     shard = _header(path, data)
     rows_raw, seconds_raw = data.get("rows"), data.get("seconds")
     _need(path, isinstance(rows_raw, list), "rows", "a list of results records")
-    _need(path, isinstance(seconds_raw, list) and all(
-        isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and isinstance(
-            s[1], str) and isinstance(s[2], (int, float)) and not isinstance(s[2], bool)
-        for s in seconds_raw), "seconds", "a list of [case, runner, seconds]")
+    seconds = _seconds(path, seconds_raw)
     rows = {}
     for n, d in enumerate(rows_raw):
         row = row_from_record(d, path, f"rows[{n}]")
         rows[(row.case, row.runner)] = row
     return {"shard": shard, "rows": rows, "probes": _probes(path, data.get("probes")),
-            "seconds": {(c, r): float(s) for c, r, s in seconds_raw},
+            "seconds": seconds,
             **{k: data[k] for k in ("runners", "cases", "parts", "total", "default_cases")}}

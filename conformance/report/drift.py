@@ -199,15 +199,12 @@ def compare_html(old_text: str, new_text: str, file: str) -> list[Change]:
 def compare_text(old_text: str, new_text: str, file: str) -> list[Change]:
     """Line by line, every line masked before the lines are aligned (texts already stripped
     of metadata); a change quotes the original lines."""
-    import difflib
-
     a, b = old_text.splitlines(), new_text.splitlines()
     if file.endswith(".html"):  # quotes and other entities as the page shows them
         a, b = [html.unescape(x) for x in a], [html.unescape(x) for x in b]
     masked_a, masked_b = [mask(x) for x in a], [mask(x) for x in b]
     changes = []
-    matcher = difflib.SequenceMatcher(None, masked_a, masked_b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in _opcodes(masked_a, masked_b):
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1 and all(
                 texts_agree(x, y) for x, y in zip(a[i1:i2], b[j1:j2]))):
             continue
@@ -216,6 +213,32 @@ def compare_text(old_text: str, new_text: str, file: str) -> list[Change]:
             old, new = excerpt("\n".join(masked_a[i1:i2]), "\n".join(masked_b[j1:j2]))
         changes.append(Change(file, f"line {i1 + 1}", "", "text", old, new))
     return changes
+
+
+MAX_ALIGNED = 4_000_000  # line pairs difflib may weigh (its alignment is quadratic)
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[tuple]:
+    """difflib's opcodes of `a` against `b`, in bounded time: the common head and tail
+    are equal; a middle of the same length on both sides is compared line by line; any
+    other middle is aligned by difflib only when it is small, else one replaced block."""
+    import difflib
+
+    head = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    i2, j2 = len(a) - tail, len(b) - tail
+    if i2 - head == j2 - head:
+        middle = [("equal" if a[i] == b[i] else "replace", i, i + 1, i, i + 1)
+                  for i in range(head, i2)]
+    elif (i2 - head) * (j2 - head) <= MAX_ALIGNED:
+        matcher = difflib.SequenceMatcher(None, a[head:i2], b[head:j2], autojunk=False)
+        middle = [(op, x1 + head, x2 + head, y1 + head, y2 + head)
+                  for op, x1, x2, y1, y2 in matcher.get_opcodes()]
+    else:
+        middle = [("replace", head, i2, head, j2)]
+    return middle
 
 
 def _systems(ledger: dict) -> list[dict]:

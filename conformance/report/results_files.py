@@ -23,7 +23,8 @@ import json
 import re
 from pathlib import Path
 
-from conformance.datafile import DataFileError, excerpt, inside, read_json
+from conformance.datafile import (BYTES_ENV, DataFileError, excerpt, inside, max_bytes,
+                                  read_json)
 from conformance.report.json_text import dumps
 
 RESULTS_FILE = "results.json"
@@ -193,7 +194,12 @@ def read_results(path: Path | str) -> dict:
                             f"{type(data).__name__}")
     if "row_files" not in data:
         return data  # rows inline (before the split), or none: the caller checks
-    rows = []
+    rows, used, limit = [], 0, max_bytes()
     for n, name in enumerate(row_file_names(path, data)):
+        part = path.parent / name
+        used += part.stat().st_size if part.is_file() else 0
+        if used > limit:  # each file is bounded, and so are all of them together
+            raise DataFileError(path, f"row_files: the rows take more than {limit:,} bytes "
+                                f"in all (raise the bound with {BYTES_ENV}=BYTES if genuine)")
         rows += _part_rows(path, n, name)
     return {**data, "rows": rows}

@@ -173,7 +173,7 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, "-m", PROCESS_MODULE], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     bufsize=0)
+                                     bufsize=0, start_new_session=True)  # _kill: its group
         log.close()
 
     def tail(self) -> str:
@@ -249,6 +249,10 @@ class _Worker:
         only: it may be reading them; a kill alone ends its read with EOF)."""
         if self.proc is None:
             return
+        try:  # the worker leads its own process group: what a runner started goes too
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self.proc.kill()
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout) if streams else ():
