@@ -211,19 +211,25 @@ def pytest_collect_file(file_path: Path, parent):
     return None
 
 
+LISTED_KEY = pytest.StashKey[bool]()  # --cases-dir's files are listed by the plugin
+
+
 def _collect_cases_dir(config) -> None:
-    """`--cases-dir DIR` collects DIR's cases from any directory: DIR joins the paths to
-    collect (it replaces the default test paths when none was named)."""
+    """`--cases-dir DIR` runs DIR's cases from any directory without handing DIR to
+    pytest: the plugin lists DIR's case files itself and adds their items at collection
+    (items.add_listed_cases), so nothing in DIR is imported, collected as Python or read
+    as configuration.  With no path named, nothing else is collected (the default test
+    paths are dropped); a path in DIR named on the command line is pytest's to collect,
+    as named."""
     cases_dir = Path(config.getoption("cases_dir")).resolve()
+    config.stash[LISTED_KEY] = False
     if cases_dir == CASES_DIR.resolve() or config.getoption("generated", 0):
         return
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
-        config.args[:] = [str(cases_dir)]
-        return
+        config.args[:] = []
     named = [Path(a.split("::")[0]).resolve() for a in config.args]
-    if not any(p == cases_dir or cases_dir in p.parents or p in cases_dir.parents
-               for p in named):
-        config.args.append(str(cases_dir))
+    config.stash[LISTED_KEY] = not any(
+        p == cases_dir or cases_dir in p.parents or p in cases_dir.parents for p in named)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they apply to these items too
@@ -233,6 +239,10 @@ def pytest_collection_modifyitems(session, config, items):
     selected runner even when its expectations file was not among the paths collected."""
     from conformance.plugin.conventions_items import ConventionsItem, add_conventions_items
 
+    if config.stash.get(LISTED_KEY, False):
+        from conformance.plugin.items import add_listed_cases
+
+        add_listed_cases(session, items)
     matrix = any(isinstance(i, MatrixItem) for i in items)
     own_file = (Path(config.getoption("cases_dir")).resolve() == CASES_DIR.resolve()
                 or config.getoption("expectations_dir"))

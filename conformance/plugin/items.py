@@ -132,9 +132,9 @@ class CaseFileError(pytest.Item):
     """A case file (or entry) that cannot be used: one failing item naming it, so the
     other files' items still run and the run says what is wrong."""
 
-    def __init__(self, *, errors, **kwargs):
+    def __init__(self, *, errors, case_path, **kwargs):
         super().__init__(**kwargs)
-        self.errors = errors
+        self.errors, self.case_path = errors, case_path
 
     def runtest(self):
         raise MatrixFailure("\n".join(str(e) for e in self.errors))
@@ -144,26 +144,96 @@ class CaseFileError(pytest.Item):
             else super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, 0, f"{self.path.name}: case file error"
+        return self.case_path, 0, f"{self.case_path.name}: case file error"
+
+
+def case_items(parent, case_path: Path):
+    """The items of one case file: its error item (if any of its cases or the file is
+    bad), then one MatrixItem per (chosen case x selected runner)."""
+    session = session_state(parent.config)
+    cases = session_cases(parent.config, session)
+    errors = [e for e in session.case_errors
+              if Path(e.path).absolute() == case_path.absolute()]
+    if errors:
+        yield CaseFileError.from_parent(parent, name="case-file-error", errors=errors,
+                                        case_path=case_path)
+    chosen = session.chosen_cases
+    for case in cases:
+        if Path(case.path).resolve() != case_path.resolve():
+            continue
+        if chosen and case.id not in chosen:
+            continue
+        for runner in selected_runners(session):
+            yield marked(MatrixItem.from_parent(parent, name=f"{case.id}[{runner.name}]",
+                                                case=case, runner=runner), runner, "matrix")
 
 
 class CaseFile(ItemsFile):
+    """A case file that pytest found on a path it was given (the default cases/)."""
+
     def collect(self):
+        yield from case_items(self, self.path)
+
+
+class ListedCases(pytest.Collector):
+    """The case files of `--cases-dir DIR`, listed by the suite itself (discovery.py),
+    never by pytest walking DIR: a folder of someone else's cases is data, so its
+    conftest.py, test_*.py or pytest.ini is never imported, collected or read (pytest
+    imports a folder's conftest.py when it collects that folder).  Its node sits under
+    the session, at the session's path: pytest looks conftest.py files up by node path."""
+
+    def collect(self):
+        from conformance.case.discovery import discover
+
         session = session_state(self.config)
-        cases = session_cases(self.config, session)
-        errors = [e for e in session.case_errors
-                  if Path(e.path).absolute() == self.path.absolute()]
-        if errors:
-            yield CaseFileError.from_parent(self, name="case-file-error", errors=errors)
-        chosen = session.chosen_cases
-        for case in cases:
-            if Path(case.path).resolve() != self.path.resolve():
-                continue
-            if chosen and case.id not in chosen:
-                continue
-            for runner in selected_runners(session):
-                yield marked(MatrixItem.from_parent(self, name=f"{case.id}[{runner.name}]",
-                                                    case=case, runner=runner), runner, "matrix")
+        session_cases(self.config, session)  # the folder's errors, refused links included
+        directory = Path(self.config.getoption("cases_dir")).absolute()
+        listed = {p.absolute() for p in discover(directory).files}
+        listed |= {Path(e.path).absolute() for e in session.case_errors}
+        for case_path in sorted(listed, key=lambda p: p.name):
+            yield ListedCaseFile.from_parent(self, name=case_path.name, case_path=case_path,
+                                             nodeid=listed_id(self.config, case_path))
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
+
+
+def add_listed_cases(session, items: list) -> None:
+    """Collect --cases-dir's files (ListedCases) and append their items to `items`:
+    pytest reports each collector as it reports the ones it found itself."""
+    folder = Path(session.config.getoption("cases_dir")).absolute()
+    listed = ListedCases.from_parent(session, name=folder.name,
+                                     nodeid=listed_id(session.config, folder))
+    items.extend(session.genitems(listed))
+
+
+def listed_id(config, case_path: Path) -> str:
+    """A listed case file's node id: its path from the rootdir when inside it, else its
+    name (as pytest names a file under a folder it was given), so matrix items keep the
+    `<file>.yaml::<case>[<runner>]` form that progress and xdist grouping read."""
+    try:
+        return case_path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return case_path.name
+
+
+class ListedCaseFile(pytest.Collector):
+    """One case file of --cases-dir: its items, from the file's cases the suite loaded.
+    Its node path stays the session's (ListedCases says why)."""
+
+    def __init__(self, *, case_path: Path, **kwargs):
+        super().__init__(**kwargs)
+        self.case_path = case_path
+
+    def collect(self):
+        yield from case_items(self, self.case_path)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, self.CollectError):
+            return str(excinfo.value.args[0])
+        return super().repr_failure(excinfo)
 
 
 class MatrixFailure(Exception):
@@ -213,6 +283,6 @@ class MatrixItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, 0, f"{self.case.id}[{self.runner.name}]"
+        return Path(self.case.path).absolute(), 0, f"{self.case.id}[{self.runner.name}]"
 
 
