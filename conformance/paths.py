@@ -13,6 +13,7 @@ CASES_DIR = ROOT / "cases"
 REPORTS_DIR = ROOT / "reports"
 CACHE_ENV = "CONFORMANCE_CACHE_DIR"  # overrides the cache root (default: the user's cache)
 CACHE_NAME = "attention-conformance"  # the folder in the user's cache folder
+CACHE_KEY_ENV = "CONFORMANCE_CACHE_KEY_FILE"  # overrides where the cache's secret key lives
 
 
 def cache_root() -> Path:
@@ -26,3 +27,15 @@ def cache_root() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
     return base / CACHE_NAME
+
+
+def cache_key_path() -> Path:
+    """The file of the secret key that signs every cache entry (cache.py): kept outside the
+    cache folder, which others may write, in the user's config folder
+    ($XDG_CONFIG_HOME/attention-conformance/cache.key, else
+    ~/.config/attention-conformance/cache.key), or CONFORMANCE_CACHE_KEY_FILE."""
+    if os.environ.get(CACHE_KEY_ENV):
+        return Path(os.environ[CACHE_KEY_ENV])
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base / CACHE_NAME / "cache.key"

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.cache import BytesCache
+from conformance.cache import BytesCache, onnx_external_data
 from conformance.contract.axes import REFUSED
 from conformance.contract.runner import Convention, NotExpressibleError, to_numpy
 
 
-CACHE = BytesCache("onnx", ".onnx", covers=("conformance/oracle/canonical.py",))  # weights
+CACHE = BytesCache("onnx", ".onnx", covers=("conformance/oracle/canonical.py",),  # weights
+                   check=onnx_external_data)  # no tensor read from outside the entry
 
 
 FORMAT = 1  # bump when what we export changes, to invalidate cached graphs

@@ -90,18 +90,12 @@ def constructor(plan: dict, base) -> dict:
 
 
 def compilation_cache() -> None:
-    """JAX's persistent compilation cache under the project cache (the folder the
-    Keras JAX rows use, runners/keras/common.py): keyed by JAX's own cache key (HLO,
-    versions, flags), so it cannot change a result.  Set once per process."""
-    import jax
+    """JAX's persistent compilation cache, its entries signed and verified before JAX
+    loads them (runners/jax_cache.py; the Keras JAX rows share it): keyed by JAX's own
+    cache key (HLO, versions, flags), so it cannot change a result."""
+    from conformance.runners.jax_cache import signed_compilation_cache
 
-    from conformance.paths import cache_root
-
-    root = str(cache_root() / f"jax-{jax.__version__}")
-    if jax.config.jax_compilation_cache_dir != root:
-        jax.config.update("jax_compilation_cache_dir", root)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    signed_compilation_cache()
 
 
 _JITTED: dict = {}

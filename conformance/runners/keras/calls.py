@@ -12,7 +12,6 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.oracle.canonical import case_data
-from conformance.paths import cache_root
 from conformance.runners._export.keras_mha import load_weights, storage_dtype, tensor, to_f64
 
 
@@ -44,18 +43,14 @@ def flash_off(keras) -> dict:
         else {}
 
 
-def jax_compilation_cache() -> str:
+def jax_compilation_cache() -> str | None:
     """JAX compiles every eager op per new shape (about 40 ms each, 30+ per case);
-    a persistent compilation cache under the git-ignored .cache/ makes every run
-    after the first reuse them.  Keyed by JAX's own cache key (HLO, versions, flags),
-    so it cannot change a result."""
-    import jax
+    a persistent compilation cache makes every run after the first reuse them, its
+    entries signed and verified before JAX loads them (runners/jax_cache.py).  Keyed by
+    JAX's own cache key (HLO, versions, flags), so it cannot change a result."""
+    from conformance.runners.jax_cache import signed_compilation_cache
 
-    root = cache_root() / f"jax-{jax.__version__}"
-    jax.config.update("jax_compilation_cache_dir", str(root))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return str(root)
+    return signed_compilation_cache()
 
 
 class Probe:
