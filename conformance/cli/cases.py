@@ -9,6 +9,7 @@ from pathlib import Path
 from conformance.case.loader import CaseError
 from conformance.cli.new import new  # noqa: F401  (the `new` command)
 from conformance.paths import CASES_DIR
+from conformance.text_safety import say
 
 
 def _files(paths: list[str]) -> tuple[list[Path], list[str], list[CaseError]]:
@@ -61,16 +62,16 @@ def validate(args) -> int:
     report += [{"file": str(e.path), "ok": False, "cases": [], "error": _error(e),
                 "errors": [_error(e)]} for e in refused]
     for entry in skipped:
-        print(f"skipped {entry}", file=sys.stderr)
+        say(f"skipped {entry}", file=sys.stderr)
     bad = [e for e in report if not e["ok"]]
     if args.json:
         print(json.dumps({"ok": not bad, "files": report}, indent=1))
     else:
         for e in report:
             if e["ok"]:
-                print(f"ok      {e['file']}: {len(e['cases'])} case(s)")
+                say(f"ok      {e['file']}: {len(e['cases'])} case(s)")
             for err in e["errors"]:
-                print(f"invalid {err['message']}", file=sys.stderr)
+                say(f"invalid {err['message']}", file=sys.stderr)
         total = sum(len(e["cases"]) for e in report)
         print(f"{len(report) - len(bad)} of {len(report)} file(s) valid, {total} case(s)"
               + (f"; {len(bad)} invalid" if bad else ""))
@@ -78,22 +79,47 @@ def validate(args) -> int:
 
 
 def _translations(case):
+    """Each runner and its native call for `case` (or why it cannot express it); a
+    runner whose translate raises is named with the error, and the others still shown."""
     from conformance.contract.runner import NotExpressible
     from conformance.runners import all_runners
 
     for runner in all_runners():
-        t = runner.translate(case)
+        try:
+            t = runner.translate(case)
+        except Exception as exc:  # a runner's bug: one line, not a traceback
+            yield runner, f"translate failed: {type(exc).__name__}: {exc}"
+            continue
         yield runner, (f"n/e: {t.reason}" if isinstance(t, NotExpressible) else t.call)
 
 
-def list_cases(args) -> int:
-    from conformance.case.loader import load_cases
+def _good_cases(command: str, directory) -> tuple[list, int]:
+    """The folder's good cases, each bad file or entry named on one stderr line
+    (`command: <error>`), so one bad file hides none of the others; and how many
+    were bad."""
+    from conformance.case.discovery import discover
+    from conformance.case.loader import load_cases_report
 
-    for case in load_cases(args.cases_dir):
-        print(f"{case.id}: {case.title}")
+    if not Path(directory).is_dir():
+        say(f"{command}: {directory}: not a folder of case files (give --cases-dir)",
+            file=sys.stderr)
+        return [], 1
+    cases, errors = load_cases_report(directory)
+    for entry in discover(directory).skipped:
+        say(f"{command}: skipped {entry}", file=sys.stderr)
+    for error in errors:
+        say(f"{command}: invalid {error}", file=sys.stderr)
+    return cases, len(errors)
+
+
+def list_cases(args) -> int:
+    """Each good case and each runner's call; exit 1 when any file was bad."""
+    cases, bad = _good_cases("list", args.cases_dir)
+    for case in cases:
+        say(f"{case.id}: {case.title}")
         for runner, text in _translations(case):
-            print(f"  [{runner.name}] {text}")
-    return 0
+            say(f"  [{runner.name}] {text}")
+    return 1 if bad else 0
 
 
 def _last_rows(path: str, case_id: str) -> dict[str, dict]:
@@ -138,22 +164,22 @@ def _figures(row: dict | None) -> str:
 
 
 def show(args) -> int:
-    from conformance.case.loader import load_cases
+    """One case; the folder's other bad files are named (stderr), never a traceback."""
     from conformance.oracle.reference import formula_parameters
 
-    cases = {c.id: c for c in load_cases(args.cases_dir)}
+    cases = {c.id: c for c in _good_cases("show", args.cases_dir)[0]}
     case = cases.get(args.case)
     if case is None:
-        print(f"no case {args.case!r} in {args.cases_dir}; known: {', '.join(cases)}",
-              file=sys.stderr)
+        say(f"no case {args.case!r} in {args.cases_dir}; known: {', '.join(cases)}",
+            file=sys.stderr)
         return 1
-    print(f"{case.id}: {case.title}  ({case.path})")
+    say(f"{case.id}: {case.title}  ({case.path})")
     if case.typed:
-        print("  typed by the user: " + ", ".join(f"{k}={v}" for k, v in case.typed.items()))
-    print("\n".join(_configuration(case)))
-    print(f"  parameters by the formula: {formula_parameters(case)}")
+        say("  typed by the user: " + ", ".join(f"{k}={v}" for k, v in case.typed.items()))
+    say(*_configuration(case))
+    say(f"  parameters by the formula: {formula_parameters(case)}")
     last = _last_rows(args.results, case.id)
-    print(f"runners (figures from {args.results if last else 'no results.json row'}):")
+    say(f"runners (figures from {args.results if last else 'no results.json row'}):")
     for runner, text in _translations(case):
-        print(f"  [{runner.name}] {text}\n      last run: {_figures(last.get(runner.name))}")
+        say(f"  [{runner.name}] {text}", f"      last run: {_figures(last.get(runner.name))}")
     return 0

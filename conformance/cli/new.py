@@ -8,8 +8,11 @@ The written file is validated before the command reports success.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+from conformance.text_safety import say
 
 # framework -> (required names, optional names)
 TYPED = {
@@ -83,7 +86,8 @@ def scaffold(case_id: str, source: str | None, numbers: dict, attention: dict,
              "#   python -m conformance validate <this file>",
              f"# and run it with: python -m pytest cases --case {case_id}",
              "cases:",
-             f"  - id: {case_id}   # lowercase slug, unique across cases/"]
+             f"  - id: \"{case_id}\"   # lowercase slug, unique across cases/ (quoted: "
+             "0 or true would not be a string)"]
     call = (f"{CALLS[source]}(" + ", ".join(f"{k}={v}" for k, v in numbers.items()) + ")"
             if source else "a new attention configuration")
     lines.append(f"    title: \"{call}\"")
@@ -103,34 +107,83 @@ def scaffold(case_id: str, source: str | None, numbers: dict, attention: dict,
     return "\n".join(lines)
 
 
+def _case_id_problem(case_id: str) -> str | None:
+    """Why `case_id` is not a case id (the loader's rule, datafile.SLUG), else None: an
+    id names the file, so `../x` or `a/b` would write outside the cases folder."""
+    from conformance.datafile import MAX_ID, SLUG
+
+    if SLUG.fullmatch(case_id) and len(case_id) <= MAX_ID:
+        return None
+    return (f"id {case_id!r} is not a case id: a lowercase slug (a-z, 0-9, '.', "
+            f"'_', '-', starting with a letter or digit) of at most {MAX_ID} characters; "
+            "choose --id")
+
+
+def _target(args, case_id: str) -> tuple[Path, str | None]:
+    """The file to write and why it cannot be written (None: it can).  The default,
+    <cases-dir>/<id>.yaml, must sit directly in the cases folder; an existing entry
+    of that name (a file, or a symlink even when dangling) is never replaced."""
+    if args.output:
+        path = Path(args.output)
+    else:
+        folder = Path(args.cases_dir)
+        path = folder / f"{case_id}.yaml"
+        if folder.is_dir() and path.parent.resolve() != folder.resolve():
+            return path, f"{path} is not directly in {folder}; choose --id"
+    if os.path.lexists(path):
+        what = "a symlink" if path.is_symlink() else "exists"
+        return path, f"{path}: {what}, not replaced; choose --id or --output"
+    return path, None
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create `path` and write `text`: O_EXCL (never an existing file) and O_NOFOLLOW
+    (never through a symlink, dangling or not, made after the check)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+def _numbers(args) -> tuple[dict, dict, str]:
+    """(the typed numbers, the attention mapping, its note); TypedError when bad."""
+    numbers = parse_numbers(args.source, args.numbers) if args.source else {}
+    if args.numbers and not args.source:
+        raise TypedError("NAME=VALUE numbers need --from keras|torch|matlab")
+    attention, note = (attention_from(args.source, numbers) if args.source
+                       else ({"num_heads": 4, "query_features": 16}, ""))
+    return numbers, attention, note
+
+
 def new(args) -> int:
-    from conformance.case.loader import CaseError, load_cases, load_file
+    from conformance.case.loader import CaseError, load_cases_report, load_file
 
     try:
-        numbers = parse_numbers(args.source, args.numbers) if args.source else {}
-        if args.numbers and not args.source:
-            raise TypedError("NAME=VALUE numbers need --from keras|torch|matlab")
-        attention, note = (attention_from(args.source, numbers) if args.source
-                           else ({"num_heads": 4, "query_features": 16}, ""))
+        numbers, attention, note = _numbers(args)
     except TypedError as exc:
-        print(f"new: {exc}", file=sys.stderr)
+        say(f"new: {exc}", file=sys.stderr)
         return 2
     case_id = args.case_id or (f"{args.source}-" + "-".join(str(v) for v in numbers.values())
                                if args.source else "new-case")
-    path = Path(args.output or Path(args.cases_dir) / f"{case_id}.yaml")
-    if path.exists():
-        print(f"new: {path} exists; choose --id or --output", file=sys.stderr)
+    problem = _case_id_problem(case_id)  # an id names the file: checked first
+    path, problem = (None, problem) if problem else _target(args, case_id)
+    if problem:
+        say(f"new: {problem}", file=sys.stderr)
         return 1
-    taken = {c.id for c in load_cases(args.cases_dir)} if Path(args.cases_dir).is_dir() else set()
-    if case_id in taken:
-        print(f"new: id {case_id!r} is taken in {args.cases_dir}; choose --id", file=sys.stderr)
+    if Path(args.cases_dir).is_dir() and case_id in {
+            c.id for c in load_cases_report(args.cases_dir)[0]}:
+        say(f"new: id {case_id!r} is taken in {args.cases_dir}; choose --id", file=sys.stderr)
         return 1
-    path.write_text(scaffold(case_id, args.source, numbers, attention, note), encoding="utf-8")
+    try:
+        _write_new(path, scaffold(case_id, args.source, numbers, attention, note))
+    except OSError as exc:
+        say(f"new: cannot write {path}: {exc.strerror}; choose --id or --output",
+            file=sys.stderr)
+        return 1
     try:
         load_file(path)
     except CaseError as exc:  # the scaffold must validate; never leave a bad file
         path.unlink()
-        print(f"new: the scaffold did not validate ({exc}); nothing written", file=sys.stderr)
+        say(f"new: the scaffold did not validate ({exc}); nothing written", file=sys.stderr)
         return 1
-    print(f"wrote {path} (id {case_id}); next: python -m conformance validate {path}")
+    say(f"wrote {path} (id {case_id}); next: python -m conformance validate {path}")
     return 0
