@@ -89,3 +89,12 @@ def test_listed_items_keep_the_yaml_node_id(planted, tmp_path):
                    f"their-cases/tiny.yaml::tiny-one[{RUNNER}]"], done.stdout[-2000:]
     assert item_key(ids[1]) == (RUNNER, "tiny-one") and _RUNNER_IN_ID.search(ids[1])
     assert ran(planted) == []
+
+
+def test_a_cases_dir_that_is_not_a_folder_is_a_usage_error(tmp_path):
+    """Listed by the plugin, a missing folder would otherwise be an empty run."""
+    (tmp_path / "a-file").write_text(TINY)
+    for given in ("nowhere", "a-file"):
+        done = run_pytest(tmp_path, "-p", "conformance.plugin", f"--cases-dir={given}")
+        assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:]
+        assert f"--cases-dir {given}: not a folder" in done.stderr

@@ -225,6 +225,9 @@ def _collect_cases_dir(config) -> None:
     config.stash[LISTED_KEY] = False
     if cases_dir == CASES_DIR.resolve() or config.getoption("generated", 0):
         return
+    if not cases_dir.is_dir():
+        raise pytest.UsageError(f"--cases-dir {config.getoption('cases_dir')}: not a folder "
+                                "(give the folder that holds the case files)")
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args[:] = []
     named = [Path(a.split("::")[0]).resolve() for a in config.args]
