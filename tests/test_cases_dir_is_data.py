@@ -98,3 +98,17 @@ def test_a_cases_dir_that_is_not_a_folder_is_a_usage_error(tmp_path):
         done = run_pytest(tmp_path, "-p", "conformance.plugin", f"--cases-dir={given}")
         assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:]
         assert f"--cases-dir {given}: not a folder" in done.stderr
+
+
+def test_a_run_configured_from_inside_the_folder_is_refused(planted, tmp_path):
+    """`--cases-dir DIR` with a space: pytest's ini search (before any plugin option is
+    known) takes DIR for a test path and reads DIR's pytest.ini; the plugin refuses that
+    run before any item, naming the file and the `=` form."""
+    for name in ("pyproject.toml", "tox.ini", "setup.cfg"):
+        (planted / name).unlink()
+    (planted / "pytest.ini").write_text("[pytest]\n")  # read, but stops nothing by itself
+    done = run_pytest(tmp_path, "-p", "conformance.plugin", "--cases-dir", str(planted),
+                      "--runner", RUNNER, f"--report-dir={tmp_path / 'out'}")
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:]
+    assert f"configured by {planted / 'pytest.ini'}" in done.stderr
+    assert "--cases-dir=DIR" in done.stderr and ran(planted) == []

@@ -228,11 +228,25 @@ def _collect_cases_dir(config) -> None:
     if not cases_dir.is_dir():
         raise pytest.UsageError(f"--cases-dir {config.getoption('cases_dir')}: not a folder "
                                 "(give the folder that holds the case files)")
+    _refuse_config_from(cases_dir, config)
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args[:] = []
     named = [Path(a.split("::")[0]).resolve() for a in config.args]
     config.stash[LISTED_KEY] = not any(
         p == cases_dir or cases_dir in p.parents or p in cases_dir.parents for p in named)
+
+
+def _refuse_config_from(cases_dir: Path, config) -> None:
+    """A run configured by an ini file inside the cases folder is refused before any item
+    runs: pytest looks for its ini file before any plugin's option is known, so
+    `--cases-dir DIR` written with a space hands DIR to that search as a test path (as
+    does a run started inside DIR); `--cases-dir=DIR` from outside never does."""
+    ini = config.inipath
+    if ini is not None and (ini.parent == cases_dir or cases_dir in ini.parents):
+        raise pytest.UsageError(
+            f"--cases-dir: this run was configured by {ini}, inside the cases folder (a "
+            "cases folder is data): write --cases-dir=DIR (with '=': pytest reads a separate "
+            "DIR as a test path before the plugin loads) and run from outside the folder")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they apply to these items too
