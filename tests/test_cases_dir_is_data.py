@@ -1,4 +1,4 @@
-"""`--cases-dir DIR` reads DIR's case files and nothing else: a conftest.py, test_*.py or
+"""`--cases-dir=DIR` reads DIR's case files and nothing else: a conftest.py, test_*.py or
 __init__.py in DIR is never imported, and its pytest.ini / pyproject.toml / tox.ini /
 setup.cfg never configure the run (the plugin lists DIR's files itself and collects them
 under its own file, items.ListedCases).  Each planted file writes a marker when run."""

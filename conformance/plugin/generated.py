@@ -330,7 +330,7 @@ class GeneratedItem(pytest.Item):
         seed, n = self.config.getoption("generated_seed"), self.config.getoption("generated")
         header = (f"Shrunk from {self.case.id}[{runner.name}] (--generated {n} "
                   f"--generated-seed {seed}).\nReproduce: python -m pytest -p "
-                  f"conformance.plugin --cases-dir DIR --runner {runner.name}; "
+                  f"conformance.plugin --cases-dir=DIR --runner {runner.name}; "
                   "move it to cases/ to keep it.")
         return write_case(raw, self.config.getoption("generated_dir"), header)
 
