@@ -160,7 +160,8 @@ def read_document(path: Path | str) -> Any:
     except _Refused as exc:
         raise CaseError(path, exc.case_id, exc.field_name, exc.problem) from None
     except yaml.YAMLError as exc:
-        raise CaseError(path, None, "(yaml)", f"not valid YAML: {cut(str(exc), 400)}") from None
+        raise CaseError(path, None, "(yaml)",  # PyYAML's message spans lines: one line here
+                        f"not valid YAML: {cut(' '.join(str(exc).split()), 400)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError, KeyError,
             IndexError, AttributeError) as exc:  # a constructor's own error: still one line
         raise CaseError(path, None, "(yaml)",

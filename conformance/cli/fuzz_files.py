@@ -3,15 +3,18 @@
     python -m conformance.cli.fuzz --format results --count 10000
     python -m conformance.cli.fuzz --format shard --count 10000
 
-Seed documents: a results file and a shard file of a few rows (from the committed
-reports/results.json when there is one, else a built-in row).  Each mutation puts a
-hostile value somewhere (path-like and absolute case ids, over-long ids, control and
-bidi characters, wrong types, NaN and huge numbers, deep nesting, huge strings,
-dropped and added fields), or damages the text (truncation, flipped bytes, junk,
-binary, a non-UTF-8 encoding).  A document is *accepted* (a results file is then
-rendered into per-case pages in a fresh folder, and every file written must lie in
-it), a *clean* error (a DataFileError naming the file, bounded) or *unclean*
-(anything else).
+Seed documents: a results file of a few rows (from the committed reports/results.json
+when there is one, else built-in rows) and shard 1 of 1 of a run `merge` accepts (the
+registry's runners, the shipped cases, those rows).  Each mutation puts a hostile value
+somewhere (path-like and absolute case ids, over-long ids, control and bidi characters,
+wrong types, NaN and huge numbers, deep nesting, huge strings, dropped, added and
+duplicated fields and rows), or damages the text (truncation, flipped bytes, junk,
+binary, a non-UTF-8 encoding).  Each document is read the way the suite reads it: a
+results file by report/results.py, its pages written into a fresh folder (every file
+inside it); a shard by merge's reading path (plugin/shards.py); every 50th document by
+the whole `report` or `merge` command in this process.  Accepted, the rows read must be
+the rows given (case, runner, outcome; none dropped or merged), else it is a silent
+verdict change; refused, it must be one clean line (cli/fuzz_surfaces.py).
 """
 from __future__ import annotations
 
@@ -67,13 +70,18 @@ def seed_results() -> dict:
 
 
 def seed_shard() -> dict:
+    """Shard 1 of 1 of a run `merge` accepts as it is: the registry's runners and the
+    shipped cases (read once here), a few rows of the seed results."""
+    from conformance.case.loader import load_cases
+    from conformance.paths import CASES_DIR
     from conformance.plugin.shardfile import FORMAT, VERSION
+    from conformance.runners import all_runners
 
-    results = seed_results()
-    rows = results["rows"]
-    return {"format": FORMAT, "version": VERSION, "shard": [1, 2],
-            "runners": sorted({r["runner"] for r in rows}),
-            "cases": sorted({r["case"] for r in rows}), "parts": ["--runner x"], "total": 9,
+    rows = seed_results()["rows"]
+    runners = [r.name for r in all_runners()]
+    cases = [c.id for c in load_cases(CASES_DIR, set(runners))]
+    return {"format": FORMAT, "version": VERSION, "shard": [1, 1], "runners": runners,
+            "cases": cases, "parts": ["--runner x"], "total": len(runners) * len(cases),
             "default_cases": False, "rows": rows,
             "probes": {rows[0]["runner"]: {"cells": [
                 {"axis": "softmax_scale", "value": "inv_sqrt_head_dim", "evidence": "e",
@@ -99,8 +107,10 @@ def _structural(rng: random.Random, doc) -> str:
     if not paths:
         return "noop"
     container, key = rng.choice(paths)
-    op = rng.choice(("value", "value", "value", "drop", "add", "id"))
-    if op == "drop":
+    op = rng.choice(("value", "value", "value", "drop", "add", "id", "dup"))
+    if op == "dup" and isinstance(container, list):
+        container.insert(key, copy.deepcopy(container[key]))
+    elif op == "drop":
         del container[key]
     elif op == "add" and isinstance(container, dict):
         container[rng.choice(["x", "case", "rows", "format", "version", "graphs"])] = \
@@ -156,63 +166,124 @@ def mutate(rng: random.Random, seed: dict) -> tuple[bytes, str]:
     return data, "+".join(ops)
 
 
-def run_results(path: Path, out: Path) -> str:
-    """Read a results file; when accepted, write its pages into `out` and check that
-    every file written lies inside it.  Returns '' or why it is unclean."""
+def _verdicts(rows) -> list:
+    """(case, runner, outcome) of each row, as given (dicts) or as read (Rows)."""
+    out = []
+    for r in rows:
+        if isinstance(r, dict):
+            out.append((r.get("case"), r.get("runner"), r.get("outcome")))
+        else:
+            out.append((r.case, r.runner, getattr(r.outcome, "value", r.outcome)))
+    return sorted(out, key=repr)
+
+
+def _silent(data: bytes, read_rows) -> str:
+    """Why the rows read differ from the rows the document holds ('' when they agree)."""
+    raw = json.loads(data)
+    given = _verdicts(raw["rows"])
+    got = _verdicts(read_rows)
+    if given != got:
+        return f"{len(given)} rows given, {len(got)} read; first differing: " \
+            f"{next((a, b) for a, b in zip(given + [None], got + [None]) if a != b)}"
+    return ""
+
+
+def _judge_cli(code: int, err: str, data: bytes, out: Path) -> tuple[str, str]:
+    """The outcome of a CLI command on a document: exit 0 and its written rows the
+    document's, or exit 1 and one clean line."""
+    from conformance.cli.fuzz_surfaces import ACCEPTED, CLEAN, SILENT, TRACEBACK, \
+        clean_message
+    from conformance.report.results_files import read_results
+
+    if code == 0:
+        why = _silent(data, read_results(out / "results.json")["rows"])
+        return (SILENT, why) if why else (ACCEPTED, "")
+    return (CLEAN, err) if code == 1 and clean_message(err, "") else (TRACEBACK, err[-300:])
+
+
+def results_once(folder: Path, data: bytes, cli: bool) -> tuple[str, str]:
+    """A results file read back: `cli`: `report --results F --out D` in this process;
+    else read (report/results.py) and its pages written (report/pages.py) into a fresh
+    folder, every written path inside it."""
+    from conformance.cli.fuzz_surfaces import ACCEPTED, CLEAN, SILENT, TRACEBACK, \
+        cli_call, clean_message
     from conformance.report.pages import write_pages
     from conformance.report.results import rows_from_results
 
-    rows, cases, runners, _selection, _meta = rows_from_results(path)
+    path, out = folder / "results.json", folder / "out"
+    path.write_bytes(data)
+    if cli:
+        return _judge_cli(*cli_call("report", "--results", path, "--out", out), data, out)
+    try:
+        rows, cases, runners, _selection, _meta = rows_from_results(path)
+    except DataFileError as exc:
+        return (CLEAN, str(exc)) if clean_message(str(exc), path) else (TRACEBACK, str(exc))
     written = write_pages(rows, cases, runners, out)
-    root = out.resolve()
-    outside = [p for p in written if root not in p.resolve().parents]
-    return f"wrote outside {out}: {outside[:2]}" if outside else ""
+    outside = [p for p in written if out.resolve() not in p.resolve().parents]
+    if outside:
+        return TRACEBACK, f"wrote outside {out}: {outside[:2]}"
+    why = _silent(data, rows)
+    return (SILENT, why) if why else (ACCEPTED, "")
 
 
-def run_shard(path: Path, out: Path) -> str:
-    from conformance.plugin.shardfile import read
+def shard_once(folder: Path, data: bytes, cli: bool) -> tuple[str, str]:
+    """A shard folder merged: `cli`: `merge DIR --out D` in this process (the registry
+    and the shipped cases, the reports written); else the merge's reading path
+    (plugin/shards.py: load_shards, merged_state, the metadata as JSON)."""
+    from conformance.cli.fuzz_surfaces import ACCEPTED, CLEAN, SILENT, TRACEBACK, \
+        cli_call, clean_message
+    from conformance.plugin.shardfile import SHARD_FILE
+    from conformance.plugin.shards import MergeError, load_shards, merged_state
+    from conformance.report.run_reports import run_metadata
 
-    record = read(path)
-    return "" if isinstance(record["rows"], dict) else "rows not read as a mapping"
+    shard, out = folder / "shard", folder / "out"
+    shard.mkdir()
+    (shard / SHARD_FILE).write_bytes(data)
+    if cli:
+        return _judge_cli(*cli_call("merge", shard, "--out", out), data, out)
+    try:
+        shards = load_shards([shard])
+        rows, _probes, seconds = merged_state(shards)
+        json.dumps(run_metadata(seconds), allow_nan=False)
+    except MergeError as exc:
+        return (CLEAN, str(exc)) if clean_message(str(exc), "") else (TRACEBACK, str(exc))
+    why = _silent(data, rows.values())
+    return (SILENT, why) if why else (ACCEPTED, "")
+
+
+def surface(kind: str, cli_every: int):
+    """The fuzz_surfaces surface of `kind` ('results' or 'shard'): each document mutated
+    from one seed; every `cli_every`-th goes through the CLI command whole."""
+    base = seed_results() if kind == "results" else seed_shard()
+    once = results_once if kind == "results" else shard_once
+
+    def run(folder: Path, n: int, rng: random.Random) -> tuple[str, str, str]:
+        data, label = mutate(rng, base)
+        cli = cli_every > 0 and n % cli_every == 0
+        outcome, detail = once(folder, data, cli)
+        return outcome, label + ("+cli" if cli else ""), detail
+
+    return run
 
 
 def run_one(kind: str, path: Path, data: bytes, out: Path) -> tuple[str, str]:
-    """(outcome, detail) of one document of `kind` ('results' or 'shard')."""
-    path.write_bytes(data)
+    """(outcome, detail) of one document of `kind` read in the folder of `path`, without
+    the CLI: 'accepted', 'clean', or 'unclean' (a traceback or a silent change)."""
+    from conformance.cli.fuzz_surfaces import ACCEPTED, CLEAN
+
+    folder = Path(path).parent / f"{Path(path).stem}-{kind}"
+    folder.mkdir(parents=True, exist_ok=True)
     try:
-        why = (run_results if kind == "results" else run_shard)(path, out)
-        return ("unclean", why) if why else ("accepted", "")
-    except DataFileError as exc:
-        clean = len(str(exc)) <= MAX_ERROR and str(path) in str(exc)
-        return ("clean" if clean else "unclean"), str(exc)[:300]
+        outcome, detail = (results_once if kind == "results" else shard_once)(
+            folder, data, False)
     except Exception as exc:  # noqa: BLE001 - any other exception is what we count
         return "unclean", f"{type(exc).__name__}: {str(exc)[:300]}"
+    return (outcome if outcome in (ACCEPTED, CLEAN) else "unclean"), detail
 
 
-def fuzz_files(kind: str, count: int, seed: int) -> dict:
-    """`count` mutated documents of `kind`; the figures fuzz.main prints."""
-    import resource
-    import tempfile
-    import time
-    from collections import Counter
+def fuzz_files(kind: str, count: int, seed: int, cli_every: int = 50) -> dict:
+    """`count` mutated documents of `kind` through fuzz_surfaces (the figures fuzz.main
+    prints)."""
+    from conformance.cli.fuzz_surfaces import run_surface
 
-    rng, base = random.Random(seed), seed_results() if kind == "results" else seed_shard()
-    counts, ops, unclean, worst = Counter(), Counter(), [], (0.0, "")
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with tempfile.TemporaryDirectory(prefix=f"{kind}-fuzz-") as tmp:
-        for n in range(count):
-            data, label = mutate(rng, base)
-            out = Path(tmp) / f"out{n}"
-            start = time.perf_counter()
-            outcome, detail = run_one(kind, Path(tmp) / f"doc{n}.json", data, out)
-            worst = max(worst, (time.perf_counter() - start, label))
-            counts[outcome] += 1
-            ops.update(label.split("+"))
-            if outcome == "unclean":
-                unclean.append((n, label, detail, data[:200]))
-    rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
-    return {"tried": count, "accepted": counts["accepted"], "clean": counts["clean"],
-            "unclean": len(unclean), "unclean_examples": unclean[:10],
-            "max_seconds": worst[0], "slowest": worst[1], "over_1s": [],
-            "peak_traced_bytes": 0, "over_200mb": [], "rss_growth_bytes": rss,
-            "operators": dict(ops)}
+    return run_surface(kind, surface(kind, cli_every), count, seed)

@@ -155,6 +155,8 @@ def read(path: Path | str) -> dict:
     rows = {}
     for n, d in enumerate(rows_raw):
         row = row_from_record(d, path, f"rows[{n}]")
+        _need(path, (row.case, row.runner) not in rows, f"rows[{n}]",
+              f"one row per item ({row.case}[{row.runner}] is given twice)")
         rows[(row.case, row.runner)] = row
     return {"shard": shard, "rows": rows, "probes": _probes(path, data.get("probes")),
             "seconds": seconds,

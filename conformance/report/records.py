@@ -110,6 +110,11 @@ def _check_words(path, where: str, d: dict) -> None:
     for name in ("rtol", "atol"):
         if isinstance(d[name], float) and math.isnan(d[name]):
             raise DataFileError(path, f"{where}.{name}: NaN is not a tolerance")
+    sample = (d.get("output_digest") or {}).get("agreement")  # clusters.py compares it
+    if sample is not None and (not isinstance(sample, list) or not all(
+            v is None or (type(v) in (int, float)) for v in sample)):
+        raise DataFileError(path, f"{where}.output_digest.agreement: expected a list of "
+                            "numbers (null for a non-finite element)")
 
 
 # what sections read of a runner (typed.py: the typed-numbers vocabulary it speaks)
