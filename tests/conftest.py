@@ -12,10 +12,35 @@ read it, so the same `-p no:NAME` options reach it through PYTEST_ADDOPTS.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from conformance.settings import FIGURES_ENV
+
+# the tests .ci/run runs on the base install (tests/import_scan.py says which)
+OPTIONAL = "optional_packages"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", f"{OPTIONAL}: the test's module names a package the base install lacks "
+                   "(tests/import_scan.py); .ci/run runs these without any framework")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the mark
+def pytest_collection_modifyitems(config, items):
+    """Mark the items of every module that names an optional package, only where -m asks
+    for the mark: reading the modules costs a plain collection nothing."""
+    if OPTIONAL not in (config.option.markexpr or ""):
+        return
+    from tests.import_scan import base_modules, names_optional
+
+    named = {path: path.suffix == ".py" and bool(names_optional(path, base_modules()))
+             for path in {Path(i.path) for i in items}}  # a case file (YAML) names none
+    for item in items:
+        if named[Path(item.path)]:
+            item.add_marker(OPTIONAL)
 
 
 def plugins_off(config) -> str:
