@@ -172,7 +172,7 @@ def test_markdown_tables_are_narrow_and_escaped():
     for ln in table_lines:
         assert len(re.split(r"(?<!\\)\|", ln)) - 3 <= MAX_COLUMNS  # axis + <= 8 systems
     assert "## keras (1 of 2)" in md and "## others" in md
-    assert "a \\| b cd'e" in md and "\x07" not in md
+    assert "a \\| b c‹U+0007›d'e" in md and "\x07" not in md  # the bell shown, not rung
     assert escape("x|y\r\nz") == "x\\|y z"
     # the evidence bullet names the system and the source: its probe[...] label is not
     # said again (conventions.md stays under 1 MB)

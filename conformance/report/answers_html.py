@@ -17,6 +17,8 @@ from conformance.report.porting import ADVICE, GENERIC
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)\)")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _CODE = re.compile(r"`([^`]*)`")
+_ESCAPED = re.compile(r"\\([\\|\[\]*_!()])")
+_HIDDEN = 0xE000  # the first private-use code point
 _SAFE_HREF = re.compile(r"^(?:https?://|#|[A-Za-z0-9_][A-Za-z0-9_./-]*(?:#[\w.-]*)?$)")
 
 
@@ -27,9 +29,20 @@ def _href(url: str) -> str | None:
     return html.escape(url, quote=True)
 
 
+def _hide(text: str) -> str:
+    """A backslash-escaped character (escaping.md_text's) as a private-use stand-in, so
+    no link, bold or code mark is read in it; `_reveal` shows it, escaped."""
+    return _ESCAPED.sub(lambda m: chr(_HIDDEN + ord(m[1])), text)
+
+
+def _reveal(out: str) -> str:
+    return re.sub("[\ue000-\ue07f]", lambda m: html.escape(chr(ord(m[0]) - _HIDDEN)), out)
+
+
 def inline(text: str) -> str:
-    """One Markdown sentence of findings.py as safe HTML."""
-    raw = html.unescape(text).replace("\\|", "|").replace("\\\\", "\\")
+    """One Markdown sentence of findings.py as safe HTML: what untrusted text it quotes
+    (escaped by escaping.md_text) stays text, never a link, bold or code mark."""
+    raw = _hide(html.unescape(text))
     out, last = [], 0
     for m in _LINK.finditer(raw):
         out.append(_marks(html.escape(raw[last:m.start()])))
@@ -38,7 +51,7 @@ def inline(text: str) -> str:
         out.append(f'<a href="{href}">{label}</a>' if href else label)
         last = m.end()
     out.append(_marks(html.escape(raw[last:])))
-    return "".join(out)
+    return _reveal("".join(out))
 
 
 def _marks(escaped: str) -> str:

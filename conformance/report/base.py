@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from conformance.report.escaping import md_text
+
 METADATA_START = "<!-- run-metadata: start (versions and time; excluded from freshness checks) -->"
 METADATA_END = "<!-- run-metadata: end -->"
 
@@ -56,10 +58,9 @@ def plain(text) -> str:
 
 
 def md(text) -> str:
-    """Text for a Markdown table cell or list line: one line, no live HTML, no
-    table-breaking pipe."""
-    text = plain(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+    """Untrusted text for a Markdown table cell, list line or heading (escaping.md_text:
+    one line, controls shown, no HTML, link, image, emphasis or cell break)."""
+    return md_text(text)
 
 
 def csv_text(text):

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from conformance.report.base import md
+from conformance.report.escaping import md_code, md_unescape
 from conformance.report.ledger_groups import axis_groups, evidence_link, group_text
 
 # (axis, lead) in the order they are told; the lead names the question in words
@@ -39,7 +40,7 @@ DRIFT_FILE = "drift.json"  # python -m conformance drift writes it beside the re
 DRIFT_FILES = (DRIFT_FILE, "drift.md")
 TERMINAL = ("matlab", "seed", "attn_mask_polarity", "fully_masked_row", "bugs")
 _URL = re.compile(r"https?://[^\s)'\"]+")
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"(?<!\\)\[((?:[^\]\\]|\\.)*)\]\([^)]*\)")  # no escaped bracket
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class Finding:
     @property
     def plain(self) -> str:
         """The sentence without Markdown links or code marks (the terminal's)."""
-        return _LINK.sub(r"\1", self.text).replace("`", "").replace("**", "")
+        text = _LINK.sub(r"\1", self.text).replace("`", "").replace("**", "")
+        return md_unescape(text)  # untrusted text shown as written (escaping.py)
 
 
 def _case_link(cid: str) -> str:
@@ -73,7 +75,7 @@ def matlab_finding(frame) -> Finding | None:
     counts, other = [], None
     for cid, typed in typed_cases:
         by = {m.system: m for m in meaning(typed)}
-        counts.append(f"`{md(by['matlab'].call)}` has {by['matlab'].parameters:,} parameters "
+        counts.append(f"`{md_code(by['matlab'].call)}` has {by['matlab'].parameters:,} parameters "
                       f"({_case_link(cid)})")
         other = other or (cid, typed, by)
     cid, typed, by = other
@@ -82,8 +84,8 @@ def matlab_finding(frame) -> Finding | None:
     text = f"**MATLAB's selfAttentionLayer**: {' and '.join(counts)}, because {md(why)}"
     if keras and torch and keras.parameters is not None:
         same = keras.parameters == torch.parameters
-        text += (f"; `{md(keras.call)}` reads {keras.per_head:,} per head and "
-                 f"`{md(torch.call)}` derives {torch.per_head:,} per head, so the same "
+        text += (f"; `{md_code(keras.call)}` reads {keras.per_head:,} per head and "
+                 f"`{md_code(torch.call)}` derives {torch.per_head:,} per head, so the same "
                  f"numbers give {keras.parameters:,}" + ("" if same else
                                                          f" and {torch.parameters:,}")
                  + " parameters ([typed numbers](#typed-numbers))")
@@ -168,7 +170,7 @@ def drift_findings(drift: dict | None) -> list[Finding]:
         changes = [c for c in lib.get("changes", []) if c.get("kind") == "convention"]
         if not changes:
             continue
-        told = "; ".join(f"`{md(str(c['cell']))}` {md(str(c['old_value']))} -> "
+        told = "; ".join(f"`{md_code(str(c['cell']))}` {md(str(c['old_value']))} -> "
                          f"{md(str(c['new_value']))} from {md(str(c['first_release']))}"
                          for c in changes)
         out.append(Finding(f"drift:{lib.get('id')}", f"**Which release changed it** "

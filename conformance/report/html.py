@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import html
 import json
 import math
 import re
@@ -38,6 +37,7 @@ from conformance.conventions.cells import unlabelled
 from conformance.report import plots
 from conformance.report.answers_html import diff_axes, diff_block, headline_block
 from conformance.report.base import fmt
+from conformance.report.escaping import html_text
 
 FIGURES_START = "<!-- figures: start (PNG bytes differ across machines) -->"
 FIGURES_END = "<!-- figures: end -->"
@@ -62,8 +62,9 @@ _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u20
 
 
 def e(value) -> str:
-    """Text or attribute value, escaped (quotes too), bidi controls (U+202E ...) removed."""
-    return html.escape(_BIDI.sub("", "" if value is None else str(value)), quote=True)
+    """Text or attribute value, escaped (quotes too), control and bidi characters (U+202E
+    ...) shown as ‹U+XXXX› (escaping.html_text)."""
+    return html_text(value)
 
 
 def script_json(obj) -> str:

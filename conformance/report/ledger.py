@@ -13,15 +13,16 @@ from pathlib import Path
 
 from conformance.conventions.cells import unlabelled
 from conformance.conventions.ledger import CONFLICT, NOT_PROBED, Ledger, LedgerCell
-from conformance.report.base import FAMILIES, MAX_COLUMNS, chunks, family, ledger_word, plain
+from conformance.report.base import FAMILIES, MAX_COLUMNS, chunks, family, ledger_word
+from conformance.report.escaping import md_code, md_text
 from conformance.report.ledger_groups import anchor
 
 LEDGER_FILES = ("conventions.json", "conventions.md")
 
 
 def escape(text: str) -> str:
-    """One Markdown table cell or list line: no pipes, newlines or control characters."""
-    return plain(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+    """Untrusted text for a Markdown table cell or list line (escaping.md_text)."""
+    return md_text(text)
 
 
 def word(cell: LedgerCell) -> str:
@@ -62,14 +63,14 @@ def _evidence(ledger: Ledger) -> list[str]:
         for s in ledger.systems:
             c = ledger.cell(s.id, axis.id)
             seen = f"{c.witnesses} witness{'' if c.witnesses == 1 else 'es'}"
-            line = f"- **{escape(labels[s.id])}**: `{escape(c.value)}` ({c.source}, {seen}): " \
+            line = f"- **{escape(labels[s.id])}**: `{md_code(c.value)}` ({c.source}, {seen}): " \
                    f"{escape(unlabelled(s.id, c.evidence))}"  # the bullet names both
             if c.second and c.value != CONFLICT:
                 line += (f" — and the rows agree: {escape(c.second)}" if c.witnesses == 2
                          else f" — the rows, quoted beside: {escape(c.second)}")
             if c.documented is not None:
                 mark = "contradicts" if c.contradicts_documentation else "agrees with"
-                line += (f" — {mark} the documentation: `{escape(c.documented)}`"
+                line += (f" — {mark} the documentation: `{md_code(c.documented)}`"
                          + (f" ({escape(c.documented_source)})" if c.documented_source else ""))
             lines.append(line)
         lines.append("")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from conformance.report.base import ledger_word, md
+from conformance.report.escaping import md_code
 
 SILENT = ("not_applicable", "not_probed")  # words that say nothing about a system
 CONVENTIONS_PAGE = "conventions.md"
@@ -80,7 +81,7 @@ def group_text(g: AxisGroups, code: bool = True) -> str:
     """'`true_blocks`: a, b, c; `true_attends`: the other 28' (Markdown when `code`)."""
     parts = []
     for n, group in enumerate(g.groups):
-        word = f"`{md(group.word)}`" if code else group.word
+        word = f"`{md_code(group.word)}`" if code else group.word
         last = n == len(g.groups) - 1 and n > 0 and len(group.systems) > NAMED
         who = (f"the other {len(group.systems)}" if last
                else ", ".join(md(s) if code else s for s in group.systems))
@@ -107,6 +108,6 @@ def difference_lines(ledger: dict | None) -> list[str]:
                      f"{group_text(g)}")
     if same:
         lines += ["", "Every system with a cell agrees:", ""]
-        lines += [f"- [{md(g.title)}]({evidence_link(g.axis)}): `{md(g.groups[0].word)}` "
+        lines += [f"- [{md(g.title)}]({evidence_link(g.axis)}): `{md_code(g.groups[0].word)}` "
                   f"({len(g.groups[0].systems)} systems)" for g in same]
     return lines + [""]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from conformance.report.base import ledger_word
+from conformance.report.escaping import md_code
 from conformance.report.ledger import escape
 from conformance.report.ledger_groups import SILENT
 
@@ -141,7 +142,7 @@ def sentences(j: Judgement) -> list[str]:
 
 def render(j: Judgement) -> str:
     lines = [f"# Your attention, judged: {escape(j.name)}", "",
-             f"`{escape(j.target)}` (--kind {escape(j.kind)}), run through every case of the "
+             f"`{md_code(j.target)}` (--kind {escape(j.kind)}), run through every case of the "
              "suite its kind can express and asked every axis of the conventions ledger. "
              "The full reports of this run: [details.md](details.md), "
              "[conventions.md](conventions.md).", ""]
