@@ -28,13 +28,13 @@ that names the entry as the suite's own to the pruner (cache_prune.py), which re
 entry's bytes.  An entry whose seal does not verify (truncated, damaged, rewritten, another
 key's, made under another secret key) is evicted (both files removed), made again, and
 reported once on stderr naming the file.  An entry is read once (no symlink followed, no
-FIFO waited on) and only its verified bytes are used.  A namespace may add a `check` of
-verified bytes (the ONNX exports: no tensor whose data lies outside the entry,
-`onnx_external_data`).  Without a usable key, or under a cache folder that is a symbolic
-link, the cache is off for the run (said once): every artefact is made again.  `covers`
-names source files whose code the artefact depends on (the ONNX exports embed the weights
-of oracle/canonical.py's seeded generator): their content is hashed into every key, so a
-change of that code never reuses an old entry.
+FIFO waited on, nothing over MAX_ENTRY read) and only its verified bytes are used.  A
+namespace may add a `check` of verified bytes (the ONNX exports: no tensor whose data lies
+outside the entry, `onnx_external_data`).  Without a usable key, or under a cache folder
+that is a symbolic link, the cache is off for the run (said once): every artefact is made
+again.  `covers` names source files whose code the artefact depends on (the ONNX exports
+embed the weights of oracle/canonical.py's seeded generator): their content is hashed into
+every key, so a change of that code never reuses an old entry.
 """
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ KEY_BYTES = 32  # the secret key: os.urandom(32)
 SEAL_HEADER = "attention-conformance hmac-sha256 v1"  # first line of every seal
 SEAL_SUFFIX = ".sha256"
 MAX_SEAL = 512  # bytes: a seal is three short lines
+MAX_ENTRY = 2 ** 30  # bytes: no artefact is near it; a larger planted file is never read
 UNSEALED = "written by an older suite, or not by this suite"  # an entry without a seal
 _SECRETS: dict[str, bytes | None] = {}  # key file -> its key (None: unusable), once a process
 _SAID: set[str] = set()  # warnings already printed this process
@@ -284,7 +285,7 @@ class BytesCache:
             return None
         path = self.path(k)
         try:
-            data = read_regular(path)
+            data = read_regular(path, MAX_ENTRY)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -335,7 +336,7 @@ class BytesCache:
     def put(self, k: str, data: bytes) -> None:
         target = self.path(k)
         secret_key = self._secret()
-        if secret_key is None:
+        if secret_key is None or len(data) > MAX_ENTRY:
             return  # no key, or an unsafe folder: nothing unsigned is stored
         try:
             target.parent.mkdir(parents=True, exist_ok=True)

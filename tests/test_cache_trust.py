@@ -200,3 +200,27 @@ def test_jax_loads_only_executables_whose_seal_verifies(home, capsys):
     jax.clear_caches()
     assert np.array_equal(np.asarray(jax.jit(f)(jnp.ones((8, 8)))), want)
     assert capsys.readouterr().err.count("evicted") >= 1
+
+
+def test_a_jax_without_the_hook_keeps_its_persistent_cache_off(home, monkeypatch, capsys):
+    """Rather than JAX's own file cache (which loads whatever the folder holds), none."""
+    jax = pytest.importorskip("jax")
+    from jax._src import compilation_cache as jax_cc
+
+    from conformance.runners import jax_cache
+
+    monkeypatch.setattr(jax_cache, "HOOKS", (*jax_cache.HOOKS, "_a_hook_this_jax_lacks"))
+    before = (jax_cc._cache, jax.config.jax_compilation_cache_dir)
+    assert jax_cache.signed_compilation_cache() is None
+    assert (jax_cc._cache, jax.config.jax_compilation_cache_dir) == before
+    assert "stays off" in capsys.readouterr().err
+
+
+def test_a_planted_entry_over_the_size_limit_is_never_read(home, monkeypatch, capsys):
+    monkeypatch.setattr(cache, "MAX_ENTRY", 100)
+    store = cache.BytesCache("onnx", ".onnx")
+    store.put("k", b"x" * 50)
+    store.path("k").write_bytes(b"x" * 101)
+    assert store.get("k") is None and "over 100 bytes" in capsys.readouterr().err
+    store.put("big", b"x" * 101)  # nothing stored that could never be read back
+    assert not store.path("big").exists()

@@ -57,7 +57,10 @@ def signed_compilation_cache() -> str | None:
             jax_cache._cache = signed  # before the folder is named: JAX never opens its own
             jax_cache._cache_initialized = True
     if jax.config.jax_compilation_cache_dir != folder:  # JAX consults a cache only with one
-        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")  # GPU files
+        try:  # XLA's GPU caches write files of their own there (jax/_src/compiler.py)
+            jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+        except AttributeError:
+            pass  # a JAX older than that option (the drift command's releases)
         jax.config.update("jax_compilation_cache_dir", folder)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
