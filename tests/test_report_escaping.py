@@ -204,3 +204,33 @@ def test_the_browser_check_sees_a_script_that_runs(tmp_path):
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "HOME": str(tmp_path)})
     assert "<title>pwned</title>" in done.stdout
+
+
+def test_the_spec_vector_page_escapes_an_outcome_and_an_opset_it_reads(tmp_path):
+    """spec_vectors.md quotes what the shared cache held: an outcome, opset or count that
+    is markup stays text."""
+    from conformance.report import spec_vectors
+
+    rows = [{"case": "test_attention_4d", "runner": "openvino", "opset": PAYLOADS[0],
+             "outcome": PAYLOADS[1], "kind": "", "reason": PAYLOAD, "max_abs_error": 0.1}]
+    spec = {"engines": ["openvino"], "rows": rows, "cached": [],
+            "versions": {"openvino": {"onnx": "1"}}}
+    spec_vectors.write_spec_vectors(spec, tmp_path)
+    out = renderer().render((tmp_path / spec_vectors.SPEC_MD).read_text(encoding="utf-8"))
+    assert "<script" not in out and "<a " not in out and "<img" not in out, out
+
+
+def test_a_declared_upstream_link_cannot_carry_markup():
+    """A known mismatch's declaration (an expectations file, or results.json read back)
+    citing a 'URL' with markup in it: the finding links only the URL's safe head."""
+    import pandas as pd
+
+    from conformance.report.findings import bugs_finding
+
+    rows = [make_row("c", FAKE, "mismatch",
+                     known_mismatch="https://x.example/a<script>alert(1)</script>(y) bug")]
+    frame = pd.DataFrame({"outcome": [r.outcome for r in rows], "case": ["c"],
+                          "runner": [FAKE.name], "known_mismatch": [rows[0].known_mismatch]})
+    out = renderer().render(bugs_finding(frame).text)
+    assert "<script" not in out and out.count("<a ") == 2, out  # its own and the URL's
+    assert 'href="https://x.example/a"' in out

@@ -39,7 +39,9 @@ DRIFT_FILE = "drift.json"  # python -m conformance drift writes it beside the re
 # committed ones of reports/ (run_reports.py), so its headline is the committed folder's
 DRIFT_FILES = (DRIFT_FILE, "drift.md")
 TERMINAL = ("matlab", "seed", "attn_mask_polarity", "fully_masked_row", "bugs")
-_URL = re.compile(r"https?://[^\s)'\"]+")
+# a declared upstream link, only of the characters a Markdown link destination takes as they
+# are (no '<', '>', quotes, brackets or parentheses: nothing of it can end the link early)
+_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+")
 _LINK = re.compile(r"(?<!\\)\[((?:[^\]\\]|\\.)*)\]\([^)]*\)")  # no escaped bracket
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from conformance.versions import versions
 from conformance.report.base import (
-    METADATA_END, METADATA_START, md, plain, results_frame, section_frame)
+    METADATA_END, METADATA_START, md, results_frame, section_frame)
+from conformance.report.escaping import one_line
 from conformance.report.ledger_groups import difference_lines
 from conformance.report.findings import DRIFT_FILES, findings, headline_lines, read_drift
 from conformance.report.clusters import clusters, section_clusters, write_clusters
@@ -42,7 +43,7 @@ CELL_LIMIT = 80  # characters of a table cell in index.md / details.md (the rest
 
 def clip(text, limit: int = CELL_LIMIT) -> str:
     """A cell cut to `limit` characters as shown ('…' marks the cut), then escaped."""
-    shown = plain(text)
+    shown = one_line(text)  # controls shown (escaping.py), counted in the limit
     return md(shown if len(shown) <= limit else shown[:limit - 1] + "…")
 
 

@@ -74,7 +74,7 @@ def _summary_table(data: dict) -> list[str]:
              "|---|" + "---|" * (len(OUTCOMES) + 1)]
     for engine in data["engines"]:
         counts = data["summary"].get(engine, {})
-        lines.append(f"| {md(engine)} | " + " | ".join(str(counts.get(o, 0)) for o in OUTCOMES)
+        lines.append(f"| {md(engine)} | " + " | ".join(md(str(counts.get(o, 0))) for o in OUTCOMES)
                      + f" | {md(CAVEAT.get(engine, '') or ISA_NOTE.get(engine, ''))} |")
     return lines
 
@@ -98,11 +98,11 @@ def render_markdown(data: dict) -> str:
                  md(e) + (" (made the data)" if e in CAVEAT else "") for e in engines) + " |",
              "|---|---|" + "---|" * len(engines)]
     for case, opset in cases:
-        lines.append(f"| {md(case)} | {opset} | "
+        lines.append(f"| {md(case)} | {md(str(opset))} | "
                      + " | ".join(_cell(by.get((case, e))) for e in engines) + " |")
     lines += ["", "## Failures and refusals", ""]
     odd = [r for r in data["rows"] if r["outcome"] not in ("pass", "skipped")]
-    lines += [f"- {md(r['case'])} [{md(r['runner'])}] {r['outcome']}"
+    lines += [f"- {md(r['case'])} [{md(r['runner'])}] {md(r['outcome'])}"
               + (f" ({md(r['kind'])})" if r["kind"] else "") + f": {md(r['reason'])}"
               for r in odd] or ["None."]
     meta = data.get("metadata", {})
