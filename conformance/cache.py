@@ -43,6 +43,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -59,6 +60,7 @@ KEY_BYTES = 32  # the secret key: os.urandom(32)
 SEAL_HEADER = "attention-conformance hmac-sha256 v1"  # first line of every seal
 SEAL_SUFFIX = ".sha256"
 MAX_SEAL = 512  # bytes: a seal is three short lines
+TAG = re.compile(r"[0-9a-f]{64}")  # an HMAC-SHA256 in hex, as a seal holds it
 MAX_ENTRY = 2 ** 30  # bytes: no artefact is near it; a larger planted file is never read
 UNSEALED = "written by an older suite, or not by this suite"  # an entry without a seal
 _SECRETS: dict[str, bytes | None] = {}  # key file -> its key (None: unusable), once a process
@@ -179,8 +181,9 @@ class Seal:
     @staticmethod
     def parse(raw: bytes) -> Seal | None:
         lines = raw.decode("ascii", "replace").split("\n")
-        if len(lines) != 4 or lines[0] != SEAL_HEADER or lines[3]:
-            return None
+        if len(lines) != 4 or lines[0] != SEAL_HEADER or lines[3] or not all(
+                TAG.fullmatch(tag) for tag in lines[1:3]):
+            return None  # compare_digest takes ASCII only: a damaged seal is no seal
         return Seal(lines[1], lines[2])
 
 

@@ -224,3 +224,16 @@ def test_a_planted_entry_over_the_size_limit_is_never_read(home, monkeypatch, ca
     assert store.get("k") is None and "over 100 bytes" in capsys.readouterr().err
     store.put("big", b"x" * 101)  # nothing stored that could never be read back
     assert not store.path("big").exists()
+
+
+@pytest.mark.parametrize("damage", [b"\xff", b"G", b"\n"], ids=["non-ascii", "non-hex", "line"])
+def test_a_damaged_seal_is_no_seal(home, damage, capsys):
+    """compare_digest refuses non-ASCII text with a TypeError: a seal damaged that way is
+    evicted like any other, never a traceback."""
+    store = cache.BytesCache("onnx", ".onnx")
+    store.put("k", b"graph")
+    seal = store.directory / "k.sha256"
+    raw = seal.read_bytes()
+    at = len(cache.SEAL_HEADER) + 5
+    seal.write_bytes(raw[:at] + damage + raw[at + 1:])
+    assert store.get("k") is None and not store.path("k").exists()
