@@ -234,3 +234,20 @@ def test_a_declared_upstream_link_cannot_carry_markup():
     out = renderer().render(bugs_finding(frame).text)
     assert "<script" not in out and out.count("<a ") == 2, out  # its own and the URL's
     assert 'href="https://x.example/a"' in out
+
+
+def test_drift_md_shows_a_release_error_and_evidence_as_text():
+    """drift.md quotes what an installed release printed (its install error, its probes'
+    evidence): markup there stays text."""
+    from conformance.history.render import as_markdown
+
+    change = {"cell": "c", "kind": "convention", "old_value": "a", "new_value": "b",
+              "first_release": "2", "last_old_release": "1", "walked": [], "skipped": [],
+              "evidence_old": PAYLOAD, "evidence_new": PAYLOAD}
+    release = {"version": "1", "status": "env_broken", "error": PAYLOAD, "cells": {},
+               "requirements": []}
+    doc = {"libraries": [{"id": "x", "package": "p", "scope": "s", "releases": [release],
+                          "changes": [change]}]}
+    out = renderer().render(as_markdown(doc))
+    assert "<script" not in out and "<img" not in out and "<a " not in out, out
+    assert html.escape(one_line(PAYLOADS[1]), quote=False) in out

@@ -9,6 +9,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from conformance.report.escaping import md_text  # the messages a release's probes gave
+
 OUTCOMES = ("env broken: the release could not be installed or imported (the error is "
             "quoted); api_absent: the release has no such argument or operator; any other "
             "word: the convention measured (words of conformance/contract/axes.py; "
@@ -76,7 +78,7 @@ def _library(lib: dict) -> list[str]:
     out += _table(lib) + [""]
     for r in lib["releases"]:
         if r["status"] != "ok":
-            out.append(f"- {lib['package']} {r['version']}: env broken: {r['error']}")
+            out.append(f"- {lib['package']} {r['version']}: env broken: {md_text(r['error'])}")
     for c in lib["changes"]:
         walked = ", ".join(c["walked"]) or "none (the table's releases are adjacent)"
         skipped = (f"; skipped (env broken or no comparable value): {', '.join(c['skipped'])}"
@@ -85,8 +87,8 @@ def _library(lib: dict) -> list[str]:
         out.append(f"- `{c['cell']}` {what} `{c['old_value']}` -> `{c['new_value']}` in "
                    f"**{c['first_release']}** (last with the old value: "
                    f"{c['last_old_release']}; releases the bisect probed here: {walked}{skipped})."
-                   f" Evidence {c['last_old_release']}: {c['evidence_old']}; "
-                   f"{c['first_release']}: {c['evidence_new']}")
+                   f" Evidence {c['last_old_release']}: {md_text(c['evidence_old'])}; "
+                   f"{c['first_release']}: {md_text(c['evidence_new'])}")
     companions = {r["version"]: ", ".join(r["requirements"]) for r in lib["releases"]}
     out += ["", "Installed per release: " + "; ".join(
         f"{v}: {reqs}" for v, reqs in companions.items()), ""]

@@ -2,6 +2,8 @@
 
 - base.py: Section, figure rounding (sig, fmt), escaping (md, csv_text), framework
   families and table splitting, the results and section frames;
+- escaping.py: untrusted text made inert for each reader (md_text for Markdown text,
+  md_code for code spans, html_text for HTML): every writer's escaper;
 - sections.py: the core sections, ANSWERS, DETAILS and SECTIONS (every section);
 - keras.py, onnx.py: the sections of the Keras and ONNX rows (onnx.py: also one exported
   model in each runtime);
@@ -13,8 +15,9 @@
   machine in the metadata block;
 - results.py: rows_from_results, to re-render from results.json (records.py: the
   schema each record read back is checked against);
-- staging.py: reports written whole (a staging folder beside the target, swapped in
-  by renames), the --report-dir writability check;
+- staging.py: reports written whole or not at all (the staging folder made the whole
+  new folder, swapped in by one exchange with signals held; no symbolic link in or as
+  the folder), the --report-dir writability check;
 - drift.py: check-reports' comparison (what belongs to the systems exactly);
 - masking.py: what the CPU moves and how a comparison leaves it out (figure kinds,
   masked texts);
