@@ -124,7 +124,12 @@ def _owned(folder: str, fd: int, stem: str, names: list[str], secret_key: bytes,
 
 
 def _survey_folder(folder: str, fd: int, secret_key: bytes, survey: Survey) -> None:
-    stats = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(fd)}
+    stats = {}
+    for found in os.scandir(fd):
+        try:
+            stats[found.name] = found.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            pass  # evicted by another process meanwhile
     names = [n for n in stats if not _is_temporary(n)]
     for stem, group in _group(names).items():
         entry = _owned(folder, fd, stem, group, secret_key, stats)

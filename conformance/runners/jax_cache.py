@@ -50,7 +50,7 @@ def signed_compilation_cache() -> str | None:
         say_once(f"JAX {jax.__version__}'s compilation cache has no hook for verified "
                  "entries: it stays off (every program is compiled again)")
         return None
-    signed = SignedExecutables(BytesCache(f"jax-{jax.__version__}", ".xla", counts=False))
+    signed = SignedExecutables(BytesCache(f"jax-signed-{jax.__version__}", ".xla", counts=False))
     folder = str(signed.store.directory)
     with jax_cache._cache_initialized_mutex:
         if jax_cache._cache != signed:
