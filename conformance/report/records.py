@@ -110,6 +110,14 @@ def _check_words(path, where: str, d: dict) -> None:
     for name in ("rtol", "atol"):
         if isinstance(d[name], float) and math.isnan(d[name]):
             raise DataFileError(path, f"{where}.{name}: NaN is not a tolerance")
+    from conformance.case.typed_numbers import BY_KEY, TypedError, derive
+
+    system = d["typed"].get("system")
+    if isinstance(system, str) and system in BY_KEY:  # report/typed.py derives its meaning
+        try:
+            derive(d["typed"])
+        except TypedError as exc:
+            raise DataFileError(path, f"{where}.{excerpt(str(exc), 200)}") from None
     sample = (d.get("output_digest") or {}).get("agreement")  # clusters.py compares it
     if sample is not None and (not isinstance(sample, list) or not all(
             v is None or (type(v) in (int, float)) for v in sample)):
