@@ -72,6 +72,14 @@ def test_bad_seconds_in_a_shard_are_one_line(tmp_path, good_shard, seconds):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_a_shard_file_linked_out_of_its_folder_is_refused(tmp_path, good_shard):
+    source = write_shard(tmp_path / "elsewhere", good_shard) / "shard.json"
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "shard.json").symlink_to(source)
+    one_line_refusal(cli("merge", tmp_path / "s", "--out", tmp_path / "out"),
+                     "leading out of its folder")
+
+
 def test_a_row_given_twice_is_refused_not_merged_silently(tmp_path, good_shard):
     doc = json.loads(json.dumps(good_shard))
     twin = dict(doc["rows"][0], outcome="mismatch" if doc["rows"][0]["outcome"] == "pass"
@@ -353,6 +361,36 @@ def test_a_process_a_runner_starts_ends_with_its_worker(tmp_path, monkeypatch):
                 break
             time.sleep(0.1)
         assert not _alive(pid), "the runner's process outlived its worker"
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+KILLED_SUITE = '''
+import os, signal, sys
+sys.path[:0] = [sys.argv[1]]
+from conformance.run import workers
+from conformance.runners import load
+
+pid = workers.call_in_worker(load("spawnrunner:Spawner"), "spawnrunner:spawn")
+print(pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # the suite killed: no atexit, no close
+'''
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see the process")
+def test_a_process_a_runner_starts_ends_when_the_suite_is_killed(tmp_path):
+    (tmp_path / "spawnrunner.py").write_text(SPAWNER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", KILLED_SUITE, str(tmp_path)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    pid = int(done.stdout.split()[0])
+    try:
+        for _ in range(100):  # the worker reads EOF on its pipe, then ends its group
+            if not _alive(pid):
+                break
+            time.sleep(0.1)
+        assert not _alive(pid), "the runner's process outlived the killed suite"
     finally:
         if _alive(pid):
             os.kill(pid, 9)

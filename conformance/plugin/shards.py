@@ -47,6 +47,9 @@ def load_shards(dirs) -> list[dict]:
         if not path.exists() and not path.is_symlink():
             raise MergeError(f"{d}: no {SHARD_FILE}; run the shard with --shard I/N "
                              "--report-dir DIR")
+        if path.is_symlink() and Path(d).resolve() not in path.resolve().parents:
+            raise MergeError(f"{path}: a symlink leading out of its folder; refused (a shard "
+                             "folder holds its own shard file)")
         try:
             shards.append(shardfile.read(path))
         except DataFileError as exc:

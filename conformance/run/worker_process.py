@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import signal
 import sys
 import time
 from typing import Any
@@ -47,7 +48,8 @@ def _serve() -> None:
     while True:
         try:
             (target, params), op, case, translation = receive_message(proto_in)
-        except EOFError:
+        except EOFError:  # the suite closed the pipe, or died: nothing of ours may stay
+            _end_group()
             return
         key = (target, repr(sorted(params.items())))
         started = (time.perf_counter(), time.process_time())
@@ -66,6 +68,14 @@ def _serve() -> None:
         if profile:
             _profile(profile, getattr(runners.get(key), "name", target), op, case, started,
                      reply[0])
+
+
+def _end_group() -> None:
+    """Kill this worker's process group, itself included, when it leads one (workers.py
+    starts each worker in a session of its own): processes a runner started end with it,
+    even when the suite was killed and could not kill them."""
+    if os.getpgid(0) == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
 
 
 def _profile(path: str, name: str, op: str, case, started: tuple, status: str) -> None:
