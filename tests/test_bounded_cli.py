@@ -394,3 +394,34 @@ def test_a_process_a_runner_starts_ends_when_the_suite_is_killed(tmp_path):
     finally:
         if _alive(pid):
             os.kill(pid, 9)
+
+
+class _Scanned(str):
+    """A text that counts the characters its searches scan (the work, not the seconds)."""
+
+    scanned = 0
+
+    def find(self, sub, start=0, *rest):
+        found = super().find(sub, start, *rest)
+        _Scanned.scanned += (found if found >= 0 else len(self)) - start
+        return found
+
+    def __contains__(self, sub):
+        _Scanned.scanned += len(self)
+        return super().__contains__(sub)
+
+    def split(self, *args):
+        _Scanned.scanned += len(self)
+        return super().split(*args)
+
+
+def test_skipped_blocks_are_cut_in_one_pass():
+    from conformance.report import drift
+
+    start, end = drift.SKIPPED_BLOCKS[0]
+    text = "".join(f"line {i}\n{start}\nfigure {i}\n{end}\n" for i in range(2000))
+    _Scanned.scanned = 0
+    kept = drift._skip_blocks(_Scanned(text))
+    assert kept.count("line ") == 2000 and "figure" not in kept
+    assert _Scanned.scanned <= 2 * len(text)  # a rescan per block: about 2000 x the text
+    assert drift._skip_blocks(f"a{start}x{end}b{start}open") == f"ab{start}open"
