@@ -280,7 +280,7 @@ def surface(kind: str, cases_dir: Path = CASES, cli_every: int = CLI_EVERY):
         return case_surface(cases_dir)
     if kind in ("results", "shard"):
         return fuzz_files.surface(kind, cli_every)
-    return fuzz_stores.expectations_surface if kind == "expectations" \
+    return fuzz_stores.expectations_surface(mutate) if kind == "expectations" \
         else fuzz_stores.cache_surface
 
 

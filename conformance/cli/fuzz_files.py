@@ -213,7 +213,7 @@ def results_once(folder: Path, data: bytes, cli: bool) -> tuple[str, str]:
     path, out = folder / "results.json", folder / "out"
     path.write_bytes(data)
     if cli:
-        return _judge_cli(*cli_call("report", "--results", path, "--out", out), data, out)
+        return _judge_cli(*cli_call("report", results=str(path), out=str(out)), data, out)
     try:
         rows, cases, runners, _selection, _meta = rows_from_results(path)
     except DataFileError as exc:
@@ -232,6 +232,7 @@ def shard_once(folder: Path, data: bytes, cli: bool) -> tuple[str, str]:
     (plugin/shards.py: load_shards, merged_state, the metadata as JSON)."""
     from conformance.cli.fuzz_surfaces import ACCEPTED, CLEAN, SILENT, TRACEBACK, \
         cli_call, clean_message
+    from conformance.paths import CASES_DIR
     from conformance.plugin.shardfile import SHARD_FILE
     from conformance.plugin.shards import MergeError, load_shards, merged_state
     from conformance.report.run_reports import run_metadata
@@ -240,7 +241,8 @@ def shard_once(folder: Path, data: bytes, cli: bool) -> tuple[str, str]:
     shard.mkdir()
     (shard / SHARD_FILE).write_bytes(data)
     if cli:
-        return _judge_cli(*cli_call("merge", shard, "--out", out), data, out)
+        return _judge_cli(*cli_call("merge", shards=[str(shard)], out=str(out),
+                                    cases_dir=str(CASES_DIR)), data, out)
     try:
         shards = load_shards([shard])
         rows, _probes, seconds = merged_state(shards)

@@ -22,6 +22,7 @@ import os
 import random
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -101,13 +102,21 @@ def _says(loaded, plain) -> str:
         if differ else ""
 
 
-def expectations_surface(folder: Path, n: int, rng: random.Random) -> tuple[str, str, str]:
-    """One mutated expectations file: read, compared, then updated (module doc)."""
+def expectations_surface(mutate: Callable[[random.Random, list], tuple[bytes, str]]):
+    """The expectations surface; `mutate(rng, docs)`: the case fuzzer's YAML mutation."""
+    def run(folder: Path, n: int, rng: random.Random) -> tuple[str, str, str]:
+        data, label = _gentle(rng) if rng.random() < 0.5 else \
+            mutate(rng, list(_expectation_docs()))
+        return expectations_once(folder, n, data, label)
+
+    return run
+
+
+def expectations_once(folder: Path, n: int, data: bytes, label: str) -> tuple[str, str, str]:
+    """One expectations file: read, compared, then updated (module doc)."""
     from conformance.case.model import CaseError
-    from conformance.cli.fuzz import mutate
     from conformance.conventions.expectations import load_file, update
 
-    data, label = _gentle(rng) if rng.random() < 0.5 else mutate(rng, list(_expectation_docs()))
     path = folder / f"{RUNNER}.yaml"
     path.write_bytes(data)
     try:

@@ -88,17 +88,24 @@ def clean_message(text: str, path: Path | str) -> bool:
         and "Traceback" not in text and str(path) in text
 
 
-def cli_call(*args: str) -> tuple[int, str]:
-    """conformance.__main__.main(args) in this process: (exit code, stderr); SystemExit
-    (argparse) is a code.  Any other exception propagates: it is a traceback."""
-    from conformance.__main__ import main
+def cli_call(command: str, **options) -> tuple[int, str]:
+    """The CLI command `command` (cli/reports.py: report, merge) called in this process
+    with `options` as its parsed arguments, and the error handling __main__ gives it (a
+    DataFileError or SettingError is one line, exit 1): (exit code, stderr).  Any other
+    exception propagates: it is a traceback."""
+    from argparse import Namespace
+
+    from conformance.cli import reports
+    from conformance.datafile import DataFileError
+    from conformance.settings import SettingError
 
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
-            code = main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
+            code = getattr(reports, command)(Namespace(**options))
+        except (DataFileError, SettingError) as exc:
+            print(f"{command}: {exc}", file=err)
+            code = 1
     return int(code or 0), err.getvalue()
 
 
