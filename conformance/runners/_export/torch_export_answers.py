@@ -28,10 +28,6 @@ from conformance.runners._export.torch_mha import MHA_DOC, per_head
 
 ANSWERS = frozenset({"attn_mask", "key_padding", "is_causal", "causal_hint",
                      "dropout_training"})
-DOCUMENTED = {a: (w, MHA_DOC) for a, w in (
-    ("attn_mask_polarity", "true_blocks"), ("float_mask", "added"),
-    ("argument_order", "query_key_value"), ("size_arguments", "derived_from_width"),
-    ("key_padding_polarity", "true_blocks"))}
 INFERENCE = {"need_weights": False}
 
 
