@@ -156,3 +156,17 @@ def test_onnx_reference_attention_cells():
     assert cells["cache_layout"].value.startswith("BNSH, two tensors")
     assert cells["softcap_order"].value == "before_mask"
     assert RAW_PROBES["window_width"][1](r).value == "left_right"
+
+
+def test_causal_window_readings_that_leave_the_same_keys_are_one_candidate():
+    """Under a causal mask the symmetric readings leave the keys the one-sided ones do: one
+    candidate each, named by the keys a query sees; without the mask all five part."""
+    from conformance.conventions.probes import cache_probes as cp
+    from conformance.conventions.probes.probing import probe_case
+
+    causal = probe_case("window", inputs={"self_attention": True, "query_len": 8,
+                                          "key_len": 8}, mask={"causal": "upper_left"})
+    plain = probe_case("window", inputs={"self_attention": True, "query_len": 8,
+                                         "key_len": 8})
+    assert set(cp.window_candidates(causal, 3)) == {"w_keys", "w_plus_1_keys", "no window"}
+    assert set(cp.window_candidates(plain, 3)) == set(cp.window_readings(3))

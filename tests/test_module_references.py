@@ -43,7 +43,8 @@ REFERENCE = re.compile(
     rf")(?![\w/<{{*-]|\.[\w*])")  # not a placeholder, a glob or a longer name
 # upstream source files the comments cite, by path prefix and by file name
 UPSTREAM_PREFIXES = ("torch/nn/", "transformers/", "flax/nnx/", "flax/linen/", "jax/_src/",
-                     "onnx/backend/", "mlx_lm/")
+                     "onnx/backend/", "mlx_lm/", "keras/src/", "torch/onnx/",
+                     "onnx/external_data_helper.py")
 UPSTREAM_NAMES = re.compile(r"(modeling|configuration)_\w+\.py|masking_utils\.py|"
                             r"sdpa_attention\.py|functions\.py|rotary_embedding\.py|"
                             r"(cached_)?multi_head_attention\.py")

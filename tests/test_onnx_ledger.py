@@ -473,11 +473,11 @@ def test_gqa_hands_softcap_sinks_window_and_masked_row_to_the_ledger():
     from conformance.conventions.probes import ledger_cells
 
     cells = {c.axis: c for c in ledger_cells(_gqa())}
-    # window_width: under its causal mask, w keys and 2w - 1 keys are the same keys, a tie
-    # no input parts (resolution.py): named, never the nearest
+    # window_width: under its causal mask 2w - 1 keys are the w keys a query sees, one
+    # candidate (cache_probes.window_candidates), not a tie
     want = {"softcap": "applied", "softcap_order": "before_mask", "sinks": "applied",
-            "window_width": "not_probed", "fully_masked_row": "nan"}
-    assert "w_keys, 2w_minus_1_keys alike" in cells["window_width"].evidence
+            "window_width": "w_keys", "fully_masked_row": "nan"}
+    assert "2w_minus_1_keys" not in cells["window_width"].evidence
     for axis, word in want.items():
         assert cells[axis].value == word, cells[axis].evidence
         assert cells[axis].evidence.startswith("onnx.contrib-gqa.ort"), cells[axis].evidence
@@ -513,9 +513,8 @@ def test_a_gqa_window_one_key_wider_reads_w_plus_1_keys(monkeypatch):
                     decode)
 
     monkeypatch.setattr(contrib_gqa, "build_model", wider)
-    cell = window_settings_cell(_gqa())  # w + 1 and 2w + 1 alike under the causal mask
-    assert cell.value == "not_probed", cell.evidence
-    assert "w_plus_1_keys, 2w_plus_1_keys alike" in cell.evidence
+    cell = window_settings_cell(_gqa())  # under the causal mask 2w + 1 is w + 1 keys seen
+    assert cell.value == "w_plus_1_keys", cell.evidence
 
 
 # -- GroupQueryAttention's heads, rotation and QK-norm: the ledger's (#29) ----------------

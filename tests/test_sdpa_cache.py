@@ -58,8 +58,10 @@ def test_cells():
     assert cells["causal_flag"].value == "upper_left"
     assert cells["kv_head_mapping"].value == "grouped"
     assert cells["window_width"].value == "not_applicable"
-    assert cells["fully_masked_row"].value == "not_probed"
-    assert cells["fully_masked_row"].evidence.startswith("harness limit")
+    # its decode's fully masked step, asked through step_mask (decode_masks.py): SDPA's
+    # zero weights (the single call's reading too, torch.sdpa)
+    assert cells["fully_masked_row"].value == "zeros", cells["fully_masked_row"].evidence
+    assert "masks all 10 keys" in cells["fully_masked_row"].evidence
 
 
 def test_a_decode_that_passes_is_causal_is_named_upper_left(monkeypatch):

@@ -71,8 +71,8 @@ def mask(text: str) -> str:
 def texts_agree(a, b) -> bool:
     """Two texts (or lists of texts) equal once masked.  A quoted framework message is cut
     at QUOTE_LIMIT characters (conventions/probes/probing.py), so when a masked detail
-    changes length the cut moves: two texts both longer than the limit agree when one masked text is a
-    prefix of the other (TensorFlow's `__MklEinsum` against `Einsum`)."""
+    changes length the cut moves: two texts both longer than the limit agree when one
+    masked text is a prefix of the other (TensorFlow's `__MklEinsum` against `Einsum`)."""
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(texts_agree(x, y) for x, y in zip(a, b))
     if not (isinstance(a, str) and isinstance(b, str)):

@@ -131,11 +131,19 @@ def window_readings(w: int) -> dict[str, tuple[int | None, int | None]]:
 
 
 def window_candidates(case: Case, w: int) -> dict[str, np.ndarray]:
+    """The oracle output under each reading of `w`.  The words count the keys a query sees,
+    so under the case's causal mask a symmetric reading that leaves the same keys as a
+    one-sided one is that reading (2w - 1 keys are w keys, 2w + 1 are w + 1): such
+    readings are one candidate, named by the one-sided word, never a tie of two."""
     n = case.inputs.query_len
     pos = np.arange(n)
     causal = np.tril(np.ones((n, n), bool)) if case.mask.causal != "none" else True
-    return {word: output_with(case, window_allowed(pos, pos, left, right) & causal)
-            for word, (left, right) in window_readings(w).items()}
+    masks: dict[str, np.ndarray] = {}
+    for word, (left, right) in window_readings(w).items():
+        allowed = window_allowed(pos, pos, left, right) & causal
+        if not any(np.array_equal(allowed, seen) for seen in masks.values()):
+            masks[word] = allowed
+    return {word: output_with(case, allowed) for word, allowed in masks.items()}
 
 
 def window_width(w: int, runs: dict[str, tuple[Case, Callable[[], np.ndarray]]], what: str,
