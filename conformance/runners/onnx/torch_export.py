@@ -123,7 +123,7 @@ class OnnxTorchExport(TorchOnnxExporter, Runner):
         call = module_call(torch, case, translation, data)
         mask_names = call.names[1 if case.inputs.self_attention else 3:]
         params = framework_params(call.mha)
-        graphs, results, notes = {}, {}, []
+        graphs, results, notes, held = {}, {}, [], set()
         for variant, kwargs in VARIANTS.items():
             module = wrap_module(torch, call.mha, case.inputs.self_attention, mask_names, kwargs)
             with warnings.catch_warnings():
@@ -131,6 +131,7 @@ class OnnxTorchExport(TorchOnnxExporter, Runner):
                 blob, _ = self._graph(torch, case, module, call.args, call.names, variant)
             model = check(blob)
             graphs[variant] = onnx_accounting.account(model, params)
+            held.update(onnx_accounting.held_scalars(model))  # the numbers the graphs hold
             session = ort_session(blob, f"graph exported with {variant}")
             inputs = {i.name for i in session.get_inputs()}
             try:
@@ -145,6 +146,7 @@ class OnnxTorchExport(TorchOnnxExporter, Runner):
         return Observation(
             output=out, attention_weights=weights, weights_returned="per_head",
             parameters=sum(p.numel() for p in call.mha.parameters()), weight_shapes=call.shapes,
+            held_scalars=tuple(sorted(held)), weights_dtype=onnx_accounting.weights_dtype(model),
             notes=notes,
             extras={"mask_polarity": "True = blocked (torch polarity, as graph inputs)",
                     "graph_inputs": list(call.names),

@@ -40,6 +40,10 @@ class TorchMHA(TorchRunner):
     need_weights = True  # False: torch.mha.no-weights, forward(..., need_weights=False)
     probe_takes = frozenset({"key_padding"})  # key_padding_mask
     answers = ANSWERS
+    # F.multi_head_attention_forward's _canonical_mask turns a boolean mask into a float one:
+    # torch.zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))
+    documented_fill = ("-inf", "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/nn/"
+                       "functional.py")
 
     def __init__(self, **params):
         super().__init__(**params)
