@@ -112,3 +112,21 @@ def test_a_run_configured_from_inside_the_folder_is_refused(planted, tmp_path):
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:]
     assert f"configured by {planted / 'pytest.ini'}" in done.stderr
     assert "--cases-dir=DIR" in done.stderr and ran(planted) == []
+
+
+def test_the_space_form_from_the_repository_runs_no_code(planted, tmp_path):
+    """`--cases-dir DIR` with a space, from the repository with no -p: the installed
+    plugin (a pytest11 entry point) is loaded before pytest reads the command line, so DIR
+    is the option's value, never a test path whose conftest.py pytest would import."""
+    from importlib.metadata import entry_points
+
+    if "conformance.plugin" not in {e.name for e in entry_points(group="pytest11")}:
+        pytest.skip("the suite is not pip-installed here (no pytest11 entry point)")
+    for name in CONFIGS:
+        (planted / name).unlink()
+    done = run_pytest(ROOT, "--cases-dir", str(planted), "--runner", RUNNER,
+                      f"--report-dir={tmp_path / 'out'}", "-rA")
+    text = done.stdout + done.stderr
+    assert f"tiny.yaml::tiny-one[{RUNNER}]" in text and "1 failed, 1 passed in" in text, \
+        text[-3000:]
+    assert ran(planted) == [] and "test_planted" not in text
