@@ -251,3 +251,16 @@ def test_drift_md_shows_a_release_error_and_evidence_as_text():
     out = renderer().render(as_markdown(doc))
     assert "<script" not in out and "<img" not in out and "<a " not in out, out
     assert html.escape(one_line(PAYLOADS[1]), quote=False) in out
+
+
+def test_the_page_data_shows_bidi_and_control_characters():
+    """index.html's embedded data is written with textContent by report.js: a U+202E
+    there, even JSON-escaped, would reorder what the reader sees, so it is shown."""
+    import json
+
+    from conformance.report.html import script_json
+
+    text = script_json({"title\u202e": ["evil\u202etxt", "a\x1b[2Jb", "line\nbreak"]})
+    data = json.loads(text)
+    assert data == {"title‹U+202E›": ["evil‹U+202E›txt", "a‹U+001B›[2Jb", "line\nbreak"]}
+    assert "\u202e" not in text and "\\u202e" not in text and "<" not in text

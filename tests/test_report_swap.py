@@ -165,3 +165,27 @@ def test_a_link_planted_during_the_run_is_refused_before_the_swap(tmp_path):
     (out / "cases" / "link.md").unlink()
     assert _tree(out) == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "reports"]
+
+
+def test_a_staging_folder_a_killed_writer_left_is_removed_by_the_next_run(tmp_path):
+    """SIGKILL leaves the staging folder behind (no handler runs): the next writer removes
+    a staging folder whose pid is gone, and keeps one whose writer still runs."""
+    import os
+    import subprocess
+    import sys
+
+    from conformance.report.staging import staged
+
+    out = tmp_path / "reports"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    left = tmp_path / f".reports.staging-{dead}-abc"
+    live = tmp_path / f".reports.staging-{os.getpid()}-xyz"
+    left.mkdir()
+    live.mkdir()
+    (left / "index.md").write_text("half")
+    with staged(out) as stage:
+        (stage / "index.md").write_text("new")
+    assert not left.exists() and live.exists()
+    assert (out / "index.md").read_text() == "new"

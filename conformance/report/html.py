@@ -37,7 +37,7 @@ from conformance.conventions.cells import unlabelled
 from conformance.report import plots
 from conformance.report.answers_html import diff_axes, diff_block, headline_block
 from conformance.report.base import fmt
-from conformance.report.escaping import html_text
+from conformance.report.escaping import html_text, shown
 
 FIGURES_START = "<!-- figures: start (PNG bytes differ across machines) -->"
 FIGURES_END = "<!-- figures: end -->"
@@ -56,7 +56,6 @@ def _markers() -> tuple[str, str]:
 
     return METADATA_START, METADATA_END
 
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
                      "\u2066-\u2069]")
 
@@ -67,10 +66,24 @@ def e(value) -> str:
     return html_text(value)
 
 
+def _shown_strings(obj):
+    """Every string of `obj` (keys too) with its control and bidi characters shown as
+    ‹U+XXXX› (escaping.shown): report.js writes them with textContent, where an escaped
+    U+202E would still reorder what the reader sees."""
+    if isinstance(obj, str):
+        return shown(obj)
+    if isinstance(obj, Mapping):
+        return {shown(k) if isinstance(k, str) else k: _shown_strings(v)
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_shown_strings(v) for v in obj]
+    return obj
+
+
 def script_json(obj) -> str:
     """JSON safe inside <script>: no '<', '>' or '&' (so no '</script>', no '<!--')."""
-    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    text = _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    text = json.dumps(_shown_strings(obj), ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":"))
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 

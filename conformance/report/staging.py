@@ -256,6 +256,30 @@ def _remove(path: Path) -> None:
     shutil.rmtree(path.with_name(path.name + ".old"), ignore_errors=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_stale(out: Path) -> list[Path]:
+    """Staging folders beside `out` that a killed writer left (SIGKILL gives no chance to
+    clean up): each names its writer's pid, and one whose writer is gone is removed
+    (a plain folder only, never through a link).  Returns what was removed."""
+    gone = []
+    for path in out.parent.glob(f".{out.name}.staging-*"):
+        pid = path.name[len(f".{out.name}.staging-"):].split("-", 1)[0]
+        if (pid.isdigit() and not _alive(int(pid)) and path.is_dir()
+                and not path.is_symlink()):
+            _remove(path)
+            gone.append(path)
+    return gone
+
+
 @contextmanager
 def staged(out: Path | str, seed: tuple[str, ...] = (),
            fallback: Path | None = None) -> Iterator[Path]:
@@ -265,7 +289,9 @@ def staged(out: Path | str, seed: tuple[str, ...] = (),
     out = Path(out).absolute()
     refuse_links(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
+    remove_stale(out)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-{os.getpid()}-",
+                                  dir=out.parent))
     cleanup = functools.partial(_remove, stage)
     atexit.register(cleanup)
     signals = _Signals()
