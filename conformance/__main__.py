@@ -28,6 +28,7 @@ import os
 import sys
 
 from conformance.paths import CASES_DIR, REPORTS_DIR
+from conformance.text_safety import say  # untrusted text: shown, not obeyed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except (DataFileError, SettingError) as exc:  # a bad file or variable: one clear line
-        print(f"{args.command}: {exc}", file=sys.stderr)
+        say(f"{args.command}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `... | head`: the reader left; end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

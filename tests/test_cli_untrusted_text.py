@@ -96,3 +96,20 @@ def test_a_folder_that_is_not_one_is_one_line(tmp_path):
     for command in (("list",), ("show", "x")):
         done = cli(*command, "--cases-dir", tmp_path / "nowhere")
         assert done.returncode == 1 and "not a folder of case files" in assert_clean(done)
+
+
+def test_merge_and_check_reports_show_what_a_shard_holds_without_obeying_it(tmp_path, capsys):
+    """A shard's text reaches merge's error line and check-reports' change lines: the CLI
+    prints them through text_safety, so an ESC or U+202E arrives shown, not obeyed."""
+    from argparse import Namespace
+
+    from conformance.cli.reports import merge
+    from conformance.paths import CASES_DIR
+
+    shard = tmp_path / "shard\x1b]0;owned\x07\u202e.json"
+    shard.write_text('{"rows": "\x1b[2J"}')
+    code = merge(Namespace(shards=[str(shard)], out=str(tmp_path / "out"),
+                          cases_dir=str(CASES_DIR)))
+    err = capsys.readouterr().err
+    assert code != 0 and "merge:" in err
+    assert "\x1b" not in err and "\u202e" not in err and "\x07" not in err

@@ -8,6 +8,7 @@ mean on each side and their parameter counts; a converter snippet that runs.
 """
 from __future__ import annotations
 
+from conformance.text_safety import say  # untrusted text: shown, not obeyed
 import json
 import sys
 from pathlib import Path
@@ -83,16 +84,16 @@ def diff(args) -> int:
     path = Path(args.ledger)
     ledger = _read_ledger(path)
     if ledger is None:
-        print(f"diff: no conventions ledger at {path}; run the matrix first "
+        say(f"diff: no conventions ledger at {path}; run the matrix first "
               "(python -m pytest) or pass --ledger FILE", file=sys.stderr)
         return 1
     try:
         guide = porting(ledger, args.a, args.b, args.typed or "", args.features)
     except PortingError as exc:
-        print(f"diff: {exc}", file=sys.stderr)
+        say(f"diff: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(guide.as_dict(), indent=1, ensure_ascii=False))
+        print(json.dumps(guide.as_dict(), indent=1))  # \u escapes: nothing a terminal obeys
     else:
-        print("\n".join(text_lines(guide)).rstrip())
+        say(*"\n".join(text_lines(guide)).rstrip().split("\n"))
     return 0

@@ -14,6 +14,7 @@ first small call is one line naming it (exit 2), never a traceback.
 """
 from __future__ import annotations
 
+from conformance.text_safety import say  # untrusted text: shown, not obeyed
 import os
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ def probe(args) -> int:
                                      os.getcwd()))
         first_call(spec)
     except TargetError as exc:
-        print(f"probe: {exc}", file=sys.stderr)
+        say(f"probe: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out or f"attention-report-{spec.runner_name()}").resolve()
     from conformance.report.staging import check_writable
@@ -37,15 +38,15 @@ def probe(args) -> int:
     code = run_matrix(spec, out, quiet=not args.verbose)
     index = out / "index.md"
     if not index.is_file():
-        print(f"probe: the run ended (pytest exit {code}) without writing {index}",
+        say(f"probe: the run ended (pytest exit {code}) without writing {index}",
               file=sys.stderr)
         return 1
     from conformance.report.target import judge_files, sentences
 
     j = judge_files(out, spec.runner_name(), spec.target, spec.kind)
     for line in sentences(j):
-        print(line.replace("**", ""))
-    print(f"probe: wrote {out / 'index.md'}, {out / 'conventions.json'}, "
+        say(line.replace("**", ""))
+    say(f"probe: wrote {out / 'index.md'}, {out / 'conventions.json'}, "
           f"{out / 'results.json'}")
     return 0
 

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from conformance.paths import ROOT
+from conformance.text_safety import say  # untrusted text: shown, not obeyed
 
 
 def report(args) -> int:
@@ -18,13 +19,13 @@ def report(args) -> int:
 
     results = Path(args.results)
     if not results.exists() and not results.is_symlink():
-        print(f"report: no {results}; run the matrix first (python -m pytest)", file=sys.stderr)
+        say(f"report: no {results}; run the matrix first (python -m pytest)", file=sys.stderr)
         return 1
     out = Path(args.out) if args.out else results.parent
     check_writable(out, "--out")  # a file, or a folder that cannot be written: one line
     rows, cases, runners, selection, meta = rows_from_results(results)
     paths = write_reports(rows, cases, runners, out, selection, meta)
-    print(f"re-rendered {len(paths)} file(s) in {out} from {results} ({len(rows)} rows)")
+    say(f"re-rendered {len(paths)} file(s) in {out} from {results} ({len(rows)} rows)")
     return 0
 
 
@@ -94,15 +95,15 @@ def check_reports(args) -> int:
             raise DataFileError(current, f"a report file cannot be compared: "
                                 f"{type(exc).__name__}: {str(exc)[:200]}") from None
     for c in changes:
-        print(f"changed: {c}", file=sys.stderr)
+        say(f"changed: {c}", file=sys.stderr)
     what = args.against or args.rev
     if changes:
-        print(f"{len(changes)} change(s) in {current} against {what}: a result changed "
+        say(f"{len(changes)} change(s) in {current} against {what}: a result changed "
               "(what belongs to the systems is compared exactly; CPU-dependent figures "
               "and quoted kernel details are masked; see docs/reports.md). Review `git diff "
               "reports/` and commit the regenerated reports if intended.", file=sys.stderr)
         return 1
-    print(f"reports in {current} match {what} (metadata aside, CPU-dependent figures "
+    say(f"reports in {current} match {what} (metadata aside, CPU-dependent figures "
           "masked)")
     return 0
 
@@ -120,7 +121,7 @@ def merge(args) -> int:
     try:
         selection = merge_shards(args.shards, Path(args.out), Path(args.cases_dir))
     except (MergeError, CaseError) as exc:
-        print(f"merge: {exc}", file=sys.stderr)
+        say(f"merge: {exc}", file=sys.stderr)
         return 1
-    print(f"merged {len(args.shards)} shard(s) into {args.out} ({selection})")
+    say(f"merged {len(args.shards)} shard(s) into {args.out} ({selection})")
     return 0
