@@ -28,7 +28,7 @@ import os
 import sys
 
 from conformance.paths import CASES_DIR, REPORTS_DIR
-from conformance.text_safety import say  # untrusted text: shown, not obeyed
+from conformance.cli.text_safety import say  # untrusted text: shown, not obeyed
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conformance.text_safety import visible
+from conformance.cli.text_safety import visible
 from tests.inprocess import cli
 
 # every character a terminal obeys, and ones a reader's eye is misled by

@@ -34,7 +34,7 @@ FORBIDDEN_IN_RUNNERS = ("pandas", "conformance.report", "conformance.plugin",
 JUDGEMENT = ("conformance.oracle.reference", "conformance.conventions")
 MAX_LINES, MAX_FUNCTION = 400, 60
 LAYERS = (("paths", "versions", "progress", "cache", "cache_prune", "cpu_isa", "datafile",
-           "settings", "text_safety"),
+           "settings"),
           ("case",),
           ("oracle", "contract", "convert"), ("runners",), ("compare",), ("run",),
           ("conventions",), ("report", "history"), ("plugin",), ("cli",), ("__main__",))

@@ -9,7 +9,7 @@ from pathlib import Path
 from conformance.case.loader import CaseError
 from conformance.cli.new import new  # noqa: F401  (the `new` command)
 from conformance.paths import CASES_DIR
-from conformance.text_safety import say
+from conformance.cli.text_safety import say
 
 
 def _files(paths: list[str]) -> tuple[list[Path], list[str], list[CaseError]]:

@@ -8,7 +8,7 @@ mean on each side and their parameter counts; a converter snippet that runs.
 """
 from __future__ import annotations
 
-from conformance.text_safety import say  # untrusted text: shown, not obeyed
+from conformance.cli.text_safety import say  # untrusted text: shown, not obeyed
 import json
 import sys
 from pathlib import Path

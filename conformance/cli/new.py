@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from conformance.text_safety import say
+from conformance.cli.text_safety import say
 
 # framework -> (required names, optional names)
 TYPED = {

@@ -14,7 +14,7 @@ first small call is one line naming it (exit 2), never a traceback.
 """
 from __future__ import annotations
 
-from conformance.text_safety import say  # untrusted text: shown, not obeyed
+from conformance.cli.text_safety import say  # untrusted text: shown, not obeyed
 import os
 import sys
 from pathlib import Path

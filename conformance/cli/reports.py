@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from conformance.paths import ROOT
-from conformance.text_safety import say  # untrusted text: shown, not obeyed
+from conformance.cli.text_safety import say  # untrusted text: shown, not obeyed
 
 
 def report(args) -> int:

@@ -6,7 +6,7 @@ overwrites the line before it, a newline that forges a line of its own, or a bid
 override that shows the text in another order than it is.  `visible` shows each
 such character as a visible escape instead of letting the terminal obey it, so what
 a reader sees is what the file holds.  The CLI passes every line it prints through
-it; the Markdown and HTML reports escape for their own readers (report/).
+it; the Markdown and HTML reports escape for their own readers (report/escaping.py).
 """
 from __future__ import annotations
 
