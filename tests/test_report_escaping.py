@@ -15,6 +15,7 @@ import random
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from dataclasses import dataclass
 
 import pytest
@@ -172,6 +173,15 @@ def _chromium() -> str | None:
     return next((p for p in found if p and os.access(p, os.X_OK)), None)
 
 
+def _dump_dom(page: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`page` opened in headless Chromium with a fresh profile: the DOM after its scripts."""
+    return subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                           "--virtual-time-budget=3000", page.as_uri()],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HOME": str(tmp_path)})
+
+
 @pytest.mark.skipif(_chromium() is None, reason="no headless Chromium (/usr/bin/chromium)")
 def test_rendered_reports_run_no_script_in_chromium(tmp_path):
     """conventions.md with the planted evidence, rendered (markdown-it with raw HTML on,
@@ -181,11 +191,7 @@ def test_rendered_reports_run_no_script_in_chromium(tmp_path):
     body = renderer().render(render_markdown(ledger))
     page = tmp_path / "conventions.html"
     page.write_text(f"<!doctype html><title>kept</title>{body}", encoding="utf-8")
-    done = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
-                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                           "--virtual-time-budget=3000", page.as_uri()],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HOME": str(tmp_path)})
+    done = _dump_dom(page, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<title>kept</title>" in done.stdout and "pwned</title>" not in done.stdout
 
@@ -198,11 +204,7 @@ def test_the_browser_check_sees_a_script_that_runs(tmp_path):
     body = renderer().render(f"- {OLD_LEDGER_ESCAPE(PAYLOADS[0])}")
     page = tmp_path / "old.html"
     page.write_text(f"<!doctype html><title>kept</title>{body}", encoding="utf-8")
-    done = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
-                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                           "--virtual-time-budget=3000", page.as_uri()],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HOME": str(tmp_path)})
+    done = _dump_dom(page, tmp_path)
     assert "<title>pwned</title>" in done.stdout
 
 

@@ -314,13 +314,11 @@ class HFRunner(Runner):
         reason = self.raw_limits(case)
         if reason:
             raise NotImplementedError(f"{self.name} cannot build {case.id}: {reason}")
+        from conformance.runners.hf.native_calls import built
+
         torch = import_torch()
-        call, plan = self.config_call(case)
         rate = raw.value["rate"] if raw.argument == "dropout_training" else 0.0
-        module = self.module_for(torch, case, {**plan, "attn_implementation":
-                                               self.attn_implementation, "dropout": rate},
-                                 data.weights)
-        x = torch.tensor(data.inputs.query, dtype=getattr(torch, case.inputs.dtype))
+        call, module, x = built(self, torch, case, data, rate)
         mask, kw, said = None, {}, "attention_mask=None"
         if raw.argument == "attn_mask":
             mask = torch.from_numpy(np.ascontiguousarray(raw.value[:, None]))

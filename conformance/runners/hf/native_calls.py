@@ -9,6 +9,17 @@ from __future__ import annotations
 from conformance.contract.runner import Observation, to_numpy
 
 
+def built(runner, torch, case, data, rate: float):
+    """(the config call, its module on the canonical weights with attention dropout `rate`,
+    the case's query as hidden_states in the case's dtype): what every raw call starts
+    from (common.HFRunner.answer too)."""
+    call, plan = runner.config_call(case)
+    module = runner.module_for(torch, case, {**plan, "attn_implementation":
+                                             runner.attn_implementation, "dropout": rate},
+                               data.weights)
+    return call, module, torch.tensor(data.inputs.query, dtype=getattr(torch, case.inputs.dtype))
+
+
 def native_call(runner, torch, case, data, raw):
     """The module of the case's config call on its canonical weights: hidden_states cast to
     raw.value into the module built in the case's dtype (the output's own dtype with it);
@@ -19,12 +30,8 @@ def native_call(runner, torch, case, data, raw):
     if raw.argument not in runner.answers or reason:
         raise NotImplementedError(f"{runner.name} passes no raw {raw.argument} on {case.id}"
                                   + (f": {reason}" if reason else ""))
-    call, plan = runner.config_call(case)
     rate = raw.value["rate"] if raw.argument == "dropout_weights" else 0.0
-    module = runner.module_for(torch, case, {**plan, "attn_implementation":
-                                             runner.attn_implementation, "dropout": rate},
-                               data.weights)
-    x = torch.tensor(data.inputs.query, dtype=getattr(torch, case.inputs.dtype))
+    call, module, x = built(runner, torch, case, data, rate)
     if raw.argument == "input_dtype":
         x, said = x.to(getattr(torch, raw.value)), f"hidden_states as {raw.value}"
     elif raw.argument == "unbatched":
