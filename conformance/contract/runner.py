@@ -19,6 +19,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from conformance.contract.api_facts import ApiFact
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -331,17 +333,12 @@ class Runner:
         NotImplementedError."""
         raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
 
-    def probe_cells(self) -> list[Convention]:
-        """The cells of this framework's probe module (runners/<framework>/probes.py) for
-        this runner: the runner module overrides it, because the probes build on the
-        framework helper, which therefore cannot import them.  `conventions` calls it."""
-        return []
-
-    def conventions(self) -> list[Convention]:
-        """Probe runs that settle convention axes for this system (axes.py), each
-        run in the system itself on small seeded inputs.  Runs where `run` runs
-        (in the worker for worker runners).  Axes that the matrix rows settle
-        (fully masked rows, returned weights, float64) need no probe here."""
+    def conventions(self) -> list[ApiFact]:
+        """What the runner reads of its system's API (ApiFact: its signature, its return,
+        one native call on small seeded inputs), for the ledger to file under its axes.
+        Runs where `run` runs (in the worker for worker runners).  Every measurement of a
+        behaviour is the ledger's (conventions/probes/), asked through translate, run and
+        `answer`."""
         return []
 
 

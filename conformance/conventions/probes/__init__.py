@@ -25,6 +25,7 @@ from typing import Callable
 from conformance.contract.axes import NOT_PROBED
 from conformance.contract.runner import Convention
 from conformance.conventions.probes import attention_function, decode_masks, table
+from conformance.conventions.probes.api_facts import own_cells
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.cache_probes import override
 from conformance.conventions.probes.features import signature_cells
@@ -71,7 +72,7 @@ def ledger_cells(runner) -> list[Convention]:
                                  "cited documentation does not state it (its arithmetic "
                                  "here is the suite's NumPy, not the system's)")
                       for a in OWNED_AXES if a not in cited]
-    own = list(runner.conventions())
+    own = own_cells(runner)
     raw = table.raw_probes(runner)  # the axes of the arguments it passes raw
     asked = set(table.asked_probes(runner))
     cells = [c for c in own if c.axis not in OWNED_AXES and c.axis not in raw

@@ -42,10 +42,11 @@ def axis_cell(runner, axis: str, own: Callable[[], list[Convention]] | None = No
     """The cell of `axis` for `runner` as the ledger measures it.  `own()` gives the
     runner's own conventions() cells (default: runner.conventions(), called only for the
     axes that need it)."""
+    from conformance.conventions.probes.api_facts import own_cells as facts
     from conformance.conventions.probes.table import RAW, way_for
 
     def own_cells() -> list[Convention]:
-        return list((own or runner.conventions)())
+        return list(own()) if own else facts(runner)
 
     if not runner.executed:
         return Convention(axis, NOT_PROBED, f"{runner.name}: a documented model (not "

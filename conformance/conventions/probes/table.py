@@ -69,6 +69,7 @@ class Entry:
     axis: Axis  # id, title, words and meaning (contract/axes.py)
     ways: tuple[Way, ...] = ()
     otherwise: str = OBSERVED  # where the cell comes from when no way is taken
+    fact: str = ""  # the ApiFact (contract/api_facts.py) a runner reports of it, if any
 
 
 def written_sizes(runner) -> bool:
@@ -141,9 +142,23 @@ FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_
                 "softcap_order", "sinks")  # axes.FEATURE_ARGUMENTS: the signature fallback
 ROW_AXES = ("fully_masked_row", "returned_weights", "float64_compute", "parameter_formula",
             "weight_layout", "refusals")  # derived.DERIVERS: the matrix rows' fallback
+# axis -> the ApiFact a runner reports of it (API_FACTS): its reading of its own API, which
+# the axis's way confirms where the runner takes one (reads_own) and is the cell otherwise
+FACTS = {"size_arguments": "head_size_from", "input_layout": "tensor_layout",
+         "argument_order": "inputs_order", "returned_weights": "weights_returned",
+         "implicit_mask": "mask_on_tensor", "key_padding_polarity": "padding_argument",
+         "attn_mask_polarity": "mask_argument", "float_mask": "float_mask_argument",
+         "causal_flag": "causal_argument", "parameter_formula": "parameter_count",
+         "weight_layout": "weight_names", "cache_layout": "cache_tensor_layout",
+         "alibi_slopes": "alibi_argument", "mask_fill": "masked_score",
+         "dropout": "dropout_argument", "weights_dropout": "weights_under_dropout",
+         "unbatched_input": "unbatched_call", "mixed_dtype": "dtype_mixing",
+         "window_width": "window_argument", "fully_masked_row": "no_key_row"}
 TABLE: dict[str, Entry] = {
     a.id: Entry(a, WAYS.get(a.id, ()), SIGNATURE if a.id in FEATURE_AXES else
-                DERIVED if a.id in ROW_AXES else OBSERVED) for a in AXES}
+                DERIVED if a.id in ROW_AXES else OBSERVED, FACTS.get(a.id, ""))
+    for a in AXES}
+FACT_AXES = {e.fact: axis for axis, e in TABLE.items() if e.fact}  # ApiFact.about -> axis
 
 
 def shapes(runner) -> frozenset[str]:

@@ -13,11 +13,9 @@ import inspect
 import numpy as np
 
 from conformance.contract.axes import NA
-from conformance.contract.runner import Convention
-from conformance.runners.torch.common import SDPA_DOC
+from conformance.contract.api_facts import ApiFact
 
 SDPA = "F.scaled_dot_product_attention"
-DOC = {"documented_source": SDPA_DOC}
 
 
 def _signature(fn) -> str:
@@ -35,7 +33,7 @@ def _tensors(torch):
     return q, k
 
 
-def sdpa_cells(torch) -> list[Convention]:
+def sdpa_cells(torch) -> list[ApiFact]:
     """F.scaled_dot_product_attention's API: its signature and return, a 2-D call and a
     float64 q into float32 k, v."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -43,20 +41,15 @@ def sdpa_cells(torch) -> list[Convention]:
     q, k = _tensors(torch)
     with torch.no_grad():
         one = sdpa(q, k, k)
-    cells = [
-        Convention("size_arguments", "given_tensors", f"{SDPA}: the signature ({sig}) takes "
-                   "projected tensors; no size argument, any head size",
-                   documented="given_tensors", **DOC),
-        Convention("input_layout", "batch_heads_first", f"{SDPA}: query (N, ..., Hq, L, E) "
-                   "by its documentation; the runner passes (B, H, T, d)",
-                   documented="batch_heads_first", **DOC),
-        Convention("key_padding_polarity", NA, f"no key-padding argument: the signature is "
-                   f"({sig}); padding goes into attn_mask"),
-        Convention("returned_weights", "none", f"{SDPA} returns one tensor "
-                   f"{tuple(one.shape)} for q {tuple(q.shape)}, no weights",
-                   documented="none", **DOC),
-        Convention("implicit_mask", "none", "a torch.Tensor carries no mask; SDPA reads only "
-                   "attn_mask and is_causal"),
+    return [
+        ApiFact("head_size_from", "given_tensors", f"{SDPA}: the signature ({sig}) takes "
+                "projected tensors; no size argument, any head size"),
+        ApiFact("tensor_layout", "batch_heads_first", f"{SDPA}: query (N, ..., Hq, L, E) "
+                "by its documentation; the runner passes (B, H, T, d)"),
+        ApiFact("padding_argument", NA, f"no key-padding argument: the signature is "
+                f"({sig}); padding goes into attn_mask"),
+        ApiFact("weights_returned", "none", f"{SDPA} returns one tensor "
+                f"{tuple(one.shape)} for q {tuple(q.shape)}, no weights"),
+        ApiFact("mask_on_tensor", "none", "a torch.Tensor carries no mask; SDPA reads only "
+                "attn_mask and is_causal"),
     ]
-    return cells
-
