@@ -233,9 +233,9 @@ def test_jax_dpa_window_planted_as_right_left_is_caught(monkeypatch):
 def test_jax_dpa_key_lengths_planted_as_dropped_read_ignored(monkeypatch):
     require("jax")
     from conformance.runners.flax import dpa as dpa_module
-    from conformance.runners.flax.dpa_observations import dpa_cells
+    from conformance.conventions.probes.api_facts import own_cells
 
-    own = next(c for c in dpa_cells() if c.axis == "key_padding_polarity")
+    own = next(c for c in own_cells(dpa_module.JaxDPA()) if c.axis == "key_padding_polarity")
     assert padding.key_padding_polarity_cell(dpa_module.JaxDPA(), own).value == "lengths"
     monkeypatch.setattr(dpa_module, "dpa_plan", lambda case, real=dpa_module.dpa_plan: replace(
         real(case), kv_lengths=False))

@@ -92,24 +92,35 @@ def test_fill_reaches_the_bias():
         assert bool(np.isfinite(out[:, 1]).all()) is finite
 
 
-def test_mixed_dtype_depends_on_x64_and_scale_precision_is_not_probed(monkeypatch):
-    """x64 off (the runner's setting): float64 NumPy q becomes float32 before the call;
-    under jax.enable_x64(True) the function refuses it (its own dtype check): depends,
-    each condition quoted.  The ledger's scale_precision: the float32 arithmetic hides the
-    scale's rounding, not_probed.  A planted function that casts in both settings gives
-    one word."""
-    from conformance.conventions.probes.scores import scale_precision_cell
-    from conformance.runners.flax import dpa_observations as obs
+def test_mixed_dtype_measured_at_jax_s_default_and_scale_precision_is_not_probed(
+        monkeypatch):
+    """The ledger asks jax.dpa a float64 NumPy q beside float32 k, v (RawCall input_dtype):
+    at JAX's default (x64 off) JAX stores it as float32 before the function sees it,
+    cast_to_layer, the switch quoted; under jax.enable_x64(True) the function's own dtype
+    check refuses it, quoted.  Planted: a function that computes in float64 reads promoted.
+    The ledger's scale_precision: the float32 arithmetic hides the scale's rounding,
+    not_probed."""
+    import jax
+    import jax.numpy as jnp
 
-    mixed = obs.mixed_dtype_cell()
-    assert mixed.value == "depends", mixed.evidence
-    assert "cast_to_layer: jax_enable_x64=False" in mixed.evidence
-    assert "refused: jax_enable_x64=True: ValueError" in mixed.evidence
+    from conformance.conventions.probes.native_inputs import mixed_dtype_cell
+    from conformance.conventions.probes.scores import scale_precision_cell
+
+    assert not jax.config.jax_enable_x64  # JAX's default in this process
+    mixed = mixed_dtype_cell(JaxDPA())
+    assert mixed.value == "cast_to_layer", mixed.evidence
+    assert "q <NumPy float64>" in mixed.evidence and "jax_enable_x64=False" in mixed.evidence
+    with jax.enable_x64(True):
+        on = mixed_dtype_cell(JaxDPA())
+        assert on.value == "refused" and "query dtype should be float32" in on.evidence, on
+        real = jax.nn.dot_product_attention
+        with monkeypatch.context() as planted:
+            planted.setattr(jax.nn, "dot_product_attention", lambda q, k, v, **kw: real(
+                jnp.asarray(q, jnp.float64), jnp.asarray(k, jnp.float64),
+                jnp.asarray(v, jnp.float64), **kw))
+            assert mixed_dtype_cell(JaxDPA()).value == "promoted"
     cell = scale_precision_cell(JaxDPA())
     assert cell.value == "not_probed" and "below float64" in cell.evidence
-    planted = obs.Convention("mixed_dtype", "cast_to_layer", "planted")
-    monkeypatch.setattr(obs, "_mixed", lambda *a: planted)
-    assert obs.mixed_dtype_cell().value == "cast_to_layer"
 
 
 def test_raw_answers_give_the_ledger_s_cells_and_a_planted_inversion_is_caught(monkeypatch):

@@ -259,12 +259,13 @@ def step_nonfinite_cells(runner) -> list[Convention]:
 
 def decode_mask_cells(runner, own: list[Convention]) -> list[Convention]:
     """The mask axes of a decode-only runner through its decode's step mask, and its
-    fully_masked_row where its own cell is not_probed (a causal decode has no such row)."""
+    fully_masked_row where no cell reads it or its cell is not_probed (a causal decode
+    has no such row)."""
     fill, row = step_fill_cell(runner)
     cells = [fill, *step_nonfinite_cells(runner)]
     mine = {c.axis: c for c in own}
     kept = mine.get("fully_masked_row")
-    if row is not None and kept is not None and kept.value == NOT_PROBED:
+    if row is not None and (kept is None or kept.value == NOT_PROBED):
         cells.append(row)
     return cells
 

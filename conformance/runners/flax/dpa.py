@@ -137,7 +137,7 @@ class JaxDPA(Runner):
     # the ledger's raw probes (conventions/probes/flags.py) ask `answer`; the docstring
     # states the mask's polarity and that an additive mask goes to bias=, not is_causal's
     # alignment (only "causal attention will be applied")
-    answers = frozenset({"attn_mask", "is_causal", "window", "unbatched"})
+    answers = frozenset({"attn_mask", "is_causal", "window", "unbatched", "input_dtype"})
     # what the ledger's probes ask through translate and run beyond its features: k, v
     # with fewer heads (by shape), key_value_seq_lengths; its own cells of the sizes, the
     # layout and the key padding are the readings of the API they confirm
@@ -215,7 +215,8 @@ class JaxDPA(Runner):
         JAX's additive mask argument (the docstring: "For an additive mask, users should
         pass it to `bias`"; mask= refuses a float, "mask dtype should be bool", functions.py
         line 1189, jax 0.10.2); is_causal=value; or local_window_size=value (an int or a
-        pair, as given), with is_causal=True where the case is causal."""
+        pair, as given), with is_causal=True where the case is causal; input_dtype: q in
+        NumPy raw.value (wide_query_call)."""
         import jax
         import jax.numpy as jnp
 
@@ -224,6 +225,8 @@ class JaxDPA(Runner):
         q, k, v = (project(jnp, jnp.asarray(getattr(data.inputs, n), dt), w[wn], w.get(bn))
                    for n, wn, bn in (("query", "wq", "bq"), ("key", "wk", "bk"),
                                      ("value", "wv", "bv")))
+        if raw.argument == "input_dtype":
+            return wide_query_call(jax, jnp, case, data, w, k, v, raw.value)
         if raw.argument == "attn_mask":
             m = jnp.asarray(np.asarray(raw.value)[:, None])
             name = "mask" if m.dtype == jnp.bool_ else "bias"
@@ -244,6 +247,23 @@ class JaxDPA(Runner):
         heads = jax.nn.dot_product_attention(q, k, v, **kw)
         return (np.asarray(to_numpy(heads_out(jnp, heads, w)), np.float64),
                 f"jax.nn.dot_product_attention(q, k, v, {said})")
+
+
+def wide_query_call(jax, jnp, case, data, w, k, v, wide: str):
+    """The function given q projected in NumPy `wide` (the function holds no weights: the
+    query is its input) beside k, v in the case's dtype, as a user passes a NumPy array, at
+    the process's x64 switch (JAX's default: off, where JAX stores a float64 array as float32
+    before the function sees it; on, its own check "query dtype should be ..." refuses it,
+    jax/_src/nn/functions.py); the output's own dtype comes back."""
+    arrays = data.weights.arrays()
+    b = arrays.get("bq")
+    q = np.einsum("ble,hed->blhd", np.asarray(data.inputs.query, wide),
+                  np.asarray(arrays["wq"], wide)) + (0 if b is None else np.asarray(b, wide))
+    heads = jax.nn.dot_product_attention(q, k, v)
+    return Observation(output=np.asarray(to_numpy(heads_out(jnp, heads, w)), np.float64),
+                       native_dtype=str(heads.dtype)), (
+        f"jax.nn.dot_product_attention(q <NumPy {q.dtype}>, k <{k.dtype}>, v <{v.dtype}>) "
+        f"(jax_enable_x64={jax.config.jax_enable_x64})")
 
 
 def _mask_passed(plan: DpaPlan, case) -> str:

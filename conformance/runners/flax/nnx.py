@@ -18,7 +18,7 @@ run their decodes through the cache and their single calls with decode off.
 """
 from __future__ import annotations
 
-from conformance.contract.runner import Convention, NotExpressible, harness_limit, to_numpy
+from conformance.contract.runner import NotExpressible, harness_limit, to_numpy
 from conformance.runners.flax import common as _flax
 
 STEP_KEYS = ("step_mask", "nan")  # a step_mask probe's plan keys (answer), read by make
@@ -151,16 +151,6 @@ class FlaxNnx(_flax.FlaxRunner):
                              "call through the layer's cache (cached_key (B, max_length, "
                              f"H_kv, d), preallocated); no is_causal ({FLAX_5591})")
         return obs
-
-    def conventions(self):
-        """flax.nnx.decode: the layer's API facts (as flax.nnx), and a fully masked row,
-        which a causal decode cannot have."""
-        if not self.decode:
-            return super().conventions()
-        return [c for c in super().conventions() if c.axis != "fully_masked_row"] + [Convention(
-            "fully_masked_row", "not_probed", "a harness limit: the runner runs causal "
-            "decodes only (translate refuses any other mask), where every query sees at "
-            "least its own key; the system itself takes other masks")]
 
     def make(self, plan, dt, dropout, deterministic):
         """The layer built, loaded and called inside one jitted function (its random

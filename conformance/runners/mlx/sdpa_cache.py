@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from conformance.contract.runner import (
-    Convention, NotExpressible, Observation, Translation, harness_limit)
+    NotExpressible, Observation, Translation, harness_limit)
 from conformance.runners.mlx.common import (
     MlxRunner, SDPAAnswers, core_plan, explicit, import_mlx, to_f64, to_mx)
 from conformance.runners.mlx.common import fused, positional, project
@@ -119,13 +119,11 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
 
     def conventions(self):
         """The fused op's API (mlx.sdpa's observations: the function every step calls); the
-        ledger asks the rest, the cache's axes through the decode."""
+        ledger asks the rest, the cache's axes and a fully masked step through the decode
+        (step_mask)."""
         from conformance.runners.mlx.observations import sdpa_cells
 
-        return sdpa_cells() + [Convention(
-            "fully_masked_row", "not_probed", "a harness limit: the runner runs causal "
-            "decodes only (translate refuses any other mask), where every query sees at "
-            "least its own key; the system itself takes other masks")]
+        return sdpa_cells()
 
 
 def _step_masked(case, data, nan=None):
