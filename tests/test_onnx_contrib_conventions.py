@@ -64,7 +64,9 @@ def test_mha_mask3d_and_refusals():
     out, call = r.answer(case, case_data(case), RawCall("attn_mask", np.ones(
         (2, 3, 5), bool)))
     assert out.shape == (2, 3, 8) and "tensor(bool)" in call, call
-    cells = {c.axis: c for c in calls.facts(r, CONTRIB_MHA_NAMES)}
+    from conformance.conventions.probes.api_facts import own_cells
+
+    cells = {c.axis: c for c in own_cells(r, calls.facts(r, CONTRIB_MHA_NAMES))}
     assert not {"unbatched_input", "mixed_dtype"} & set(cells)  # the ledger's probe reads them
     from conformance.conventions.probes.native_inputs import mixed_dtype_cell, unbatched_cell
 

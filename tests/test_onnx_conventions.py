@@ -17,8 +17,9 @@ def _cells(runner, ledger: bool = False):
     """The runner's probe cells (with `ledger`: conventions.probes.ledger_cells, the ledger's
     own probes of the runner too, the raw arguments it answers among them)."""
     from conformance.conventions.probes import ledger_cells
+    from conformance.conventions.probes.api_facts import own_cells
 
-    cells = {c.axis: c for c in (ledger_cells(runner) if ledger else runner.conventions())}
+    cells = {c.axis: c for c in (ledger_cells(runner) if ledger else own_cells(runner))}
     assert not [cell_problem(c) for c in cells.values() if cell_problem(c)]
     # the rest is left to the rows, and the mask encodings to fill_probes.ledger_conventions
     # (and the generic probes': masks, batch invariance)
@@ -49,7 +50,9 @@ def test_attention_op_answers_raw(op_cells):
     r = OnnxAttentionOp(engine="reference")
     assert r.answers == {"attn_mask", "is_causal", "window", "key_lengths", "input_dtype",
                          "unbatched"}
-    assert not RAW_AXES & {c.axis for c in r.conventions()}
+    from conformance.conventions.probes.api_facts import own_cells
+
+    assert not RAW_AXES & {c.axis for c in own_cells(r)}
     for cells in op_cells.values():
         assert "attn_mask=<bool (B, 1, T, S)>" in cells["attn_mask_polarity"].evidence
         assert "attn_mask=<float32 (B, 1, T, S)>" in cells["float_mask"].evidence

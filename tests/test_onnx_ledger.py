@@ -242,7 +242,9 @@ def test_the_external_cache_answers_its_causal_switch_and_lengths():
     assert cell.value == "lower_right" and "nonpad_kv_seqlen=[5, 5]" in cell.evidence
     row = ASKED_PROBES["fully_masked_row"](runner)
     assert row.value == "zeros" and "probe-fully-padded-item" in row.evidence, row.evidence
-    own = next(c for c in runner.conventions() if c.axis == "key_padding_polarity")
+    from conformance.conventions.probes.api_facts import own_cells
+
+    own = next(c for c in own_cells(runner) if c.axis == "key_padding_polarity")
     assert ASKED_PROBES["key_padding_polarity"](runner, own).value == "lengths"
 
 

@@ -241,8 +241,12 @@ def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
         from dataclasses import replace
         return build_model(case, data, replace(attention_plan(case), **fields), mask)
 
-    cell = facts.mask_fill_reading(Planted(engine="reference"), graph, "planted")
-    assert cell.axis == "mask_fill" and shown_word(cell) == word, (cell.value, cell.evidence)
+    from conformance.conventions.probes.api_facts import as_cell
+
+    fact = facts.mask_fill_reading(Planted(engine="reference"), graph, "planted")
+    cell = as_cell(Planted(engine="reference"), fact)
+    assert fact.about == "masked_score" and cell.axis == "mask_fill", cell
+    assert shown_word(cell) == word, (cell.value, cell.evidence)
     assert facts.held_number(np.array([-np.inf, -1e9])) == "several"
     assert shown_word(Convention("mask_fill", "several", "")) is None
 

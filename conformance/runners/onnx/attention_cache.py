@@ -157,13 +157,13 @@ class OnnxAttentionCache(OnnxAttentionOp):
 
     def conventions(self):
         """The Attention op's facts (the op this runner calls: attention_op_facts), with what
-        this runner's graphs show with no oracle in their place (attention_cache_facts); the
-        ledger judges every other axis."""
+        the schema this runner's graphs import states in their place (attention_cache_facts);
+        the ledger measures every other axis."""
         from conformance.runners.onnx.attention_cache_facts import facts
 
         mine = facts(self)
-        axes = {c.axis for c in mine}
-        return [c for c in super().conventions() if c.axis not in axes] + mine
+        about = {f.about for f in mine}
+        return [f for f in super().conventions() if f.about not in about] + mine
 
 
 def step_masked(runner, case, data, nan=None) -> Observation:

@@ -1,61 +1,61 @@
-"""What the ONNX `Attention` cache runners' graphs show with no oracle (attention_cache.py):
-the window attribute absent from the schema their graphs import (Attention-23 / 24), the
-external cache's valid lengths as the schema states nonpad_kv_seqlen (the ledger's
-padding.py confirms the reading by asking), and for the past/present rows that no probe
-case reaches a fully masked row.  The ledger asks the cache axes, the external cache's
-fully masked item and its causal switch (conventions/probes/).  onnx inside the functions.
+"""What the ONNX `Attention` cache runners read of the schema their graphs import
+(attention_cache.py), as ApiFacts (contract/api_facts.py): the window argument that
+Attention-23 / 24 lack, and the key-padding input (none in Attention-23; Attention-24's
+nonpad_kv_seqlen, whose reading the ledger's padding probe confirms by asking).  Every
+measurement is the ledger's: the past rows' fully masked step and mask fill through their
+decode's step masks (conventions/probes/decode_masks.py), the external cache's fully padded
+item and causal switch through its one call (rows.py, flags.py).  onnx inside the functions.
 """
 from __future__ import annotations
 
-from conformance.contract.axes import NA, NOT_PROBED
-from conformance.contract.runner import Convention
-from conformance.runners.onnx.cache_graphs import ATTENTION_DOC
-
-SPEC = {"documented_source": ATTENTION_DOC}
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.axes import NA
 
 
-def window_schema_cell(runner) -> Convention:
-    """window_width read from the schema of the Attention version this runner's graphs
-    use (23 / 24: no window attribute; Attention-25's run in onnx.attention-op.*)."""
+def _opset(runner) -> int:
+    """The Attention version this runner's graphs import (24: the external cache's
+    nonpad_kv_seqlen; 23: past_key / past_value)."""
+    return 24 if runner.cache == "static" else 23
+
+
+def window_fact(runner) -> list[ApiFact]:
+    """The window argument of the Attention schema this runner's graphs import: none in
+    Attention-23 / 24 (left_window_size / right_window_size arrive in Attention-25, run in
+    onnx.attention-op.*); a schema with one gives no fact (the ledger reads it then)."""
     from onnx import defs
 
-    opset = 24 if runner.cache == "static" else 23
-    schema = defs.get_schema("Attention", opset, "")
+    schema = defs.get_schema("Attention", _opset(runner), "")
     names = sorted(schema.attributes)
-    window = [n for n in names if "window" in n]
-    if window:  # a schema with a window: this runner does not build it
-        return Convention("window_width", NOT_PROBED, f"harness limit: Attention-"
-                          f"{schema.since_version} takes {', '.join(window)}; this runner's "
-                          "graphs set none", **SPEC)
-    return Convention("window_width", NA, f"the Attention-{schema.since_version} schema "
-                      f"(opset {opset}, the one this runner's graphs import) has the "
-                      f"attributes {', '.join(names)}: no window (left_window_size / "
-                      "right_window_size arrive in Attention-25, run in onnx.attention-op.*)",
-                      **SPEC)
+    if any("window" in n for n in names):
+        return []
+    return [ApiFact("window_argument", NA, f"the Attention-{schema.since_version} schema "
+                    f"(opset {_opset(runner)}, the one this runner's graphs import) has the "
+                    f"attributes {', '.join(names)}: no window (left_window_size / "
+                    "right_window_size arrive in Attention-25, run in onnx.attention-op.*)")]
 
 
-def no_padding_cell() -> Convention:
-    """key_padding_polarity of the past/present rows: the Attention-23 schema's inputs."""
+def padding_fact(runner) -> list[ApiFact]:
+    """The key-padding input of the schema this runner's graphs import: Attention-24's
+    nonpad_kv_seqlen (valid key counts), or none in Attention-23 (padding goes into
+    attn_mask); a schema the reading does not fit gives no fact."""
     from onnx import defs
 
-    inputs = [i.name for i in defs.get_schema("Attention", 23, "").inputs]
+    schema = defs.get_schema("Attention", _opset(runner), "")
+    inputs = {i.name: i.description for i in schema.inputs}
+    where = (f"the Attention-{schema.since_version} schema (the one this runner's graphs "
+             f"import) has the inputs {', '.join(inputs)}")
     pad = [n for n in inputs if "pad" in n or "seqlen" in n]
-    return Convention("key_padding_polarity", NA if not pad else NOT_PROBED, "the Attention-23 "
-                      f"schema (the one this runner's graphs import) has the inputs "
-                      f"{', '.join(inputs)}: " + ("no key-padding input (nonpad_kv_seqlen "
-                      "comes with Attention-24): padding goes into attn_mask (True = attend)"
-                      if not pad else f"{', '.join(pad)} (not asked here)"), **SPEC)
+    if not pad:
+        return [ApiFact("padding_argument", NA, f"{where}: no key-padding input "
+                        "(nonpad_kv_seqlen comes with Attention-24): padding goes into "
+                        "attn_mask (True = attend)")]
+    if pad != ["nonpad_kv_seqlen"]:
+        return []
+    said = " ".join(inputs["nonpad_kv_seqlen"].split()).split(". ")[0]
+    return [ApiFact("padding_argument", "lengths", f"{where}: nonpad_kv_seqlen: \"{said}\"; "
+                    "the runner gives the case's valid key lengths")]
 
 
-def facts(runner) -> list[Convention]:
-    cells = [window_schema_cell(runner)]
-    if runner.cache == "static":
-        return cells + [Convention(
-            "key_padding_polarity", "lengths", "Attention-24 schema: nonpad_kv_seqlen (B,) "
-            "int64, the number of valid (non-padded) keys of each item; the runner gives the "
-            "case's valid key lengths", documented="lengths", **SPEC)]
-    return cells + [no_padding_cell(),
-        Convention("fully_masked_row", NOT_PROBED, "harness limit: the runner "
-                               "runs causal decodes only (translate refuses any other case), "
-                               "where every query sees at least its own key; the Attention "
-                               "op's own fully masked row is onnx.attention-op.*'s cell")]
+def facts(runner) -> list[ApiFact]:
+    """The cache rows' facts in place of the one-call op's of the same name."""
+    return window_fact(runner) + padding_fact(runner)

@@ -1,22 +1,21 @@
-"""What the ONNX `Attention` runners' graphs show with no oracle (attention_op.py's
-`conventions()`; the cache rows add attention_cache_facts.py): the schema's facts (no
-dropout, no key-padding input in Attention-23, the feature names of `schema_names`), the
-4th output's shape, the API readings the ledger confirms by asking (size_arguments,
-input_layout), and the number the masked scores hold at qk_matmul_output_mode=2 (the
-node's output of the scores after the mask, before the softmax), which the ledger's
-mask_fill probe names and reads to break a tie (masks.shown_word, masks.mask_fill_cell).
-Every other axis is the ledger's (conventions/probes/). onnx inside the functions.
+"""What the ONNX `Attention` runners read of the operator's API (attention_op.py's
+`conventions()`; the cache rows add attention_cache_facts.py), as ApiFacts
+(contract/api_facts.py): the schema's arguments (no dropout, the feature names of
+`schema_names`), the 4th output's shape, the tensors the node takes and their layout (the
+ledger confirms both by asking), and the number the masked scores hold at
+qk_matmul_output_mode=2 (the node's output of the scores after the mask, before the
+softmax), which the ledger's mask_fill probe reads to break a tie the outputs cannot
+(fill_names.shown_word).  Every measurement is the ledger's (conventions/probes/); what
+the spec states is the `documented:` section of each runner's expectations file.
+onnx inside the functions.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import NA, NOT_PROBED
-from conformance.contract.runner import Convention
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.axes import NA
 from conformance.oracle.canonical import case_data
-
-SPEC_URL = "https://onnx.ai/onnx/operators/onnx__Attention.html"
-SPEC = {"documented_source": SPEC_URL}
 
 
 def facts_case(name: str, **sections):
@@ -52,7 +51,7 @@ def _held(values: np.ndarray) -> str:
     return ", ".join(sorted({"-inf" if v == -np.inf else f"{v:.8g}" for v in values.ravel()}))
 
 
-def mask_fill_reading(runner, graph, what: str) -> Convention:
+def mask_fill_reading(runner, graph, what: str) -> ApiFact:
     """What the masked scores hold at qk_matmul_output_mode=2 with a bool attn_mask fed as
     given (the positions its False entries mark), and with is_causal=1 and no mask (the
     scores below -1e30 quoted): the number the system shows (its value), no word, no
@@ -66,14 +65,14 @@ def mask_fill_reading(runner, graph, what: str) -> Convention:
     model, feed = graph(causal, case_data(causal), is_causal=True, qk_mode=2)
     c = np.asarray(runner.execute(model, feed, causal.inputs.dtype)[1], np.float64)
     low = c[c < -1e30]
-    return Convention("mask_fill", held_number(held), f"{what}: qk_matmul_output at mode 2 "
-                      "(scores after the mask, before the softmax), bool attn_mask (B, 1, T, "
-                      f"S) fed as given: its {held.size} False positions hold {_held(held)}; "
-                      f"is_causal=1, no mask (T=3, S=5): {low.size} scores below -1e30, "
-                      f"holding {_held(low) or 'nothing'} (the spec's test data: -inf)")
+    return ApiFact("masked_score", held_number(held), f"{what}: qk_matmul_output at mode 2 "
+                   "(scores after the mask, before the softmax), bool attn_mask (B, 1, T, "
+                   f"S) fed as given: its {held.size} False positions hold {_held(held)}; "
+                   f"is_causal=1, no mask (T=3, S=5): {low.size} scores below -1e30, "
+                   f"holding {_held(low) or 'nothing'} (the spec's test data: -inf)")
 
 
-def _inputs_cells(runner, graph, what: str) -> list[Convention]:
+def _returned(runner, graph, what: str) -> list[ApiFact]:
     """The 4th output's shape (a 2-D input and float64 inputs are native calls the ledger
     asks: attention_op.OnnxAttentionOp.native_call)."""
     case = facts_case("op-facts")
@@ -81,39 +80,38 @@ def _inputs_cells(runner, graph, what: str) -> list[Convention]:
     model, feed = graph(case, data)
     w = np.shape(runner.execute(model, feed, i.dtype)[1])
     return [
-        Convention("returned_weights", "per_head", f"{what}: the node's 4th output "
-                   f"qk_matmul_output, {w} for (B, H, T, S) = ({i.batch}, "
-                   f"{case.attention.num_heads}, {i.query_len}, {i.key_len}); the runner "
-                   "sets qk_matmul_output_mode=3 (the softmax weights; the spec's modes 0-2: the "
-                   "scores before softcap, after it, after the mask)", **SPEC)]
+        ApiFact("weights_returned", "per_head", f"{what}: the node's 4th output "
+                f"qk_matmul_output, {w} for (B, H, T, S) = ({i.batch}, "
+                f"{case.attention.num_heads}, {i.query_len}, {i.key_len}) at "
+                "qk_matmul_output_mode=3 (the softmax weights; the spec's modes 0-2: the "
+                "scores before softcap, after it, after the mask)")]
 
 
-def _schema_cells(opset: int) -> list[Convention]:
-    """dropout and weights_dropout (the schema names no dropout), implicit_mask."""
+def _schema_facts(opset: int) -> list[ApiFact]:
+    """The dropout argument and the weights under dropout (the schema names no dropout: a
+    schema with one gives no fact, the ledger's fallback reads it), and the plain tensors
+    the graph takes."""
     what, names, _ = schema_names(opset)
-    drop = [n for n in names if "dropout" in n]
-    word = NA if not drop else NOT_PROBED
-    said = f"{what}: its attributes and inputs {', '.join(names)}: " + (
-        "no dropout" if not drop else f"{', '.join(drop)} (not asked here)")
-    return [Convention("dropout", word, said, **SPEC),
-            Convention("weights_dropout", word, said, **SPEC),
-            Convention("implicit_mask", "none", "ONNX graph inputs are plain tensors: no mask "
-                       "travels with them")]
+    said = f"{what}: its attributes and inputs {', '.join(names)}: no dropout"
+    dropout = [] if any("dropout" in n for n in names) else [
+        ApiFact("dropout_argument", NA, said), ApiFact("weights_under_dropout", NA, said)]
+    return dropout + [ApiFact("mask_on_tensor", "none", "ONNX graph inputs are plain "
+                              "tensors: no mask travels with them")]
 
 
-def api_cells(what: str) -> list[Convention]:
-    """The API readings the ledger confirms by asking (sizes.confirmed)."""
+def api_facts(what: str) -> list[ApiFact]:
+    """The tensors the node takes and their layout, which the ledger confirms by asking
+    (sizes.confirmed)."""
     return [
-        Convention("size_arguments", "given_tensors", f"{what}: the node takes projected Q, "
-                   "K, V (the projections are MatMul nodes of the graph); q_num_heads / "
-                   "kv_num_heads split the hidden width: head_size = q_hidden_size / "
-                   "q_num_heads", documented="given_tensors", **SPEC),
-        Convention("input_layout", "batch_first", f"{what}: 3-D Q (B, T, H*d_k) graph "
-                   "inputs, batch first (4-D inputs are (B, H, T, d): batch_heads_first)",
-                   documented="batch_first", **SPEC)]
+        ApiFact("head_size_from", "given_tensors", f"{what}: the node takes projected Q, "
+                "K, V (the projections are MatMul nodes of the graph); q_num_heads / "
+                "kv_num_heads split the hidden width: head_size = q_hidden_size / "
+                "q_num_heads"),
+        ApiFact("tensor_layout", "batch_first", f"{what}: 3-D Q (B, T, H*d_k) graph "
+                "inputs, batch first (4-D inputs are (B, H, T, d): batch_heads_first)")]
 
 
-def facts(runner, graph, fill: bool = True) -> list[Convention]:
+def facts(runner, graph, fill: bool = True) -> list[ApiFact]:
     """Every fact of an Attention-op runner; `graph(case, data, mask=None, **plan fields)`
     -> (model, feed) builds its graph (attention_op.build_model) with the plan's fields
     changed (qk_mode: qk_matmul_output_mode), `runner.execute(model, feed, dtype)` ->
@@ -121,5 +119,5 @@ def facts(runner, graph, fill: bool = True) -> list[Convention]:
     rows, which the ledger's mask_fill probe asks)."""
     where = "onnxruntime" if runner.engine == "ort" else "onnx.reference"
     what = f"Attention-23 graph in {where}"
-    cells = api_cells(what) + _inputs_cells(runner, graph, what) + _schema_cells(23)
-    return cells + ([mask_fill_reading(runner, graph, what)] if fill else [])
+    found = api_facts(what) + _returned(runner, graph, what) + _schema_facts(23)
+    return found + ([mask_fill_reading(runner, graph, what)] if fill else [])

@@ -375,8 +375,8 @@ class OnnxContribGQA(Runner):
         return build_model(case, data, plan, decode)
 
     def conventions(self):
-        """The op's schema and the engine's own refusals (gqa_facts.py); the ledger asks
-        the rest (probe_takes, answers)."""
+        """The op's schema and the weights its output_qk returns (gqa_facts.py); the ledger
+        asks the rest (probe_takes, answers)."""
         from conformance.runners.onnx.gqa_facts import gqa_facts
 
         return gqa_facts(self)

@@ -3,7 +3,7 @@
 present_key/present_value (cache.py reads the output and the present tensors' shapes), the
 graph with one argument passed raw (Runner.answer: a (B, T, S) mask, the `unidirectional`
 attribute), and what only the op's schema and onnxruntime show (observations with no
-oracle: the schema's attributes and inputs, onnxruntime's refusals).
+oracle: the schema's attributes and inputs as ApiFacts, contract/api_facts.py).
 onnx / onnxruntime are imported inside the functions.
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ import numpy as np
 
 from conformance.case.loader import parse_case
 from conformance.contract.axes import NA
-from conformance.contract.runner import Convention, Observation, RawCall, to_numpy
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.runner import Observation, RawCall, to_numpy
 from conformance.oracle.canonical import case_data
 from conformance.runners._export.onnx_runtime import numpy_dtype, ort_session
 from conformance.runners.onnx.common import built_parameters
@@ -144,20 +145,21 @@ def raw_case():
         "batch": 2, "query_len": 3, "key_len": 5, "seed": 7}}, "<probe>")
 
 
-def facts(runner, names: list[str]) -> list[Convention]:
-    """What the op's schema (`names`: its attributes and inputs) shows, with no oracle: no
-    dropout and no returned weights in the schema, the tensors' layout, the
-    key_padding_mask's polarity as the schema states it (a 2-D query and float64 inputs
-    are native calls: native_calls.py)."""
+def facts(runner, names: list[str]) -> list[ApiFact]:
+    """What the op's schema (`names`: its attributes and inputs) states, as ApiFacts: no
+    dropout and no returned weights, the projected tensors it takes and their layout, its
+    key_padding_mask (the ledger's padding probe confirms the polarity the runner feeds it
+    in by asking; a 2-D query and float64 inputs are native calls: native_calls.py)."""
     schema = f"{OP} (attributes and inputs: {', '.join(names)})"
     return [
-        Convention("weights_dropout", NA, f"{schema}: returns no weights"),
-        Convention("dropout", NA, f"{schema}: an inference op: no dropout"),
-        Convention("size_arguments", "given_tensors", "Q/K/V are projected tensors "
-                   "(B, L, H*d) with num_heads; the op splits heads"),
-        Convention("argument_order", "query_key_value", "inputs query, key, value"),
-        Convention("input_layout", "batch_first", "query (B, T, H*d_k)"),
-        Convention("implicit_mask", "none", "an ONNX tensor carries no mask"),
-        Convention("key_padding_polarity", "true_attends", f"{schema}: key_padding_mask "
-                   "(B, S) int32, 1 = valid (the runner feeds the case's attended keys as 1)",
-                   documented_source=DOC)]
+        ApiFact("weights_under_dropout", NA, f"{schema}: returns no weights"),
+        ApiFact("dropout_argument", NA, f"{schema}: an inference op: no dropout"),
+        ApiFact("head_size_from", "given_tensors", f"{schema}: Q/K/V are projected tensors "
+                "(B, L, H*d) with num_heads; the op splits heads"),
+        ApiFact("inputs_order", "query_key_value", f"{schema}: inputs query, key, value"),
+        ApiFact("tensor_layout", "batch_first", f"{schema}: query (batch_size, "
+                "sequence_length, hidden_size)"),
+        ApiFact("mask_on_tensor", "none", "an ONNX tensor carries no mask"),
+        ApiFact("padding_argument", "true_attends", f"{schema}: key_padding_mask (B, S) of "
+                "type M (int32), its description stating no polarity; the runner feeds the "
+                "case's attended keys as 1")]

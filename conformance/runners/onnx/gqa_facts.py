@@ -1,6 +1,7 @@
-"""What onnxruntime's com.microsoft.GroupQueryAttention (onnx.contrib-gqa.ort) shows with no
-oracle: the op's schema as the installed onnxruntime ships it (its inputs and attributes:
-the sizes, the argument order, the layout, the arguments it has none of).  The ledger asks
+"""What onnxruntime's com.microsoft.GroupQueryAttention (onnx.contrib-gqa.ort) reads of its
+API, as ApiFacts (contract/api_facts.py): the op's schema as the installed onnxruntime ships
+it (its inputs and attributes: the sizes, the argument order, the layout, the arguments it
+has none of) and the shape of the weights its output_qk returns.  The ledger asks
 the rest through the runner's translate/run and `answer` (conventions/probes/: a 2-D
 query and float64 inputs (native_calls.py), the scale,
 its precision, float64_compute, the causal attribute, seqlens_k, the window, the rotation,
@@ -8,11 +9,9 @@ the grouped heads, QK-norm, softcap, sinks, the cache and the masks).
 """
 from __future__ import annotations
 
+from conformance.contract.api_facts import ApiFact
 from conformance.contract.axes import NA
-from conformance.contract.runner import Convention
 
-DOC = {"documented_source": "https://github.com/microsoft/onnxruntime/blob/main/docs/"
-                            "ContribOperators.md#com.microsoft.GroupQueryAttention"}
 SCHEMA = "com.microsoft.GroupQueryAttention"
 
 
@@ -26,27 +25,58 @@ def schema_names() -> list[str]:
     return list(s.attributes) + [i.name for i in s.inputs]
 
 
-# axis -> (word, the schema's statement): what the op's inputs and attributes say
+# ApiFact.about -> (value, the schema's statement): what the op's inputs and attributes say
 SCHEMA_FACTS = {
-    "size_arguments": ("given_tensors", "Q (B, T, num_heads*head_size), K and V (B, S, "
+    "head_size_from": ("given_tensors", "Q (B, T, num_heads*head_size), K and V (B, S, "
                        "kv_num_heads*head_size): projected tensors"),
-    "argument_order": ("query_key_value", "inputs query, key, value"),
-    "input_layout": ("batch_first", "query (B, T, hidden)"),
-    "float_mask": ("added", "attention_bias is added to QxK'"),
-    "implicit_mask": ("none", "an ONNX tensor carries no mask"),
-    "returned_weights": ("none", "qk_output not requested: output, present_key, "
-                         "present_value")}
+    "inputs_order": ("query_key_value", "inputs query, key, value"),
+    "tensor_layout": ("batch_first", "query (B, T, hidden)"),
+    "float_mask_argument": ("added", "attention_bias is added to QxK'"),
+    "mask_on_tensor": ("none", "an ONNX tensor carries no mask")}
 SCHEMA_NA = {
-    "attn_mask_polarity": "no boolean mask input: attention_bias is additive float (type T: "
-                          "float16 / bfloat16 / float)",
-    "weights_dropout": "no dropout", "dropout": "an inference op: no dropout"}
+    "mask_argument": "no boolean mask input: attention_bias is additive float (type T: "
+                     "float16 / bfloat16 / float)",
+    "weights_under_dropout": "no dropout", "dropout_argument": "an inference op: no dropout"}
 
 
-def gqa_facts(runner) -> list[Convention]:
-    """The schema's cells (a 2-D query and float64 inputs are native calls the ledger asks:
-    native_calls.py)."""
+def weights_fact() -> ApiFact:
+    """What the op returns besides the output: its output_qk at qk_output=2 ("Values of QK
+    matrix multiplication ... after softmax normalization", the schema's words), read by
+    its shape on a lone node (B 1, 2 heads of 8, T = S = 4); its rows' distance from summing
+    to 1 is quoted."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    b, s, h, d = 1, 4, 2, 8
+    node = helper.make_node("GroupQueryAttention", ["q", "k", "v", "", "", "seqlens_k", "t"],
+                            ["out", "pk", "pv", "qk"], domain="com.microsoft", num_heads=h,
+                            kv_num_heads=h, qk_output=2)
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, s, h * d]) for n in "qkv"]
+    ins += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [b]),
+            helper.make_tensor_value_info("t", TensorProto.INT32, [])]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+            for n in ("out", "pk", "pv", "qk")]
+    model = helper.make_model(helper.make_graph([node], "gqa_qk", ins, outs), opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    x = np.random.default_rng(7).standard_normal((3, b, s, h * d)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    qk = session.run(["qk"], {"q": x[0], "k": x[1], "v": x[2], "t": np.array(s, np.int32),
+                              "seqlens_k": np.array([s - 1], np.int32)})[0]
+    sums = float(np.abs(qk.sum(-1) - 1).max())
+    per_head = qk.shape == (b, h, s, s)
+    return ApiFact("weights_returned", "per_head" if per_head else "none", f"{SCHEMA}: "
+                   f"output_qk at qk_output=2 (the schema: \"after softmax normalization\"; "
+                   f"default 0: not returned): {tuple(qk.shape)} for (B, H, T, S) = "
+                   f"({b}, {h}, {s}, {s}), rows summing to 1 within {sums:.1e}")
+
+
+def gqa_facts(runner) -> list[ApiFact]:
+    """The schema's facts and the weights its output_qk returns (a 2-D query and float64
+    inputs are native calls the ledger asks: native_calls.py)."""
     names = ", ".join(schema_names())
-    cells = [Convention(a, v, e, **DOC) for a, (v, e) in SCHEMA_FACTS.items()]
-    cells += [Convention(a, NA, f"{SCHEMA} (onnxruntime schema: {names}): {e}")
-              for a, e in SCHEMA_NA.items()]
-    return cells
+    found = [ApiFact(a, v, f"{SCHEMA} (onnxruntime schema): {e}")
+             for a, (v, e) in SCHEMA_FACTS.items()] + [weights_fact()]
+    return found + [ApiFact(a, NA, f"{SCHEMA} (onnxruntime schema: {names}): {e}")
+                    for a, e in SCHEMA_NA.items()]
