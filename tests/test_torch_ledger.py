@@ -26,7 +26,8 @@ def test_the_cache_answers_single_calls_with_the_op_its_steps_call():
     cells = {c.axis: c.value for c in ledger_cells(runner)}
     assert cells["softmax_scale"] == "configurable"
     assert cells["cache_causal_alignment"] == "lower_right"
-    assert cells["cache_layout"].startswith("two tensors")
+    assert cells["cache_layout"] == "not_applicable"  # the cache is the runner's, not SDPA's
+    assert cells["fully_masked_row"] == "zeros"  # the decode's fully masked step (step_mask)
 
 
 def test_a_planted_tiled_head_mapping_is_read_tiled(monkeypatch):
@@ -65,7 +66,9 @@ def test_a_decode_that_drops_the_scale_reads_ignored(monkeypatch):
 def test_runner_cells_of_sdpa_hold_no_judged_axis():
     """The runner's own cells are API facts: the axes the ledger asks are not among the
     words it would keep (a planted own reading of a judged axis is never used)."""
+    from conformance.conventions.probes.api_facts import own_cells
+
     runner = TorchSDPA()
-    own = {c.axis for c in runner.conventions()}
+    own = {c.axis for c in own_cells(runner)}
     assert not own & {"argument_order", "softmax_scale", "scale_precision",
                       "kv_head_mapping", "dropout", "causal_flag", "attn_mask_polarity"}

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from conformance.contract.runner import (
-    Convention, Count, NotExpressible, Observation, Translation)
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.runner import Count, NotExpressible, Observation, Translation
 from conformance.runners.target import TargetError, TargetRunner
 from conformance.runners.target.arrays import REQUIRES, Arrays
 
@@ -251,9 +251,19 @@ class TargetSDPA(TargetRunner):
                          case.attention, case.inputs)["weights"])
 
     def conventions(self):
-        """The kind's contract, which the ledger's asked probes confirm by running it."""
-        return [Convention("size_arguments", "given_tensors",
-                           f"{self.system}: a --kind sdpa target takes projected q, k, v; "
-                           "no size argument"),
-                Convention("input_layout", "batch_heads_first",
-                           f"{self.system}: a --kind sdpa target is given (B, H, T, d)")]
+        """What the target's signature shows (its parameter names: three arrays and no size
+        argument) and the layout its kind is called in; the ledger's asked probes confirm
+        both by running it (a target reading another layout fails them).  A target whose
+        signature cannot be read reports nothing."""
+        params = self.parameters
+        if not params:
+            return []
+        signature = f"{self.system}({', '.join(params)})"
+        others = [p for p in params[3:] if p not in KNOWN]
+        rest = f"; its other parameters ({', '.join(others)}) are not passed" if others else ""
+        return [ApiFact("head_size_from", "given_tensors", f"{signature}: takes arrays "
+                        f"{', '.join(params[:3])}, the projected heads, whose last axis is the "
+                        f"head size{rest}"),
+                ApiFact("tensor_layout", "batch_heads_first", f"{signature}: a --kind sdpa "
+                        "target is called on (B, H, T, d) arrays, as "
+                        "torch.nn.functional.scaled_dot_product_attention takes them")]

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import Convention, NotExpressibleError, Observation, to_numpy
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.runner import NotExpressibleError, Observation, to_numpy
 from conformance.runners.target import TargetError, TargetRunner, TargetSpec
 
 
@@ -147,8 +148,22 @@ class TargetTorchMHA(TargetRunner):
         return to_numpy(out), f"{self.system}(...)(q, k, v, attn_mask=<{mask.dtype} (B*H, T, S)>)"
 
     def conventions(self):
-        """The drop-in contract: nn.MultiheadAttention's size arguments (the asked probe
-        confirms it by running the replacement)."""
-        return [Convention("size_arguments", "derived_from_width",
-                           f"{self.system}: a drop-in nn.MultiheadAttention, built with "
-                           "embed_dim and num_heads: head_dim = embed_dim / num_heads")]
+        """What the replacement's constructor shows: its parameters and the weight shapes of
+        one built with embed_dim=8, num_heads=2 (no head-size argument: head_dim = embed_dim
+        / num_heads, as in nn.MultiheadAttention).  The ledger's asked probe confirms it by
+        running the replacement (a head size apart from the width fails it).  A class that
+        cannot be built reports nothing."""
+        import inspect
+
+        try:
+            cls = self.cls()
+            names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
+            m = cls(embed_dim=8, num_heads=2, batch_first=True)
+            shapes = {n: tuple(p.shape) for n, p in m.named_parameters()}
+        except Exception:  # the user's code: no reading, the probe says so
+            return []
+        head = getattr(m, "head_dim", None)
+        return [ApiFact("head_size_from", "derived_from_width",
+                        f"{self.system}({', '.join(names)}): built with embed_dim=8, "
+                        f"num_heads=2: {'head_dim ' + str(head) + ', ' if head else ''}"
+                        f"parameters {shapes}")]

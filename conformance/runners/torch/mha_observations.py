@@ -5,18 +5,17 @@ layout and the key-padding polarity (its documentation), what the default call r
 besides the output, a tensor's lack of an implicit mask; on the fast path whether it ran
 (the spy of common.fast_call) and torch's own reason where it declines. The ledger asks
 the rest (conventions/probes/, the runners' `probe_takes` and `answers`: a float64 input,
-a 2-D input and the weights under dropout through mha.TorchMHA._native_call). torch
-arrives as an argument.
+a 2-D input and the weights under dropout through mha.TorchMHA._native_call).  What
+torch's documentation states is data (the `documented:` section of expectations/<runner>.yaml).
+torch arrives as an argument.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import Convention
-from conformance.runners._export.torch_mha import MHA_DOC
+from conformance.contract.api_facts import ApiFact
 from conformance.runners.torch.common import fast_call
 
-DOC = {"documented_source": MHA_DOC}
 MHA = "nn.MultiheadAttention"
 # torch's own reasons for declining the fast path (`why_not_fast_path` in
 # MultiheadAttention.forward, torch/nn/modules/activation.py, torch 2.13 lines 1326-1395):
@@ -60,67 +59,61 @@ class _Calls:
             return mha(x, x, x, need_weights=self.need_weights, **kw)
 
 
-
-def mha_cells(torch, mode: str, need_weights: bool = True) -> list[Convention]:
-    """Every cell of the module's API in `mode` ("ordinary" or "fast")."""
+def mha_cells(torch, mode: str, need_weights: bool = True) -> list[ApiFact]:
+    """Every fact of the module's API in `mode` ("ordinary" or "fast")."""
     calls = _Calls(torch, mode, need_weights)
-    return [_sizes(torch), _layout(torch, mode), _key_padding(torch), *_returned(calls),
-            Convention("implicit_mask", "none", "a torch.Tensor carries no mask (nothing "
-                       "like Keras's _keras_mask); forward reads masks only from "
-                       "key_padding_mask and attn_mask")]
+    return [_sizes(torch), _layout(torch, mode), _key_padding(torch), _returned(calls),
+            ApiFact("mask_on_tensor", "none", "a torch.Tensor carries no mask (nothing "
+                    "like Keras's _keras_mask); forward reads masks only from "
+                    "key_padding_mask and attn_mask")]
 
 
-def _sizes(torch) -> Convention:
+def _sizes(torch) -> ApiFact:
     size = torch.nn.MultiheadAttention(8, 2)
     try:
         torch.nn.MultiheadAttention(10, 4)
         odd = "MultiheadAttention(10, 4) constructs"
     except AssertionError as exc:
         odd = f"MultiheadAttention(10, 4): AssertionError: {exc}"
-    return Convention("size_arguments", "derived_from_width", f"MultiheadAttention(8, 2): "
-                      f"head_dim {size.head_dim}, in_proj_weight "
-                      f"{tuple(size.in_proj_weight.shape)}; {odd}; no head-size argument",
-                      documented="derived_from_width", **DOC)
+    return ApiFact("head_size_from", "derived_from_width", f"MultiheadAttention(8, 2): "
+                   f"head_dim {size.head_dim}, in_proj_weight "
+                   f"{tuple(size.in_proj_weight.shape)}; {odd}; no head-size argument")
 
 
-def _layout(torch, mode: str) -> Convention:
+def _layout(torch, mode: str) -> ApiFact:
     default = torch.nn.MultiheadAttention(8, 2).batch_first
     fast = "; the fast path itself needs batch_first=True ('batch_first was not True' " \
         "declines it)" if mode == "fast" else ""
-    return Convention("input_layout", "batch_first" if default else "sequence_first",
-                      f"MultiheadAttention(8, 2).batch_first is {default} (the constructor's "
-                      f"default): query (L, N, E) by its documentation unless batch_first="
-                      f"True; the runner passes batch_first=True{fast}",
-                      documented="sequence_first", **DOC)
+    return ApiFact("tensor_layout", "batch_first" if default else "sequence_first",
+                   f"MultiheadAttention(8, 2).batch_first is {default} (the constructor's "
+                   f"default): query (L, N, E) by its documentation unless batch_first="
+                   f"True; the runner passes batch_first=True{fast}")
 
 
-def _key_padding(torch) -> Convention:
+def _key_padding(torch) -> ApiFact:
     doc = " ".join((torch.nn.MultiheadAttention.forward.__doc__ or "").split())
     said = "True`` value indicates that the corresponding ``key`` value will be ignored"
     found = said in doc
-    return Convention("key_padding_polarity", "true_blocks" if found else "not_probed",
-                      f"{MHA}.forward's key_padding_mask (N, S): "
-                      + (f"'For a binary mask, a ``{said}'" if found else
-                         "its docstring states no polarity"),
-                      documented="true_blocks", **DOC)
+    return ApiFact("padding_argument", "true_blocks" if found else "not_probed",
+                   f"{MHA}.forward's key_padding_mask (N, S) (torch/nn/modules/activation.py): "
+                   + (f"'For a binary mask, a ``{said}'" if found else
+                      "its docstring states no polarity"))
 
 
-def _returned(calls: _Calls) -> list[Convention]:
-    """What the default call returns besides the output."""
+def _returned(calls: _Calls) -> ApiFact:
+    """What the default call returns besides the output: the shape of the weights torch
+    gives back (3-D: averaged over heads; 4-D: per head; None: none)."""
     torch = calls.torch
     mha = calls.module()
     if calls.mode == "fast":
         mha.eval()
         _, w, ran = fast_call(torch, mha, (calls.x,) * 3)  # the default need_weights=True
-        word = "none" if w is None else ("head_averaged" if w.dim() == 3 else "per_head")
-        returned = Convention("returned_weights", word, f"eval, inference_mode, default "
-                              f"need_weights=True on (B, T, E) = (2, 5, 8), 2 heads: weights "
-                              f"{None if w is None else tuple(w.shape)}, fast path ran: {ran}")
+        what = (f"eval, inference_mode, default need_weights=True on (B, T, E) = (2, 5, 8), "
+                f"2 heads: weights {None if w is None else tuple(w.shape)}, fast path ran: "
+                f"{ran}")
     else:
         _, w = calls(mha, calls.x)
-        word = "none" if w is None else ("head_averaged" if w.dim() == 3 else "per_head")
-        returned = Convention("returned_weights", word, f"{calls.what}: weights "
-                              f"{None if w is None else tuple(w.shape)} for (B, H, T, S) = "
-                              "(2, 2, 5, 5)", documented="head_averaged" if calls.need_weights
-                              else "none", **DOC)
-    return [returned]
+        what = (f"{calls.what}: weights {None if w is None else tuple(w.shape)} for "
+                "(B, H, T, S) = (2, 2, 5, 5)")
+    word = "none" if w is None else ("head_averaged" if w.dim() == 3 else "per_head")
+    return ApiFact("weights_returned", word, what)

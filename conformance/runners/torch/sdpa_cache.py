@@ -16,12 +16,15 @@ step_is_causal) quoted in its evidence as a causal_flag fact; its single-call pr
 answered by the op every step calls (probe_translate, as torch.sdpa runs it).  The outputs
 of the prefill and the steps, concatenated, are judged against the full causal forward.
 SDPA has no rotary embedding, window or sinks of its own, so a decode case asking for one
-is not expressible here.  torch is imported inside `run` only.
+is not expressible here.  The cache is the caller's (this runner's two growing tensors):
+SDPA takes whole key and value tensors and returns one output, so nothing of a cache layout
+is the system's (its signature, read by the ledger, names no cache argument).  A fully
+masked step is the ledger's measurement (RawCall step_mask: conventions/probes/
+decode_masks.py).  torch is imported inside `run` only.
 """
 from __future__ import annotations
 
-from conformance.contract.axes import NOT_PROBED
-from conformance.contract.runner import Convention, NotExpressible, Translation, harness_limit
+from conformance.contract.runner import NotExpressible, Translation, harness_limit
 from conformance.runners.torch.common import (
     SDPAAnswers, SdpaPlan, TorchRunner, canonical_projector, sdpa_call, sdpa_observation,
     sdpa_plan)
@@ -85,18 +88,11 @@ class TorchSDPACache(SDPAAnswers, TorchRunner):
         return obs.output, "is_causal=True" if raw.value else "no is_causal"
 
     def conventions(self):
-        """What SDPA's API shows (observations.py, the function every step calls) and what
-        the runner's own cache is; the ledger asks the rest."""
+        """What SDPA's API shows (observations.py, the function every step calls); the
+        cache is the runner's own, so it reports no fact of it; the ledger asks the rest."""
         from conformance.runners.torch.observations import sdpa_cells
 
-        return sdpa_cells(import_torch()) + [
-            Convention("cache_layout", LAYOUT, "the cache is the caller's: SDPA takes whole "
-                       "key and value tensors (B, H_kv, S, d); this runner keeps two and grows "
-                       "them per step"),
-            Convention("fully_masked_row", NOT_PROBED, "harness limit: the runner runs "
-                       "causal decodes only (translate refuses any other mask), where every "
-                       "query sees at least its own key; SDPA's own fully masked row is "
-                       "torch.sdpa's cell")]
+        return sdpa_cells(import_torch())
 
 
 def _decode(torch, case, data, step_causal: bool = False, rows=None, nan=None):
