@@ -39,16 +39,17 @@ SCHEMA_NA = {
     "weights_under_dropout": "no dropout", "dropout_argument": "an inference op: no dropout"}
 
 
-def weights_fact() -> ApiFact:
-    """What the op returns besides the output: its output_qk at qk_output=2 ("Values of QK
-    matrix multiplication ... after softmax normalization", the schema's words), read by
-    its shape on a lone node (B 1, 2 heads of 8, T = S = 4); its rows' distance from summing
-    to 1 is quoted."""
+QK_SIZES = (1, 4, 2, 8)  # B, T = S, heads, head size of the lone node weights_fact runs
+
+
+def returned_qk():
+    """output_qk of a lone GroupQueryAttention node at qk_output=2 (B 1, 2 heads of 8,
+    T = S = 4, causal by default), in onnxruntime's CPU kernel."""
     import numpy as np
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    b, s, h, d = 1, 4, 2, 8
+    b, s, h, d = QK_SIZES
     node = helper.make_node("GroupQueryAttention", ["q", "k", "v", "", "", "seqlens_k", "t"],
                             ["out", "pk", "pv", "qk"], domain="com.microsoft", num_heads=h,
                             kv_num_heads=h, qk_output=2)
@@ -62,21 +63,39 @@ def weights_fact() -> ApiFact:
     x = np.random.default_rng(7).standard_normal((3, b, s, h * d)).astype(np.float32)
     session = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
-    qk = session.run(["qk"], {"q": x[0], "k": x[1], "v": x[2], "t": np.array(s, np.int32),
-                              "seqlens_k": np.array([s - 1], np.int32)})[0]
-    sums = float(np.abs(qk.sum(-1) - 1).max())
-    per_head = qk.shape == (b, h, s, s)
-    return ApiFact("weights_returned", "per_head" if per_head else "none", f"{SCHEMA}: "
-                   f"output_qk at qk_output=2 (the schema: \"after softmax normalization\"; "
-                   f"default 0: not returned): {tuple(qk.shape)} for (B, H, T, S) = "
-                   f"({b}, {h}, {s}, {s}), rows summing to 1 within {sums:.1e}")
+    return session.run(["qk"], {"q": x[0], "k": x[1], "v": x[2], "t": np.array(s, np.int32),
+                                "seqlens_k": np.array([s - 1], np.int32)})[0]
+
+
+def weights_fact(names: list[str], qk=returned_qk) -> list[ApiFact]:
+    """What the op returns besides the output: none where its schema (`names`) has no
+    qk_output; else its output_qk at qk_output=2 ("after softmax normalization", the
+    schema's words; default 0, not returned) read by its shape (`qk()`): per head
+    (B, H, T, S), averaged (B, T, S) or (B, 1, T, S); a shape neither gives no fact."""
+    import numpy as np
+
+    if "qk_output" not in names:
+        return [ApiFact("weights_returned", "none", f"{SCHEMA} (onnxruntime schema: "
+                        f"{', '.join(names)}): no qk_output: output, present_key, "
+                        "present_value")]
+    b, s, h, _ = QK_SIZES
+    got = np.asarray(qk())
+    word = {(b, h, s, s): "per_head", (b, s, s): "head_averaged",
+            (b, 1, s, s): "head_averaged"}.get(got.shape)
+    if word is None:
+        return []
+    sums = float(np.abs(got.sum(-1) - 1).max())
+    return [ApiFact("weights_returned", word, f"{SCHEMA}: output_qk at qk_output=2 (the "
+                    "schema: \"after softmax normalization\"; default 0: not returned): "
+                    f"{got.shape} for (B, H, T, S) = ({b}, {h}, {s}, {s}), rows summing to "
+                    f"1 within {sums:.1e}")]
 
 
 def gqa_facts(runner) -> list[ApiFact]:
     """The schema's facts and the weights its output_qk returns (a 2-D query and float64
     inputs are native calls the ledger asks: native_calls.py)."""
-    names = ", ".join(schema_names())
+    names = schema_names()
     found = [ApiFact(a, v, f"{SCHEMA} (onnxruntime schema): {e}")
-             for a, (v, e) in SCHEMA_FACTS.items()] + [weights_fact()]
-    return found + [ApiFact(a, NA, f"{SCHEMA} (onnxruntime schema: {names}): {e}")
+             for a, (v, e) in SCHEMA_FACTS.items()] + weights_fact(names)
+    return found + [ApiFact(a, NA, f"{SCHEMA} (onnxruntime schema: {', '.join(names)}): {e}")
                     for a, e in SCHEMA_NA.items()]
