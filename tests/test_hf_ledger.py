@@ -574,7 +574,7 @@ def test_hf_causal_switch_and_masked_row_are_the_ledgers():
     assert causal_flag_cell(HFBert()).value == "ignored"
     assert causal_flag_cell(HFBert(attn_implementation="sdpa")).value == "not_probed"
     assert fully_masked_row_cell(HFBert(attn_implementation="sdpa")).value == "zeros"
-    cell = fully_masked_row_cell(HFGpt2())
+    cell = fully_masked_row_cell(HFGpt2(harness_choices={}))  # eager alone (sdpa: zeros)
     assert cell.value == "uniform" and "causal" in cell.evidence, cell.evidence
 
 

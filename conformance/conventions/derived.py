@@ -13,7 +13,8 @@ from conformance.contract.axes import AXES, DEPENDS, REFUSED
 from conformance.contract.runner import HARNESS_LIMIT
 from conformance.run.evaluate import FEATURE_REFUSAL, Row
 from conformance.compare.verdict import FailureKind, Outcome
-from conformance.conventions.cells import MODEL_AXES, WEIGHT_WORDS, LedgerCell, _at, _cell
+from conformance.conventions.cells import (
+    MODEL_AXES, WEIGHT_WORDS, LedgerCell, _at, _bounded, _cell)
 from conformance.conventions.artifact import artifact_params, suite_built
 from conformance.conventions.layout import counted, holds_none, weight_layout
 
@@ -213,6 +214,24 @@ def _refusals(name: str, rows: list[Row], cases) -> LedgerCell | None:
     return _cell(name, "refusals", value, text)
 
 
+# the axes a harness choice moves (HF's eager vs sdpa: uniform vs zero weights on a fully
+# masked row, weights returned or None): rows run under the runner's own choice read that
+# choice only, and the probes ask each (table.py, choices.py)
+CHOSEN_AXES = ("fully_masked_row", "returned_weights")
+
+
+def under_own_choice(runner, cell: LedgerCell) -> LedgerCell:
+    """`cell` of a runner naming harness choices, on an axis they move: the reading of the
+    harness's own choice, so another question than the system's (never a conflict with a
+    probe that reads `depends`); any other cell as it is."""
+    choices = getattr(runner, "harness_choices", None) or {}
+    if not choices or cell.axis not in CHOSEN_AXES:
+        return cell
+    own = ", ".join(f"{name}={getattr(runner, name)!r}" for name in choices)
+    return replace(cell, comparable=False, evidence=_bounded(
+        f"under the harness's own {own} only: {cell.evidence}"))
+
+
 DERIVERS = {"fully_masked_row": _fully_masked, "returned_weights": _returned_weights,
             "float64_compute": _float64, "parameter_formula": _params,
             "weight_layout": _weight_layout, "refusals": _refusals}
@@ -234,5 +253,5 @@ def derive(rows: Iterable[Row], runners, cases: Iterable | None = None) -> list[
                 continue
             cell = derive_axis(runner.name, mine, by_case)
             if cell is not None:
-                cells.append(cell)
+                cells.append(under_own_choice(runner, cell))
     return cells

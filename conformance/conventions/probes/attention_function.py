@@ -34,6 +34,15 @@ class FunctionAsked(Runner):
         super().__init__()
         self.runner, self.name = runner, runner.name
         self.documented_fill = runner.documented_fill
+        self.harness_choices = runner.harness_choices  # asked under each (choices.py)
+        for choice in runner.harness_choices:
+            setattr(self, choice, getattr(runner, choice))
+
+    def with_choice(self, name, value):
+        """The attention function of the runner built with harness choice `name`=`value`."""
+        from conformance.conventions.probes.choices import variant
+
+        return FunctionAsked(variant(self.runner, name, value))
 
     def translate(self, case):
         return Translation(f"{self.name}: the module's attention function called directly", {})

@@ -21,8 +21,19 @@ from conformance.contract.runner import Convention
 
 
 def variant(runner, name: str, value):
-    """The runner's class with its parameters and `name` set to `value`."""
+    """The runner's class with its parameters and `name` set to `value`; a view of another
+    runner (a module's attention function asked as a runner) rebuilds itself over that
+    runner's variant (its `with_choice`)."""
+    rebuild = getattr(runner, "with_choice", None)
+    if rebuild is not None:
+        return rebuild(name, value)
     return type(runner)(**{**runner.params, name: value})
+
+
+def chosen(runner) -> bool:
+    """Whether the runner names harness choices its cells may hang on (a table way that
+    re-measures what its matrix rows read under its own choice only)."""
+    return bool(runner.harness_choices)
 
 
 def under_choices(runner, cell_of: Callable[[object], Convention]) -> Convention:

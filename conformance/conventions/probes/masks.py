@@ -37,6 +37,7 @@ import numpy as np
 from conformance.case.loader import parse_case
 from conformance.contract.axes import NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention
+from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.probing import PROBE_SOURCE
 from conformance.conventions.probes.request import Answer, first_answer
 from conformance.conventions.probes.fill_names import (  # noqa: F401 (shown_word: re-export)
@@ -212,7 +213,15 @@ def mask_fill_cell(runner, what: str = "", reading: Convention | None = None) ->
     inputs x 1e5 (the fills part) and x 1 (-1e4 added parts from no mask at all), then at
     PARTING_SCALES while finite fills stay alike.  `reading`: the runner's own reading of
     the number (its masked scores, where the system shows them), which names a tie of the
-    outputs when it is one of the tied words."""
+    outputs when it is one of the tied words.  Asked under each harness choice the runner
+    names (choices.py): the mask reaches HF's eager function as an additive float, its sdpa
+    function as a boolean that torch's SDPA fills itself."""
+    return under_choices(runner, lambda r: _fill_cell(
+        r, what, reading if r is runner else None))
+
+
+def _fill_cell(runner, what: str, reading: Convention | None) -> Convention:
+    """mask_fill_cell under the runner's own choices (`reading`: its own, or None)."""
     label = what or runner.name
     tally = FillTally()
     for scale in FILL_SCALES:

@@ -23,6 +23,7 @@ import numpy as np
 
 from conformance.contract.axes import IGNORED, NA, NOT_PROBED, REFUSED
 from conformance.contract.runner import Convention, RawCall
+from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import NEEDS_SUFFIX
 from conformance.conventions.probes.needs import needed_forms
@@ -117,6 +118,15 @@ def weights_dropout_cell(runner) -> Convention:
     return Convention("weights_dropout", word, text, **documented(runner, "weights_dropout"))
 
 
-RAW_PROBES = {"mixed_dtype": ("input_dtype", mixed_dtype_cell),
-              "unbatched_input": ("unbatched", unbatched_cell),
-              "weights_dropout": ("dropout_weights", weights_dropout_cell)}
+def _each_choice(cell_of):
+    """cell_of asked under each harness choice the runner names (choices.py): HF's sdpa
+    attention function returns no weights and takes a 2-D input its eager one refuses."""
+    def cell(runner) -> Convention:
+        return under_choices(runner, cell_of)
+    cell.__name__, cell.__doc__ = cell_of.__name__, cell_of.__doc__
+    return cell
+
+
+RAW_PROBES = {"mixed_dtype": ("input_dtype", _each_choice(mixed_dtype_cell)),
+              "unbatched_input": ("unbatched", _each_choice(unbatched_cell)),
+              "weights_dropout": ("dropout_weights", _each_choice(weights_dropout_cell))}

@@ -20,6 +20,7 @@ import numpy as np
 
 from conformance.conventions.probes.probing import distances
 from conformance.contract.runner import Convention
+from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms
 from conformance.conventions.probes.resolution import alike, tie_cell
@@ -31,6 +32,14 @@ MATCH = 1e-4  # a masked row within this of a reading is that reading
 
 
 def fully_masked_row_cell(runner, own: Convention | None = None) -> Convention:
+    """The fully masked row, under each harness choice the runner names (choices.py): HF's
+    eager function adds the finfo.min mask its builder makes (uniform weights), its sdpa
+    function hands a boolean to torch's SDPA (zero weights)."""
+    return under_choices(runner, _row_cell)
+
+
+def _row_cell(runner) -> Convention:
+    """fully_masked_row_cell under the runner's own choices."""
     needs = dict(runner.probe_needs)  # what its system always applies
     extra = {"attention": needs} if needs else {}
     rows = forms("fully-masked-row", mask={"masked_rows": [1]}, **extra)

@@ -26,7 +26,8 @@ from typing import Any, Callable
 from conformance.contract.axes import AXES, Axis
 from conformance.conventions.probes import (
     cache, flags, heads, implicit, key_padding, native_inputs, order, padding, partial,
-    positions, qk_norm, rows, scores, sizes, softcap, training, windows)
+    positions, qk_norm, returned, rows, scores, sizes, softcap, training, windows)
+from conformance.conventions.probes.choices import chosen
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.capped import softcap_cell
 from conformance.conventions.probes.masks import (
@@ -134,7 +135,10 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "cache_causal_alignment": (_feature(cache.cache_causal_alignment_cell, "decode"),),
     "cache_layout": (_feature(cache.cache_layout_cell, "cache_tensors"),),
     "float64_compute": (_feature(scores.float64_compute_cell, "float64"),),
-    "fully_masked_row": (_feature(rows.fully_masked_row_cell, "masked_rows"),),
+    # rows run under the harness's own choice only describe it: asked under each (choices.py)
+    "fully_masked_row": (_feature(rows.fully_masked_row_cell, "masked_rows"),
+                         Way(UNIVERSAL, rows.fully_masked_row_cell, when=chosen)),
+    "returned_weights": (Way(UNIVERSAL, returned.returned_weights_cell, when=chosen),),
 }
 WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
