@@ -494,7 +494,9 @@ def test_hf_api_facts_carry_no_oracle():
     from conformance.conventions.probes.native_inputs import unbatched_cell
     from conformance.runners.hf.bert import HFBert
 
-    sdpa = {c.axis: c for c in HFBert(attn_implementation="sdpa").conventions()}
+    from conformance.conventions.probes.api_facts import own_cells
+
+    sdpa = {c.axis: c for c in own_cells(HFBert(attn_implementation="sdpa"))}
     unbatched = unbatched_cell(HFBert(attn_implementation="sdpa"))
     assert unbatched.value == "accepted" and "misread" in unbatched.evidence
     assert sdpa["returned_weights"].value == "none"
@@ -653,8 +655,6 @@ def test_mixed_dtype_is_the_output_dtype_or_the_systems_error(planted, word):
     casting the input to the layer (planted: cast_to_layer) or the layer to the input
     (planted: promoted); implicit_mask and key padding are facts of the signature, with no
     oracle."""
-    import torch
-
     from conformance.conventions.probes.native_inputs import mixed_dtype_cell
     from conformance.runners.hf import observations
     from conformance.runners.hf.marian import HFMarian
@@ -667,17 +667,17 @@ def test_mixed_dtype_is_the_output_dtype_or_the_systems_error(planted, word):
                 module = module.to(x.dtype)
             return super().forward(module, x, mask, **kw)
 
-    mixed, (implicit,) = mixed_dtype_cell(Planted()), observations.tensor_cells(torch, Planted())
+    mixed, (implicit,) = mixed_dtype_cell(Planted()), observations.tensor_facts(Planted())
     assert mixed.value == word, mixed.evidence
     assert implicit.value == "none" and "oracle" not in implicit.evidence
-    (padding,) = observations.signature_cells(Planted())
+    (padding,) = observations.signature_facts(Planted())
     assert padding.value == "not_applicable" and "MarianAttention" in padding.evidence
 
 
 @needs_hf
 def test_t5_alibi_is_not_applicable_from_its_signature():
     """T5's position_bias is its learned relative bias, no ALiBi: the cell cites the
-    signature (observations.signature_cells) and is the ledger's cell (alibi_slopes is not
+    signature (observations.signature_facts) and is the ledger's cell (alibi_slopes is not
     asked of T5)."""
     from conformance.conventions.probes import ledger_cells
     from conformance.runners.hf.t5 import HFT5

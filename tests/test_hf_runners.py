@@ -92,7 +92,9 @@ def test_bert_boolean_mask_eager_vs_sdpa():
     eager = polarity["eager"]  # added to the scores as 0/1: no mask
     assert eager.value == "added_as_number" and "added to the scores as 0/1" in eager.evidence
     assert polarity["sdpa"].value == "true_attends"
-    cells = {r: {c.axis: c for c in HFBert(attn_implementation=r).conventions()}
+    from conformance.conventions.probes.api_facts import own_cells
+
+    cells = {r: {c.axis: c for c in own_cells(HFBert(attn_implementation=r))}
              for r in ("eager", "sdpa")}
     for per in cells.values():
         for c in per.values():
@@ -108,7 +110,9 @@ HF_AXES = ("key_padding_polarity", "implicit_mask")
 @needs_hf
 @pytest.mark.parametrize("runner", [HFBert(), HFBert(attn_implementation="sdpa"), HFT5()])
 def test_hf_probe_cells_are_vocabulary_words(runner):
-    cells = {c.axis: c for c in runner.conventions()}
+    from conformance.conventions.probes.api_facts import own_cells
+
+    cells = {c.axis: c for c in own_cells(runner)}
     alibi = ("alibi_slopes",) if runner.name == "hf.t5" else ()  # position_bias is not ALiBi
     assert set(HF_AXES + alibi) <= set(cells)
     for axis in ("float64_compute", "scale_precision", "softmax_scale"):

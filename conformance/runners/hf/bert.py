@@ -15,7 +15,7 @@ F.scaled_dot_product_attention, which reads a boolean mask as True = attend).
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import DOCS, SOURCE, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.probed import ProbedHFRunner
 
@@ -81,8 +81,7 @@ class HFBert(ProbedHFRunner):
     sizes = SizeFacts("derived_from_width", f"{BERT_SOURCE}#L140", "self.query.weight",
                       "out x in (nn.Linear)",
                       "query, key, value and output.dense are nn.Linear: (out, in)",
-                      "4E^2 + 4E (+ 2E LayerNorm in BertAttention)", "probe E=8: {n} counted",
-                      DOCS + "bert")
+                      "4E^2 + 4E (+ 2E LayerNorm in BertAttention)", "probe E=8: {n} counted")
     def size_evidence(self, case, module, shape):
         from transformers import BertConfig
         from transformers.models.bert.modeling_bert import BertSelfAttention

@@ -16,8 +16,9 @@ from typing import NamedTuple
 import numpy as np
 
 from conformance.case.loader import parse_case
+from conformance.contract.api_facts import ApiFact
 from conformance.contract.runner import (
-    Convention, NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation, to_numpy)
 from conformance.runners.hf import observations
 from conformance.runners.hf.declared import ConfigBuild, Refusals, mask_fill
 
@@ -92,14 +93,13 @@ def out_proj(wo: np.ndarray) -> np.ndarray:
 class SizeFacts(NamedTuple):
     """The size cells of a system: size_arguments, parameter_formula, weight_layout."""
 
-    word: str  # the size_arguments word (observed and documented)
-    source: str  # the source line that documents it
+    word: str  # what its size arguments count (ApiFact head_size_from)
+    source: str  # the upstream source line that shows it, cited in the fact's evidence
     first_weight: str  # the parameter whose shape shows the layout
     layout: str  # its layout, after its name and shape
     layout_why: str
     formula: str  # the parameter_formula
     formula_evidence: str = "probe E=8: {n}"  # `n`: the probe module's parameter count
-    formula_docs: str = ""
 
 
 def linear_state(weights, names: tuple[str, ...], bias: bool) -> dict[str, np.ndarray]:
@@ -362,31 +362,31 @@ class HFRunner(Runner):
         return (f"{self.config_build.config}({args}): head_dim {module.head_dim}, "
                 f"{self.sizes.first_weight} {shape}; no head-size field")
 
-    def size_cells(self, case) -> list[Convention]:
-        """size_arguments, parameter_formula, weight_layout, from the probe module."""
+    def size_facts(self, case) -> list[ApiFact]:
+        """What the probe module shows of its sizes: the first weight's shape under its size
+        arguments, its own parameter count, its query projection's name and shape."""
         f = self.sizes
         module, _ = self.probe_module(case)
         shape = tuple(module.get_parameter(f.first_weight).shape)
         n = sum(p.numel() for p in module.parameters())
-        return [Convention("size_arguments", f.word, self.size_evidence(case, module, shape),
-                           f.word, f.source),
-                Convention("parameter_formula", f.formula, f.formula_evidence.format(n=n),
-                           documented_source=f.formula_docs),
-                Convention("weight_layout", f"{f.first_weight} {shape} {f.layout}",
-                           f.layout_why)]
+        return [ApiFact("head_size_from", f.word,
+                        f"{self.size_evidence(case, module, shape)} ({f.source})"),
+                ApiFact("parameter_count", f.formula, f.formula_evidence.format(n=n)),
+                ApiFact("weight_names", f"{f.first_weight} {shape} {f.layout}", f.layout_why)]
 
-    def conventions(self) -> list[Convention]:
+    def conventions(self) -> list[ApiFact]:
         """What the module's API shows, with no oracle (observations.py): its sizes, one
         input tensor, the layout, the weights it returns, no key-padding argument, no
         implicit mask (a float64 input, a 2-D input and the weights under dropout are
         native calls: native_calls.py).  The ledger asks the masks and the dropout
         (`answers`) and the axes of `probe_takes`."""
         case = self.probe("layout")
-        cells = self.size_cells(case)
-        cells.append(Convention("argument_order", "single_input",
-                                f"{self.system}.forward(hidden_states, ...): one input tensor; "
-                                "keys and values come from it (or from one encoder tensor)"))
+        facts = self.size_facts(case)
+        facts.append(ApiFact("inputs_order", "single_input",
+                             f"{self.system}.forward({observations.forward_parameters(self)}):"
+                             " one input tensor; keys and values come from it (or from one "
+                             "encoder tensor)"))
         module, x = self.probe_module(case)
         torch = import_torch()
-        return (cells + observations.api_cells(torch, self, case, module, x)
-                + observations.signature_cells(self) + observations.tensor_cells(torch, self))
+        return (facts + observations.api_facts(torch, self, case, module, x)
+                + observations.signature_facts(self) + observations.tensor_facts(self))
