@@ -150,3 +150,29 @@ def test_the_operator_facts_name_no_harness_word():
         cells = own_cells(runner)
         assert [c.value for c in cells if c.value == "not_probed"] == []
         assert [cell_problem(c) for c in cells if cell_problem(c)] == [], runner.name
+
+
+@pytest.mark.parametrize("engine, word", [("ort", "finfo_min"), ("reference", "-inf")])
+def test_the_external_cache_shows_its_padded_scores(engine, word):
+    """Attention-24 writes into the scores of keys past nonpad_kv_seqlen what the one-call
+    rows' attn_mask writes (onnxruntime -FLT_MAX, onnx.reference -inf): the static rows'
+    masked_score fact, which names the ledger's mask_fill tie.  Planted: an engine writing
+    -1e9 there reads -1e9."""
+    from conformance.conventions.probes.api_facts import as_cell
+    from conformance.conventions.probes.masks import shown_word
+    from conformance.runners.onnx.attention_cache import OnnxAttentionCache
+
+    def score(runner):
+        (fact,) = [f for f in runner.conventions() if f.about == "masked_score"]
+        return shown_word(as_cell(runner, fact))
+
+    assert score(OnnxAttentionCache(engine=engine, cache="static")) == word
+
+    class Planted(OnnxAttentionCache):
+        def execute(self, model, feed, dtype):
+            out, w = super().execute(model, feed, dtype)
+            return out, np.where(np.asarray(w) < -1e30, np.float32(-1e9), w)
+
+    assert score(Planted(engine=engine, cache="static")) == "-1e9"
+    assert [f for f in OnnxAttentionCache(engine=engine).conventions()
+            if f.about == "masked_score"] == []  # the past rows: their decode steps show it

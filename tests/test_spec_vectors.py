@@ -243,7 +243,7 @@ def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
 
     from conformance.conventions.probes.api_facts import as_cell
 
-    fact = facts.mask_fill_reading(Planted(engine="reference"), graph, "planted")
+    fact = facts.masked_score_fact(Planted(engine="reference"), graph, "planted")
     cell = as_cell(Planted(engine="reference"), fact)
     assert fact.about == "masked_score" and cell.axis == "mask_fill", cell
     assert shown_word(cell) == word, (cell.value, cell.evidence)

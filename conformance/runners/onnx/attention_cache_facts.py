@@ -1,7 +1,9 @@
 """What the ONNX `Attention` cache runners read of the schema their graphs import
 (attention_cache.py), as ApiFacts (contract/api_facts.py): the window argument that
 Attention-23 / 24 lack, and the key-padding input (none in Attention-23; Attention-24's
-nonpad_kv_seqlen, whose reading the ledger's padding probe confirms by asking).  Every
+nonpad_kv_seqlen, whose reading the ledger's padding probe confirms by asking), and for
+the external cache the number its padded keys' scores hold (qk_matmul_output at mode 2),
+which names a tie of the ledger's mask_fill probe.  Every
 measurement is the ledger's: the past rows' fully masked step and mask fill through their
 decode's step masks (conventions/probes/decode_masks.py), the external cache's fully padded
 item and causal switch through its one call (rows.py, flags.py).  onnx inside the functions.
@@ -56,6 +58,34 @@ def padding_fact(runner) -> list[ApiFact]:
                     "the runner gives the case's valid key lengths")]
 
 
+def padded_score_fact(runner) -> list[ApiFact]:
+    """The number the external cache's Attention-24 writes into the scores of the keys past
+    each item's nonpad_kv_seqlen, shown by its qk_matmul_output at mode 2 (the scores after
+    the mask, before the softmax): the one-call rows' masked_score, read where this row's
+    mask is (the ledger's mask_fill probe names a tie of the outputs with it)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from conformance.oracle.canonical import case_data
+    from conformance.runners.onnx.attention_op import attention_plan, build_model
+    from conformance.runners.onnx.attention_op_facts import facts_case, held_number, held_text
+
+    case, lengths = facts_case("static-padded-score"), (4, 2)
+    plan = replace(attention_plan(case), nonpad=lengths, qk_mode=2)
+    model, feed = build_model(case, case_data(case), plan)
+    scores = np.asarray(runner.execute(model, feed, case.inputs.dtype)[1], np.float64)
+    padded = np.arange(case.inputs.key_len)[None, :] >= np.array(lengths)[:, None]
+    held = scores[np.broadcast_to(padded[:, None, None, :], scores.shape)]
+    return [ApiFact("masked_score", held_number(held), f"Attention-24 graph in "
+                    f"{runner.backend}: qk_matmul_output at mode 2 (scores after the mask, "
+                    f"before the softmax), nonpad_kv_seqlen={list(lengths)} over S = "
+                    f"{case.inputs.key_len} keys: the {held.size} scores of keys past each "
+                    f"item's length hold {held_text(held)}")]
+
+
 def facts(runner) -> list[ApiFact]:
-    """The cache rows' facts in place of the one-call op's of the same name."""
-    return window_fact(runner) + padding_fact(runner)
+    """The cache rows' facts in place of the one-call op's of the same name; the external
+    cache's the number its padded keys' scores hold too."""
+    static = padded_score_fact(runner) if runner.cache == "static" else []
+    return window_fact(runner) + padding_fact(runner) + static

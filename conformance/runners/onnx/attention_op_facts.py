@@ -47,11 +47,12 @@ def held_number(held: np.ndarray) -> str:
     return "-inf" if v == -np.inf else f"{v:.9g}"  # 9 digits: any float32 exactly
 
 
-def _held(values: np.ndarray) -> str:
+def held_text(values: np.ndarray) -> str:
+    """The distinct numbers `values` hold, as text (8 digits; -inf)."""
     return ", ".join(sorted({"-inf" if v == -np.inf else f"{v:.8g}" for v in values.ravel()}))
 
 
-def mask_fill_reading(runner, graph, what: str) -> ApiFact:
+def masked_score_fact(runner, graph, what: str) -> ApiFact:
     """What the masked scores hold at qk_matmul_output_mode=2 with a bool attn_mask fed as
     given (the positions its False entries mark), and with is_causal=1 and no mask (the
     scores below -1e30 quoted): the number the system shows (its value), no word, no
@@ -67,9 +68,9 @@ def mask_fill_reading(runner, graph, what: str) -> ApiFact:
     low = c[c < -1e30]
     return ApiFact("masked_score", held_number(held), f"{what}: qk_matmul_output at mode 2 "
                    "(scores after the mask, before the softmax), bool attn_mask (B, 1, T, "
-                   f"S) fed as given: its {held.size} False positions hold {_held(held)}; "
+                   f"S) fed as given: its {held.size} False positions hold {held_text(held)}; "
                    f"is_causal=1, no mask (T=3, S=5): {low.size} scores below -1e30, "
-                   f"holding {_held(low) or 'nothing'} (the spec's test data: -inf)")
+                   f"holding {held_text(low) or 'nothing'} (the spec's test data: -inf)")
 
 
 def _returned(runner, graph, what: str) -> list[ApiFact]:
@@ -120,4 +121,4 @@ def facts(runner, graph, fill: bool = True) -> list[ApiFact]:
     where = "onnxruntime" if runner.engine == "ort" else "onnx.reference"
     what = f"Attention-23 graph in {where}"
     found = api_facts(what) + _returned(runner, graph, what) + _schema_facts(23)
-    return found + ([mask_fill_reading(runner, graph, what)] if fill else [])
+    return found + ([masked_score_fact(runner, graph, what)] if fill else [])
