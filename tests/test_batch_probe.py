@@ -50,16 +50,18 @@ def test_item_data_slices_one_item_with_its_own_arrays():
     assert one.weights is not data.weights and one.weights.wq is data.weights.wq
 
 
-def test_an_item_computed_alone_is_bitwise_equal():
+def test_an_item_computed_alone_is_equal_here_and_a_tie_across_cpus():
+    """Bitwise equal on this CPU, which another CPU's kernels need not be: the tie, with
+    this CPU's figure (batch_floor tests the floor)."""
     cell = batch_invariance_cell(Toy())
-    assert cell.value == "bitwise_equal", cell.evidence
-    assert f"all {BATCH} bitwise equal" in cell.evidence and "toy(batch=3)" in cell.evidence
+    assert cell.value == "not_probed", cell.evidence
+    assert f"over the {BATCH} items 0.0e+00" in cell.evidence and "toy(batch=3)" in cell.evidence
 
 
 def test_a_planted_batch_dependence_is_seen_with_its_size():
-    cell = batch_invariance_cell(Toy(drift=1e-6))
+    cell = batch_invariance_cell(Toy(drift=1e-5))
     assert cell.value == "differs", cell.evidence
-    assert f"{BATCH} of {BATCH} differ" in cell.evidence and "2.0e-06" in cell.evidence
+    assert f"over the {BATCH} items 2.0e-05" in cell.evidence
 
 
 def test_a_batch_of_one_the_runner_cannot_express_is_not_probed():
@@ -104,7 +106,7 @@ def test_a_build_cache_keyed_by_case_and_weights_gets_each_item_s_own_arrays():
             self.built.setdefault(key, data)
             return super().run(case, translation, self.built[key])
 
-    assert batch_invariance_cell(Caching()).value == "bitwise_equal"
+    assert "items 0.0e+00" in batch_invariance_cell(Caching()).evidence
 
 
 def test_a_module_that_always_rotates_gets_a_form_it_takes():
@@ -117,4 +119,4 @@ def test_a_module_that_always_rotates_gets_a_form_it_takes():
             return super().translate(case)
 
     cell = batch_invariance_cell(Rotating())
-    assert cell.value == "bitwise_equal" and "rope" in cell.evidence, cell.evidence
+    assert "items 0.0e+00" in cell.evidence and "rope" in cell.evidence, cell.evidence

@@ -86,7 +86,7 @@ def test_fully_masked_step_that_is_the_mean_of_v_reads_uniform():
     assert got["fully_masked_row"].value == "uniform", got["fully_masked_row"].evidence
     assert got["mask_fill"].value == "huge_finite", got["mask_fill"].evidence
     assert "step rows of 24" in got["mask_fill"].evidence
-    assert got["batch_invariance"].value == "bitwise_equal", got["batch_invariance"].evidence
+    assert "items 0.0e+00" in got["batch_invariance"].evidence, got["batch_invariance"]
     assert "decoded" in got["batch_invariance"].evidence
 
 
@@ -131,7 +131,7 @@ def test_a_decode_only_runner_without_the_step_call_is_asked_its_single_call():
     got = cells(NoSteps())
     assert got["mask_fill"].value == NOT_PROBED
     assert "this toy decodes only" in got["mask_fill"].evidence
-    assert got["batch_invariance"].value == "bitwise_equal"
+    assert "items 0.0e+00" in got["batch_invariance"].evidence
 
 
 class Shows(ToyDecoder):

@@ -55,6 +55,13 @@ def tie_cell(axis: str, ties: list[str], distance: dict[str, float], what: str,
     text = (f"{what}: max |output - oracle| under each reading: {figures}; "
             f"{', '.join(ties)} alike at this input (their oracle outputs lie within "
             f"{RESOLUTION_FACTOR:g} x the output's distance to the nearest)")
+    return named_tie(axis, ties, text, **documented)
+
+
+def named_tie(axis: str, ties: list[str], text: str, **documented) -> Convention:
+    """A tie whose `text` says why the readings are alike: the documented word where it is
+    one of `ties`, else not_probed (a probe whose resolution is not the oracle's distance,
+    e.g. what a CPU's choice of kernel moves, names its tie through here too)."""
     doc = documented.get("documented")
     if doc in ties:
         return Convention(axis, doc, f"{text}: named by the system's documentation, "
