@@ -25,6 +25,10 @@ from conformance.runners.keras.hub import CACHED_SRC, KerasHubRunner, decode
 
 LAYOUT = ("one tensor (B, 2, S, H, d), keys and values stacked on axis 1, preallocated "
           "for the whole sequence, written by ops.slice_update at cache_update_index")
+# the cache tensors its run reports (extras cache_shapes): the key half [:, 0] of each cache
+# the layer returns, as its call reads it (key_cache = cache[:, 0, ...], CACHED_SRC)
+CACHE_TENSORS = ("one tensor (B, 2, S, H, d): keys and values stacked on axis 1 (shapes of "
+                 "its key half [:, 0])")
 
 
 class KerasCached(KerasHubRunner):
@@ -70,6 +74,12 @@ class KerasCached(KerasHubRunner):
             "t), cache_update_index=t", base.plan)
 
     def run(self, case, translation, data):
+        """The decode through the cache; a single call (a ledger probe case without a decode,
+        probe_translate's) as the layer without a cache."""
+        if case.decode is None:
+            from conformance.runners.keras.calls import Probe
+
+            return Observation(output=Probe(self).fwd(case, data))
         import keras
         import keras_hub
 
@@ -82,7 +92,7 @@ class KerasCached(KerasHubRunner):
                                     case.inputs.query_len)
         output = np.concatenate(outs, axis=1)
         notes = [FLASH_NOTE, *notes, f"prefill {case.decode.prefill}, then "
-                 f"{len(outs) - 1} steps through the cache: {LAYOUT}; cache "
+                 f"{len(outs) - 1} steps through the cache: {LAYOUT}; the cache returned "
                  + " -> ".join(str(s) for s in shapes[:2])]
         if keras.backend.backend() == "jax":
             notes.append(JIT_NOTE)
@@ -92,14 +102,17 @@ class KerasCached(KerasHubRunner):
             output=output, parameters=int(layer.count_params()),
             weight_shapes={w.path: tuple(int(d) for d in w.shape) for w in layer.weights},
             notes=notes, extras={"backend": self.backend, "cache_note": LAYOUT,
-                                 "output_dtype": held, "mask_polarity": "True = attend"},
+                                 "output_dtype": held, "mask_polarity": "True = attend",
+                                 "cache_shapes": [[s[0], *s[2:]] for s in shapes],
+                                 "cache_tensors": CACHE_TENSORS, "cache_preallocated": True},
             output_digest=digest(output, dtype))
 
     # the ledger asks these (conventions/probes/): a single call through the layer without
-    # a cache (probe_translate, probe_output; the decode through its cache for the cache's
+    # a cache (probe_translate, run; the decode through its cache for the cache's
     # alignment and float64), the raw arguments through `answer` on the layer without a
     # cache; its call has no causal switch and no key-padding argument (hub_observations.py)
-    probe_takes = frozenset({"float64"})  # its decode is its feature
+    # its decode is its feature; its run reports the caches the layer returns (cache_layout)
+    probe_takes = frozenset({"float64", "cache_tensors"})
     answers = ANSWERS - {"is_causal", "key_padding"} | {"step_mask"}
 
     def answer(self, case, data, raw):
@@ -123,13 +136,6 @@ class KerasCached(KerasHubRunner):
         (CachedMultiHeadAttention.call with cache=None is MultiHeadAttention's attention)."""
         return self.translate(case) if case.decode is not None else mha_translation(case)
 
-    def probe_output(self, case, translation, data):
-        if case.decode is not None:
-            return self.run(case, translation, data).output
-        from conformance.runners.keras.calls import Probe
-
-        return Probe(self).fwd(case, data)
-
     def signatures(self):
         import keras_hub
 
@@ -137,8 +143,8 @@ class KerasCached(KerasHubRunner):
         return "keras_hub.layers.CachedMultiHeadAttention", (cls.__init__, cls.call)
 
     def conventions(self):
-        """The API facts of CachedMultiHeadAttention (hub_observations.py): the layer's, its
-        call's missing arguments and its cache tensor's shapes."""
+        """The API facts of CachedMultiHeadAttention (hub_observations.py): the layer's and
+        its call's missing arguments."""
         from conformance.runners.keras.hub_observations import cached_facts
 
         return cached_facts(self)
