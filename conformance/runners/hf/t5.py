@@ -12,10 +12,12 @@ a zero position_bias.  Masks: T5's eager path adds the 4-D mask to the scores.
 from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
-from conformance.runners.hf.declared import Refusals
+from conformance.runners.hf.declared import MASK_FILL, Refusals
 from conformance.runners.hf.probed import ProbedHFRunner
 
 T5_SOURCE = SOURCE + "t5/modeling_t5.py"
+T5_SDPA_SOURCE = ("https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/"
+                  "integrations/sdpa_attention.py#L69")
 
 
 class HFT5(ProbedHFRunner):
@@ -27,6 +29,10 @@ class HFT5(ProbedHFRunner):
     # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
     # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
     harness_choices = {"attn_implementation": ("eager", "sdpa")}
+    # under sdpa too the masked scores get finfo(dtype).min: create_position_bias_mask makes
+    # the position bias the mask, torch.where(mask, position_bias, min_dtype)
+    documented_fill = property(lambda self: MASK_FILL if self.attn_implementation == "eager"
+                               else ("finfo_min", T5_SDPA_SOURCE))
     description = "`T5Attention` (`d_kv` per head, no scale)"
     probe_attention = {"bias": False, "scale": 1.0}  # the probes' oracle: T5's own scale
     alibi_na = ("T5Attention.forward takes position_bias, T5's learned relative bias, not "
