@@ -10,7 +10,10 @@ transformers/integrations/sdpa_attention.py, passes it to SDPA).  `under_choices
 probe again with the runner built under each other alternative (the same runner class with
 that parameter set): where every alternative reads alike the cell is the runner's own,
 the agreement noted; where they differ it is `depends`, each alternative with its reading
-and evidence.
+and evidence.  The probes asked so: the mask flags (flags.py), the fill (masks.py; the
+attention function's too, attention_function.py), the fully masked row (rows.py), the
+returned weights (returned.py), the native inputs (native_inputs.py); the rows run under
+the harness's own choice read that choice only (derived.under_own_choice).
 """
 from __future__ import annotations
 
