@@ -126,3 +126,9 @@ def test_keras_tensorflow_reads_the_same_word_with_onednn_on_and_off():
     assert seen["1"][0] == "True" and seen["0"][0] == "False"  # the setting took
     assert seen["1"][1] == seen["0"][1] != "bitwise_equal", seen
     assert texts_agree(seen["1"][2], seen["0"][2]), seen
+
+
+def test_the_axis_meaning_states_the_probe_s_floor():
+    from conformance.contract.axes import BY_ID
+
+    assert f"floor of {FLOOR_EPS} eps" in BY_ID["batch_invariance"].meaning
