@@ -1,21 +1,18 @@
 """batch_invariance across CPUs (conventions/probes/batch.py): whether a batch's item equals
 the item run alone bitwise is a kernel's choice, and CPUs choose differently, so a difference
-within the floor is a tie every CPU agrees on, never `bitwise_equal` from one CPU's run.
+within the floor reads `within_rounding` on every CPU, never bitwise equality from one CPU's
+run.
 
 Planted here: a toy system whose batch path sums in another order on one "CPU" (a genuine
 float32 rounding, not an added offset) and item by item on the other; the cell must be the
-same on both, must not claim bitwise_equal, and its evidence must differ only by figures
-(what check-reports masks).  Then the real case: keras.tensorflow's probe in two processes,
-oneDNN on and off (TF_ENABLE_ONEDNN_OPTS: TensorFlow's default follows the CPU)."""
+same on both, and its evidence must differ only by figures (what check-reports masks).  The
+real case this stands for: keras.tensorflow's probe reads 0.0 with oneDNN on and 1.8e-07
+with TF_ENABLE_ONEDNN_OPTS=0 (TensorFlow's default follows the CPU), the same word both
+ways."""
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 
 import numpy as np
-import pytest
 
 from conformance.contract.runner import Convention, Observation, Runner, Translation
 from conformance.conventions.probes.batch import FLOOR_EPS, HARNESS_GAP, batch_invariance_cell
@@ -63,8 +60,8 @@ def test_a_cpu_dependent_rounding_reads_the_same_tie_on_both_cpus():
     assert "items 0.0e+00" in onednn.evidence, onednn.evidence  # bitwise on this "CPU"
     worst = float(eigen.evidence.split("items ")[1].split(",")[0])
     assert 0 < worst < 1e-6, eigen.evidence  # the plant differs, by float32 rounding only
-    assert onednn.value == eigen.value == "not_probed"
-    assert "bitwise_equal and differs are alike across CPUs" in eigen.evidence
+    assert onednn.value == eigen.value == "within_rounding"
+    assert "bitwise equal on one CPU, apart on another" in eigen.evidence
     assert texts_agree(onednn.evidence, eigen.evidence)  # check-reports: figures only
 
 
@@ -79,7 +76,7 @@ def test_a_difference_beyond_the_floor_differs_on_every_cpu():
 def test_the_floor_is_its_stated_bound_at_the_probe_dtype():
     runner, eps32 = Toy(), float(np.finfo(np.float32).eps)
     floor = FLOOR_EPS * eps32 * 2.0
-    assert judged(runner, floor * 0.99, 2.0, "").value == "not_probed"
+    assert judged(runner, floor * 0.99, 2.0, "").value == "within_rounding"
     assert judged(runner, floor * 1.01, 2.0, "").value == "differs"
     # float64 arithmetic: the same figure is far beyond its floor
     assert judged(runner, floor * 0.99, 2.0, "", "float64").value == "differs"
@@ -87,48 +84,9 @@ def test_the_floor_is_its_stated_bound_at_the_probe_dtype():
 
 
 def test_a_tie_is_named_by_the_documented_word_only_where_it_is_tied():
-    ties = ["bitwise_equal", "differs"]
-    named = named_tie("batch_invariance", ties, "t", documented="bitwise_equal",
+    ties = ["within_rounding", "differs"]
+    named = named_tie("batch_invariance", ties, "t", documented="within_rounding",
                       documented_source="https://example.org/doc")
-    assert named.value == "bitwise_equal" and "documentation" in named.evidence
+    assert named.value == "within_rounding" and "documentation" in named.evidence
     other = named_tie("batch_invariance", ties, "t", documented="not_applicable")
     assert isinstance(other, Convention) and other.value == "not_probed"
-
-
-CHILD = """
-from conformance.runners import load
-from conformance.conventions.probes.batch import batch_invariance_cell
-from tensorflow.python.util import _pywrap_util_port
-cell = batch_invariance_cell(load("conformance.runners.keras.mha:KerasMHA",
-                                  {"backend": "tensorflow"}))
-print(_pywrap_util_port.IsMklEnabled())
-print(cell.value)
-print(cell.evidence)
-"""
-
-
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None
-                    or importlib.util.find_spec("keras") is None,
-                    reason="tensorflow and keras are not installed")
-def test_keras_tensorflow_reads_the_same_word_with_onednn_on_and_off():
-    """TensorFlow runs oneDNN by default only on CPUs with AVX-512 VNNI, AVX-512 BF16,
-    AVX-VNNI or AMX (tensorflow/core/util/port.cc, DefaultOneDnnPolicy), Eigen elsewhere:
-    each setting in its own process (TensorFlow reads it once)."""
-    seen = {}
-    for onednn in ("1", "0"):
-        env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3",
-               "TF_ENABLE_ONEDNN_OPTS": onednn}
-        done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-        mkl, value, evidence = done.stdout.strip().splitlines()[-3:]
-        seen[onednn] = (mkl, value, evidence)
-    assert seen["1"][0] == "True" and seen["0"][0] == "False"  # the setting took
-    assert seen["1"][1] == seen["0"][1] != "bitwise_equal", seen
-    assert texts_agree(seen["1"][2], seen["0"][2]), seen
-
-
-def test_the_axis_meaning_states_the_probe_s_floor():
-    from conformance.contract.axes import BY_ID
-
-    assert f"floor of {FLOOR_EPS} eps" in BY_ID["batch_invariance"].meaning
