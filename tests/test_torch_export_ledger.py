@@ -3,7 +3,7 @@ deployed.RuntimeProbe, openvino.onnx / .torch and executorch.xnnpack) pass attn_
 key_padding and dropout_training raw through probe graphs exported the runner's way
 (_export/torch_export_answers.py), and the ledger's generic probes judge them.  Planted
 exported graphs (a probe module that inverts the mask, drops the key padding, applies its
-dropout rate in eval, returns weights that move with the rate) must move each cell; the
+dropout rate in eval, returns per-head weights by default) must move each cell; the
 real export must read the pinned words.  The TorchScript exporter (dynamo=False) keeps
 these exports fast; planted runners have their own names, so their graphs never share a
 cache entry with the real ones."""
@@ -122,16 +122,20 @@ def test_the_training_run_exports_the_module_in_train_mode():
         answer(r.probe(), case, case_data(case), RawCall("window", 3))
 
 
-def test_weights_dropout_reads_the_graphs_weights():
-    from conformance.runners._export.torch_export_answers import facts
+def test_the_facts_read_the_default_calls_program():
+    """The runner reports what the default call's program returns (head-averaged weights,
+    (B, T, S)); the native calls the ledger judges are tests/test_export_native_calls.py's."""
+    from conformance.conventions.probes.api_facts import own_cells
 
-    cells = {c.axis: c for c in facts(_runner().probe())}
-    assert cells["weights_dropout"].value == IGNORED
+    cells = {c.axis: c for c in own_cells(_runner())}
     assert cells["returned_weights"].value == "head_averaged"
-    assert cells["unbatched_input"].value == cells["mixed_dtype"].value == "refused"
-    moved = _only("outputs", lambda mha, ow: (ow[0], ow[1] * (1 - mha.dropout)))
-    planted = {c.axis: c for c in facts(_probe(_runner("weights-dropout"), moved))}
-    assert planted["weights_dropout"].value == "post_dropout"
+    assert "(2, 3, 5)" in cells["returned_weights"].evidence
+    assert cells["returned_weights"].documented == "head_averaged"  # expectations' word
+    assert not {"weights_dropout", "unbatched_input", "mixed_dtype"} & set(cells)
+    per_head = _only("outputs", lambda mha, ow: (ow[0], ow[1].unsqueeze(1).expand(
+        -1, 2, -1, -1)))  # planted: a program returning (B, H, T, S)
+    planted = {c.axis: c for c in own_cells(_runner("per-head", per_head))}
+    assert planted["returned_weights"].value == "per_head"
 
 
 def _case():

@@ -42,15 +42,24 @@ def both_calls(torch, mha, self_attention: bool, mask_names: tuple[str, ...]):
 class RuntimeProbe(ExportProbe):
     """ExportProbe whose graphs are the runner's artifacts, run in the runner's runtime:
     `exporter` has the `name` that keys the cached artifacts and `_export(torch, module,
-    args, names)`; `execute(blob, feed)` runs one in the runtime; `versions` join the cache
-    key."""
+    args, names)`; `execute(blob, feed)` runs one in the runtime; `native(blob, feed)`
+    (default `execute`) runs one as the runtime's defaults do, for the native calls of
+    torch_native_calls.py; `versions` join the cache key."""
 
-    def __init__(self, exporter, execute, wrap, what: str, versions=()):
+    def __init__(self, exporter, execute, wrap, what: str, versions=(), native=None):
         super().__init__(exporter, wrap)
-        self.what, self.execute = what, execute
+        self.what, self.execute, self.native = what, execute, native or execute
         if versions:  # the runtime's own versions key its cached probe artifacts too
             self.versions = (*self.versions, *versions)
 
     def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
             strict: bool = False) -> np.ndarray:
         return np.asarray(self.execute(blob, feed)[index], np.float64)
+
+    def outputs(self, blob: bytes, feed: dict) -> list[np.ndarray]:
+        """Every output of one execution in the runtime, as the runtime gave it."""
+        return list(self.native(blob, feed))
+
+    def holds(self, blob: bytes, op: str) -> str:
+        """An artifact of another runtime is not read for its operators here."""
+        return ""

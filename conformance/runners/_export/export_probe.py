@@ -82,6 +82,24 @@ class ExportProbe:
             model = onnx.load_from_string(blob)
             return ReferenceEvaluator(model).run(None, feed)[index]
 
+    def outputs(self, blob: bytes, feed: dict) -> list[np.ndarray]:
+        """Every output of one onnxruntime run of the graph on `feed`, in the dtypes the
+        runtime gave; its error propagates (no onnx.reference reading)."""
+        from conformance.runners._export.onnx_runtime import ort_session
+
+        import onnx
+
+        names = {i.name for i in onnx.load_from_string(blob).graph.input}
+        return ort_session(blob, self.what).run(None, {n: v for n, v in feed.items()
+                                                       if n in names})
+
+    def holds(self, blob: bytes, op: str) -> str:
+        """What the ONNX program holds of operator `op`, for the call's text."""
+        import onnx
+
+        n = sum(node.op_type == op for node in onnx.load_from_string(blob).graph.node)
+        return f"; the ONNX program holds {n} {op} node{'' if n == 1 else 's'}"
+
     def note(self, cell: Convention, label: str) -> Convention:
         err = self.ort_errors.get(label)
         if not err:

@@ -1,9 +1,9 @@
 """What every runner that runs an ONNX graph shares (the ONNX runners, and OpenVINO on the
 same exports): the export cache, error quoting, dtypes, the onnxruntime session, the
 checker, combining the two exported graphs of a case into one observation, the
-effective scale of onnxruntime's split float32 scaling (split_scale, arithmetic only) and a
-refused input's words that the probes quote.  It compares nothing with the oracle: the
-float64 readings that do are the ledger's (conventions/probes/float64.py).
+effective scale of onnxruntime's split float32 scaling (split_scale, arithmetic only).  It
+compares nothing with the oracle: the float64 readings that do are the ledger's
+(conventions/probes/float64.py).
 
 numpy and the contract at import; onnx, onnxruntime and ml_dtypes are imported
 inside the functions.
@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.cache import BytesCache, onnx_external_data
-from conformance.contract.axes import REFUSED
-from conformance.contract.runner import Convention, NotExpressibleError, to_numpy
+from conformance.contract.runner import NotExpressibleError, to_numpy
 
 
 CACHE = BytesCache("onnx", ".onnx", covers=("conformance/oracle/canonical.py",),  # weights
@@ -80,18 +79,6 @@ def combine_graphs(results: dict, graphs: dict, notes: list[str], framework: str
     if acc["exported_weights"] != acc["framework_parameters"]:
         notes.append(f"graph weights differ from {framework}'s count: {acc['explanation']}")
     return out, to_numpy(results[with_weights][1]), delta
-
-
-# ---- a refused input's words, which the ONNX runners' facts quote
-
-def tried(axis: str, fn, what: str) -> Convention:
-    try:
-        out = fn()[0]
-    except Exception as exc:  # the runtime's refusal is the observation
-        return Convention(axis, REFUSED, f"{what}: {short(exc, 280)}")
-    word = "accepted" if axis == "unbatched_input" else (
-        "promoted" if np.asarray(out).dtype == np.float64 else "cast_to_layer")
-    return Convention(axis, word, f"{what}: ran, output shape {np.shape(out)}")
 
 
 def split_scale(d: int) -> float:

@@ -5,12 +5,13 @@ runner's way (export_probe.ExportProbe, or deployed.RuntimeProbe for another run
 run in the runner's runtime with the value as given.
 
 The probe graphs are graphs of forward(..., need_weights=False), the form the rows' output
-comes from, exported from the module in eval; a dropout request with the training switch on
-exports the module as constructed (nn.Module starts in train mode) and runs that program:
-a program has no training input, so the switch is the module's mode when it was made
-(Observation.extras TRAINING_SET_AT), and the ledger reads what the program holds.  The
-ledger's probes
-(conventions/probes/) judge; the ledger asks it through translate and run
+comes from, exported from the module in eval; a request with the training switch on
+(dropout_training, dropout_weights) exports the module as constructed (nn.Module starts in
+train mode) and runs that program: a program has no training input, so the switch is the
+module's mode when it was made (Observation.extras TRAINING_SET_AT), and the ledger reads
+what the program holds.  A float64 or a 2-D input is fed to the float32 program as it is
+and the runtime's own output dtype or error comes back (native_calls.py).  The ledger's
+probes (conventions/probes/) judge; the ledger asks it through translate and run
 (scale_precision reads both graphs a row exports: the need_weights=False output and the
 per-head weights of the need_weights=True graph, as the runner's run returns them).
 """
@@ -20,20 +21,15 @@ import copy
 
 import numpy as np
 
-from conformance.contract.axes import IGNORED
-from conformance.contract.runner import Convention, Observation
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.runner import Observation
 from conformance.runners._export.export_probe import qkv_feed
-from conformance.runners._export.onnx_runtime import tried
-from conformance.runners._export.torch_mha import MHA_DOC, per_head
+from conformance.runners._export.torch_mha import per_head
+from conformance.runners._export.torch_native_calls import (
+    INFERENCE, NATIVE_CALLS, TRAINING_SET_AT, native_call)
 
 ANSWERS = frozenset({"attn_mask", "key_padding", "is_causal", "causal_hint",
-                     "dropout_training"})
-INFERENCE = {"need_weights": False}
-
-
-# where the training switch of a dropout answer was set: on the module the program was made
-# from, since the program takes no training input (RAW_ARGUMENTS "dropout_training")
-TRAINING_SET_AT = {"training_set_at": "export"}
+                     "dropout_training"}) | NATIVE_CALLS
 
 
 def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
@@ -41,7 +37,10 @@ def answer(e, case, data, raw) -> tuple[np.ndarray, str]:
     call: attn_mask a (B, T, S) bool or float32 mask repeated per head to MHA's (B*H, T, S)
     graph input; key_padding a (B, S) bool key_padding_mask input; is_causal and
     causal_hint the causal switch exported (_causal); dropout_training the
-    module built with dropout=rate, exported in train or eval mode (_dropout)."""
+    module built with dropout=rate, exported in train or eval mode (_dropout); a float64
+    or 2-D input and the weights under dropout as torch_native_calls.py passes them."""
+    if raw.argument in NATIVE_CALLS:
+        return native_call(e, case, data, raw)
     torch, what = e.torch, f"{e.what}: nn.MultiheadAttention exported, need_weights=False"
     feed = qkv_feed(case, data=data)
     if raw.argument == "attn_mask":
@@ -106,51 +105,26 @@ def _causal(e, case, feed, raw, what: str) -> tuple[np.ndarray, str]:
     return out, f"{what}, is_causal={causal} exported{said}{e.said(label)}"
 
 
-def facts(e) -> list[Convention]:
-    """The API facts of the converted module: its size arguments and layout (readings the
-    ledger confirms by asking), what the default call returns, that
-    dropout=0.5 leaves the returned weights as dropout=0 gives them (the graph is traced in
-    eval), what a 2-D and a float64 input give, that no mask travels with a tensor."""
+def facts(e) -> list[ApiFact]:
+    """What the converted module's API shows: its size arguments and layout (readings the
+    ledger confirms by asking), what the default call's program returns, and that no mask
+    travels with a tensor."""
     torch, case = e.torch, base_case()
-    m = np.ones((case.inputs.batch, case.inputs.query_len, case.inputs.key_len), bool)
-    m[:, :, -1] = False  # blocks (torch polarity) the last key
-    feed, weights, blobs = qkv_feed(case), {}, {}
-    for rate in (0.0, 0.5):
-        label = f"default-bool-{rate}"
-        blobs[rate] = e.graph(label, case, {"attn_mask": per_head(torch, case, m)}, {},
-                              dropout=rate)
-        weights[rate] = e.run(label, blobs[rate], {**feed, "attn_mask": np.repeat(m, 2, 0)},
-                              1)
-
-    def fwd(mask, **f):
-        return [e.run("default-bool-0.0", blobs[0.0], {**feed, **f, "attn_mask": np.repeat(
-            mask, 2, 0)}, strict=True)]
-
-    w, moved = weights[0.0], float(np.max(np.abs(weights[0.5] - weights[0.0])))
+    label = "default-no-mask"
+    blob = e.graph(label, case, {}, {})  # forward(q, k, v): need_weights=True, averaged
+    w = e.run(label, blob, qkv_feed(case), 1)
     mha = torch.nn.MultiheadAttention(8, 2)
     return [
-        Convention("size_arguments", "derived_from_width", f"{e.what}: the exported module "
-                   f"is nn.MultiheadAttention(8, 2): head_dim {mha.head_dim}, in_proj_weight "
-                   f"{tuple(mha.in_proj_weight.shape)} (no head-size argument)",
-                   documented="derived_from_width", documented_source=MHA_DOC),
-        Convention("input_layout", "batch_first", f"{e.what}: the runner exports batch_first="
-                   "True, so the graph takes (B, T, E) inputs (torch's own default is "
-                   "sequence_first)"),
-        Convention("returned_weights", "head_averaged" if w.ndim == 3 else "per_head",
-                   f"{e.what}: the default call (need_weights=True, average_attn_weights="
-                   f"True) exported: second graph output {w.shape} for (B, H, T, S) = "
-                   "(2, 2, 3, 5); the matrix rows export average_attn_weights=False for "
-                   "per-head weights", documented="head_averaged", documented_source=MHA_DOC),
-        Convention("weights_dropout", IGNORED if moved < 1e-6 else "post_dropout",
-                   f"{e.what}: nn.MultiheadAttention(dropout=0.5) accepted and exported in "
-                   "eval (the graph has no training input): its returned weights are "
-                   f"{moved:.1e} from the dropout=0 graph's"),
-        tried("unbatched_input", lambda: fwd(m[:1], **{n: v[0] for n, v in feed.items()}),
-              f"{e.what}: 2-D (T, E) inputs"),
-        tried("mixed_dtype", lambda: fwd(m, **qkv_feed(case, np.float64)),
-              f"{e.what}: float64 inputs fed to the float32 graph"),
-        Convention("implicit_mask", "none", f"{e.what}: graph inputs are plain tensors; "
-                   "masks reach the graph only as the key_padding_mask / attn_mask inputs")]
+        ApiFact("head_size_from", "derived_from_width", f"{e.what}: the exported module is "
+                f"nn.MultiheadAttention(8, 2): head_dim {mha.head_dim}, in_proj_weight "
+                f"{tuple(mha.in_proj_weight.shape)} (no head-size argument)"),
+        ApiFact("tensor_layout", "batch_first", f"{e.what}: the program takes (B, T, E) "
+                "inputs, exported from nn.MultiheadAttention(batch_first=True)"),
+        ApiFact("weights_returned", "head_averaged" if w.ndim == 3 else "per_head",
+                f"{e.what}: the default call (need_weights=True, average_attn_weights=True) "
+                f"exported: second program output {w.shape} for (B, H, T, S) = (2, 2, 3, 5)"),
+        ApiFact("mask_on_tensor", "none", f"{e.what}: the program's inputs are plain "
+                "tensors; masks reach it only as key_padding_mask / attn_mask inputs")]
 
 
 def base_case():

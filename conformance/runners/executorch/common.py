@@ -108,9 +108,10 @@ def _tensor(torch, a: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-def execute(blob: bytes, feed: dict) -> list[np.ndarray]:
+def execute(blob: bytes, feed: dict, native: bool = False) -> list[np.ndarray]:
     """Run the program's forward on the feed's arrays, in order (the program's inputs are
-    positional); ExecuTorch refusing to load or run it is not expressible, quoted."""
+    positional); ExecuTorch refusing to load or run it is not expressible, quoted.  Float
+    outputs come back as float64, or (`native`) in the dtype the program gave them."""
     import torch
 
     _, pte = split(blob)
@@ -119,5 +120,18 @@ def execute(blob: bytes, feed: dict) -> list[np.ndarray]:
     except Exception as exc:  # the runtime's refusal (missing kernel, dtype)
         raise NotExpressibleError(f"ExecuTorch's runtime refuses the program: "
                                   f"{short(exc)}") from exc
+    if native:
+        return [_array(o.detach()) for o in outputs]
     return [o.detach().double().numpy() if o.is_floating_point() else o.numpy()
             for o in outputs]
+
+
+def _array(t) -> np.ndarray:
+    """A tensor as NumPy in its own dtype (bfloat16 as ml_dtypes' bfloat16)."""
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.float().numpy().astype(ml_dtypes.bfloat16)
+    return t.numpy()

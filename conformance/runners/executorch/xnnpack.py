@@ -15,6 +15,8 @@ are the export probes of runners/_export/deployed.py, lowered and run the same w
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from conformance.cache import BytesCache, key
@@ -71,7 +73,7 @@ class ExecuTorchXnnpack(Runner):
     answers = ANSWERS
 
     def probe(self):
-        return RuntimeProbe(self, self.execute, wrap_module,
+        return RuntimeProbe(self, functools.partial(etc.execute, native=True), wrap_module,
                             f"{self.name} probe program (ExecuTorch, XNNPACK)",
                             versions=_versions())
 

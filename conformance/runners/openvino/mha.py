@@ -104,9 +104,9 @@ class OpenVINOMHA(Runner):
             torch, module, call.args, call.names), self.name, variant, call.names,
             torch.__version__, ov.__version__, FORMAT)[0]
 
-    def execute(self, blob: bytes, feed: dict) -> list:
+    def execute(self, blob: bytes, feed: dict, one_thread: bool = True) -> list:
         model = ovc.read(blob, onnx=self.source == "onnx")
-        return ovc.execute(ovc.compile_model(model, self.precision), feed)
+        return ovc.execute(ovc.compile_model(model, self.precision, one_thread), feed)
 
     # the ledger asks through translate/run and `answer` (RAW_PROBES): probe models
     # converted and compiled like the rows' (_export/torch_export_answers.py)
@@ -119,7 +119,8 @@ class OpenVINOMHA(Runner):
         exporter = self.exporter if self.source == "onnx" else _TorchConverter()
         return RuntimeProbe(exporter, self.execute, wrap_module,
                             f"{self.name} probe model (OpenVINO CPU, {self.precision})",
-                            versions=() if self.source == "onnx" else (ov.__version__,))
+                            versions=() if self.source == "onnx" else (ov.__version__,),
+                            native=lambda blob, feed: self.execute(blob, feed, False))
 
     def answer(self, case, data, raw):
         return answer(self.probe(), case, data, raw)
