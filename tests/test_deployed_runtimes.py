@@ -60,3 +60,22 @@ def test_both_calls_match_the_separate_calls():
     assert weights.shape == (2, 2, 3, 3) and torch.allclose(weights, per_head)
     assert np.allclose(out_w.detach().numpy(), out.detach().numpy(), atol=1e-6)
     assert float(weights[1, :, :, 2].detach().abs().max()) == 0.0  # the padded key: no weight
+
+
+def test_a_native_execution_keeps_the_programs_dtype():
+    """The ledger reads the dtype an ExecuTorch program gave its output (mixed_dtype): the
+    rows' execute gives float64 arrays, the native one the program's own float32; a float64
+    input into the float32 program is the runtime's own refusal, wrapped as not expressible
+    with the runtime's error as its cause (torch_native_calls.unwrapped quotes that)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("executorch")
+    from conformance.contract.runner import NotExpressibleError
+    from conformance.runners.executorch.common import execute, lower
+
+    program = lower(torch, torch.nn.Linear(4, 2).eval(), (torch.zeros(3, 4),))
+    feed = {"x": np.ones((3, 4), np.float32)}
+    assert execute(program, feed)[0].dtype == np.float64
+    assert execute(program, feed, native=True)[0].dtype == np.float32
+    with pytest.raises(NotExpressibleError) as refused:
+        execute(program, {"x": np.ones((3, 4))}, native=True)
+    assert "set_inputs" in str(refused.value.__cause__)

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import NA, REFUSED
-from conformance.contract.runner import Convention, NotExpressibleError, Observation
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.axes import NA
+from conformance.contract.runner import NotExpressible, NotExpressibleError, Observation
 from conformance.oracle.canonical import case_data
-from conformance.runners._export.keras_mha import ANSI, base_case, mha_translation
+from conformance.runners._export.keras_mha import base_case, mha_translation
+from conformance.runners._export.torch_native_calls import unwrapped
 
-ANSWERS = frozenset({"attn_mask", "is_causal", "key_padding", "window", "dropout_training"})
+NATIVE_CALLS = frozenset({"input_dtype", "unbatched", "dropout_weights"})
+ANSWERS = frozenset({"attn_mask", "is_causal", "key_padding", "window",
+                     "dropout_training"}) | NATIVE_CALLS
 
 
 # where the training switch of a dropout answer was set: in the exported model's call,
@@ -30,6 +34,8 @@ TRAINING_SET_AT = {"training_set_at": "export"}
 def answer(g, case, data, raw) -> tuple[np.ndarray, str]:
     """The graph of `case` with `raw` passed as given, run in the runtime, and the call."""
     name, value = raw.argument, raw.value
+    if name in NATIVE_CALLS:
+        return native_call(g, case, data, raw)
     what = f"{g.what}: MultiHeadAttention exported"
     if name == "attn_mask":
         value = np.asarray(value)
@@ -77,46 +83,64 @@ def _loaded(g, case, **graph):
                            f"{text[:60]} ... {text[-150:]}") from exc
 
 
-def _error(exc: BaseException) -> str:
-    return ANSI.sub("", " ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
+def native_call(g, case, data, raw) -> tuple[Observation, str]:
+    """The probe program fed query, value and key in raw.value's dtype or without the batch
+    axis, as they are; or MultiHeadAttention(dropout=rate) called with training=True and
+    return_attention_scores=True in the model, exported, run once: its output in the dtype
+    the runtime gave, and the scores it returns."""
+    t = mha_translation(case)
+    if isinstance(t, NotExpressible):
+        raise NotImplementedError(f"{g.what} passes no raw {raw.argument} on {case.id}: "
+                                  f"{t.reason}")
+    x = (data or case_data(case)).inputs
+    named = {"query": x.query, "value": x.value, "key": x.key}
+    if raw.argument == "dropout_weights":
+        rate = float(raw.value["rate"])
+        s = unwrapped(lambda: g.session(case, dropout=rate, call_options=(
+            ("return_attention_scores", True), ("training", True))))
+        out, scores = (np.asarray(a) for a in _outputs(s, {n: np.float32(v) for n, v in
+                                                         named.items()})[:2])
+        return Observation(output=out.astype(np.float64), native_dtype=str(out.dtype),
+                           attention_weights=scores.astype(np.float64),
+                           weights_returned="per_head", extras=dict(TRAINING_SET_AT)), (
+            f"{g.what}: MultiHeadAttention(dropout={rate}) called with training=True and "
+            "return_attention_scores=True in the model, exported, the program run once")
+    if raw.argument == "input_dtype":
+        feed = {n: np.asarray(v, raw.value) for n, v in named.items()}
+        said = f"query, value and key fed as {raw.value} to the {case.inputs.dtype} program"
+    else:
+        feed = {n: np.float32(v[0]) for n, v in named.items()}
+        said = "item 0's query, value and key fed without the batch axis, (T, E) each"
+    out = np.asarray(unwrapped(lambda: _outputs(g.session(case), feed))[0])
+    return Observation(output=out.astype(np.float64), native_dtype=str(out.dtype)), (
+        f"{g.what}: MultiHeadAttention exported, {said}")
 
 
-def _tried(axis: str, fn, what: str) -> Convention:
-    try:
-        out = fn()
-    except Exception as exc:  # the runtime's refusal is the observation
-        return Convention(axis, REFUSED, f"{what}: {_error(exc)}")
-    return Convention(axis, "accepted" if axis == "unbatched_input" else "promoted",
-                      f"{what}: ran, output {np.shape(out)}")
+def _outputs(session, named: dict) -> list:
+    """Every output of one run of `session` on the arrays by input name (in the model's
+    order where the exporter renamed them), as the runtime gave them."""
+    names = [i.name for i in session.get_inputs()]
+    if not set(names) <= set(named):
+        return session.run(None, dict(zip(names, named.values())))
+    return session.run(None, {n: named[n] for n in names})
 
 
-def facts(g) -> list[Convention]:
-    """The API facts of the exported layer: its size arguments and layout (the ledger
-    confirms them by asking), its named inputs, what a 2-D and a float64 input give, that
-    no dropout and no Keras mask travel with the graph."""
+def facts(g) -> list[ApiFact]:
+    """What the exported layer's API shows: its size arguments and layout (the ledger
+    confirms them by asking), its named inputs, and that no Keras mask travels with the
+    graph."""
     case = base_case()
     s = g.session(case, mask="bool")
-    x, m = case_data(case).inputs, np.ones((2, 3, 5), bool)
     names = [i.name for i in s.get_inputs()]
     return [
-        Convention("size_arguments", "per_head", f"{g.what}: the exported layer is "
-                   f"{mha_translation(case).call}; key_dim=3 is per head (query kernel "
-                   "(8, 2, 3) in the layer the graph is traced from)"),
-        Convention("input_layout", "batch_first", f"{g.what}: inputs (B, T, E), batch first, "
-                   "as the keras.Model declares them"),
-        Convention("weights_dropout", NA, f"{g.what}: the exported graphs are inference "
-                   "graphs with no training input, so the weights the scores graph returns "
-                   "carry no dropout"),
-        Convention("argument_order", NA, f"{g.what}: graph inputs are named, {names}, in the "
-                   "order the exported keras.Model declares; the layer inside is called "
-                   "layer(query, value, key=key) (Keras: query_value_key)"),
-        Convention("implicit_mask", "none", f"{g.what}: {g.artifact} inputs are plain tensors; "
-                   f"no mask travels with a tensor into {g.runtime} (a Keras mask inside the "
-                   "exported model is traced as ops)"),
-        _tried("unbatched_input", lambda: s.run(None, {
-            "query": np.float32(x.query[0]), "value": np.float32(x.value[0]),
-            "key": np.float32(x.key[0]), "attention_mask": m[0]}),
-            f"2-D (T, E) inputs fed to the {g.what} (exported with batch 2)"),
-        _tried("mixed_dtype", lambda: s.run(None, {"query": x.query, "value": x.value,
-                                                   "key": x.key, "attention_mask": m}),
-               f"float64 inputs fed to the float32 {g.what}")]
+        ApiFact("head_size_from", "per_head", f"{g.what}: the exported layer is "
+                f"{mha_translation(case).call}; key_dim=3 is per head (query kernel "
+                "(8, 2, 3) in the layer the graph is traced from)"),
+        ApiFact("tensor_layout", "batch_first", f"{g.what}: inputs (B, T, E), batch first, "
+                "as the keras.Model declares them"),
+        ApiFact("inputs_order", NA, f"{g.what}: graph inputs are named, {names}, in the "
+                "order the exported keras.Model declares; the layer inside is called "
+                "layer(query, value, key=key) (Keras: query_value_key)"),
+        ApiFact("mask_on_tensor", "none", f"{g.what}: {g.artifact} inputs are plain "
+                f"tensors; no mask travels with a tensor into {g.runtime} (a Keras mask "
+                "inside the exported model is traced as ops)")]
