@@ -323,10 +323,9 @@ def test_planted_shared_module_importing_a_framework_is_found():
 # (FEATURE_WORDS: a case's `softcap`, a layer's `dropout=`, MPT's `softmax_scale`) count
 # only in an axis position: the first argument (or axis=) of Convention(...), a key of a
 # dict literal with another axis id among its keys or assigned to `documented_conventions`.
-# The modules still naming one are listed in tests/axis_names_in_runners.txt, which only
-# shrinks (a listed module that names none fails too).
+# A runner reports ApiFacts (contract/api_facts.py), never a ledger cell: no runner module
+# imports or builds a Convention.
 FEATURE_WORDS = frozenset({"softcap", "sinks", "dropout", "softmax_scale"})
-AXIS_NAMES_ALLOWED = Path(__file__).with_name("axis_names_in_runners.txt")
 
 
 def _strings(node) -> list[str]:
@@ -367,18 +366,37 @@ def runner_axis_names(root: Path = ROOT) -> dict[str, list[str]]:
     return found
 
 
-def allowed_axis_names() -> set[str]:
-    return {ln for ln in AXIS_NAMES_ALLOWED.read_text().splitlines() if ln and ln[0] != "#"}
-
-
 def test_no_runner_module_names_an_axis():
-    found, allowed = runner_axis_names(), allowed_axis_names()
-    new = {p: n for p, n in found.items() if p not in allowed}
-    assert new == {}, ("runner modules naming an axis id (the ledger's probes name axes; a "
-                       f"runner passes native calls, RAW_ARGUMENTS): {new}")
-    stale = sorted(allowed - set(found))
-    assert stale == [], (f"{AXIS_NAMES_ALLOWED.name} lists modules that no longer name an "
-                         f"axis: remove their lines: {stale}")
+    found = runner_axis_names()
+    assert found == {}, ("runner modules naming an axis id (the ledger's probes name axes; "
+                         "a runner reports ApiFacts and passes native calls, RAW_ARGUMENTS): "
+                         f"{found}")
+
+
+def runner_cells(root: Path = ROOT) -> list[str]:
+    """'module:line' for every runner module line that imports or calls Convention."""
+    found = []
+    for path in sorted((root / "runners").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.ImportFrom) else
+                     [getattr(node.func, "id", getattr(node.func, "attr", ""))]
+                     if isinstance(node, ast.Call) else [])
+            if "Convention" in names:
+                found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_no_runner_module_builds_a_ledger_cell(tmp_path):
+    assert runner_cells() == [], "runner modules building a Convention: report an ApiFact"
+    toy = tmp_path / "runners" / "toy"
+    toy.mkdir(parents=True)
+    (toy / "judging.py").write_text(  # planted: a runner building a cell itself
+        "from conformance.contract.runner import Convention\n"
+        "def cells(axis):\n    return [Convention(axis, 'accepted', '')]\n")
+    (toy / "facts.py").write_text(
+        "from conformance.contract.api_facts import ApiFact\n"
+        "def facts():\n    return [ApiFact('unbatched_call', 'accepted', '')]\n")
+    assert runner_cells(tmp_path) == ["runners/toy/judging.py:1", "runners/toy/judging.py:3"]
 
 
 def test_a_planted_axis_name_is_found(tmp_path):

@@ -18,8 +18,6 @@ from conformance.conventions.probes.table import FACT_AXES
 def as_cell(runner, fact: ApiFact) -> Convention:
     """The ledger cell `fact` gives for `runner`: its axis, its word and its evidence, with
     the documentation's word for that axis beside it."""
-    if isinstance(fact, Convention):  # TRANSITION: removed once every runner reports facts
-        return fact
     if not isinstance(fact, ApiFact):
         raise TypeError(f"{runner.name}.conventions() gave {type(fact).__name__}: a runner "
                         "reports ApiFacts of its API (contract/api_facts.py); measurements "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import Convention
 from conformance.oracle.canonical import case_data
 from conformance.runners._export.onnx_runtime import short
 
@@ -99,14 +98,6 @@ class ExportProbe:
 
         n = sum(node.op_type == op for node in onnx.load_from_string(blob).graph.node)
         return f"; the ONNX program holds {n} {op} node{'' if n == 1 else 's'}"
-
-    def note(self, cell: Convention, label: str) -> Convention:
-        err = self.ort_errors.get(label)
-        if not err:
-            return cell
-        return Convention(cell.axis, cell.value, f"{cell.evidence} [read in onnx.reference: "
-                          f"onnxruntime fails inside the graph: {err}]", cell.documented,
-                          cell.documented_source)
 
     def said(self, label: str) -> str:
         """ORT's failure on a graph read in onnx.reference, for the call's text."""
