@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from conformance.contract.api_facts import API_FACTS, ApiFact
-from conformance.contract.axes import AXIS_IDS
-from conformance.contract.runner import Convention, Runner
+from conformance.conventions.axes import AXIS_IDS
+from conformance.contract.runner import Runner
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import table
 from conformance.conventions.probes.api_facts import as_cell, own_cells
 

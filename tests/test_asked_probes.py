@@ -12,8 +12,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from conformance.contract.api_facts import ApiFact
 from conformance.conventions.probes.probe_cells import kv_mapping_candidates
-from conformance.contract.runner import Convention, Observation, Runner, Translation
+from conformance.contract.runner import Observation, Runner, Translation
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import ASKED_PROBES, ledger_cells
 from conformance.conventions.probes import cache, heads, positions, scores, sizes
 from conformance.oracle.reference import attention
@@ -140,13 +142,12 @@ def test_ledger_cells_ask_the_axes_whose_probe_case_the_runner_takes():
     """An axis whose probe case the runner takes (its features, its probe_takes) is asked
     (the runner's own stale cell is not used); another keeps the runner's cell; the
     feature axes come from the signatures it names."""
-    stale = [Convention("kv_head_mapping", "tiled", "the runner's own (stale)"),
-             Convention("qk_norm_scope", "all_heads", "the runner's own")]
-    toy = Toy(own=stale, takes={"grouped"})
+    facts = [ApiFact("mask_on_tensor", "none", "the runner's own")]
+    toy = Toy(own=facts, takes={"grouped"})
     got = ledger_cells(toy)
     assert [c.value for c in got if c.axis == "kv_head_mapping"] == ["grouped"]
     cells = {c.axis: c for c in got}
-    assert cells["qk_norm_scope"].value == "all_heads"  # no qk_norm among what it takes
+    assert cells["implicit_mask"].evidence == "the runner's own"  # no way asks it
     assert cells["rope_style"].evidence.startswith("toy.asked")  # features: rope, asked
     assert "softcap" not in cells  # no signatures named
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.conventions.probes import ledger_cells
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conformance.case.model import Case
-from conformance.contract.axes import AXIS_IDS
+from conformance.conventions.axes import AXIS_IDS
 from conformance.contract.runner import RAW_ARGUMENTS, Runner
 from conformance.conventions.probes import ASKED_PROBES, RAW_PROBES, one_axis, table
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import Convention, Observation, Runner, Translation
+from conformance.contract.runner import Observation, Runner, Translation
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.batch import FLOOR_EPS, HARNESS_GAP, batch_invariance_cell
 from conformance.conventions.probes.batch import judged
 from conformance.conventions.probes.resolution import named_tie

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from conformance.conventions.probes import cache_probes as cp
-from conformance.contract.runner import Convention, NotExpressible
+from conformance.contract.runner import NotExpressible
+from conformance.conventions.axes import Convention
 from conformance.oracle.canonical import case_data
 from conformance.oracle.reference import project
 

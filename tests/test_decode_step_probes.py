@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.axes import NOT_PROBED
-from conformance.contract.runner import Convention, NotExpressible, Observation, Runner, Translation
+from conformance.conventions.axes import NOT_PROBED
+from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import ledger_cells
 
 F32 = np.float32
@@ -29,9 +30,6 @@ class ToyDecoder(Runner):
         super().__init__()
         self.fill, self.added = F32(fill), added
         self.zero_fully, self.ignore_mask = zero_fully, ignore_mask
-
-    def conventions(self):
-        return [Convention("fully_masked_row", NOT_PROBED, "toy: a causal decode has none")]
 
     def translate(self, case):
         if case.decode is None:

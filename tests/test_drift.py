@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from conformance.compare.verdict import Outcome
-from conformance.contract.axes import AXES
+from conformance.conventions.axes import AXES
 from conformance.conventions.ledger import Ledger, LedgerCell, System
 from conformance.report import compare_reports, differences, write_reports
 from conformance.report.base import FLOATS

@@ -8,7 +8,7 @@ import importlib.util
 
 import pytest
 
-from conformance.contract.axes import BY_ID, FEATURE_ARGUMENTS
+from conformance.conventions.axes import BY_ID, FEATURE_ARGUMENTS
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flax") is None or importlib.util.find_spec("jax") is None,

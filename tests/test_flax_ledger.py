@@ -13,9 +13,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from conformance.contract.api_facts import ApiFact
 from conformance.conventions.probes.probing import output_with
-from conformance.contract.runner import (
-    Convention, NotExpressible, Observation, Runner, Translation)
+from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import (
     RAW_PROBES, ASKED_PROBES, ledger_cells, padding, qk_norm, scores, training, windows)
 from conformance.oracle.positional import window_allowed
@@ -138,9 +139,8 @@ def test_a_harness_scale_is_no_setting_of_the_system(attrs, plant, word):
 
 
 def test_ledger_cells_ask_the_new_raw_and_asked_probes():
-    own = [OWN_LENGTHS]
     toy = Toy(probe_takes=frozenset({"key_padding"}))  # qk_norm: among its features
-    toy.conventions = lambda: own
+    toy.conventions = lambda: [ApiFact("padding_argument", "lengths", "toy takes lengths")]
     cells = {c.axis: c for c in ledger_cells(toy)}
     assert cells["dropout"].value == "training_flag"
     assert cells["window_width"].value == "left_right"

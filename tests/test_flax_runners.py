@@ -6,7 +6,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from conformance.contract.axes import BY_ID
+from conformance.conventions.axes import BY_ID
 from conformance.contract.runner import NotExpressible
 from conformance.oracle.reference import attention
 from conformance.runners.flax.linen import FlaxLinen

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.axes import IGNORED, NOT_PROBED, REFUSED
+from conformance.conventions.axes import IGNORED, NOT_PROBED, REFUSED
 from conformance.conventions.probes.probing import output_with
 from conformance.contract.runner import Runner
 from conformance.conventions.probes import key_padding

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.axes import DEPENDS, IGNORED, NOT_PROBED
+from conformance.conventions.axes import DEPENDS, IGNORED, NOT_PROBED
 from conformance.contract.runner import (
     NotExpressibleError, Observation, Runner, harness_limit)
 from conformance.conventions.probes.flags import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.axes import DEPENDS
+from conformance.conventions.axes import DEPENDS
 from conformance.contract.runner import Observation, Runner, Translation
 from conformance.conventions.cells import CONFLICT, LedgerCell, from_probe
 from conformance.conventions.derived import under_own_choice
@@ -153,8 +153,8 @@ def test_hf_marian_reads_each_attention_function(hf):
 def test_hf_attention_function_is_asked_under_each_choice(hf):
     """GPT-J always rotates, so its mask fill is read from its attention function: under
     eager the builder's finfo.min added, under sdpa a boolean torch's SDPA fills."""
-    from conformance.contract.axes import NOT_PROBED
-    from conformance.contract.runner import Convention
+    from conformance.conventions.axes import NOT_PROBED
+    from conformance.conventions.axes import Convention
     from conformance.conventions.probes.attention_function import through_function
     from conformance.runners.hf.gptj import HFGptj
 

@@ -7,7 +7,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from conformance.contract.axes import BY_ID
+from conformance.conventions.axes import BY_ID
 from conformance.contract.runner import NotExpressible, NotExpressibleError
 from conformance.conventions.probes.table import asked_probes
 from conformance.oracle.reference import attention

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.conventions.axes import NA
 from conformance.runners.keras import hub
 from conformance.runners.keras.hub_observations import signature_facts
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.contract.axes import AXIS_IDS, NA
+from conformance.conventions.axes import AXIS_IDS, NA
 from conformance.conventions.ledger import DERIVERS, cell_problem
 from conformance.conventions.probes import OWNED_AXES
 

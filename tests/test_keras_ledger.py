@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformance.contract.axes import IGNORED, NA, NOT_PROBED
+from conformance.conventions.axes import IGNORED, NA, NOT_PROBED
 from conformance.conventions.probes.probing import output_with
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.conventions.probes import (

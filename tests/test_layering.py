@@ -356,7 +356,7 @@ def axis_names(path: Path, axis_ids) -> list[str]:
 
 def runner_axis_names(root: Path = ROOT) -> dict[str, list[str]]:
     """Runner module file (relative to conformance/) -> the axis ids it names."""
-    from conformance.contract.axes import AXIS_IDS
+    from conformance.conventions.axes import AXIS_IDS
 
     found = {}
     for path in sorted((root / "runners").rglob("*.py")):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.contract.axes import AXES, AXIS_IDS
-from conformance.contract.runner import Convention, Runner
+from conformance.conventions.axes import AXES, AXIS_IDS
+from conformance.contract.runner import Runner
+from conformance.conventions.axes import Convention
 from conformance.conventions.ledger import NOT_PROBED, build, derive
 from conformance.run.evaluate import Row
 from conformance.paths import REPORTS_DIR
@@ -194,7 +195,7 @@ def test_every_cell_is_observed():
     """The committed ledger of the full matrix has a column per runner, every axis for
     each, and no gap: a `not_probed` cell is a probe's word with its reason (the suite
     cannot measure it there), never an axis no probe or row reached."""
-    from conformance.contract.axes import AXIS_IDS
+    from conformance.conventions.axes import AXIS_IDS
 
     path = REPORTS_DIR / "conventions.json"
     assert path.exists(), f"{path} not written yet: run the full matrix"
@@ -214,7 +215,7 @@ def test_every_cell_is_observed():
 # ---- pinning, through the plugin (pytester) --------------------------------------
 
 FAKE_RUNNER = '''
-from conformance.contract.runner import Convention, Observation, Runner, Translation
+from conformance.contract.runner import Observation, Runner, Translation
 from conformance.oracle.reference import attention, formula_parameters
 
 
@@ -230,7 +231,7 @@ class Fake(Runner):
 
     def conventions(self):
         {probe}
-        return [Convention("softmax_scale", "inv_sqrt_head_dim", "probe-scale: 0.0")]
+        return []
 '''
 CASE = "id: small\nattention: {num_heads: 2, query_features: 8}\ninputs: {batch: 1, query_len: 2}\n"
 
@@ -346,7 +347,7 @@ def test_probe_that_raises_fails_its_item_only(project):
 
 def test_the_docs_list_every_axis_and_its_words():
     """The axes table of docs/ledger.md is the public vocabulary: it must follow axes.py."""
-    from conformance.contract.axes import AXES
+    from conformance.conventions.axes import AXES
     from conformance.paths import ROOT
 
     readme = (ROOT / "docs" / "ledger.md").read_text(encoding="utf-8")

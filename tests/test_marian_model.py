@@ -82,7 +82,7 @@ def test_other_limits_say_why():
 
 
 def test_every_cell_cites_a_line_of_the_source():
-    from conformance.contract.axes import AXIS_IDS, NA
+    from conformance.conventions.axes import AXIS_IDS, NA
     from conformance.conventions.ledger import MODEL_AXES, cell_problem
 
     from conformance.conventions.expectations import cited

@@ -169,7 +169,7 @@ def test_a_decode_only_runner_is_asked_the_single_call_probes_it_takes():
 def test_a_tie_is_named_by_the_number_the_system_shows_before_its_documentation():
     """onnxruntime's Attention shows its masked scores (qk_matmul_output): that reading
     names a tie of the outputs; a reading outside the tie does not."""
-    from conformance.contract.runner import Convention
+    from conformance.conventions.axes import Convention
 
     toy = Toy(np.finfo(np.float32).min, False)
     toy.documented_fill = ("-0.7*finfo_max", "https://example.org/source")

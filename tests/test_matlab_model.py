@@ -92,7 +92,7 @@ def test_model_rows_are_marked_in_the_report(tmp_path):
 def test_every_convention_cites_a_mathworks_page():
     """The model's cells come from documentation: each names its MathWorks URL, and what
     no page documents is not_applicable, saying so."""
-    from conformance.contract.axes import AXIS_IDS, NA
+    from conformance.conventions.axes import AXIS_IDS, NA
     from conformance.conventions.ledger import MODEL_AXES, cell_problem
 
     from conformance.conventions.expectations import cited

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.runner import (
-    Convention, NotExpressible, Observation, Runner, harness_limit)
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.runner import NotExpressible, Observation, Runner, harness_limit
 from conformance.conventions.probes import RAW_PROBES, ledger_cells
 from conformance.conventions.probes.native_inputs import (
     mixed_dtype_cell, unbatched_cell, weights_dropout_cell)
@@ -110,7 +110,7 @@ def test_a_runner_answering_the_calls_gets_the_probes_cells_not_its_own():
             return NotExpressible(harness_limit("planted: native calls only"))
 
         def conventions(self):
-            return [Convention("mixed_dtype", "promoted", "the runner's own word")]
+            return [ApiFact("dtype_mixing", "promoted", "the runner's own word")]
 
     cells = ledger_cells(Claims(lambda case, raw: _observed(case, "float32")))
     mixed = [c for c in cells if c.axis == "mixed_dtype"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.contract.axes import AXIS_IDS
+from conformance.conventions.axes import AXIS_IDS
 from conformance.conventions.ledger import DERIVERS, cell_problem
 from tests.helpers import require
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.axes import REFUSED
+from conformance.conventions.axes import REFUSED
 from conformance.contract.runner import Runner
 from conformance.conventions.probes import ASKED_PROBES, cache
 from tests.helpers import require

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from conformance.compare.verdict import Failure, FailureKind, Outcome
-from conformance.contract.axes import AXES
+from conformance.conventions.axes import AXES
 from conformance.conventions.ledger import LedgerCell
 from conformance.report import compare_reports, differences
 from conformance.report.drift import compare_ledger

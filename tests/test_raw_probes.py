@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import Convention, NotExpressible, Runner
+from conformance.contract.api_facts import ApiFact
+from conformance.contract.runner import NotExpressible, Runner
 from conformance.conventions.probes import ledger_cells
 from conformance.conventions.probes.flags import (
     attn_mask_polarity_cell, causal_flag_cell, float_mask_cell)
@@ -74,7 +75,7 @@ class Toy(Runner):
         return NotExpressible("toy: raw calls only")
 
     def conventions(self):
-        return [Convention("attn_mask_polarity", "true_blocks", "the runner's own (stale)")]
+        return [ApiFact("mask_argument", "true_blocks", "the runner's own (stale)")]
 
 
 def test_the_ledger_names_what_the_system_did(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.ledger import build
 from conformance.report import write_reports
 from conformance.report.answers_html import inline

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformance.contract.axes import AXES, DEPENDS, NOT_PROBED
+from conformance.conventions.axes import AXES, DEPENDS, NOT_PROBED
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
 from conformance.conventions.probes import ASKED_PROBES, precision, scores
 from conformance.conventions.probes.float64 import scales, split_scale

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import Axis
-from conformance.contract.runner import Convention, Observation, Runner, Translation
+from conformance.conventions.axes import Axis
+from conformance.contract.runner import Observation, Runner, Translation
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import ledger_cells, table
 from conformance.conventions.probes.probing import probe_case
 from conformance.conventions.probes.request import ask

@@ -225,7 +225,7 @@ def test_the_attention_op_fill_is_read_from_the_masked_scores(fill, word):
     tie-break of the ledger's mask_fill probe) names what the masked positions of
     qk_matmul_output (mode 2) hold as a number, which the ledger names (masks.shown_word);
     a planted fill is named, one no fill word has and a mixed one are no word."""
-    from conformance.contract.runner import Convention
+    from conformance.conventions.axes import Convention
     from conformance.conventions.probes.masks import shown_word
     from conformance.runners.onnx import attention_op_facts as facts
     from conformance.runners.onnx.attention_op import OnnxAttentionOp, attention_plan, build_model

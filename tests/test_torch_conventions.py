@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 
-from conformance.contract.axes import BY_ID
+from conformance.conventions.axes import BY_ID
 from conformance.runners.onnx.contrib_mha import OnnxContribMHA
 from conformance.runners.torch.mha import TorchMHA, TorchMHAFastPath
 from conformance.runners.torch.sdpa import TorchSDPA

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.contract.axes import IGNORED
+from conformance.conventions.axes import IGNORED
 from conformance.contract.runner import RawCall, Runner
 from conformance.conventions.probes import flags, key_padding, training
 from conformance.oracle.canonical import case_data

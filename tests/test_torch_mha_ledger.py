@@ -14,7 +14,8 @@ import pytest
 
 from conformance.conventions.probes.probing import output_with, probe_mask
 from conformance.contract.runner import (
-    Convention, NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+    NotExpressible, NotExpressibleError, Observation, Runner, Translation)
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import causal_hint, scores, sizes, training
 from conformance.conventions.probes.flags import attn_mask_polarity_cell, causal_flag_cell
 from conformance.conventions.probes.forms import first_taken, forms

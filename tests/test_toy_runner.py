@@ -21,7 +21,8 @@ from conformance.report.results_files import read_results
 pytest_plugins = ["pytester"]
 
 TOY_MODULE = '''
-from conformance.contract.runner import Convention, Observation, Runner, Translation
+from conformance.contract.runner import Observation, Runner, Translation
+from conformance.contract.api_facts import ApiFact
 from conformance.oracle.reference import attention, formula_parameters
 
 
@@ -42,11 +43,8 @@ class ToyAttention(Runner):
                            weight_shapes={"w_query": (a.query_features,
                                                       a.num_heads * a.qk_head_dim)})
 
-    def probe_cells(self):
-        return [Convention("softmax_scale", "inv_sqrt_head_dim", "probe-scale: 0.0e+00")]
-
     def conventions(self):
-        return self.probe_cells()
+        return [ApiFact("mask_on_tensor", "none", "a NumPy array carries no mask")]
 '''
 CASES = {
     "plain.yaml": "id: toy-plain\nattention: {num_heads: 2, query_features: 8}\n"

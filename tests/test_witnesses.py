@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.ledger import CONFLICT, build, conflicts
 from conformance.paths import REPORTS_DIR
 from conformance.report.ledger import render_json, render_markdown

@@ -10,6 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+# The words every axis takes besides its own (conventions/axes.py): one rule for every axis,
+# so a setting silently dropped, a kernel's refusal and a harness limit never share a word.
+NA = "not_applicable"  # the system has no such argument or path (its signature or schema says)
+REFUSED = "refused"  # the system's own error (the evidence quotes its message)
+IGNORED = "ignored"  # accepted, and the output does not move (the evidence quotes the
+# argument and the unchanged distance)
+NOT_PROBED = "not_probed"  # the suite cannot measure it here (the evidence says why)
+DEPENDS = "depends"  # the measurements differ by condition (the evidence lists each)
+UNIVERSAL = (IGNORED, REFUSED, NA, NOT_PROBED, DEPENDS)
+
 # What a runner may report of its system's API (ApiFact.about), each named for the thing in
 # the API it describes: a runner speaks of its API in these terms, and the table of axes
 # (conventions/probes/table.py, Entry.fact) files each under the axis it is evidence for.
@@ -46,7 +56,7 @@ class ApiFact:
     states is data (the `documented:` section of expectations/<runner>.yaml)."""
 
     about: str  # a key of API_FACTS
-    value: str  # a word of the vocabulary of the axis it is filed under (contract/axes.py)
+    value: str  # a word of the vocabulary of the axis it is filed under (conventions/axes.py)
     evidence: str  # what was read or run and what it showed
 
     def __post_init__(self):

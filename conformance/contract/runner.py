@@ -182,18 +182,6 @@ class RawCall:
     value: Any = None
 
 
-@dataclass(frozen=True)
-class Convention:
-    """One cell of the conventions ledger, observed by running the system (or,
-    for a documented model, read from the cited documentation)."""
-
-    axis: str  # an id of axes.AXES
-    value: str  # a word of that axis's vocabulary (axes.py)
-    evidence: str  # what ran and what it showed, with a figure where there is one
-    documented: str | None = None  # the value the system's documentation states
-    documented_source: str = ""  # the link to that documentation
-
-
 class Runner:
     """Base class: subclasses set the class attributes and implement two methods.
 

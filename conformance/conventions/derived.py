@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from typing import Iterable
 
-from conformance.contract.axes import AXES, DEPENDS, REFUSED
+from conformance.conventions.axes import AXES, DEPENDS, REFUSED
 from conformance.contract.runner import HARNESS_LIMIT
 from conformance.run.evaluate import FEATURE_REFUSAL, Row
 from conformance.compare.verdict import FailureKind, Outcome

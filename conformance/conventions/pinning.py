@@ -1,5 +1,5 @@
 """Pinned conventions: the `conventions:` section of `expectations/<runner>.yaml`
-(axis -> value; words: contract/axes.py).
+(axis -> value; words: conventions/axes.py).
 
 The conventions items (plugin/conventions_items.py) compare each runner's observed
 ledger cells with its file and fail on drift; `--update-expectations` writes the

@@ -13,7 +13,7 @@ from conformance.report.escaping import md_text  # the messages a release's prob
 
 OUTCOMES = ("env broken: the release could not be installed or imported (the error is "
             "quoted); api_absent: the release has no such argument or operator; any other "
-            "word: the convention measured (words of conformance/contract/axes.py; "
+            "word: the convention measured (words of conformance/conventions/axes.py; "
             "finite_other: a finite value matching no named convention; uniform_where_zero: "
             "a float mask read as (1 - m) * -1e9, so the weights are uniform over the keys "
             "where it is 0; probe_error: the probe itself failed, quoted)")

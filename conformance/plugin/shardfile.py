@@ -25,7 +25,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.datafile import DataFileError, check_id, read_json
 from conformance.report.records import RUNNER_NAME
 

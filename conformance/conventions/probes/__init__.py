@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from conformance.contract.axes import NOT_PROBED
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import attention_function, decode_masks, table
 from conformance.conventions.probes.api_facts import own_cells
 from conformance.conventions.probes.batch import batch_invariance_cell

@@ -10,7 +10,7 @@ rest; a fact is the cell only of an axis no probe asks of the runner.
 from __future__ import annotations
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented
 from conformance.conventions.probes.table import FACT_AXES
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import DEPENDS
+from conformance.conventions.axes import DEPENDS
 from conformance.conventions.probes.probing import causal_candidates
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from conformance.contract.axes import DEPENDS
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import DEPENDS
+from conformance.conventions.axes import Convention
 
 
 def variant(runner, name: str, value):

@@ -7,7 +7,7 @@ is needed) where one is.  Axes a probe settles for the runner are left to it.
 from __future__ import annotations
 
 from conformance.conventions.probes.probing import feature_cells, feature_cells_from_names
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 
 
 def signature_cells(runner, settled: set[str]) -> list[Convention]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from conformance.conventions.probes.probe_cells import kv_mapping_candidates
 from conformance.conventions.probes.probing import closest
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken
 from conformance.conventions.probes.needs import needed_forms

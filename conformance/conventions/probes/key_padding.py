@@ -16,12 +16,13 @@ keys are the masked ones, `ignored` where no key is masked.
 """
 from __future__ import annotations
 
-from conformance.contract.axes import IGNORED
+from conformance.conventions.axes import IGNORED
 import numpy as np
 
 from conformance.conventions.probes.probing import (
     closest, distances, nearest, output_with, probe_case, probe_mask)
-from conformance.contract.runner import Convention, RawCall
+from conformance.contract.runner import RawCall
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.request import ask_raw
 

@@ -14,8 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import NOT_PROBED
-from conformance.contract.runner import Convention, RawCall
+from conformance.conventions.axes import NOT_PROBED
+from conformance.contract.runner import RawCall
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR
 from conformance.conventions.probes.request import ask_raw
 from conformance.oracle.canonical import case_data

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.axes import IGNORED, NA, NOT_PROBED, REFUSED
-from conformance.contract.runner import Convention, RawCall
+from conformance.conventions.axes import IGNORED, NA, NOT_PROBED, REFUSED
+from conformance.contract.runner import RawCall
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import NEEDS_SUFFIX

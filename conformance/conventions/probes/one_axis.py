@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from conformance.contract.axes import NOT_PROBED
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import Convention
 
 
 def source(runner, axis: str) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from conformance.conventions.probes.probing import closest, output_with, probe_case
-from conformance.contract.runner import Convention, RawCall
+from conformance.contract.runner import RawCall
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.request import ask_raw
 from conformance.oracle.canonical import case_data

@@ -15,9 +15,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import IGNORED, NOT_PROBED
+from conformance.conventions.axes import IGNORED, NOT_PROBED
 from conformance.conventions.probes.probing import distances
-from conformance.contract.runner import Convention, RawCall
+from conformance.contract.runner import RawCall
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken
 from conformance.conventions.probes.needs import needed_forms

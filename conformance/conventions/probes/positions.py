@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.contract.axes import IGNORED
+from conformance.conventions.axes import IGNORED
 from conformance.conventions.probes.probing import closest, distances
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken
 from conformance.conventions.probes.needs import needed_forms

@@ -11,8 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-from conformance.contract.axes import IGNORED, NOT_PROBED
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import IGNORED, NOT_PROBED
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.probing import (
     distances, nearest, output_added, output_with, probe_mask, refusal)
 

@@ -11,7 +11,7 @@ runner's translate and run, and what the run returned is named: `per_head` (B, H
 """
 from __future__ import annotations
 
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.cells import WEIGHT_WORDS
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.choices import under_choices

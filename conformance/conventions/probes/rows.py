@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.conventions.probes.probing import distances
-from conformance.contract.runner import Convention
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms

@@ -18,7 +18,8 @@ import numpy as np
 
 from conformance.conventions.probes import cache_probes as cp
 from conformance.conventions.probes.probing import probe_mask
-from conformance.contract.runner import Convention, RawCall
+from conformance.contract.runner import RawCall
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms
 from conformance.conventions.probes.needs import needed_forms

@@ -1,4 +1,4 @@
-"""The table of axes: for every axis of contract/axes.py (its id, title, words and meaning,
+"""The table of axes: for every axis of conventions/axes.py (its id, title, words and meaning,
 which runners and reports share), how the ledger asks it and the probe that measures it.
 
 An entry lists the ways its axis is asked, in order; a runner is asked the first way it
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from conformance.contract.axes import AXES, Axis
+from conformance.conventions.axes import AXES, Axis
 from conformance.conventions.probes import (
     cache, flags, heads, implicit, key_padding, native_inputs, order, padding, partial,
     positions, qk_norm, returned, rows, scores, sizes, softcap, training, windows)
@@ -67,7 +67,7 @@ class Way:
 
 @dataclass(frozen=True)
 class Entry:
-    axis: Axis  # id, title, words and meaning (contract/axes.py)
+    axis: Axis  # id, title, words and meaning (conventions/axes.py)
     ways: tuple[Way, ...] = ()
     otherwise: str = OBSERVED  # where the cell comes from when no way is taken
     fact: str = ""  # the ApiFact (contract/api_facts.py) a runner reports of it, if any

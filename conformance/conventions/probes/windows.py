@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.conventions.probes import cache_probes as cp
-from conformance.contract.axes import IGNORED
+from conformance.conventions.axes import IGNORED
 from conformance.conventions.probes.probing import closest, distances, output_with
-from conformance.contract.runner import Convention, RawCall
+from conformance.contract.runner import RawCall
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.request import ask_raw
 from conformance.oracle.positional import window_allowed

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 from conformance.contract.runner import NotExpressible, NotExpressibleError, Observation
 from conformance.oracle.canonical import case_data
 from conformance.runners._export.keras_mha import base_case, mha_translation

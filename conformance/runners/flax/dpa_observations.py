@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 
 FN = "jax.nn.dot_product_attention"
 

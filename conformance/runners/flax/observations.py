@@ -11,7 +11,7 @@ jax and flax are imported inside the functions.
 from __future__ import annotations
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 
 
 def layer_cells(runner) -> list[ApiFact]:

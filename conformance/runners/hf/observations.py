@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 
 
 def api_facts(torch, runner, case, module, x) -> list[ApiFact]:

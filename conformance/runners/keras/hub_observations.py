@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 from conformance.runners.keras.hub import CACHED_SRC
 from conformance.runners.keras.observations import layer_facts
 

@@ -10,7 +10,7 @@ expectations/mlx.*.yaml).  mlx is imported inside the functions only.
 from __future__ import annotations
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 from conformance.runners.mlx.common import MHA, import_mlx
 
 SDPA = "mx.fast.scaled_dot_product_attention"

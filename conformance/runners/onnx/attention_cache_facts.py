@@ -11,7 +11,7 @@ item and causal switch through its one call (rows.py, flags.py).  onnx inside th
 from __future__ import annotations
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 
 
 def _opset(runner) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 from conformance.oracle.canonical import case_data
 
 

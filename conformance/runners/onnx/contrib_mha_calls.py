@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.case.loader import parse_case
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 from conformance.contract.api_facts import ApiFact
 from conformance.contract.runner import Observation, RawCall, to_numpy
 from conformance.oracle.canonical import case_data

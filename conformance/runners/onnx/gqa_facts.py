@@ -10,7 +10,7 @@ the grouped heads, QK-norm, softcap, sinks, the cache and the masks).
 from __future__ import annotations
 
 from conformance.contract.api_facts import ApiFact
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 
 SCHEMA = "com.microsoft.GroupQueryAttention"
 

@@ -12,7 +12,7 @@ import inspect
 
 import numpy as np
 
-from conformance.contract.axes import NA
+from conformance.contract.api_facts import NA
 from conformance.contract.api_facts import ApiFact
 
 SDPA = "F.scaled_dot_product_attention"

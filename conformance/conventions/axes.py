@@ -1,25 +1,31 @@
-"""The axes of the conventions ledger: what "the same words and numbers" can mean.
+"""The axes of the conventions ledger: what "the same words and numbers" can mean, and the
+cell a probe gives (Convention).
 
 Each axis has an id, a title, and the vocabulary of short words a cell may
 hold (`None` = a short free text, e.g. a formula or a layout).  The words are
 the public interface of `reports/conventions.json` and of the committed
-expectations (`expectations/<runner>.yaml`, `conventions:`); the README lists them.  Layer 1:
-data only, so runners (which probe their system) and the report both import it.
+expectations (`expectations/<runner>.yaml`, `conventions:`); the README lists them.  Data
+only: the ledger's probes, the expectations and the report import it; runners never do
+(they report ApiFacts, contract/api_facts.py, which holds the universal words).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from conformance.contract.api_facts import (  # noqa: F401 - the words every axis takes
+    DEPENDS, IGNORED, NA, NOT_PROBED, REFUSED, UNIVERSAL)
 
-NA = "not_applicable"  # the system has no such argument or path (its signature or schema says)
-REFUSED = "refused"  # the system's own error (the evidence quotes its message)
-IGNORED = "ignored"  # accepted, and the output does not move (the evidence quotes the
-# argument and the unchanged distance)
-NOT_PROBED = "not_probed"  # the suite cannot measure it here (the evidence says why)
-DEPENDS = "depends"  # the measurements differ by condition (the evidence lists each)
-# Words every axis with a vocabulary takes besides its own: one rule for every axis, so a
-# setting silently dropped, a kernel's refusal and a harness limit never share a word.
-UNIVERSAL = (IGNORED, REFUSED, NA, NOT_PROBED, DEPENDS)
+
+@dataclass(frozen=True)
+class Convention:
+    """One cell of the conventions ledger, observed by running the system (or,
+    for a documented model, read from the cited documentation)."""
+
+    axis: str  # an id of axes.AXES
+    value: str  # a word of that axis's vocabulary (axes.py)
+    evidence: str  # what ran and what it showed, with a figure where there is one
+    documented: str | None = None  # the value the system's documentation states
+    documented_source: str = ""  # the link to that documentation
 
 
 @dataclass(frozen=True)
