@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.contract.api_facts import API_FACTS, ApiFact
-from conformance.conventions.axes import AXIS_IDS
+from conformance.conventions.axes import AXIS_IDS, Convention
 from conformance.contract.runner import Runner
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes import table
 from conformance.conventions.probes.api_facts import as_cell, own_cells
 

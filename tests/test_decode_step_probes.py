@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.contract.runner import NotExpressible, Observation, Runner, Translation
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes import ledger_cells
 
 F32 = np.float32

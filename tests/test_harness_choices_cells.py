@@ -153,8 +153,7 @@ def test_hf_marian_reads_each_attention_function(hf):
 def test_hf_attention_function_is_asked_under_each_choice(hf):
     """GPT-J always rotates, so its mask fill is read from its attention function: under
     eager the builder's finfo.min added, under sdpa a boolean torch's SDPA fills."""
-    from conformance.conventions.axes import NOT_PROBED
-    from conformance.conventions.axes import Convention
+    from conformance.conventions.axes import NOT_PROBED, Convention
     from conformance.conventions.probes.attention_function import through_function
     from conformance.runners.hf.gptj import HFGptj
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.conventions.axes import AXES, AXIS_IDS
+from conformance.conventions.axes import AXES, AXIS_IDS, Convention
 from conformance.contract.runner import Runner
-from conformance.conventions.axes import Convention
 from conformance.conventions.ledger import NOT_PROBED, build, derive
 from conformance.run.evaluate import Row
 from conformance.paths import REPORTS_DIR

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.conventions.axes import Axis
+from conformance.conventions.axes import Axis, Convention
 from conformance.contract.runner import Observation, Runner, Translation
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes import ledger_cells, table
 from conformance.conventions.probes.probing import probe_case
 from conformance.conventions.probes.request import ask

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.conventions.axes import AXES, BY_ID
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import AXES, BY_ID, Convention
 from conformance.run.evaluate import Row
 
 NOT_PROBED = "not_probed"  # no probe and no row of this run settles the cell

@@ -36,8 +36,7 @@ import yaml
 from conformance.case.expectations import CONDITIONS, Expectations, KnownMismatch
 from conformance.case.model import BEHAVIOURS, CaseError, short
 from conformance.case.yaml_reader import read_document
-from conformance.conventions.axes import BY_ID, NOT_PROBED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import BY_ID, NOT_PROBED, Convention
 from conformance.paths import ROOT
 
 EXPECTATIONS_DIR = ROOT / "expectations"

@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from conformance.conventions.axes import AXES, BY_ID, DEPENDS, NA
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import AXES, BY_ID, DEPENDS, NA, Convention
 from conformance.run.evaluate import Row
 from conformance.conventions.cells import (  # noqa: F401 - the ledger's public names
     AGGREGATE_AXES, CONFLICT, EVIDENCE_LIMIT, MODEL_AXES, NONE, NOT_PROBED, PROBE, ROW,

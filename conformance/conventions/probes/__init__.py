@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from conformance.conventions.axes import NOT_PROBED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.conventions.probes import attention_function, decode_masks, table
 from conformance.conventions.probes.api_facts import own_cells
 from conformance.conventions.probes.batch import batch_invariance_cell

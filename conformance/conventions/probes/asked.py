@@ -6,8 +6,7 @@ translate and run (request.ask) or its `answer` (request.ask_raw), nothing else.
 """
 from __future__ import annotations
 
-from conformance.conventions.axes import NOT_PROBED, REFUSED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import NOT_PROBED, REFUSED, Convention
 from conformance.conventions.probes.request import Answer
 
 NEAR = 1e-3  # a reading "matches" within this (float32 probes are ~1e-7 off)

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.contract.runner import (
     NotExpressibleError, Observation, RawCall, Runner, Translation, harness_limit)
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.masks import mask_fill_cell, masked_nonfinite_cells
 
 ARGUMENT = "attention_function"

@@ -27,9 +27,8 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.case.loader import Case, parse_case
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.conventions.probes.probing import PROBE_SOURCE
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented
 from conformance.conventions.probes.masks import unanswered
 from conformance.conventions.probes.request import ask

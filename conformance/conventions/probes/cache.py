@@ -12,10 +12,9 @@ extras: `cache_shapes` after the prefill and after the step, `cache_tensors`,
 from __future__ import annotations
 
 from conformance.conventions.probes import cache_probes as cp
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.conventions.probes.probing import probe_case
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.request import ask, ask_raw
 

@@ -25,9 +25,8 @@ from typing import Callable
 import numpy as np
 
 from conformance.case.loader import Case
-from conformance.conventions.axes import IGNORED
+from conformance.conventions.axes import IGNORED, Convention
 from conformance.conventions.probes.probing import closest, distances, output_with, probe_case
-from conformance.conventions.axes import Convention
 from conformance.oracle.canonical import case_data
 from conformance.oracle.positional import window_allowed
 from conformance.oracle.reference import project

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.conventions.axes import IGNORED
+from conformance.conventions.axes import IGNORED, Convention
 from conformance.conventions.probes.probing import closest
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken
 from conformance.conventions.probes.needs import needed_forms

@@ -14,11 +14,10 @@ unmasked, `not_probed` where it applies.
 """
 from __future__ import annotations
 
-from conformance.conventions.axes import DEPENDS, IGNORED, NOT_PROBED
+from conformance.conventions.axes import DEPENDS, IGNORED, NOT_PROBED, Convention
 from conformance.conventions.probes.probing import (
     causal_candidates, closest, distances, output_with, probe_mask)
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.forms import forms
 from conformance.conventions.probes.request import Answer, ask_raw

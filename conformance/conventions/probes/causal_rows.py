@@ -10,9 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.conventions.axes import DEPENDS
+from conformance.conventions.axes import DEPENDS, Convention
 from conformance.conventions.probes.probing import causal_candidates
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR
 
 

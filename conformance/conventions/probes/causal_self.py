@@ -10,10 +10,9 @@ switch applies (which alignment it takes for T != S cannot show), every distance
 """
 from __future__ import annotations
 
-from conformance.conventions.axes import IGNORED, NOT_PROBED
+from conformance.conventions.axes import IGNORED, NOT_PROBED, Convention
 from conformance.conventions.probes.probing import distances, output_with
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.forms import NEEDS_SUFFIX
 from conformance.conventions.probes.needs import needed_forms

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from conformance.conventions.axes import DEPENDS
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import DEPENDS, Convention
 
 
 def variant(runner, name: str, value):

@@ -33,9 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.case.loader import Case, parse_case
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented
 from conformance.conventions.probes.masks import (
     FILL_SCALES, FILLS32, HUGE, MASKED_AXES, NO_MASK, PARTING_SCALES, _documented, _named,

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.conventions.axes import NOT_PROBED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import NOT_PROBED, Convention
 
 FILLS32 = {"-inf": -np.inf, "finfo_min": float(np.finfo(np.float32).min),
            "-0.7*finfo_max": float(-0.7 * np.finfo(np.float32).max), "-1e9": -1e9,

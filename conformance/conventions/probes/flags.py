@@ -17,14 +17,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.conventions.axes import NOT_PROBED, REFUSED
+from conformance.conventions.axes import NOT_PROBED, REFUSED, Convention
 from conformance.conventions.probes.asked import documented
 from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.probe_cells import mask_polarity
 from conformance.conventions.probes.probing import (
     causal_candidates, closest, distances, output_with, probe_case, probe_mask)
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.mask_number import added_as_number
 from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import Answer, ask_raw

@@ -16,13 +16,12 @@ keys are the masked ones, `ignored` where no key is masked.
 """
 from __future__ import annotations
 
-from conformance.conventions.axes import IGNORED
+from conformance.conventions.axes import IGNORED, Convention
 import numpy as np
 
 from conformance.conventions.probes.probing import (
     closest, distances, nearest, output_with, probe_case, probe_mask)
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.request import ask_raw
 

@@ -14,9 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR
 from conformance.conventions.probes.request import ask_raw
 from conformance.oracle.canonical import case_data

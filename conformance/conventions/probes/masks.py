@@ -35,8 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from conformance.case.loader import parse_case
-from conformance.conventions.axes import NOT_PROBED, REFUSED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import NOT_PROBED, REFUSED, Convention
 from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.probing import PROBE_SOURCE
 from conformance.conventions.probes.request import Answer, first_answer

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.conventions.axes import IGNORED, NA, NOT_PROBED, REFUSED
+from conformance.conventions.axes import IGNORED, NA, NOT_PROBED, REFUSED, Convention
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.choices import under_choices
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import NEEDS_SUFFIX

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from conformance.conventions.axes import NOT_PROBED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import NOT_PROBED, Convention
 
 
 def source(runner, axis: str) -> str:

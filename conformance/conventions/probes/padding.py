@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.conventions.axes import IGNORED, NOT_PROBED
+from conformance.conventions.axes import IGNORED, NOT_PROBED, Convention
 from conformance.conventions.probes.probing import distances, output_with
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms
 from conformance.oracle.reference import attention

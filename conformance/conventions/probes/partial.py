@@ -15,10 +15,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.conventions.axes import IGNORED, NOT_PROBED
+from conformance.conventions.axes import IGNORED, NOT_PROBED, Convention
 from conformance.conventions.probes.probing import distances
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken
 from conformance.conventions.probes.needs import needed_forms

@@ -26,9 +26,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.conventions.axes import DEPENDS, NA, NOT_PROBED
+from conformance.conventions.axes import DEPENDS, NA, NOT_PROBED, Convention
 from conformance.conventions.probes.probing import distances
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.float64 import FLOAT64, scales
 from conformance.conventions.probes.forms import first_taken

@@ -11,8 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from conformance.conventions.axes import IGNORED, NOT_PROBED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import IGNORED, NOT_PROBED, Convention
 from conformance.conventions.probes.probing import (
     distances, nearest, output_added, output_with, probe_mask, refusal)
 

@@ -14,8 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.case.loader import Case, parse_case
-from conformance.conventions.axes import FEATURE_ARGUMENTS
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import FEATURE_ARGUMENTS, Convention
 from conformance.conventions.probes.resolution import alike, tie_cell
 from conformance.oracle.reference import attention
 from conformance.oracle.canonical import CaseData, case_data, causal_mask

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.conventions.probes.position_head_probes import qk_norm_case, unit_norm_data
 from conformance.conventions.probes.probing import distances, output_with
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.request import ask
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.conventions.axes import NOT_PROBED
-from conformance.conventions.axes import Convention
+from conformance.conventions.axes import NOT_PROBED, Convention
 
 RESOLUTION_FACTOR = 2.0  # readings closer together than this x the best's distance tie
 

@@ -15,9 +15,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.conventions.axes import IGNORED
+from conformance.conventions.axes import IGNORED, Convention
 from conformance.conventions.probes.probing import closest, probe_case
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes import precision
 from conformance.conventions.probes.asked import documented, said, unmeasured
 from conformance.conventions.probes.float64 import float64_readings, float64_word, quoted

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.conventions.axes import NOT_PROBED
+from conformance.conventions.axes import NOT_PROBED, Convention
 from conformance.conventions.probes.probing import closest, distances, output_with, probe_case
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, said, unmeasured
 from conformance.conventions.probes.forms import first_taken, forms
 from conformance.conventions.probes.request import ask

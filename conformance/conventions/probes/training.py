@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.conventions.axes import IGNORED
+from conformance.conventions.axes import IGNORED, Convention
 from conformance.conventions.probes.probing import distances, output_with
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.needs import needed_forms
 from conformance.conventions.probes.request import Answer, ask_raw

@@ -15,10 +15,9 @@ bites is `ignored`. Asked of the runners that answer RawCall window_setting (tab
 from __future__ import annotations
 
 from conformance.conventions.probes import cache_probes as cp
-from conformance.conventions.axes import DEPENDS, IGNORED
+from conformance.conventions.axes import DEPENDS, IGNORED, Convention
 from conformance.conventions.probes.probing import closest, probe_case
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.needs import with_needs
 from conformance.conventions.probes.request import ask_raw

@@ -12,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.conventions.probes import cache_probes as cp
-from conformance.conventions.axes import IGNORED
+from conformance.conventions.axes import IGNORED, Convention
 from conformance.conventions.probes.probing import closest, distances, output_with
 from conformance.contract.runner import RawCall
-from conformance.conventions.axes import Convention
 from conformance.conventions.probes.asked import NEAR, documented, unmeasured
 from conformance.conventions.probes.request import ask_raw
 from conformance.oracle.positional import window_allowed
