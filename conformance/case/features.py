@@ -2,6 +2,9 @@
 
     attention.rope: {style: half_split | interleaved, rotary_dim: even <= qk_head_dim,
                      base: > 0}                     rotary embeddings on q and k
+    attention.rope.scaling: {type: linear | dynamic | yarn | longrope | llama3,
+                     factor: >= 1, original_max_positions: P, ...}
+                                                    frequency scaling (ROPE_SCALING_FIELDS)
     attention.qk_norm: {kind: rms | layer, scope: per_head | all_heads, eps: > 0}
     attention.alibi: true                           the ALiBi bias (the paper's slopes)
     attention.softcap: c                            scores -> c * tanh(scores / c)
@@ -24,10 +27,23 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from conformance.case.model import (
-    FILLS, QK_NORM_KINDS, QK_NORM_SCOPES, ROPE_STYLES, Decode, QKNorm, Rope, Window, short)
+    FILLS, QK_NORM_KINDS, QK_NORM_SCOPES, ROPE_MAGNITUDES, ROPE_SCALING_KINDS, ROPE_STYLES,
+    Decode, QKNorm, Rope, RopeScaling, Window, short)
 from conformance.case.numbers import as_float
 
 MAX_POSITION = 2**31 - 1  # positions fit an int32 in every framework
+MAX_FACTOR = 1e6  # a context stretched a million times is a typo
+# The fields of attention.rope.scaling each type takes besides type and factor, as
+# transformers' rope_parameters name them (transformers/modeling_rope_utils.py)
+ROPE_SCALING_FIELDS = {
+    "linear": set(),
+    "dynamic": {"original_max_positions"},
+    "yarn": {"original_max_positions", "beta_fast", "beta_slow", "truncate", "mscale",
+             "mscale_all_dim", "attention_factor", "magnitude"},
+    "longrope": {"original_max_positions", "short_factor", "long_factor",
+                 "attention_factor", "magnitude"},
+    "llama3": {"original_max_positions", "low_freq_factor", "high_freq_factor"},
+}
 
 
 def _keys(r, value: Any, dotted: str, allowed: set[str], required: set[str]) -> Mapping:
@@ -52,13 +68,104 @@ def _positive(r, value: Any, dotted: str, upper: float = 1e30) -> float:
 def rope(r, sec: Mapping, head_dim: int) -> Rope | None:
     if sec.get("rope") is None:
         return None
-    s = _keys(r, sec["rope"], "attention.rope", {"style", "rotary_dim", "base"}, {"style"})
+    s = _keys(r, sec["rope"], "attention.rope", {"style", "rotary_dim", "base", "scaling"},
+              {"style"})
     style = r.choice(s, "style", "attention.rope.style", "", ROPE_STYLES)
     dim = r.integer(s, "rotary_dim", "attention.rope.rotary_dim", head_dim, minimum=2)
     if dim % 2 or dim > head_dim:
         raise r.fail("attention.rope.rotary_dim", f"must be even and at most qk_head_dim "
                      f"({head_dim}): pairs of dimensions rotate, got {dim}")
-    return Rope(style, dim, _positive(r, s.get("base", 10000.0), "attention.rope.base"))
+    return Rope(style, dim, _positive(r, s.get("base", 10000.0), "attention.rope.base"),
+                rope_scaling(r, s, dim))
+
+
+def rope_scaling(r, sec: Mapping, rotary_dim: int) -> RopeScaling | None:
+    """attention.rope.scaling, each type with its own fields and transformers' defaults
+    (beta 32 / 1, truncate, llama3 bands 1 / 4, the factor's place on cos and sin)."""
+    if sec.get("scaling") is None:
+        return None
+    at = "attention.rope.scaling"
+    raw = sec["scaling"]
+    if not isinstance(raw, Mapping):
+        raise r.fail(at, "must be a mapping with type, factor and the type's own fields, "
+                     f"e.g. {{type: linear, factor: 8}}, got {short(raw)}")
+    kind = r.choice(raw, "type", f"{at}.type", "", ROPE_SCALING_KINDS)
+    extra = ROPE_SCALING_FIELDS[kind]
+    s = _keys(r, raw, at, {"type", "factor"} | extra, {"factor"} | (
+        extra & {"original_max_positions", "short_factor", "long_factor"}))
+    factor = _positive(r, s["factor"], f"{at}.factor", MAX_FACTOR)
+    if factor < 1:
+        raise r.fail(f"{at}.factor", f"must be >= 1 (a context stretched, not shrunk), "
+                     f"got {short(s['factor'])}")
+    if kind == "dynamic" and rotary_dim < 4:
+        raise r.fail("attention.rope.rotary_dim", "dynamic NTK raises the base to the "
+                     f"power rotary_dim / (rotary_dim - 2): give rotary_dim >= 4, got {rotary_dim}")
+    orig = (r.integer(s, "original_max_positions", f"{at}.original_max_positions")
+            if "original_max_positions" in extra else None)
+    scaling = RopeScaling(kind, factor, orig)
+    if kind == "yarn":
+        return _yarn(r, s, scaling)
+    if kind == "llama3":
+        return _llama3(r, s, scaling)
+    if kind == "longrope":
+        return _longrope(r, s, scaling, rotary_dim)
+    return scaling
+
+
+def _optional(r, s: Mapping, name: str, default: float | None = None) -> float | None:
+    value = s.get(name, default)
+    return None if value is None else _positive(r, value, f"attention.rope.scaling.{name}")
+
+
+def _magnitude(r, s: Mapping) -> str:
+    return r.choice(s, "magnitude", "attention.rope.scaling.magnitude", "cos_sin",
+                    ROPE_MAGNITUDES)
+
+
+def _yarn(r, s: Mapping, scaling: RopeScaling) -> RopeScaling:
+    at = "attention.rope.scaling"
+    fast, slow = _optional(r, s, "beta_fast", 32.0), _optional(r, s, "beta_slow", 1.0)
+    if fast <= slow:
+        raise r.fail(f"{at}.beta_fast", f"must exceed beta_slow ({slow:g}): the ramp runs "
+                     f"from beta_fast rotations down to beta_slow, got {fast:g}")
+    y = replace(scaling, beta_fast=fast, beta_slow=slow,
+                truncate=r.boolean(s, "truncate", f"{at}.truncate", True),
+                mscale=_optional(r, s, "mscale"), mscale_all_dim=_optional(r, s, "mscale_all_dim"),
+                attention_factor=_optional(r, s, "attention_factor"), magnitude=_magnitude(r, s))
+    if (y.magnitude == "softmax_scale" and y.attention_factor is None and y.mscale
+            and y.mscale_all_dim and y.mscale != y.mscale_all_dim):
+        raise r.fail(f"{at}.mscale", "with magnitude softmax_scale give mscale equal to "
+                     f"mscale_all_dim ({y.mscale_all_dim:g}), or attention_factor: otherwise "
+                     "DeepSeek's cos and sin carry mscale / mscale_all_dim besides the softmax "
+                     f"scale's mscale_all_dim factor, got {y.mscale:g}")
+    return y
+
+
+def _llama3(r, s: Mapping, scaling: RopeScaling) -> RopeScaling:
+    low = _optional(r, s, "low_freq_factor", 1.0)
+    high = _optional(r, s, "high_freq_factor", 4.0)
+    if high <= low:
+        raise r.fail("attention.rope.scaling.high_freq_factor", f"must exceed low_freq_factor "
+                     f"({low:g}): wavelengths below original / high keep their frequency, "
+                     f"above original / low are divided by factor, got {high:g}")
+    return replace(scaling, low_freq_factor=low, high_freq_factor=high)
+
+
+def _per_pair(r, s: Mapping, name: str, pairs: int) -> tuple[float, ...]:
+    dotted = f"attention.rope.scaling.{name}"
+    value = s[name]
+    if not isinstance(value, (list, tuple)) or len(value) != pairs:
+        raise r.fail(dotted, f"must be a list of rotary_dim / 2 = {pairs} numbers (one per "
+                     f"rotated pair), got {short(value)}")
+    return tuple(_positive(r, x, f"{dotted}[{i}]") for i, x in enumerate(value))
+
+
+def _longrope(r, s: Mapping, scaling: RopeScaling, rotary_dim: int) -> RopeScaling:
+    pairs = rotary_dim // 2
+    return replace(scaling, short_factor=_per_pair(r, s, "short_factor", pairs),
+                   long_factor=_per_pair(r, s, "long_factor", pairs),
+                   attention_factor=_optional(r, s, "attention_factor"),
+                   magnitude=_magnitude(r, s))
 
 
 def qk_norm(r, sec: Mapping) -> QKNorm | None:

@@ -25,6 +25,11 @@ BEHAVIOURS = {
 BIAS_VALUES = ("random", "zeros")
 # The attention features (case/features.py reads them; oracle/positional.py computes them)
 ROPE_STYLES = ("half_split", "interleaved")
+# RoPE frequency scaling types (transformers' rope_type words; oracle/rope_scaling.py)
+ROPE_SCALING_KINDS = ("linear", "dynamic", "yarn", "longrope", "llama3")
+# Where a scaling's attention factor lands: on cos and sin (transformers' Llama line), or
+# squared on the softmax scale with cos and sin left at 1 (transformers' DeepSeek V3)
+ROPE_MAGNITUDES = ("cos_sin", "softmax_scale")
 QK_NORM_KINDS = ("rms", "layer")
 QK_NORM_SCOPES = ("per_head", "all_heads")
 FILLS = ("-inf", "finfo_min", "-1e9", "-1e4")  # the additive float mask's fill
@@ -132,12 +137,36 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class RopeScaling:
+    """How the rotary frequencies are stretched for long contexts, in transformers'
+    `rope_parameters` words (oracle/rope_scaling.py computes each).  Fields a type does
+    not use are None (case/features.py refuses them in a file)."""
+
+    kind: str  # one of ROPE_SCALING_KINDS
+    factor: float  # >= 1: how far the context is stretched
+    original_max_positions: int | None = None  # the pretraining context (not linear)
+    beta_fast: float | None = None  # yarn: ramp edge in rotations (32)
+    beta_slow: float | None = None  # yarn: the other edge (1)
+    truncate: bool | None = None  # yarn: round the ramp edges to whole dimensions
+    mscale: float | None = None  # yarn: numerator coefficient of the attention factor
+    mscale_all_dim: float | None = None  # yarn: denominator coefficient (DeepSeek)
+    attention_factor: float | None = None  # yarn, longrope: the factor itself, given
+    magnitude: str | None = None  # yarn, longrope: one of ROPE_MAGNITUDES
+    low_freq_factor: float | None = None  # llama3: low band edge (1)
+    high_freq_factor: float | None = None  # llama3: high band edge (4)
+    short_factor: tuple[float, ...] | None = None  # longrope: per pair, short contexts
+    long_factor: tuple[float, ...] | None = None  # longrope: per pair, past the original
+
+
+@dataclass(frozen=True)
 class Rope:
     """Rotary embeddings on the projected queries and keys (oracle/positional.py)."""
 
     style: str  # one of ROPE_STYLES: which dimensions pair up
     rotary_dim: int  # per head; the dimensions past it pass unrotated
     base: float  # pair i of position m turns by m * base ** (-2 i / rotary_dim)
+    # frequency scaling; out of repr, so the cache keys of unscaled rope cases hold
+    scaling: RopeScaling | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -266,14 +295,18 @@ class Case:
             extra += (f"|modern={a.rope!r},{a.qk_norm!r},{a.alibi},{a.softcap!r},{a.sinks},"
                       f"{i.position_offset},{i.key_position_offset},{m.window!r},{m.fill!r},"
                       f"{self.decode!r}")
+            if a.rope is not None and a.rope.scaling is not None:
+                extra += f"|rope_scaling={a.rope.scaling!r}"
         return hashlib.sha256((text + extra).encode()).hexdigest()[:16]
 
     @property
     def features(self) -> frozenset[str]:
-        """The features this case asks for: rope, qk_norm, alibi, softcap, sinks,
-        position_offset, window, fill, decode (runners declare theirs)."""
+        """The features this case asks for: rope, rope_scaling, qk_norm, alibi, softcap,
+        sinks, position_offset, window, fill, decode (runners declare theirs)."""
         a, i, m = self.attention, self.inputs, self.mask
-        named = {"rope": a.rope is not None, "qk_norm": a.qk_norm is not None,
+        named = {"rope": a.rope is not None,
+                 "rope_scaling": a.rope is not None and a.rope.scaling is not None,
+                 "qk_norm": a.qk_norm is not None,
                  "alibi": a.alibi, "softcap": a.softcap is not None, "sinks": a.sinks,
                  "position_offset": bool(i.position_offset or i.key_position_offset),
                  "window": m.window is not None, "fill": m.fill is not None,

@@ -50,19 +50,22 @@ def rope_pairs(style: str, rotary_dim: int) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"unknown rope style {style!r}; known: {ROPE_STYLES}")
 
 
-def rope_angles(positions: np.ndarray, rotary_dim: int, base: float) -> np.ndarray:
-    """(L,) positions -> (L, rotary_dim / 2) angles m * base ** (-2 i / rotary_dim)."""
-    inv_freq = base ** (-np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+def rope_angles(positions: np.ndarray, rotary_dim: int, base: float,
+                inv_freq: np.ndarray | None = None) -> np.ndarray:
+    """(L,) positions -> (L, rotary_dim / 2) angles m * inv_freq_i, inv_freq_i
+    = base ** (-2 i / rotary_dim) unless given (scaled: oracle/rope_scaling.py)."""
+    if inv_freq is None:
+        inv_freq = base ** (-np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
     return np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
 
 
 def apply_rope(x: np.ndarray, positions: np.ndarray, style: str, rotary_dim: int,
-               base: float) -> np.ndarray:
+               base: float, inv_freq: np.ndarray | None = None) -> np.ndarray:
     """Rotate (..., L, d) vectors at `positions` (L,); dimensions past rotary_dim pass."""
     if rotary_dim % 2 or not 0 < rotary_dim <= x.shape[-1]:
         raise ValueError(f"rotary_dim must be even and in 2..{x.shape[-1]}, got {rotary_dim}")
     a, b = rope_pairs(style, rotary_dim)
-    theta = rope_angles(positions, rotary_dim, base)
+    theta = rope_angles(positions, rotary_dim, base, inv_freq)
     cos, sin = np.cos(theta), np.sin(theta)
     out = np.array(x, dtype=np.float64, copy=True)
     xa, xb = x[..., a], x[..., b]

@@ -21,9 +21,10 @@ by the case's declared nonfinite_input behaviour, not by numbers.
 
 The attention features (case/features.py; each from its paper in positional.py), in
 this order: QK-norm on the projected q and k (before the kv heads are repeated),
-RoPE at the absolute positions, the scaled scores, softcap, the ALiBi bias, the
-mask (mask.window ANDed in by canonical.py), and the softmax with the sink logits
-in its denominator.
+RoPE at the absolute positions (its frequency scaling and magnitude from
+oracle/rope_scaling.py: on the rotated dims, or squared on the softmax scale), the
+scaled scores, softcap, the ALiBi bias, the mask (mask.window ANDed in by
+canonical.py), and the softmax with the sink logits in its denominator.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from conformance.case.loader import Case
 from conformance.case.model import parameter_count
-from conformance.oracle import positional
+from conformance.oracle import positional, rope_scaling
 from conformance.oracle.canonical import CaseData, case_data, positions
 
 
@@ -101,6 +102,8 @@ def _scaled(case: Case, data: CaseData, scale: float | None) -> tuple[np.ndarray
     scores = np.einsum("bhtd,bhsd->bhts", q, k)
     scale = case.attention.scale if scale is None else scale
     scores = scores / np.sqrt(case.attention.qk_head_dim) if scale is None else scores * scale
+    if rope_scaling.placement(case.attention.rope) == "softmax_scale":
+        scores = scores * rope_scaling.magnitude(case.attention.rope) ** 2
     return scores, v
 
 
@@ -131,9 +134,20 @@ def _positional_qk(case: Case, data: CaseData, q: np.ndarray, k: np.ndarray):
     if a.rope is not None:
         qpos, kpos = positions(case)
         r = a.rope
-        q = positional.apply_rope(q, qpos, r.style, r.rotary_dim, r.base)
-        k = positional.apply_rope(k, kpos, r.style, r.rotary_dim, r.base)
+        freq = rope_scaling.inv_freq(r, np.concatenate([qpos, kpos]))
+        q = positional.apply_rope(q, qpos, r.style, r.rotary_dim, r.base, freq)
+        k = positional.apply_rope(k, kpos, r.style, r.rotary_dim, r.base, freq)
+        if rope_scaling.placement(r) == "cos_sin":  # cos and sin times the factor
+            q, k = _rotated_times(q, r), _rotated_times(k, r)
     return q, k
+
+
+def _rotated_times(x: np.ndarray, rope) -> np.ndarray:
+    """`x` with its rotated dims (the first rotary_dim of each head, in either pairing)
+    multiplied by the scaling's magnitude, as cos and sin times it give."""
+    out = np.array(x, copy=True)
+    out[..., :rope.rotary_dim] *= rope_scaling.magnitude(rope)
+    return out
 
 
 def _biased(case: Case, scores: np.ndarray) -> np.ndarray:
