@@ -144,10 +144,10 @@ def _yarn(r, s: Mapping, scaling: RopeScaling) -> RopeScaling:
 def _llama3(r, s: Mapping, scaling: RopeScaling) -> RopeScaling:
     low = _optional(r, s, "low_freq_factor", 1.0)
     high = _optional(r, s, "high_freq_factor", 4.0)
-    if high <= low:
-        raise r.fail("attention.rope.scaling.high_freq_factor", f"must exceed low_freq_factor "
-                     f"({low:g}): wavelengths below original / high keep their frequency, "
-                     f"above original / low are divided by factor, got {high:g}")
+    if high < low:  # equal is Llama 4 Scout's (1, 1): two bands, none smoothed
+        raise r.fail("attention.rope.scaling.high_freq_factor", f"must be at least "
+                     f"low_freq_factor ({low:g}): wavelengths below original / high keep their "
+                     f"frequency, above original / low are divided by factor, got {high:g}")
     return replace(scaling, low_freq_factor=low, high_freq_factor=high)
 
 

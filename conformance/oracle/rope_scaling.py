@@ -103,10 +103,12 @@ def llama3_inv_freq(plain: np.ndarray, s: RopeScaling) -> np.ndarray:
     wavelength = 2 * math.pi / plain
     low_edge = s.original_max_positions / s.low_freq_factor  # longer: divided
     high_edge = s.original_max_positions / s.high_freq_factor  # shorter: kept
+    out = np.where(wavelength > low_edge, plain / s.factor, plain)
+    if s.high_freq_factor == s.low_freq_factor:  # Llama 4 Scout's (1, 1): no middle band
+        return out
     smooth = ((s.original_max_positions / wavelength - s.low_freq_factor)
               / (s.high_freq_factor - s.low_freq_factor))
     middle = (1 - smooth) * plain / s.factor + smooth * plain
-    out = np.where(wavelength > low_edge, plain / s.factor, plain)
     return np.where((wavelength >= high_edge) & (wavelength <= low_edge), middle, out)
 
 
