@@ -9,8 +9,13 @@ attention.rope the runner computes them as LlamaModel does
 (LlamaRotaryEmbedding(config)(x, position_ids), rope_theta = rope.base,
 position_ids = position_offset + t); without it, it passes cos = 1, sin = 0 (the
 identity rotation), so the module computes plain multi-head attention; the row
-says so.  `rotate_half` pairs (i, i + d/2): interleaved pairs are not
-expressible, and the default rope type rotates the whole head (a
+says so.  A scaled rope (attention.rope.scaling) goes in as the config's
+`rope_parameters` with its type's keys (rope_parameters.py, transformers'
+modeling_rope_utils.py): LlamaRotaryEmbedding computes the scaled frequencies, at the
+case's position_ids, and multiplies cos and sin by the type's attention factor; the
+factor has no place on the softmax scale (LlamaAttention.scaling = head_dim**-0.5), so a
+case asking for it there is not expressible.  `rotate_half` pairs (i, i + d/2):
+interleaved pairs are not expressible, and the default rope type rotates the whole head (a
 `partial_rotary_factor` in rope_parameters is accepted and ignored: rope_partial
 reads `ignored`, #L102), so a partial-rotary case is not expressible.  LlamaModel always builds a
 causal mask; the module itself attends to what attention_mask allows (eager:
@@ -22,6 +27,7 @@ from __future__ import annotations
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
 from conformance.runners.hf.decoding import DecodingHFRunner
+from conformance.runners.hf.rope_parameters import cos_sin_only, hf_rope
 from conformance.runners.hf.rotary import ROTATE_HALF, rope_limits
 
 LLAMA_SOURCE = SOURCE + "llama/modeling_llama.py"
@@ -42,6 +48,7 @@ class HFLlama(DecodingHFRunner):
     refusals = Refusals("LlamaAttention is self-attention only (hidden_states)", gqa=True,
                         scale_why="a scale other than 1/sqrt(head_dim): LlamaAttention.scaling "
                         "= head_dim**-0.5, not a config field")
+    features = DecodingHFRunner.features | {"rope_scaling"}  # rope_parameters' types
     rope_source = f"{LLAMA_SOURCE}#L119"
     partial_line = f"{LLAMA_SOURCE}#L102"  # compute_default_rope_parameters: dim = head_dim
 
@@ -49,13 +56,36 @@ class HFLlama(DecodingHFRunner):
         return rope_limits(case, style="half_split", why_style=f"LlamaAttention: {ROTATE_HALF}",
                            partial=False, why_partial=(
                                "LlamaRotaryEmbedding.compute_default_rope_parameters takes dim = "
-                               "head_dim (rope_parameters['partial_rotary_factor'] is ignored)"))
+                               "head_dim (rope_parameters['partial_rotary_factor'] is ignored)")
+                           ) or cos_sin_only(case, "LlamaAttention", f"{LLAMA_SOURCE}#L113")
+
+    def config_call(self, case):
+        """The config call; a scaled rope's rope_parameters and max_position_embeddings."""
+        call, cfg = super().config_call(case)
+        hf = hf_rope(case)
+        if hf is None:
+            return call, cfg
+        theta = cfg["rope_theta"]
+        call = call.replace(f"rope_parameters={{'rope_theta': {theta:g}}}",
+                            f"rope_parameters={hf.text(theta)}", 1)
+        if hf.max_position_embeddings is not None:
+            call = call.replace("LlamaConfig(", "LlamaConfig(max_position_embeddings="
+                                f"{hf.max_position_embeddings}, ", 1)
+        return call, {**cfg, "rope_scaling": hf.parameters,
+                      "max_position_embeddings": hf.max_position_embeddings}
 
     call_template = "LlamaAttention(LlamaConfig({args}), layer_idx=0)"
     module, model = "llama", "Llama"
 
     def notes(self, case, module):
-        return self.rope_notes(case) + self.decode_notes(case, module) + [
+        scaled = []
+        if case.attention.rope is not None and case.attention.rope.scaling is not None:
+            from conformance.runners.hf.common import import_torch
+
+            rot = self.rotary(import_torch(), module.config)
+            scaled = [f"LlamaRotaryEmbedding: rope_type {rot.rope_type}, attention_scaling "
+                      f"{rot.attention_scaling:.6g} on cos and sin"]
+        return self.rope_notes(case) + scaled + self.decode_notes(case, module) + [
             "attention_bias=True biases q_proj, k_proj, v_proj and o_proj (the suite's bias)"]
 
     sizes = SizeFacts("per_head", f"{LLAMA_SOURCE}#L206", "q_proj.weight", "out x in (nn.Linear)",

@@ -128,7 +128,8 @@ class RotaryHFRunner(ProbedHFRunner):
             return ["rotary embedding neutralised: position_embeddings = the identity rotation "
                     "(cos=1, sin=0); the model would rotate q and k by position"]
         p0 = case.inputs.position_offset
-        return [f"rotary {r.style}, rotary_dim {r.rotary_dim}, base {r.base:g}: "
+        scaled = "" if r.scaling is None else f", {r.scaling.kind} scaling x{r.scaling.factor:g}"
+        return [f"rotary {r.style}, rotary_dim {r.rotary_dim}, base {r.base:g}{scaled}: "
                 f"position_embeddings from the model's own rotary module at position_ids "
                 f"{p0}..{p0 + case.inputs.query_len - 1}"]
 
@@ -204,12 +205,17 @@ class ConfigRotaryHFRunner(RotaryHFRunner):
         import transformers
 
         _, attention = self._classes()
-        rope = {"rope_type": "default", "rope_theta": plan.get("rope_theta", 10000.0)}
+        # a scaled rope (rope_parameters.py) replaces the default type with its own keys,
+        # copied: the config's standardisation writes into the dict it is given
+        rope = {"rope_type": "default", "rope_theta": plan.get("rope_theta", 10000.0),
+                **dict(plan.get("rope_scaling") or {})}
         if plan.get("partial_rotary_factor") is not None:  # the rope_partial probe only
             rope["partial_rotary_factor"] = plan["partial_rotary_factor"]
+        length = ({"max_position_embeddings": plan["max_position_embeddings"]}
+                  if plan.get("max_position_embeddings") else {})
         config = getattr(transformers, f"{self.model}Config")(
             **{k: plan[k] for k in self.config_keys}, attention_dropout=plan["dropout"],
-            rope_parameters=rope, **self.config_kwargs(plan))
+            rope_parameters=rope, **length, **self.config_kwargs(plan))
         return attention(config, layer_idx=0)
 
     def rotary(self, torch, config):

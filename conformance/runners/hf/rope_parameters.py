@@ -1,0 +1,89 @@
+"""A case's attention.rope.scaling in transformers' own words: the config's
+`rope_parameters` and the `max_position_embeddings` each rope type reads.
+
+transformers 5.24 computes every scaled rotary table in modeling_rope_utils.py
+(ROPE_UTILS): `_compute_<type>_parameters(config)` returns the inverse frequencies and
+an `attention_factor` that `<Model>RotaryEmbedding.forward` multiplies into cos and sin
+(modeling_llama.py: `cos = emb.cos() * self.attention_scaling`).  What each type reads:
+
+- linear: `factor` (inv_freq / factor).
+- dynamic: `factor`, and the config's `max_position_embeddings` as the pretraining
+  length (`_compute_dynamic_ntk_parameters` and `dynamic_rope_update`'s
+  `original_max_seq_len`): it has no `original_max_position_embeddings` key, so the case's
+  original_max_positions goes to max_position_embeddings.
+- yarn: `factor`, `original_max_position_embeddings`, `beta_fast`, `beta_slow`, `truncate`,
+  and `mscale` / `mscale_all_dim` / `attention_factor` where the case gives them.
+- longrope: `factor`, `original_max_position_embeddings`, `short_factor`, `long_factor`
+  (lists), `attention_factor` where given; the long factors are chosen when
+  max(position_ids) + 1 > original_max_position_embeddings (`longrope_frequency_update`).
+- llama3: `factor`, `original_max_position_embeddings`, `low_freq_factor`,
+  `high_freq_factor`.
+
+Linear leaves max_position_embeddings at the config's default.  For the types with an
+original length the config's max_position_embeddings is factor x
+original (the stretched context a published config holds; yarn's and llama3's validators
+warn when it disagrees).  Nothing here computes a frequency: the model's rotary module does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROPE_UTILS = ("https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/"
+              "modeling_rope_utils.py")
+# the optional keys of each type, copied where the case gives them (RopeScaling's names)
+OPTIONAL = {"yarn": ("mscale", "mscale_all_dim", "attention_factor"),
+            "longrope": ("attention_factor",)}
+
+
+@dataclass(frozen=True)
+class HFRope:
+    """What a scaled rope adds to the config: its rope_parameters beyond rope_theta, and the
+    config's max_position_embeddings."""
+
+    parameters: dict  # rope_type, factor and the type's own keys
+    max_position_embeddings: int | None  # None: the type reads no length (linear)
+
+    def text(self, theta: float) -> str:
+        """The rope_parameters a user types, with the base."""
+        items = {"rope_type": self.parameters["rope_type"], "rope_theta": theta,
+                 **{k: v for k, v in self.parameters.items() if k != "rope_type"}}
+        return "{" + ", ".join(f"'{k}': {v!r}" for k, v in items.items()) + "}"
+
+
+def hf_rope(case) -> HFRope | None:
+    """The case's scaling as rope_parameters, or None when it has none."""
+    rope = case.attention.rope
+    s = None if rope is None else rope.scaling
+    if s is None:
+        return None
+    params: dict = {"rope_type": s.kind, "factor": float(s.factor)}
+    if s.kind == "linear":
+        return HFRope(params, None)
+    if s.kind == "dynamic":
+        return HFRope(params, int(s.original_max_positions))
+    params["original_max_position_embeddings"] = int(s.original_max_positions)
+    if s.kind == "yarn":
+        params.update(beta_fast=float(s.beta_fast), beta_slow=float(s.beta_slow),
+                      truncate=bool(s.truncate))
+    elif s.kind == "longrope":
+        params.update(short_factor=list(s.short_factor), long_factor=list(s.long_factor))
+    elif s.kind == "llama3":
+        params.update(low_freq_factor=float(s.low_freq_factor),
+                      high_freq_factor=float(s.high_freq_factor))
+    for key in OPTIONAL.get(s.kind, ()):
+        if getattr(s, key) is not None:
+            params[key] = float(getattr(s, key))
+    return HFRope(params, int(round(s.original_max_positions * s.factor)))
+
+
+def cos_sin_only(case, module: str, source: str) -> str | None:
+    """Why a module whose rotary embedding carries the attention factor on cos and sin, and
+    whose softmax scale has no rope term, cannot put it on the softmax scale; None when the
+    case does not ask for that."""
+    s = case.attention.rope.scaling if case.attention.rope is not None else None
+    if s is None or s.magnitude != "softmax_scale":
+        return None
+    return (f"rope.scaling.magnitude=softmax_scale: {module}.scaling = head_dim**-0.5 has no "
+            f"rope term and its rotary embedding multiplies cos and sin by the "
+            f"attention_factor ({source}: cos = emb.cos() * self.attention_scaling); no "
+            "setting moves it onto the softmax scale")
