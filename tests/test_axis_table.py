@@ -18,8 +18,8 @@ from conformance.conventions.probes import ASKED_PROBES, RAW_PROBES, one_axis, t
 
 CASE_FEATURES = set(inspect.getsource(Case.features.fget).split("named = ")[1]
                     .split("}")[0].replace('"', " ").split()) & {
-    "rope", "qk_norm", "alibi", "softcap", "sinks", "position_offset", "window", "fill",
-    "decode"}
+    "rope", "rope_scaling", "qk_norm", "alibi", "softcap", "sinks", "position_offset",
+    "window", "fill", "decode"}
 
 
 class Scratch(Runner):

@@ -127,6 +127,22 @@ AXES: tuple[Axis, ...] = (
     Axis("alibi_slopes", "ALiBi slopes", ("paper", "other", NA),
          "paper: the ALiBi paper's slopes, with its rule for a head count that is not a power "
          "of two; other: other slopes (the evidence shows them)"),
+    Axis("rope_scaling_frequencies", "RoPE scaling: whose frequencies", None,
+         "the readings of each scaling type the system takes, at positions where its variants "
+         "part: linear (every frequency / factor); dynamic_per_length (NTK base grown from "
+         "the largest position + 1, transformers), dynamic_static (the base grown once, base "
+         "x factor^(d/(d-2))), dynamic_uniform (every frequency / factor^(d/(d-2)), "
+         "keras-hub); yarn (ramp edges rounded to whole dims), yarn_untruncated; llama3 (its "
+         "three bands); longrope (short factors within the original context, long past it), "
+         "longrope_short, longrope_long (one set at every length); <asked>:<word> where a "
+         "type reads another word (ignored: unscaled RoPE; other: no variant)"),
+    Axis("rope_scaling_magnitude", "RoPE scaling: where the attention factor lands",
+         ("cos_sin", "softmax_scale", "both", "none", "choosable"),
+         "where YaRN's 0.1 ln(factor) + 1 (or LongRoPE's factor) goes: cos_sin (cos and sin "
+         "times it, so each rotated dim of q and k: transformers' Llama); softmax_scale (the "
+         "softmax scale times its square, cos and sin at 1: transformers' DeepSeek V3); "
+         "both (applied twice); none (the frequencies scaled, no factor); choosable (a "
+         "setting picks cos_sin or softmax_scale)"),
     # caches, windows, softcap order, sinks, mask fills
     Axis("cache_causal_alignment", "Causal alignment of a cached decode step",
          ("lower_right", "upper_left", "full", NA),
@@ -199,6 +215,10 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "softcap_order": ("softcap", "soft_cap", "logit_softcapping", "attn_logit_softcapping",
                       "logit_cap"),
     "sinks": ("sinks", "sink", "attention_sinks", "s_aux", "head_sink"),
+    "rope_scaling_frequencies": ("rope_scaling", "rope_parameters", "rope_type", "scaling_factor",
+                                 "freqs"),
+    "rope_scaling_magnitude": ("rope_scaling", "rope_parameters", "rope_type", "attention_factor",
+                               "mscale", "mscale_all_dim"),
 }
 AXIS_IDS = tuple(a.id for a in AXES)
 BY_ID = {a.id: a for a in AXES}

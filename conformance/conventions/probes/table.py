@@ -32,6 +32,8 @@ from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.capped import softcap_cell
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
+from conformance.conventions.probes.rope_magnitude import rope_scaling_magnitude_cell
+from conformance.conventions.probes.rope_scaling import rope_scaling_frequencies_cell
 from conformance.conventions.probes.window_settings import window_settings_cell
 
 UNIVERSAL, RAW, FEATURE = "universal", "raw", "feature"  # the ways an axis is asked
@@ -127,6 +129,8 @@ WAYS: dict[str, tuple[Way, ...]] = {
                      _feature(positions.rope_partial_cell, "rotary_dim")),
     "rope_style": (_feature(positions.rope_style_cell, "rope"),),
     "alibi_slopes": (_feature(positions.alibi_slopes_cell, "alibi"),),
+    "rope_scaling_frequencies": (_feature(rope_scaling_frequencies_cell, "rope_scaling"),),
+    "rope_scaling_magnitude": (_feature(rope_scaling_magnitude_cell, "rope_scaling"),),
     "kv_head_mapping": (_feature(heads.kv_head_mapping_cell, "grouped"),),
     "qk_norm_scope": (_feature(qk_norm.qk_norm_scope_cell, "qk_norm"),),
     "sinks": (_feature(scores.sinks_cell, "sinks"),),
@@ -143,7 +147,8 @@ WAYS: dict[str, tuple[Way, ...]] = {
 WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
                 "alibi_slopes", "cache_causal_alignment", "cache_layout", "window_width",
-                "softcap_order", "sinks")  # axes.FEATURE_ARGUMENTS: the signature fallback
+                "softcap_order", "sinks", "rope_scaling_frequencies",
+                "rope_scaling_magnitude")  # axes.FEATURE_ARGUMENTS: the signature fallback
 ROW_AXES = ("fully_masked_row", "returned_weights", "float64_compute", "parameter_formula",
             "weight_layout", "refusals")  # derived.DERIVERS: the matrix rows' fallback
 # axis -> the ApiFact a runner reports of it (API_FACTS): its reading of its own API, which

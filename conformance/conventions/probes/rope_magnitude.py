@@ -1,0 +1,91 @@
+"""rope_scaling_magnitude, owned by the ledger: where a system puts the attention factor
+of a RoPE scaling (YaRN's 0.1 ln(factor) + 1, LongRoPE's sqrt(1 + ln(factor) / ln(P))).
+
+transformers' Llama line multiplies cos and sin by it (transformers/models/llama/
+modeling_llama.py LlamaRotaryEmbedding.forward: cos * attention_scaling), so each rotated
+dim of q and k; its DeepSeek V3 multiplies the softmax scale by its square and leaves cos
+and sin at mscale / mscale_all_dim (transformers/models/deepseek_v3/modeling_deepseek_v3.py
+yarn_apply_mscale: scaling * mscale * mscale); keras-hub's RotaryEmbedding multiplies cos and
+sin (keras_hub/src/layers/modeling/rotary_embedding.py, rope_type="yarn").  With every
+dim rotating, the two are the same number on every score; with 4 of 8 dims rotating (the
+probe) the unrotated half of the scores parts them.
+
+YaRN at factor 40 (m = 1.369, m^2 = 1.874), original 128, positions 512..516, is asked twice
+through the runner's translate and run: with the magnitude on cos and sin as the case
+writes it, and with it on the softmax scale (mscale = mscale_all_dim = 1); a system with
+no YaRN is asked LongRoPE at factor 16, original 4096 (m = 1.1547).  Each output is read
+against the oracle with the factor on the rotated dims (`cos_sin`), squared on the softmax
+scale (`softmax_scale`), on both (`both`: a port applying it twice), nowhere (`none`) and
+with no scaling at all (`ignored`), YaRN's ramp edges truncated or not (a nuisance here:
+rope_scaling.py reads them).  `choosable` where the two asks read two places (a setting
+picks it, named in the evidence); `not_probed` where an answer matches no reading, or
+two at this input, every distance quoted.
+"""
+from __future__ import annotations
+
+from conformance.conventions.axes import DEPENDS, IGNORED, NOT_PROBED, Convention
+from conformance.conventions.probes.asked import documented, unmeasured
+from conformance.conventions.probes.rope_readings import (
+    OTHER, PLACEMENTS, TIE, Ask, Reading, asked, placed, read, unscaled, with_scaling)
+from conformance.oracle import rope_scaling
+
+AXIS = "rope_scaling_magnitude"
+YARN = {"type": "yarn", "factor": 40, "original_max_positions": 128}
+ASKS = (Ask("yarn-cos-sin", YARN, rotary_dim=4, offset=512),
+        Ask("yarn-softmax-scale", {**YARN, "magnitude": "softmax_scale", "mscale": 1,
+                                   "mscale_all_dim": 1}, rotary_dim=4, offset=512))
+FALLBACK = Ask("longrope-cos-sin", {"type": "longrope", "factor": 16,
+                                    "original_max_positions": 4096,
+                                    "short_factor": [1.0, 1.5], "long_factor": [2.0, 4.0]},
+               rotary_dim=4, offset=512)
+
+
+def candidates(case) -> dict[str, list]:
+    """placement -> the case with the asked factor there (YaRN's ramp edges either way)."""
+    m = rope_scaling.magnitude(case.attention.rope)
+    edges = [case]
+    if case.attention.rope.scaling.kind == "yarn":
+        edges = [with_scaling(case, truncate=True), with_scaling(case, truncate=False)]
+    out = {p: [placed(c, p, m) for c in edges] for p in PLACEMENTS}
+    return {**out, IGNORED: [unscaled(case)]}
+
+
+def read_asks(runner) -> tuple[list[Reading], list[str], object]:
+    """(the readings of the asks answered, the evidence of each, the last unanswered
+    answer or None): the YaRN asks, then LongRoPE where neither was answered."""
+    readings, figures, last = [], [], None
+    for ask in ASKS + (FALLBACK,):
+        if ask is FALLBACK and readings:
+            break
+        case, got, note = asked(runner, ask)
+        if not got.answered:
+            figures.append(f"{ask.name} not answered{note}: "
+                           f"{got.raised or got.inexpressible or got.unasked}")
+            last = last or got
+            continue
+        m = rope_scaling.magnitude(case.attention.rope)
+        r = read(got.output, candidates(case), f"{ask.name} (m = {m:.4g}, m^2 = "
+                 f"{m * m:.4g}, rotary_dim 4 of 8){note}")
+        readings.append(r)
+        figures.append(f"{r.what}: {r.figures()}")
+    return readings, figures, last
+
+
+def rope_scaling_magnitude_cell(runner, own: Convention | None = None) -> Convention:
+    """Where the system's output puts the scaling's magnitude (the module's docstring)."""
+    readings, figures, last = read_asks(runner)
+    what = f"{runner.name}, probe cases rope-scaling-*: max |output - oracle| under each"
+    if not readings:
+        return unmeasured(AXIS, runner, f"{what}: {'; '.join(figures)}", last)
+    evidence = f"{what} reading: {'; '.join(figures)}"
+    if any(r.word in (OTHER, TIE) for r in readings):
+        why = "; ".join(f"{r.what}: " + ("no reading matches" if r.word == OTHER else
+                                         f"{', '.join(r.ties)} alike at this input")
+                        for r in readings if r.word in (OTHER, TIE))
+        return Convention(AXIS, NOT_PROBED, f"{evidence}; {why}")
+    words = list(dict.fromkeys(r.word for r in readings))
+    if len(words) > 1:  # a setting picks the place (choosable), or one ask is ignored
+        word = "choosable" if set(words) <= set(PLACEMENTS) else DEPENDS
+        return Convention(AXIS, word, f"{evidence}; the asks read {' and '.join(words)}",
+                          **documented(runner, AXIS))
+    return Convention(AXIS, words[0], evidence, **documented(runner, AXIS))
