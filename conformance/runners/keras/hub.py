@@ -38,7 +38,7 @@ SRC = "https://github.com/keras-team/keras-hub/blob/v0.32.0/keras_hub/src/"
 ROPE_SRC = SRC + "layers/modeling/rotary_embedding.py"
 CACHED_SRC = SRC + "layers/modeling/cached_multi_head_attention.py"
 MASK_SRC = SRC + "layers/modeling/transformer_layer_utils.py"
-ROPE_KEYS = ("rotary_dim", "max_wavelength", "starts")  # the plan's rotary entries
+ROPE_KEYS = ("rotary_dim", "max_wavelength", "starts", "rope_kwargs")  # the plan's rotary entries
 
 
 def missing_hub() -> str | None:
@@ -100,11 +100,13 @@ def rotary_class(keras, base: str):
     import keras_hub
 
     class Rotary(getattr(keras.layers, base)):
-        def __init__(self, *, rotary_dim: int, max_wavelength: float, starts, **kwargs):
+        def __init__(self, *, rotary_dim: int, max_wavelength: float, starts,
+                     rope_kwargs=(), **kwargs):
             super().__init__(**kwargs)
             self.rotary_dim, self.starts = rotary_dim, tuple(starts)
             self.rope = keras_hub.layers.RotaryEmbedding(max_wavelength=max_wavelength,
-                                                         dtype=kwargs.get("dtype"))
+                                                         dtype=kwargs.get("dtype"),
+                                                         **dict(rope_kwargs))
 
         def rotate(self, x, start: int):
             r = self.rotary_dim

@@ -5,8 +5,15 @@ backend's Keras worker.  The attention is `keras.layers.MultiHeadAttention`, or
 `keras.layers.GroupQueryAttention` for grouped heads, with RotaryEmbedding applied to the
 projected query and key in `_compute_attention` (hub.py says why there and how).  Only
 cases with `attention.rope` run (the plain layers are the keras.<backend> rows); rotary
-pairs are half-split, so interleaved cases are not expressible.  A missing keras_hub is a
-skip naming the install line.  Keras and keras_hub are imported inside the functions only.
+pairs are half-split, so interleaved cases are not expressible.  A scaled rope
+(attention.rope.scaling) goes in as RotaryEmbedding's own `rope_type` and `scaling_factor`
+(and YaRN's `beta_fast`, `beta_slow`, `original_max_position_embeddings`, `truncate`) where
+its docstring lists the type: linear, dynamic, yarn (keras_hub 0.32
+layers/modeling/rotary_embedding.py).  Its "dynamic" takes no pretraining length (the case's
+has nowhere to go) and its YaRN factor 0.1 ln(scaling_factor) + 1 lands on cos and sin
+with no mscale or attention_factor argument; what it has no word for is not expressible.
+A missing keras_hub is a skip naming the install line.  Keras and keras_hub are imported
+inside the functions only.
 """
 from __future__ import annotations
 
@@ -16,7 +23,38 @@ from conformance.runners.keras.common import run_layer
 from conformance.runners._export.keras_mha import mha_translation
 from conformance.runners.keras.gqa import gqa_translation
 from conformance.runners.keras.hub import (
-    ROPE_KEYS, KerasHubRunner, rope_call, rope_refusal, rotary_class)
+    ROPE_KEYS, ROPE_SRC, KerasHubRunner, rope_call, rope_refusal, rotary_class)
+
+# RotaryEmbedding.__init__'s rope_type words (its docstring: "linear", "dynamic", "yarn");
+# _get_inverse_freq's else branch leaves any other word's frequencies unscaled
+HUB_ROPE_TYPES = ("linear", "dynamic", "yarn")
+
+
+def scaling_kwargs(case) -> tuple[tuple[str, object], ...] | NotExpressible:
+    """RotaryEmbedding's keywords for the case's rope scaling (() for none), or why not."""
+    s = case.attention.rope.scaling
+    if s is None:
+        return ()
+    if s.kind not in HUB_ROPE_TYPES:
+        return NotExpressible(
+            f"rope.scaling.type={s.kind}: keras_hub.layers.RotaryEmbedding's rope_type takes "
+            f"{', '.join(HUB_ROPE_TYPES)} ({ROPE_SRC}); it computes no {s.kind} frequencies "
+            "(_get_inverse_freq leaves another word's frequencies unscaled)")
+    given = [k for k in ("mscale", "mscale_all_dim", "attention_factor")
+             if getattr(s, k) is not None]
+    if s.magnitude == "softmax_scale" or given:
+        what = (f"{', '.join(given)} given" if given else "magnitude=softmax_scale")
+        return NotExpressible(
+            f"rope.scaling {what}: keras_hub.layers.RotaryEmbedding multiplies cos and sin by "
+            "0.1 * ln(scaling_factor) + 1 (_compute_cos_sin_embedding, rope_type='yarn') and "
+            "takes no mscale, mscale_all_dim or attention_factor; nothing of it reaches the "
+            f"softmax scale ({ROPE_SRC})")
+    kw = (("rope_type", s.kind), ("scaling_factor", float(s.factor)))
+    if s.kind == "yarn":
+        kw += (("beta_fast", float(s.beta_fast)), ("beta_slow", float(s.beta_slow)),
+               ("original_max_position_embeddings", int(s.original_max_positions)),
+               ("truncate", bool(s.truncate)))
+    return kw
 
 
 def base_layer(case) -> str:
@@ -33,19 +71,25 @@ class KerasRope(KerasHubRunner):
                    "heads), rope cases only")
     path = "fused"
     layer_cls, layer_name, kind = "MultiHeadAttention", "rope", "rope"
-    features = KerasHubRunner.features | {"rope", "position_offset"}
+    features = KerasHubRunner.features | {"rope", "position_offset", "rope_scaling"}
 
     def translate(self, case):
         refusal = rope_refusal(case)
         if refusal:
             return refusal
+        scaled = scaling_kwargs(case)
+        if isinstance(scaled, NotExpressible):
+            return scaled
         base = (gqa_translation if case.grouped else mha_translation)(case)
         if isinstance(base, NotExpressible):
             return base
         a, i = case.attention, case.inputs
         plan = {**base.plan, "rotary_dim": a.rope.rotary_dim, "max_wavelength": a.rope.base,
-                "starts": (i.position_offset, i.key_position_offset)}
-        return Translation(f"{base.call}; {rope_call(case)}", plan)
+                "starts": (i.position_offset, i.key_position_offset), "rope_kwargs": scaled}
+        call = rope_call(case)
+        if scaled:
+            call = call.replace(")", "".join(f", {k}={v!r}" for k, v in scaled) + ")", 1)
+        return Translation(f"{base.call}; {call}", plan)
 
     # the ledger asks these (conventions/probes/): the plain layer's axes through the layer
     # under the rotation (probe_translate, answer: the rotary subclass overrides
