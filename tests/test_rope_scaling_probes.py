@@ -184,3 +184,24 @@ def test_every_word_the_cell_writes_is_named_in_the_axis_meaning():
 
     meaning = BY_ID["rope_scaling_frequencies"].meaning
     assert all(w in meaning for w in rope_scaling.WORDS)
+
+
+def test_the_headline_and_the_porting_note_name_the_magnitude():
+    """The headline groups the systems by where the factor lands; `diff` between a
+    cos_sin system and a softmax_scale one gives the factor and its square at factor 40."""
+    from conformance.report.findings import ledger_findings
+    from conformance.report.porting import differences
+
+    ledger = {"axes": [{"id": "rope_scaling_magnitude", "title": "RoPE scaling"}],
+              "systems": [{"id": "hf.llama"}, {"id": "hf.deepseek_v3"}],
+              "cells": [{"system": "hf.llama", "axis": "rope_scaling_magnitude",
+                         "value": "cos_sin"},
+                        {"system": "hf.deepseek_v3", "axis": "rope_scaling_magnitude",
+                         "value": "softmax_scale"}]}
+    found = ledger_findings(ledger)
+    assert [f.key for f in found] == ["rope_scaling_magnitude"]
+    assert "cos_sin" in found[0].text and "softmax_scale" in found[0].text
+    (diff,), same = differences(ledger, "hf.llama", "hf.deepseek_v3")
+    m = oracle_scaling.yarn_get_mscale(40)
+    assert f"m = {m:.3f}" in diff.advice and f"m^2 = {m * m:.3f}" in diff.advice
+    assert "1.369" in diff.advice and "1.874" in diff.advice and same == 0

@@ -32,6 +32,9 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     ("kv_head_mapping", "Grouped-query head mapping"),
     ("window_width", "Sliding windows (what the window number w means)"),
     ("cache_causal_alignment", "Cache alignment of a decode step"),
+    ("rope_scaling_magnitude", "Where RoPE scaling's attention factor lands (YaRN's "
+                               "0.1 ln(factor) + 1)"),
+    ("rope_scaling_frequencies", "RoPE scaling frequencies, per type"),
 )
 DRIFT_FILE = "drift.json"  # python -m conformance drift writes it beside the reports
 # ... and its page, which the headline links.  Neither is a result of the run: a report

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass, field, replace
 
+from conformance.oracle.rope_scaling import yarn_get_mscale
 from conformance.report.base import ledger_word
 from conformance.report.ledger_groups import SILENT, cells_by_key, evidence_link
 
@@ -66,6 +67,20 @@ ADVICE: dict[str, str] = {
     "softcap_order": "apply the mask after the softcap on the side that caps first",
     "mask_fill": "expect different outputs only where every key is masked (the fill value "
                  "decides)",
+    "rope_scaling_magnitude": "apply the attention factor once, where the target puts it: "
+                              "YaRN at factor 40 is m = {m:.3f} on cos and sin (each rotated "
+                              "dim of q and k), or m^2 = {m2:.3f} on the softmax scale; a port "
+                              "applying both scales the rotated scores by m^4 = {m4:.3f}; with "
+                              "every dim rotating the two places agree, with a partial rotary "
+                              "width (MLA's rope slice) they do not".format(
+                                  m=yarn_get_mscale(40), m2=yarn_get_mscale(40) ** 2,
+                                  m4=yarn_get_mscale(40) ** 4),
+    "rope_scaling_frequencies": "compute the frequencies the target's way for each type: "
+                                "dynamic NTK recomputed from the largest position + 1, fixed "
+                                "at construction, or every frequency divided alike part past "
+                                "original_max_positions; YaRN's ramp edges rounded or not; "
+                                "LongRoPE's switch to the long factors past the original "
+                                "context; compare the evidence's distances per type",
 }
 GENERIC = "read both cells' evidence"
 GROUPED = {"keras.gqa": ("keras", {"grouped": True})}  # typed system -> (format, options)
