@@ -13,7 +13,10 @@ from its docstrings (mlx 0.32.4):
   float32 regardless of the input precision".
 - `fast.rope(a, dims, *, traditional, base, scale, offset)`: traditional=True
   rotates consecutive dimensions (interleaved pairs), False the half-split
-  pairs; dimensions past `dims` pass unchanged; positions start at `offset`.
+  pairs; dimensions past `dims` pass unchanged; positions start at `offset`; `scale`
+  multiplies the positions (a linear rope scaling of factor f is scale=1/f); `freqs`
+  replaces `base` with the caller's own periods (base ** (2i / dims), not inverse
+  frequencies): MLX computes no other scaled table itself.
 - `nn.ALiBi.create_alibi_matrix(T + offset, S, H, offset)`: query positions
   offset .. offset + T - 1, key positions 0 .. S - 1, bias -slope_h * |i - j|.
 - `sinks=` (H,) logits join each row's softmax denominator (GPT-OSS attention sinks).
@@ -78,6 +81,7 @@ class CorePlan:
     fill: float = -np.inf  # masked entries of an additive mask (mask.fill)
     rope: tuple[int, bool, float] | None = None  # (dims, traditional, base) for fast.rope
     offsets: tuple[int, int] = (0, 0)  # rope offset= of queries and keys
+    rope_scale: float = 1.0  # fast.rope scale=: positions times it (linear scaling 1/f)
     alibi_offset: int | None = None  # create_alibi_matrix offset (query - key start)
     qk_norm: tuple[str, str, float] | None = None  # (rms | layer, per_head | all_heads, eps)
     sinks: bool = False  # sinks= (H,) logits, the fused op's own argument
@@ -103,8 +107,19 @@ class CorePlan:
         if self.rope:
             dims, trad, base = self.rope
             steps.append(f"mx.fast.rope(x, {dims}, traditional={trad}, base={base:g}, "
-                         f"scale=1.0, offset=...)")
+                         f"scale={self.rope_scale!r}, offset=...)")
         return "; ".join(steps)
+
+
+def rope_scaling_refusal(case) -> str | None:
+    """Why fast.rope cannot take the case's rope scaling: only linear is its own argument."""
+    rope = case.attention.rope
+    s = None if rope is None else rope.scaling
+    if s is None or s.kind == "linear":
+        return None
+    return (f"rope.scaling.type={s.kind}: mx.fast.rope(a, dims, *, traditional, base, scale, "
+            "offset, freqs) scales positions by one number (scale=, linear) or takes the "
+            f"caller's own freqs; it computes no {s.kind} frequencies ({ROPE_DOC})")
 
 
 def core_plan(case) -> CorePlan:
@@ -115,6 +130,8 @@ def core_plan(case) -> CorePlan:
     if a.rope is not None:
         extra["rope"] = (a.rope.rotary_dim, a.rope.style == "interleaved", a.rope.base)
         extra["offsets"] = (i.position_offset, i.key_position_offset)
+        if a.rope.scaling is not None and a.rope.scaling.kind == "linear":
+            extra["rope_scale"] = 1.0 / a.rope.scaling.factor
     if a.qk_norm is not None:
         extra["qk_norm"] = (a.qk_norm.kind, a.qk_norm.scope, a.qk_norm.eps)
     if m.fill is not None:
@@ -175,8 +192,9 @@ def positional(mx, plan: CorePlan, q, k, weights: dict, offsets: tuple[int, int]
         k = _norm(mx, k, kind, scope, eps, weights["k_norm"], weights.get("k_norm_bias"))
     if plan.rope is not None:
         dims, trad, base = plan.rope
-        q = mx.fast.rope(q, dims, traditional=trad, base=base, scale=1.0, offset=offsets[0])
-        k = mx.fast.rope(k, dims, traditional=trad, base=base, scale=1.0, offset=offsets[1])
+        s = plan.rope_scale
+        q = mx.fast.rope(q, dims, traditional=trad, base=base, scale=s, offset=offsets[0])
+        k = mx.fast.rope(k, dims, traditional=trad, base=base, scale=s, offset=offsets[1])
     return q, k
 
 

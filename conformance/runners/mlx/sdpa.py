@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from conformance.contract.runner import Count, NotExpressible, Observation, Translation
 from conformance.runners.mlx.common import (
-    MlxRunner, SDPAAnswers, core_plan, explicit, held_dtype, import_mlx, to_f64)
+    MlxRunner, SDPAAnswers, core_plan, explicit, held_dtype, import_mlx, rope_scaling_refusal,
+    to_f64)
 
 
 class MlxSDPA(SDPAAnswers, MlxRunner):
@@ -29,10 +30,13 @@ class MlxSDPA(SDPAAnswers, MlxRunner):
     no_parameters_label = "mlx sdpa"
     sets_scale = True  # scale= is a required argument
     features = MlxRunner.features | {"rope", "position_offset", "qk_norm", "alibi", "sinks",
-                                     "window"}
+                                     "window", "rope_scaling"}
 
     def translate(self, case):
         i = case.inputs
+        scaled = rope_scaling_refusal(case)
+        if scaled:
+            return NotExpressible(scaled)
         if case.attention.alibi and i.key_position_offset > i.position_offset:
             return NotExpressible(
                 f"ALiBi with key positions starting at {i.key_position_offset} after the "

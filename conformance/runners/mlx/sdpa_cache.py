@@ -20,7 +20,7 @@ from conformance.contract.runner import (
     NotExpressible, Observation, Translation, harness_limit)
 from conformance.runners.mlx.common import (
     MlxRunner, SDPAAnswers, core_plan, explicit, import_mlx, to_f64, to_mx)
-from conformance.runners.mlx.common import fused, positional, project
+from conformance.runners.mlx.common import fused, positional, project, rope_scaling_refusal
 from conformance.runners.mlx.kv_cache import (
     LAYOUT, STEP, BlockCache, DecodePlan, decode)
 
@@ -40,7 +40,8 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
                    "none per step; RoPE at the cache offset)")
     no_parameters_label = "mlx sdpa"
     sets_scale = True
-    features = MlxRunner.features | {"decode", "rope", "position_offset", "qk_norm", "sinks"}
+    features = MlxRunner.features | {"decode", "rope", "position_offset", "qk_norm", "sinks",
+                                     "rope_scaling"}
     answers = SDPAAnswers.answers | {"step_is_causal", "step_mask"}
     # its probe_translate answers single calls with mlx.sdpa's op (ALiBi too)
     probe_takes = SDPAAnswers.probe_takes | {"cache_tensors", "float64", "alibi"}
@@ -52,6 +53,8 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
         if case.has_non_causal_mask:
             return NotExpressible(harness_limit(
                 "a decode is causal self-attention with no other mask"))
+        if rope_scaling_refusal(case):
+            return NotExpressible(rope_scaling_refusal(case))
         d, core = case.decode, core_plan(case)
         before = core.before()
         rope = "; " + before.replace("offset=...", "offset=cache.offset") if before else ""
