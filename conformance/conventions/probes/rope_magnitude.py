@@ -26,7 +26,8 @@ from __future__ import annotations
 from conformance.conventions.axes import DEPENDS, IGNORED, NOT_PROBED, Convention
 from conformance.conventions.probes.asked import documented, unmeasured
 from conformance.conventions.probes.rope_readings import (
-    OTHER, PLACEMENTS, TIE, Ask, Reading, asked, placed, read, unscaled, with_scaling)
+    OTHER, PLACEMENTS, TIE, Ask, Reading, asked, grouped, placed, read, unanswered, unscaled,
+    with_scaling)
 from conformance.oracle import rope_scaling
 
 AXIS = "rope_scaling_magnitude"
@@ -53,31 +54,31 @@ def candidates(case) -> dict[str, list]:
 def read_asks(runner) -> tuple[list[Reading], list[str], object]:
     """(the readings of the asks answered, the evidence of each, the last unanswered
     answer or None): the YaRN asks, then LongRoPE where neither was answered."""
-    readings, figures, last = [], [], None
+    readings, figures, last, reasons = [], [], None, {}
     for ask in ASKS + (FALLBACK,):
         if ask is FALLBACK and readings:
             break
         case, got, note = asked(runner, ask)
         if not got.answered:
-            figures.append(f"{ask.name} not answered{note}: "
-                           f"{got.raised or got.inexpressible or got.unasked}")
-            last = last or got
+            reasons[ask.name] = unanswered(got)
+            last = last if last and last.raised else got  # the system's own error first
             continue
         m = rope_scaling.magnitude(case.attention.rope)
         r = read(got.output, candidates(case), f"{ask.name} (m = {m:.4g}, m^2 = "
                  f"{m * m:.4g}, rotary_dim 4 of 8){note}")
         readings.append(r)
         figures.append(f"{r.what}: {r.figures()}")
-    return readings, figures, last
+    return readings, figures + grouped(reasons), last
 
 
 def rope_scaling_magnitude_cell(runner, own: Convention | None = None) -> Convention:
     """Where the system's output puts the scaling's magnitude (the module's docstring)."""
     readings, figures, last = read_asks(runner)
-    what = f"{runner.name}, probe cases rope-scaling-*: max |output - oracle| under each"
+    what = "probe cases rope-scaling-*"
     if not readings:
         return unmeasured(AXIS, runner, f"{what}: {'; '.join(figures)}", last)
-    evidence = f"{what} reading: {'; '.join(figures)}"
+    evidence = (f"{runner.name}, {what}: max |output - oracle| under each reading: "
+                f"{'; '.join(figures)}")
     if any(r.word in (OTHER, TIE) for r in readings):
         why = "; ".join(f"{r.what}: " + ("no reading matches" if r.word == OTHER else
                                          f"{', '.join(r.ties)} alike at this input")

@@ -70,6 +70,19 @@ def asked(runner, ask: Ask) -> tuple[object, Answer, str]:
         inputs={"position_offset": ask.offset}))
 
 
+def unanswered(got: Answer) -> str:
+    """Why an ask gave no output: the system's error, its runner's reason or the harness's."""
+    return got.raised or got.inexpressible or got.unasked
+
+
+def grouped(reasons: dict[str, str]) -> list[str]:
+    """`<names> not answered: <reason>`, the asks sharing a reason named together."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in reasons.items():
+        by_reason.setdefault(why, []).append(name)
+    return [f"{', '.join(names)} not answered: {why}" for why, names in by_reason.items()]
+
+
 def with_scaling(case, **changes):
     """`case` with fields of its RopeScaling changed (a candidate reading)."""
     a = case.attention

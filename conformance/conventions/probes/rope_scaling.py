@@ -38,7 +38,8 @@ from __future__ import annotations
 from conformance.conventions.axes import IGNORED, NOT_PROBED, REFUSED, Convention
 from conformance.conventions.probes.asked import documented
 from conformance.conventions.probes.rope_readings import (
-    OTHER, TIE, Ask, Reading, asked, magnitude_variants, read, unscaled, with_scaling)
+    OTHER, TIE, Ask, Reading, asked, grouped, magnitude_variants, read, unanswered, unscaled,
+    with_scaling)
 
 AXIS = "rope_scaling_frequencies"
 ORIGINAL, BEYOND, WITHIN = 128, 512, 3  # original_max_positions; first positions past, in it
@@ -119,12 +120,11 @@ def longrope_token(within: Reading | None, beyond: Reading | None) -> str | None
 
 def read_asks(runner) -> tuple[dict[str, Reading], dict[str, str], list[str]]:
     """(ask name -> its reading, ask name -> the system's error, the evidence of each)."""
-    readings, raised, figures = {}, {}, []
+    readings, raised, figures, reasons = {}, {}, [], {}
     for ask in ASKS:
         case, got, note = asked(runner, ask)
         if not got.answered:
-            why = got.raised or got.inexpressible or got.unasked
-            figures.append(f"{ask.name} not answered{note}: {why}")
+            reasons[ask.name] = unanswered(got)
             if got.raised:
                 raised[ask.name] = got.raised
             continue
@@ -132,7 +132,7 @@ def read_asks(runner) -> tuple[dict[str, Reading], dict[str, str], list[str]]:
         readings[ask.name] = r = read(got.output, candidates(ask.name, case), what)
         figures.append(f"{what}: {r.figures()}" + (f" (alike: {', '.join(r.ties)})"
                                                    if r.ties else ""))
-    return readings, raised, figures
+    return readings, raised, figures + grouped(reasons)
 
 
 def rope_scaling_frequencies_cell(runner, own: Convention | None = None) -> Convention:
