@@ -205,3 +205,22 @@ def test_the_headline_and_the_porting_note_name_the_magnitude():
     m = oracle_scaling.yarn_get_mscale(40)
     assert f"m = {m:.3f}" in diff.advice and f"m^2 = {m * m:.3f}" in diff.advice
     assert "1.369" in diff.advice and "1.874" in diff.advice and same == 0
+
+
+class FullWidthOnly(Toy):
+    """A system whose rotary table is as wide as the head (no partial rotary width)."""
+
+    def translate(self, case):
+        r = case.attention.rope
+        if r.rotary_dim < case.attention.qk_head_dim:
+            return NotExpressible("the toy rotates the whole head")
+        return super().translate(case)
+
+
+def test_at_full_width_cos_sin_and_softmax_scale_are_named_as_a_tie_not_the_nearest():
+    cell = magnitude(FullWidthOnly(kind_is("yarn", magnitude_at("cos_sin"))))
+    assert cell.value == "not_probed", cell.evidence
+    assert "cos_sin and softmax_scale give the same scores" in cell.evidence
+    assert "rotary_dim 8 of 8" in cell.evidence
+    # applied twice still parts from either place at full width
+    assert magnitude(FullWidthOnly(kind_is("yarn", magnitude_at("both")))).value == "both"
