@@ -119,7 +119,11 @@ def yarn_get_mscale(factor: float, mscale: float = 1.0) -> float:
 
 def magnitude(rope: Rope) -> float:
     """The attention factor of `rope`'s scaling, applied where RopeScaling.magnitude
-    says (1.0 without scaling, and for linear, dynamic and llama3)."""
+    says (1.0 without scaling, and for linear, dynamic and llama3).  Given, it is
+    attention_factor.  On cos and sin it is what transformers' ROPE_INIT_FUNCTIONS return;
+    on the softmax scale (squared there) it is DeepSeek V3's yarn_get_mscale(factor,
+    mscale_all_dim), taking mscale, then 1, where mscale_all_dim is not given (the
+    loader asks mscale to equal mscale_all_dim there, so DeepSeek's cos and sin stay 1)."""
     s = rope.scaling
     if s is None or s.kind not in ("yarn", "longrope"):
         return 1.0
