@@ -284,3 +284,22 @@ def test_mlx_linear_scaling_is_its_position_scale():
     assert np.max(np.abs(got - want)) > DIFFER
     yarn = runner.translate(case(KERAS_TYPES["yarn"]))
     assert isinstance(yarn, NotExpressible) and "computes no yarn" in yarn.reason
+
+
+def test_keras_dynamic_mismatch_is_keyed_by_the_scaling_type():
+    """The rope_scaling when-word reads the case's type (None without scaling), and each
+    keras.rope file's known mismatch matches the dynamic cases only: a linear or YaRN row
+    of keras_hub that drifted would still fail."""
+    from conformance.case.expectations import CONDITIONS
+    from conformance.conventions.expectations import load_file
+    from conformance.paths import ROOT
+
+    read = CONDITIONS["rope_scaling"].read
+    assert read(case(KERAS_TYPES["dynamic"])) == "dynamic"
+    assert not read(case(None))
+    for backend in ("tensorflow", "jax", "torch"):
+        name = f"keras.rope.{backend}"
+        known = load_file(ROOT / "expectations" / f"{name}.yaml", name).known_mismatches
+        assert [k for k in known if k.matches(case(KERAS_TYPES["dynamic"]))], backend
+        for other in ("linear", "yarn"):
+            assert not [k for k in known if k.matches(case(KERAS_TYPES[other]))], other

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from conformance.case.masks import _visible_keys
-from conformance.case.model import BIAS_VALUES, CAUSAL, DTYPES, FILLS, Case
+from conformance.case.model import BIAS_VALUES, CAUSAL, DTYPES, FILLS, ROPE_SCALING_KINDS, Case
 
 
 def _head_width_one_length_equals_heads(case: Case) -> bool:
@@ -123,6 +123,10 @@ CONDITIONS: dict[str, Condition] = {
                                         _scale_exact_in_float32),
     "split_scale_exact_in_float32": Condition(
         _split_scale_exact_in_float32.__doc__.split(":")[0], _split_scale_exact_in_float32),
+    "rope_scaling": Condition("the rope's frequency scaling type (attention.rope.scaling; a "
+                              "case without one never matches)", lambda c: getattr(
+                                  c.attention.rope, "scaling", None) and
+                              c.attention.rope.scaling.kind, ROPE_SCALING_KINDS),
     "head_width_one_length_equals_heads": Condition(
         _head_width_one_length_equals_heads.__doc__.split("(")[0].strip(),
         _head_width_one_length_equals_heads),
