@@ -286,6 +286,19 @@ def test_mlx_linear_scaling_is_its_position_scale():
     assert isinstance(yarn, NotExpressible) and "computes no yarn" in yarn.reason
 
 
+def test_mlx_cache_probe_calls_refuse_what_fast_rope_lacks():
+    """mlx.sdpa.cache answers the ledger's single-call probes with mlx.sdpa's op: a YaRN probe
+    must be refused there too, not run unscaled (which the ledger would read as ignored)."""
+    needs("mlx")
+    from conformance.runners.mlx.sdpa_cache import MlxSDPACache
+
+    runner = MlxSDPACache()
+    yarn = runner.probe_translate(case(KERAS_TYPES["yarn"]))
+    assert isinstance(yarn, NotExpressible) and "computes no yarn" in yarn.reason
+    linear = runner.probe_translate(case(KERAS_TYPES["linear"]))
+    assert linear.plan.rope_scale == 0.25
+
+
 def test_keras_dynamic_mismatch_is_keyed_by_the_scaling_type():
     """The rope_scaling when-word reads the case's type (None without scaling), and each
     keras.rope file's known mismatch matches the dynamic cases only: a linear or YaRN row

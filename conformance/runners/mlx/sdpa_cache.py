@@ -69,6 +69,8 @@ class MlxSDPACache(SDPAAnswers, MlxRunner):
         op every step calls (as mlx.sdpa runs it; the matrix rows take decodes only)."""
         if case.decode is not None:
             return self.translate(case)
+        if rope_scaling_refusal(case):
+            return NotExpressible(rope_scaling_refusal(case))
         plan, call = core_plan(case), "mx.fast.scaled_dot_product_attention({})"
         before = plan.before()
         return Translation((f"{before}; " if before else "") + call.format(plan.arguments()),
