@@ -68,7 +68,7 @@ def test_ledger_sentences_follow_the_cells_and_absent_families_say_nothing():
     found = keyed(rows, data=ledger({"attn_mask_polarity": mask}))
     assert "`true_blocks`: torch.mha; `true_attends`: keras.tensorflow, keras.jax" in \
         found["attn_mask_polarity"]
-    assert "conventions.md#axis-attn_mask_polarity" in found["attn_mask_polarity"]
+    assert "conventions/attn_mask_polarity.md" in found["attn_mask_polarity"]
     flipped = keyed(rows, data=ledger({"attn_mask_polarity": {**mask, "keras.jax":
                                                               "true_blocks"}}))
     assert "`true_attends`: keras.tensorflow; `true_blocks`: torch.mha, keras.jax" in \
@@ -126,7 +126,7 @@ def test_the_differences_view_collapses_agreement_and_puts_odd_ones_first():
     lines = difference_lines(data)
     items = [line for line in lines if line.startswith("- ")]
     assert "(`returned_weights`)" in items[0] and "(`attn_mask_polarity`)" in items[1]
-    assert items[2] == ("- [input layout](conventions.md#axis-input_layout): `batch_first` "
+    assert items[2] == ("- [input layout](conventions/input_layout.md): `batch_first` "
                         "(3 systems)")
     assert not any("softcap" in line for line in lines)  # nobody has it: not listed
 

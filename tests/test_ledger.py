@@ -13,7 +13,8 @@ from conformance.contract.runner import Runner
 from conformance.conventions.ledger import NOT_PROBED, build, derive
 from conformance.run.evaluate import Row
 from conformance.paths import REPORTS_DIR
-from conformance.report.ledger import MAX_COLUMNS, escape, render_json, render_markdown
+from conformance.report.ledger import (
+    MAX_COLUMNS, escape, render_axis_page, render_json, render_markdown)
 from conformance.runners import runner_names
 from conformance.compare.verdict import Failure, FailureKind, Outcome
 
@@ -152,7 +153,7 @@ def test_json_shape_and_determinism():
                for c in data["cells"])  # optional fields only where they say something
     assert all(c[f] != "" and c[f] is not None and c[f] is not False for c in data["cells"]
                for f in c if f not in ("system", "axis", "value", "evidence"))
-    assert all("witnesses" in c for c in data["cells"])  # a count, 0 included
+    assert all(c.get("witnesses", 1) in (0, 1, 2) for c in data["cells"])  # 1: left out
     assert len(render_json(ledger).splitlines()) == 2 + 2 * 3 + len(data["axes"]) + len(
         data["systems"]) + len(data["cells"])  # braces, 3 list brackets x 2, one item a line
     flagged = [c for c in data["cells"] if c.get("contradicts_documentation")]
@@ -172,11 +173,13 @@ def test_markdown_tables_are_narrow_and_escaped():
     for ln in table_lines:
         assert len(re.split(r"(?<!\\)\|", ln)) - 3 <= MAX_COLUMNS  # axis + <= 8 systems
     assert "## keras (1 of 2)" in md and "## others" in md
-    assert "a \\| b c‹U+0007›d'e" in md and "\x07" not in md  # the bell shown, not rung
+    page = render_axis_page(ledger, next(a for a in ledger.axes if a.id == "dropout"))
+    assert "a \\| b c‹U+0007›d'e" in page and "\x07" not in page  # the bell shown, not rung
+    assert "(conventions/dropout.md)" in md  # conventions.md links the axis's page
     assert escape("x|y\r\nz") == "x\\|y z"
     # the evidence bullet names the system and the source: its probe[...] label is not
-    # said again (conventions.md stays under 1 MB)
-    line = next(ln for ln in md.splitlines() if ln.startswith("- **keras.k0**: `never`"))
+    # said again (the page stays short)
+    line = next(ln for ln in page.splitlines() if ln.startswith("- **keras.k0**: `never`"))
     assert "(probe, 1 witness): a \\| b" in line and "probe[keras.k0]" not in line, line
 
 
@@ -378,12 +381,12 @@ def test_conventions_json_bounds_a_long_evidence_and_keeps_both_ends():
     text = "probe[x]: " + "d" * 2000 + " reads grouped 5.6e-07"
     cut = json_evidence(text)
     assert len(cut) <= JSON_EVIDENCE and cut.startswith("probe[x]: ")
-    assert cut.endswith("reads grouped 5.6e-07") and f"[{len(text)} characters" in cut
+    assert cut.endswith("reads grouped 5.6e-07") and "[cut: " in cut
     assert json_evidence("short") == "short"
     # the cuts fall between words: a figure is whole or gone, never its tail alone (its
     # digits before the cut would be a CPU figure check-reports could not mask)
     words = "probe[x]: " + " ".join(f"{n % 10}.5e-08" for n in range(400))
     cut = json_evidence(words)
-    head, tail = cut.split(" ... [")[0], cut.split("has them all] ... ")[1]
+    head, tail = cut.split(" ... [")[0], cut.split("has all] ... ")[1]
     assert len(cut) <= JSON_EVIDENCE and tail.split(" ")[0][1:] == ".5e-08"
     assert head.split(" ")[-1][1:] == ".5e-08"

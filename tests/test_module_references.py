@@ -44,7 +44,8 @@ REFERENCE = re.compile(
 # upstream source files the comments cite, by path prefix and by file name
 UPSTREAM_PREFIXES = ("torch/nn/", "transformers/", "flax/nnx/", "flax/linen/", "jax/_src/",
                      "onnx/backend/", "mlx_lm/", "keras/src/", "torch/onnx/",
-                     "onnx/external_data_helper.py", "onnx/reference/", "openvino/")
+                     "onnx/external_data_helper.py", "onnx/reference/", "openvino/",
+                     "keras_hub/")
 UPSTREAM_NAMES = re.compile(r"(modeling|configuration)_\w+\.py|masking_utils\.py|"
                             r"sdpa_attention\.py|functions\.py|rotary_embedding\.py|"
                             r"(cached_)?multi_head_attention\.py|litert\.py")

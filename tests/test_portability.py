@@ -116,7 +116,7 @@ def test_a_figure_cut_by_the_pages_length_limit_holds(tmp_path):
     from conformance.report.html import EVIDENCE_LIMIT
 
     label = "probe[k.one]: "  # the page says the system and the source, not this label
-    shown = "dropout_rate=0.5: deterministic=True x".ljust(EVIDENCE_LIMIT - 4, "x") + " "
+    shown = "deterministic=True x".ljust(EVIDENCE_LIMIT - 4, "x") + " "
     pad = label + shown
     base = write(tmp_path, "here", rows(), _dropout("1.0e-07", pad))
     moved = write(tmp_path, "there", rows(), _dropout("9.9e-08", pad))
@@ -125,7 +125,7 @@ def test_a_figure_cut_by_the_pages_length_limit_holds(tmp_path):
     assert differences(base, moved) == []
     worded = write(tmp_path, "worded", rows(), _dropout("1.0e-07", pad.replace("True", "Fals")))
     found = {c.file for c in compare_reports(base, worded)}
-    assert {"index.html", "conventions.json", "conventions.md"} <= found
+    assert {"index.html", "conventions.json", "conventions/dropout.md"} <= found
 
 
 def test_mask_of_a_cut_figure():

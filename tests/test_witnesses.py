@@ -8,7 +8,7 @@ import json
 from conformance.conventions.axes import Convention
 from conformance.conventions.ledger import CONFLICT, build, conflicts
 from conformance.paths import REPORTS_DIR
-from conformance.report.ledger import render_json, render_markdown
+from conformance.report.ledger import render_axis_page, render_json, render_markdown
 from conformance.compare.verdict import Outcome
 
 from .test_ledger import CASES, fake, row
@@ -34,7 +34,7 @@ def test_a_planted_conflict_names_both_witnesses_and_is_found():
     assert conflicts(ledger) == [cell]
     assert "`conflict`: 1 cell(s)" in render_markdown(ledger)
     data = json.loads(render_json(ledger))
-    assert [c["value"] for c in data["cells"] if c["witnesses"] == 2] == [CONFLICT]
+    assert [c["value"] for c in data["cells"] if c.get("witnesses", 1) == 2] == [CONFLICT]
 
 
 def test_agreeing_witnesses_keep_the_probe_and_quote_the_rows():
@@ -49,7 +49,8 @@ def test_agreeing_witnesses_keep_the_probe_and_quote_the_rows():
     assert f64.witnesses == 2 and f64.second.startswith("float64: f64[fake.w]")
     assert ledger.cell("fake.w", "softmax_scale").witnesses == 1  # no row reads the scale
     assert ledger.cell("fake.w", "dropout").witnesses == 0  # nothing does
-    assert "and the rows agree: zeros: masked[fake.w]" in render_markdown(ledger)
+    page = render_axis_page(ledger, next(a for a in ledger.axes if a.id == "fully_masked_row"))
+    assert "and the rows agree: zeros: masked[fake.w]" in page
 
 
 def test_free_text_axes_keep_both_texts_without_judging_them():

@@ -335,7 +335,10 @@ def report_names(folder) -> list[str]:
     from conformance.report.render import REPORT_FILES
 
     folder = Path(folder)
-    pages = sorted(f"{PAGES_DIR}/{p.name}" for p in (folder / PAGES_DIR).glob("*.md"))
+    from conformance.report.ledger_groups import AXIS_PAGES
+
+    pages = sorted(f"{d}/{p.name}" for d in (PAGES_DIR, AXIS_PAGES)
+                   for p in (folder / d).glob("*.md"))
     ledger = [n for n in LEDGER_FILES + (AGREEMENT_FILE,) + SPEC_FILES
               if (folder / n).exists()]
     rows = sorted(f"{ROWS_DIR}/{p.name}" for p in (folder / ROWS_DIR).glob("*")

@@ -61,8 +61,7 @@ _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u20
 
 
 def e(value) -> str:
-    """Text or attribute value, escaped (quotes too), control and bidi characters (U+202E
-    ...) shown as ‹U+XXXX› (escaping.html_text)."""
+    """Text or attribute value, escaped (quotes too, bidi shown: escaping.html_text)."""
     return html_text(value)
 
 
@@ -89,9 +88,11 @@ def script_json(obj) -> str:
 
 
 def plain(obj):
-    """A case's field as JSON-able data (dataclasses, mappings, tuples; NaN -> None)."""
+    """A case's field as JSON-able data (dataclasses, mappings, tuples; NaN -> None), a
+    dataclass without the fields it leaves unset (None, False)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: plain(v) for f in dataclasses.fields(obj)
+                if (v := getattr(obj, f.name)) is not None and v is not False}
     if isinstance(obj, Mapping):
         return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -133,15 +134,15 @@ def cell_texts(r) -> tuple[str, str]:
 
 
 def figures_text(r) -> str:
-    """The per-case view's figures of one row, in words (the case's tolerance and dtype are
-    its configuration's, shown once above the cells)."""
+    """A row's figures in the case view (its tolerance and dtype: the case's, shown once)."""
     parts = []
     if _number(r["max_abs_error"]):
         parts.append(f"max abs {fmt(r['max_abs_error'])} / max rel {fmt(r['max_rel_error'])}")
     if _number(r["weights_max_abs_error"]):
         parts.append(f"weights max abs {fmt(r['weights_max_abs_error'])}")
     if _number(r["parameters"]):
-        parts.append(f"parameters {r['parameters']} (formula {r['parameters_formula']})")
+        n, f = r["parameters"], r["parameters_formula"]
+        parts.append(f"parameters {n} ({'= formula' if n == f else f'formula {f}'})")
     if r["fully_masked_row"]:
         parts.append(f"fully masked row: {r['fully_masked_row']}")
     return "\n".join(parts)
@@ -207,7 +208,7 @@ def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
 
 
 SILENT_CELLS = ("not_applicable", "not_probed")  # left out of the page (conventions.md has them)
-EVIDENCE_LIMIT = 60  # characters of a cell's evidence in the page (conventions.md: all)
+EVIDENCE_LIMIT = 40  # characters of a cell's evidence in the page (its axis page: all)
 NOTE_LIMIT = 90  # characters of a row's note in the page (the case's page, cases/<id>.md: all)
 
 
@@ -258,7 +259,7 @@ class Strings:
         return list(self.index)
 
 
-INTERNED = 1  # the first CELL_FIELDS are indices into the string table
+INTERNED = 2  # the first CELL_FIELDS (runner, label) are indices into the string table
 # labels whose reason is the system's refusal or a missing framework: interned as {"s": i}
 STABLE_REASONS = ("not_expressible", "skipped")
 # a figure CPU kernels move (1.23e-07): a text holding one stays in its cell, never interned
@@ -274,7 +275,10 @@ def _row_data(r, s: Strings) -> list:
     notes = [n if len(n) <= NOTE_LIMIT else n[:NOTE_LIMIT - 1] + "…"
              for n in (str(n) for n in r["notes"] or ())]
     notes = [n if CPU_FIGURE.search(n) else {"s": s(n)} for n in notes]  # stable: interned
-    return [s(r["runner"]), label(r), figures_text(r), reason, notes]
+    cell = [s(r["runner"]), s(label(r)), figures_text(r), reason, notes]
+    while len(cell) > INTERNED and cell[-1] in ("", []):  # empty trailing fields left out
+        cell.pop()
+    return cell
 
 
 def expand_cell(cell: list, strings: list[str]) -> dict:
@@ -287,7 +291,8 @@ def expand_cell(cell: list, strings: list[str]) -> dict:
             return strings[v]
         return [one(x) for x in v] if isinstance(v, list) else one(v)
 
-    return {f: text(n, v) for n, (f, v) in enumerate(zip(CELL_FIELDS, cell))}
+    full = [*cell, *([] if f == "notes" else "" for f in CELL_FIELDS[len(cell):])]
+    return {f: text(n, v) for n, (f, v) in enumerate(zip(CELL_FIELDS, full))}
 
 
 def case_data(case, cid: str, rows: list, strings: Strings | None = None) -> dict:

@@ -1,10 +1,13 @@
-"""The conventions ledger files: reports/conventions.json and reports/conventions.md.
+"""The conventions ledger files: reports/conventions.json, reports/conventions.md and a
+page per axis, reports/conventions/<axis>.md.
 
 The Ledger (conformance/conventions/ledger.py) holds one cell per (system, axis); this
-module only writes it.  The Markdown has one table per framework family
+module only writes it.  conventions.md has one table per framework family
 (torch, keras, onnx, others), split so that no table has more than
 MAX_COLUMNS systems, one word per cell ("†": the cell contradicts the
-system's documentation), then the evidence of every cell, axis by axis.
+system's documentation), then a link per axis to its page, which holds the evidence of
+every cell of that axis (a page a person reads, and no file near 1 MB as systems and
+axes are added).
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from conformance.conventions.cells import unlabelled
 from conformance.conventions.ledger import CONFLICT, NOT_PROBED, Ledger, LedgerCell
 from conformance.report.base import FAMILIES, MAX_COLUMNS, chunks, family, ledger_word
 from conformance.report.escaping import md_code, md_text
-from conformance.report.ledger_groups import anchor
+from conformance.report.ledger_groups import AXIS_PAGES, axis_page
 
 LEDGER_FILES = ("conventions.json", "conventions.md")
 
@@ -52,29 +55,39 @@ def _table(ledger: Ledger, systems) -> list[str]:
     return lines
 
 
-def _evidence(ledger: Ledger) -> list[str]:
-    lines = ["## Evidence", ""]
-    labels = {s.id: s.label for s in ledger.systems}
+def _bullet(ledger: Ledger, system, axis: str) -> str:
+    """One system's cell of `axis` with its evidence, its second witness and the
+    documentation's word."""
+    c = ledger.cell(system.id, axis)
+    seen = f"{c.witnesses} witness{'' if c.witnesses == 1 else 'es'}"
+    line = f"- **{escape(system.label)}**: `{md_code(c.value)}` ({c.source}, {seen}): " \
+           f"{escape(unlabelled(system.id, c.evidence))}"  # the bullet names both
+    if c.second and c.value != CONFLICT:
+        line += (f" — and the rows agree: {escape(c.second)}" if c.witnesses == 2
+                 else f" — the rows, quoted beside: {escape(c.second)}")
+    if c.documented is not None:
+        mark = "contradicts" if c.contradicts_documentation else "agrees with"
+        line += (f" — {mark} the documentation: `{md_code(c.documented)}`"
+                 + (f" ({escape(c.documented_source)})" if c.documented_source else ""))
+    return line
+
+
+def render_axis_page(ledger: Ledger, axis) -> str:
+    """reports/conventions/<axis>.md: the axis's meaning and words, then every system's
+    cell with its evidence."""
+    words = ", ".join(axis.vocabulary) if axis.vocabulary else "short free text"
+    lines = [f"# {escape(axis.title)} (`{axis.id}`)", "",
+             f"{escape(axis.meaning)}. Words: {escape(words)}.", "",
+             "[All axes](../conventions.md)", ""]
+    lines += [_bullet(ledger, s, axis.id) for s in ledger.systems]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _axis_links(ledger: Ledger) -> list[str]:
+    lines = ["## Evidence, axis by axis", ""]
     for axis in ledger.axes:
-        words = ", ".join(axis.vocabulary) if axis.vocabulary else "short free text"
-        lines += [f'<a id="{anchor(axis.id)}"></a>', "",
-                  f"### {escape(axis.title)} (`{axis.id}`)", "",
-                  f"{escape(axis.meaning)}. Words: {escape(words)}.", ""]
-        for s in ledger.systems:
-            c = ledger.cell(s.id, axis.id)
-            seen = f"{c.witnesses} witness{'' if c.witnesses == 1 else 'es'}"
-            line = f"- **{escape(labels[s.id])}**: `{md_code(c.value)}` ({c.source}, {seen}): " \
-                   f"{escape(unlabelled(s.id, c.evidence))}"  # the bullet names both
-            if c.second and c.value != CONFLICT:
-                line += (f" — and the rows agree: {escape(c.second)}" if c.witnesses == 2
-                         else f" — the rows, quoted beside: {escape(c.second)}")
-            if c.documented is not None:
-                mark = "contradicts" if c.contradicts_documentation else "agrees with"
-                line += (f" — {mark} the documentation: `{md_code(c.documented)}`"
-                         + (f" ({escape(c.documented_source)})" if c.documented_source else ""))
-            lines.append(line)
-        lines.append("")
-    return lines
+        lines.append(f"- [{escape(axis.title)}]({axis_page(axis.id)}) (`{axis.id}`)")
+    return lines + [""]
 
 
 def render_markdown(ledger: Ledger) -> str:
@@ -92,22 +105,24 @@ def render_markdown(ledger: Ledger) -> str:
              "or none (each evidence line says how many).", ""]
     for heading, systems in tables(ledger):
         lines += [f"## {escape(heading)}", ""] + _table(ledger, systems) + [""]
-    return "\n".join(lines + _evidence(ledger)).rstrip() + "\n"
+    return "\n".join(lines + _axis_links(ledger)).rstrip() + "\n"
 
 
 KEPT = ("system", "axis", "value", "evidence")  # every cell has them, even when empty
-JSON_EVIDENCE = 480  # characters of a cell's evidence in conventions.json (the .md: all)
+JSON_EVIDENCE = 360  # characters of a cell's evidence in conventions.json (its page: all)
 
 
-def json_evidence(text: str) -> str:
+def json_evidence(text: str, axis: str = "") -> str:
     """A cell's evidence for conventions.json: whole up to JSON_EVIDENCE characters, else
-    its head and its end (where a probe's reading and a system's words are) and how long it
-    is: the file stays under 1 MB as systems are added; conventions.md holds every word.
+    its head and its end (where a probe's reading and a system's words are) and where the
+    rest is: the file stays under 1 MB as systems are added; the axis's page holds every
+    word.  No length is said: a quoted message a CPU lengthens (a kernel's name) would move
+    it.
     Both cuts fall between words, so no figure is cut in two (a figure's last digits alone,
     ".5e-08" of 4.5e-08, are no figure the CPU mask of check-reports can read)."""
     if len(text) <= JSON_EVIDENCE:
         return text
-    mark = f" ... [{len(text)} characters: conventions.md has them all] ... "
+    mark = f" ... [cut: {axis_page(axis) if axis else 'its axis page'} has all] ... "
     head = (JSON_EVIDENCE - len(mark)) * 3 // 5
     start = len(text) - (JSON_EVIDENCE - len(mark) - head)
     space = text.rfind(" ", head // 2, head)
@@ -120,12 +135,13 @@ def json_evidence(text: str) -> str:
 def render_json(ledger: Ledger) -> str:
     """One axis, system or cell per line (a diff names the cell that changed), and a cell's
     optional fields only where they say something (no documented word, no contradiction,
-    no second witness): the file stays under 1 MB as systems are added.  Readers take the
-    missing fields as empty (`.get`)."""
+    no second witness, one witness): the file stays under 1 MB as systems are added.
+    Readers take the missing fields as empty (`.get`; witnesses: 1)."""
     def item(x) -> str:
         if isinstance(x, dict) and "axis" in x and "system" in x:
-            x = {k: json_evidence(v) if k == "evidence" else v for k, v in x.items()
-                 if k in KEPT or not (v == "" or v is None or v is False)}
+            x = {k: json_evidence(v, x["axis"]) if k == "evidence" else v
+                 for k, v in x.items() if k in KEPT or not (
+                     v == "" or v is None or v is False or (k == "witnesses" and v == 1))}
         return json.dumps(x, ensure_ascii=False, separators=(",", ":"))
 
     parts = [json.dumps(k) + ": " + ("[\n" + ",\n".join(item(x) for x in v) + "\n]"
@@ -135,10 +151,16 @@ def render_json(ledger: Ledger) -> str:
 
 
 def write_ledger(ledger: Ledger, out_dir) -> list[Path]:
-    """Write conventions.json and conventions.md into out_dir; returns the paths."""
+    """Write conventions.json, conventions.md and the axis pages into out_dir (an axis page
+    of an axis no longer in the ledger is removed); returns the paths."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / AXIS_PAGES).mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in LEDGER_FILES]
     paths[0].write_text(render_json(ledger))
     paths[1].write_text(render_markdown(ledger))
-    return paths
+    pages = {out / axis_page(a.id): render_axis_page(ledger, a) for a in ledger.axes}
+    for stale in set((out / AXIS_PAGES).glob("*.md")) - set(pages):
+        stale.unlink()
+    for path, text in pages.items():
+        path.write_text(text)
+    return paths + sorted(pages)

@@ -38,13 +38,16 @@ class AxisGroups:
         return len(self.groups) <= 1
 
 
-def anchor(axis: str) -> str:
-    """The id of an axis's evidence in conventions.md (report/ledger.py writes it)."""
-    return f"axis-{axis}"
+AXIS_PAGES = "conventions"  # the folder of the axis pages, beside conventions.md
 
 
-def evidence_link(axis: str, page: str = CONVENTIONS_PAGE) -> str:
-    return f"{page}#{anchor(axis)}"
+def axis_page(axis: str) -> str:
+    """An axis's page of evidence, relative to the report folder (report/ledger.py)."""
+    return f"{AXIS_PAGES}/{axis}.md"
+
+
+def evidence_link(axis: str) -> str:
+    return axis_page(axis)
 
 
 def cells_by_key(ledger: dict) -> dict[tuple[str, str], dict]:

@@ -111,7 +111,7 @@ def weights_dropout_cell(runner) -> Convention:
     dev = float(np.max(np.abs(sums - 1)))
     moved = float(np.max(np.abs(got.output - output_with(case, None))))
     text = (f"{runner.name}, {said(what, got)}: returned weights' row sums span "
-            f"{float(sums.min()):.3f}..{float(sums.max()):.3f} (max |sum - 1| {dev:.2f}); "
+            f"{float(sums.min()):.3f} to {float(sums.max()):.3f} (max |sum - 1| {dev:.2f}); "
             f"max |output - oracle (no dropout)| {moved:.1e}")
     if dev <= SUMS_MOVE and moved < NEAR:  # nothing dropped anywhere: no reading to name
         return Convention("weights_dropout", IGNORED, f"{text}: the rate is accepted and "

@@ -12,7 +12,9 @@
     c.cells = c.cells.map(function (a) {
       var o = {};
       data.cell_fields.forEach(function (f, i) {
-        var v = a[i];  /* {"s": i}: a stable text interned too (a reason, a note) */
+        /* {"s": i}: a stable text interned too (a reason, a note); empty trailing
+           fields are left out (html.py _row_data) */
+        var v = i < a.length ? a[i] : (f === "notes" ? [] : "");
         o[f] = i < data.interned ? data.strings[v] :
           (Array.isArray(v) ? v.map(shared) : shared(v));
       });

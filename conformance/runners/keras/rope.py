@@ -8,10 +8,11 @@ cases with `attention.rope` run (the plain layers are the keras.<backend> rows);
 pairs are half-split, so interleaved cases are not expressible.  A scaled rope
 (attention.rope.scaling) goes in as RotaryEmbedding's own `rope_type` and `scaling_factor`
 (and YaRN's `beta_fast`, `beta_slow`, `original_max_position_embeddings`, `truncate`) where
-its docstring lists the type: linear, dynamic, yarn (keras_hub 0.32
-layers/modeling/rotary_embedding.py).  Its "dynamic" takes no pretraining length (the case's
-has nowhere to go) and its YaRN factor 0.1 ln(scaling_factor) + 1 lands on cos and sin
-with no mscale or attention_factor argument; what it has no word for is not expressible.
+its docstring lists the type: linear, dynamic, yarn (keras_hub 0.32,
+keras_hub/src/layers/modeling/rotary_embedding.py).  Its "dynamic" takes no pretraining
+length (the case's has nowhere to go) and its YaRN factor 0.1 ln(scaling_factor) + 1
+lands on cos and sin with no mscale or attention_factor argument; what it has no word for
+is not expressible.
 A missing keras_hub is a skip naming the install line.  Keras and keras_hub are imported
 inside the functions only.
 """
