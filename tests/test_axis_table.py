@@ -95,3 +95,12 @@ def test_no_runner_module_lists_axes_for_the_ledger():
              if "ledger_axes" in p.read_text()]
     assert named == []
     assert not hasattr(Runner, "ledger_axes")
+
+
+def test_every_case_feature_is_named_in_a_refusal():
+    """A runner without a case feature refuses it in words (run/evaluate.FEATURE_WORDS):
+    a feature added without its words would be refused with its bare name ("fill" is
+    taken by every runner, so none refuses it)."""
+    from conformance.run.evaluate import FEATURE_WORDS
+
+    assert CASE_FEATURES - {"fill"} <= set(FEATURE_WORDS)

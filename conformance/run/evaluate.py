@@ -283,6 +283,7 @@ FEATURE_WORDS = {  # Case.features -> what a system without it lacks
     "rope": "rotary embeddings (attention.rope)", "qk_norm": "QK-norm (attention.qk_norm)",
     "alibi": "ALiBi bias (attention.alibi)", "softcap": "score softcapping (attention.softcap)",
     "sinks": "attention sinks (attention.sinks)",
+    "rope_scaling": "RoPE frequency scaling (attention.rope.scaling)",
     "position_offset": "token positions (inputs.position_offset)",
     "window": "sliding window (mask.window)", "decode": "KV-cache decoding (decode)"}
 
