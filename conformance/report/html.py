@@ -137,7 +137,7 @@ def figures_text(r) -> str:
     """A row's figures in the case view (its tolerance and dtype: the case's, shown once)."""
     parts = []
     if _number(r["max_abs_error"]):
-        parts.append(f"max abs {fmt(r['max_abs_error'])} / max rel {fmt(r['max_rel_error'])}")
+        parts.append(f"max abs {fmt(r['max_abs_error'])}, rel {fmt(r['max_rel_error'])}")
     if _number(r["weights_max_abs_error"]):
         parts.append(f"weights max abs {fmt(r['weights_max_abs_error'])}")
     if _number(r["parameters"]):
