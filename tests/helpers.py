@@ -1,4 +1,4 @@
-"""Building cases in tests without files."""
+"""Building cases in tests without files, and planted systems shared by several tests."""
 from __future__ import annotations
 
 from conformance.case.loader import parse_case
@@ -30,3 +30,25 @@ def require(*modules: str, reason: str = "") -> None:
         pytest.skip(reason or f"{', '.join(missing)} not installed (pip install -e "
                               f"'.[{','.join(extras)}]')", allow_module_level=True)
 
+
+
+def planted_export_probe(runner, change):
+    """An ExportProbe of `runner` whose probe module (nn.MultiheadAttention, wrapped as the
+    runner's user would call it) has its masks and outputs edited by `change(stage, mha,
+    x)`, stage "masks" (x: the mask inputs by name) or "outputs" (x: what mha returned)."""
+    from conformance.runners._export.export_probe import ExportProbe
+    from conformance.runners._export.torch_onnx import wrap_module
+
+    def wrap(torch, mha, self_attention, mask_names, kwargs):
+        class Planted(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mha = mha
+
+            def forward(self, *qkv, **named):
+                masks = change("masks", mha, {n: named.pop(n) for n in mask_names})
+                return change("outputs", mha, self.mha(*qkv, **masks, **named))
+
+        return wrap_module(torch, Planted(), self_attention, mask_names, kwargs)
+
+    return ExportProbe(runner, wrap)

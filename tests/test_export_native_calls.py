@@ -15,7 +15,7 @@ from conformance.contract.runner import NotExpressibleError, RawCall
 from conformance.conventions.probes.native_inputs import (
     mixed_dtype_cell, unbatched_cell, weights_dropout_cell)
 from conformance.oracle.canonical import case_data
-from tests.helpers import require
+from tests.helpers import planted_export_probe, require
 
 require("torch", "onnx", "onnxruntime")
 pytestmark = pytest.mark.torch
@@ -98,22 +98,9 @@ def test_the_output_dtype_is_the_runtimes_never_the_suites_cast(dtype, word):
 
 def _planted(name: str, change):
     """The legacy export whose probe module's outputs `change(mha, (out, weights))` edits."""
-    from conformance.runners._export.export_probe import ExportProbe
-    from conformance.runners._export.torch_onnx import wrap_module
-
-    def wrap(torch, mha, self_attention, mask_names, kwargs):
-        class Planted(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.mha = mha
-
-            def forward(self, *qkv, **named):
-                return change(mha, self.mha(*qkv, **named))
-
-        return wrap_module(torch, Planted(), self_attention, mask_names, kwargs)
-
     runner = _legacy(name)
-    return _with_probe(runner, ExportProbe(runner, wrap))
+    return _with_probe(runner, planted_export_probe(
+        runner, lambda stage, mha, x: change(mha, x) if stage == "outputs" else x))
 
 
 def test_weights_that_move_with_the_rate_read_post_dropout():

@@ -16,7 +16,7 @@ from conformance.conventions.axes import IGNORED
 from conformance.contract.runner import RawCall, Runner
 from conformance.conventions.probes import flags, key_padding, training
 from conformance.oracle.canonical import case_data
-from tests.helpers import require
+from tests.helpers import planted_export_probe, require
 
 require("torch", "onnx", "onnxruntime")
 pytestmark = pytest.mark.torch
@@ -28,32 +28,10 @@ def _runner(name: str = "", change=None):
 
     r = OnnxTorchExport(dynamo=False, **({"name": f"test.planted-{name}"} if name else {}))
     if change is not None:
-        r.probe = lambda: _probe(r, change)
+        r.probe = lambda: planted_export_probe(r, change)
     else:
         assert r.probe().wrap is wrap_module
     return r
-
-
-def _probe(runner, change):
-    """ExportProbe of a probe module whose masks and outputs `change(stage, mha, x)` edits."""
-    from conformance.runners._export.export_probe import ExportProbe
-    from conformance.runners._export.torch_onnx import wrap_module
-
-    def wrap(torch, mha, self_attention, mask_names, kwargs):
-        class Planted(torch.nn.Module):
-            """`mha` with its masks and outputs edited: the user's call is wrap_module's."""
-
-            def __init__(self):
-                super().__init__()
-                self.mha = mha
-
-            def forward(self, *qkv, **named):
-                masks = change("masks", mha, {n: named.pop(n) for n in mask_names})
-                return change("outputs", mha, mha(*qkv, **masks, **named))
-
-        return wrap_module(torch, Planted(), self_attention, mask_names, kwargs)
-
-    return ExportProbe(runner, wrap)
 
 
 def _only(stage, edit):
