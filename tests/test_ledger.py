@@ -390,3 +390,20 @@ def test_conventions_json_bounds_a_long_evidence_and_keeps_both_ends():
     head, tail = cut.split(" ... [")[0], cut.split("has all] ... ")[1]
     assert len(cut) <= JSON_EVIDENCE and tail.split(" ")[0][1:] == ".5e-08"
     assert head.split(" ")[-1][1:] == ".5e-08"
+
+
+def test_float64_below_quotes_the_first_case_not_the_worst():
+    """Which of two float32-computed float64 cases lands further from the oracle is a CPU's
+    kernel choice (5.96e-07 against 6.07e-07 under a lowered instruction set): the cell
+    quotes the first case in case order whatever the figures, the largest error beside."""
+    def rows(first: float, second: float):
+        return [row(c, "fake.b", Outcome.MISMATCH, dtype="float64", max_abs_error=e,
+                    atol=1e-12, failures=(Failure(FailureKind.VALUES, f"output: {e}"),))
+                for c, e in (("f64-a", first), ("f64-b", second))]
+
+    here, there = (cells_of(derive(rows(*e), [B]), "fake.b")["float64_compute"]
+                   for e in ((5.96e-7, 6.07e-7), (6.07e-7, 5.96e-7)))
+    assert here.value == there.value == "below_float64"
+    assert here.evidence.startswith("f64-a[fake.b] (and 1 more float64 case(s)): ")
+    assert there.evidence.startswith("f64-a[fake.b] ")
+    assert "largest max abs error 6.07e-07" in here.evidence
