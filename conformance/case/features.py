@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from conformance.case.model import (
     FILLS, QK_NORM_KINDS, QK_NORM_SCOPES, ROPE_MAGNITUDES, ROPE_SCALING_KINDS, ROPE_STYLES,
     Decode, QKNorm, Rope, RopeScaling, Window, short)
+from conformance.case import positions_heads
 from conformance.case.numbers import as_float
 
 MAX_POSITION = 2**31 - 1  # positions fit an int32 in every framework
@@ -68,7 +69,8 @@ def _positive(r, value: Any, dotted: str, upper: float = 1e30) -> float:
 def rope(r, sec: Mapping, head_dim: int) -> Rope | None:
     if sec.get("rope") is None:
         return None
-    s = _keys(r, sec["rope"], "attention.rope", {"style", "rotary_dim", "base", "scaling"},
+    s = _keys(r, sec["rope"], "attention.rope", {"style", "rotary_dim", "base", "scaling",
+                                                      "multi_axis"},
               {"style"})
     style = r.choice(s, "style", "attention.rope.style", "", ROPE_STYLES)
     dim = r.integer(s, "rotary_dim", "attention.rope.rotary_dim", head_dim, minimum=2)
@@ -246,4 +248,5 @@ def read(r, att, inp, mask):
     inp = inputs(r, r.section("inputs"), inp)
     m = r.section("mask")
     mask = replace(mask, window=window(r, m), fill=fill(r, m))
+    att, mask = positions_heads.read(r, att, inp, mask)  # M-RoPE, schedules, MLA...
     return att, inp, mask, decode(r, r.raw, inp, mask)

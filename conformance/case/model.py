@@ -8,11 +8,22 @@ every public name.
 from __future__ import annotations
 
 import hashlib
-import os
 import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+from conformance.case.limits import (  # noqa: F401 (re-exported: the case's budgets)
+    ACTIVATION_ENV, DEFAULT_MAX_ACTIVATION_ELEMENTS, DEFAULT_MAX_WEIGHT_ELEMENTS, LOAD_ENV,
+    LOAD_LIMIT_ELEMENTS, WEIGHT_ENV, Budget, load_budget, load_limit)
+
+if TYPE_CHECKING:  # each in its own module (case/positions_heads.py reads them)
+    from conformance.case.chunked import AttentionTemperature
+    from conformance.case.latent_attention import LatentAttention
+    from conformance.case.layer_schedule import LayerSchedule
+    from conformance.case.multi_axis_rope import MultiAxisRope
+    from conformance.case.output_gate import OutputGate
+    from conformance.case.relative_bias import RelativeBias
 
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -40,43 +51,17 @@ MAX_YAML_NODES = 10_000  # scalars, sequences, mappings and aliases as written
 MAX_EXPANDED_NODES = 100_000  # the same with every alias expanded
 MAX_DEPTH = 32  # nesting of sequences and mappings (aliases expanded)
 MAX_MESSAGE = 1_000  # characters of a CaseError message
-# Element budgets (counted arithmetically, see element_counts): the case's
-# weights, and every activation the float64 reference holds at once.
-DEFAULT_MAX_WEIGHT_ELEMENTS = 50_000_000
-DEFAULT_MAX_ACTIVATION_ELEMENTS = 50_000_000
-WEIGHT_ENV = "CONFORMANCE_MAX_WEIGHT_ELEMENTS"
-ACTIVATION_ENV = "CONFORMANCE_MAX_ACTIVATION_ELEMENTS"
-# Those budgets bound the numerical comparison (counting.py: a case over them
-# loads and gets a count-only row); the loader refuses only absurd sizes, far above.
-LOAD_LIMIT_ELEMENTS = 10**12
-LOAD_ENV = "CONFORMANCE_MAX_LOAD_ELEMENTS"  # raises (or lowers) that limit
-
-
-def load_limit(environ: Mapping[str, str] | None = None) -> int:
-    """The loader's limit: LOAD_LIMIT_ELEMENTS unless CONFORMANCE_MAX_LOAD_ELEMENTS says
-    (a whole number of elements; `1e12` and `10^12` read as written)."""
-    from conformance.settings import positive_number
-
-    return int(positive_number(environ, LOAD_ENV, LOAD_LIMIT_ELEMENTS, "elements",
-                               integer=True))
-
-def load_budget() -> "Budget":
-    """The loader's limit (absurd sizes only: LOAD_ENV raises it), read from the
-    environment at each load, so a bad value is a named error there, not at import."""
-    limit = load_limit()
-    return Budget(limit, limit)
-
-
 # The field names of the format (conformance/case/case.schema.json publishes the same).
 _TOP = {"id", "title", "description", "source", "tags", "attention", "inputs", "mask",
         "expect", "weights", "typed", "decode"}
 _SECTIONS = {
     "attention": {"num_heads", "num_kv_heads", "query_features", "key_features",
                   "value_features", "qk_head_dim", "v_head_dim", "output_features", "bias",
-                  "scale", "rope", "qk_norm", "alibi", "softcap", "sinks"},
+                  "scale", "rope", "qk_norm", "alibi", "softcap", "sinks", "layer_schedule",
+                  "temperature", "mla", "relative_bias", "output_gate"},
     "inputs": {"batch", "query_len", "key_len", "self_attention", "dtype", "seed", "scale",
                "nonfinite", "position_offset", "key_position_offset"},
-    "mask": {"causal", "key_padding", "attn_mask", "masked_rows", "window", "fill"},
+    "mask": {"causal", "key_padding", "attn_mask", "masked_rows", "window", "fill", "chunk"},
     "expect": {"parameters", "tolerance", "behaviours", "known_mismatch"},
     "weights": {"bias_values"},
 }
@@ -113,30 +98,6 @@ class CaseError(ValueError):
 
 
 @dataclass(frozen=True)
-class Budget:
-    """Most elements a case may ask for; refused over it, before allocating."""
-
-    weights: int = DEFAULT_MAX_WEIGHT_ELEMENTS
-    activations: int = DEFAULT_MAX_ACTIVATION_ELEMENTS
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Budget":
-        env = os.environ if environ is None else environ
-        values = []
-        for name, default in ((WEIGHT_ENV, cls.weights), (ACTIVATION_ENV, cls.activations)):
-            text = env.get(name, "").strip().replace("_", "")
-            try:
-                value = int(text) if text else default
-            except ValueError:
-                value = -1
-            if value < 1:
-                raise ValueError(f"{name}={short(env.get(name))}: must be a positive integer "
-                                 "(a count of elements)")
-            values.append(value)
-        return cls(*values)
-
-
-@dataclass(frozen=True)
 class RopeScaling:
     """How the rotary frequencies are stretched for long contexts, in transformers'
     `rope_parameters` words (oracle/rope_scaling.py computes each).  Fields a type does
@@ -167,6 +128,8 @@ class Rope:
     base: float  # pair i of position m turns by m * base ** (-2 i / rotary_dim)
     # frequency scaling; out of repr, so the cache keys of unscaled rope cases hold
     scaling: RopeScaling | None = field(default=None, repr=False)
+    # positions per axis (M-RoPE's t, h, w sections; 2-D vision grids): multi_axis_rope.py
+    multi_axis: MultiAxisRope | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -216,6 +179,12 @@ class Attention:
     alibi: bool = field(default=False, repr=False)
     softcap: float | None = field(default=None, repr=False)  # c: c * tanh(scores / c)
     sinks: bool = field(default=False, repr=False)  # one learned logit per head
+    # today's positions and heads, each read by its own module (case/positions_heads.py)
+    layer_schedule: LayerSchedule | None = field(default=None, repr=False)
+    temperature: AttentionTemperature | None = field(default=None, repr=False)
+    mla: LatentAttention | None = field(default=None, repr=False)
+    relative_bias: RelativeBias | None = field(default=None, repr=False)
+    output_gate: OutputGate | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -243,6 +212,7 @@ class Mask:
     masked_rows: tuple[int, ...]  # query rows asked to be fully masked (others may be: masks.py)
     window: Window | None = field(default=None, repr=False)  # sliding window, inclusive
     fill: str | None = field(default=None, repr=False)  # one of FILLS, for float masks
+    chunk: int | None = field(default=None, repr=False)  # block-diagonal chunks (chunked.py)
 
 
 @dataclass(frozen=True)
@@ -297,12 +267,17 @@ class Case:
                       f"{self.decode!r}")
             if a.rope is not None and a.rope.scaling is not None:
                 extra += f"|rope_scaling={a.rope.scaling!r}"
+            newer = _positions_heads(self)
+            if any(x is not None for x in newer):
+                extra += f"|positions_heads={newer!r}"
         return hashlib.sha256((text + extra).encode()).hexdigest()[:16]
 
     @property
     def features(self) -> frozenset[str]:
         """The features this case asks for: rope, rope_scaling, qk_norm, alibi, softcap,
-        sinks, position_offset, window, fill, decode (runners declare theirs)."""
+        sinks, position_offset, window, fill, decode, and POSITIONS_HEADS_FEATURES
+        (multi_axis_rope, layer_schedule, temperature, mla, relative_bias, output_gate,
+        chunk): runners declare theirs."""
         a, i, m = self.attention, self.inputs, self.mask
         named = {"rope": a.rope is not None,
                  "rope_scaling": a.rope is not None and a.rope.scaling is not None,
@@ -311,6 +286,8 @@ class Case:
                  "position_offset": bool(i.position_offset or i.key_position_offset),
                  "window": m.window is not None, "fill": m.fill is not None,
                  "decode": self.decode is not None}
+        named.update(zip(POSITIONS_HEADS_FEATURES,
+                         (x is not None for x in _positions_heads(self))))
         return frozenset(k for k, v in named.items() if v)
 
     @property
@@ -332,6 +309,17 @@ class Case:
         m = self.mask
         return (m.key_padding is not None or m.attn_mask_density is not None
                 or m.attn_mask_matrix is not None or bool(m.masked_rows))
+
+
+# The features of case/positions_heads.py, in _positions_heads' order
+POSITIONS_HEADS_FEATURES = ("multi_axis_rope", "layer_schedule", "temperature", "mla",
+                            "relative_bias", "output_gate", "chunk")
+
+
+def _positions_heads(case: Case) -> tuple:
+    a = case.attention
+    return (None if a.rope is None else a.rope.multi_axis, a.layer_schedule, a.temperature,
+            a.mla, a.relative_bias, a.output_gate, case.mask.chunk)
 
 
 def parameter_count(a: Attention) -> int:

@@ -285,7 +285,14 @@ FEATURE_WORDS = {  # Case.features -> what a system without it lacks
     "sinks": "attention sinks (attention.sinks)",
     "rope_scaling": "RoPE frequency scaling (attention.rope.scaling)",
     "position_offset": "token positions (inputs.position_offset)",
-    "window": "sliding window (mask.window)", "decode": "KV-cache decoding (decode)"}
+    "window": "sliding window (mask.window)", "decode": "KV-cache decoding (decode)",
+    "multi_axis_rope": "rotary positions per axis (attention.rope.multi_axis)",
+    "layer_schedule": "per-layer attention schedule (attention.layer_schedule)",
+    "temperature": "attention temperature (attention.temperature)",
+    "chunk": "chunked attention (mask.chunk)",
+    "mla": "multi-head latent attention (attention.mla)",
+    "relative_bias": "relative position bias (attention.relative_bias)",
+    "output_gate": "gated head outputs (attention.output_gate)"}
 
 
 FEATURE_REFUSAL = " (as this runner calls it) has no "  # in every no_feature_reason
