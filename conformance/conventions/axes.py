@@ -143,6 +143,12 @@ AXES: tuple[Axis, ...] = (
          "softmax scale times its square, cos and sin at 1: transformers' DeepSeek V3); "
          "both (applied twice); none (the frequencies scaled, no factor); choosable (a "
          "setting picks cos_sin or softmax_scale)"),
+    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # >>> layer_schedule (insert this feature's entries below this line)
+    # >>> chunk_temperature (insert this feature's entries below this line)
+    # >>> mla (insert this feature's entries below this line)
+    # >>> relative_bias (insert this feature's entries below this line)
+    # >>> output_gate (insert this feature's entries below this line)
     # caches, windows, softcap order, sinks, mask fills
     Axis("cache_causal_alignment", "Causal alignment of a cached decode step",
          ("lower_right", "upper_left", "full", NA),

@@ -35,6 +35,12 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     ("rope_scaling_magnitude", "Where RoPE scaling's attention factor lands (YaRN's "
                                "0.1 ln(factor) + 1)"),
     ("rope_scaling_frequencies", "RoPE scaling frequencies, per type"),
+    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # >>> layer_schedule (insert this feature's entries below this line)
+    # >>> chunk_temperature (insert this feature's entries below this line)
+    # >>> mla (insert this feature's entries below this line)
+    # >>> relative_bias (insert this feature's entries below this line)
+    # >>> output_gate (insert this feature's entries below this line)
 )
 DRIFT_FILE = "drift.json"  # python -m conformance drift writes it beside the reports
 # ... and its page, which the headline links.  Neither is a result of the run: a report

@@ -81,6 +81,12 @@ ADVICE: dict[str, str] = {
                                 "original_max_positions; YaRN's ramp edges rounded or not; "
                                 "LongRoPE's switch to the long factors past the original "
                                 "context; compare the evidence's distances per type",
+    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # >>> layer_schedule (insert this feature's entries below this line)
+    # >>> chunk_temperature (insert this feature's entries below this line)
+    # >>> mla (insert this feature's entries below this line)
+    # >>> relative_bias (insert this feature's entries below this line)
+    # >>> output_gate (insert this feature's entries below this line)
 }
 GENERIC = "read both cells' evidence"
 GROUPED = {"keras.gqa": ("keras", {"grouped": True})}  # typed system -> (format, options)

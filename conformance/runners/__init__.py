@@ -74,6 +74,12 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.olmo2:HFOlmo2", {}),
     ("conformance.runners.hf.bloom:HFBloom", {}),
     ("conformance.runners.hf.mpt:HFMpt", {}),
+    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # >>> layer_schedule (insert this feature's entries below this line)
+    # >>> chunk_temperature (insert this feature's entries below this line)
+    # >>> mla (insert this feature's entries below this line)
+    # >>> relative_bias (insert this feature's entries below this line)
+    # >>> output_gate (insert this feature's entries below this line)
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {"decode": True}),

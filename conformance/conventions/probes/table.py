@@ -131,6 +131,12 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "alibi_slopes": (_feature(positions.alibi_slopes_cell, "alibi"),),
     "rope_scaling_frequencies": (_feature(rope_scaling_frequencies_cell, "rope_scaling"),),
     "rope_scaling_magnitude": (_feature(rope_scaling_magnitude_cell, "rope_scaling"),),
+    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # >>> layer_schedule (insert this feature's entries below this line)
+    # >>> chunk_temperature (insert this feature's entries below this line)
+    # >>> mla (insert this feature's entries below this line)
+    # >>> relative_bias (insert this feature's entries below this line)
+    # >>> output_gate (insert this feature's entries below this line)
     "kv_head_mapping": (_feature(heads.kv_head_mapping_cell, "grouped"),),
     "qk_norm_scope": (_feature(qk_norm.qk_norm_scope_cell, "qk_norm"),),
     "sinks": (_feature(scores.sinks_cell, "sinks"),),
