@@ -20,6 +20,7 @@ import numpy as np
 
 from conformance.case.loader import Case
 from conformance.oracle.positional import window_allowed
+from conformance.oracle import layer_schedule
 
 
 def round_to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -54,9 +55,12 @@ class CanonicalWeights:
     q_norm_bias: np.ndarray | None = None
     k_norm_bias: np.ndarray | None = None
     sinks: np.ndarray | None = None
+    wg: np.ndarray | None = None  # output gate (H, E_q, d_v) (oracle/output_gate.py)
+    bg: np.ndarray | None = None  # its bias (H, d_v), with attention.bias
+    relative_bias: np.ndarray | None = None  # T5 bucket logits (num_buckets, H)
 
     NAMES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "q_norm_bias",
-             "k_norm_bias", "sinks")
+             "k_norm_bias", "sinks", "wg", "bg", "relative_bias")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The named arrays that exist (biases only when the case has them)."""
@@ -191,6 +195,15 @@ def _feature_weights(case: Case, weights: CanonicalWeights,
                                                           for s in shapes)
     if a.sinks:
         extra["sinks"] = rng.standard_normal(a.num_heads)
+    if a.output_gate is not None:  # W_g like W_q (1/sqrt(E_q)), b_g like the biases
+        extra["wg"] = rng.standard_normal((a.num_heads, a.query_features, a.v_head_dim)) / np.sqrt(
+            a.query_features)
+        if a.bias:
+            extra["bg"] = 0.1 * rng.standard_normal((a.num_heads, a.v_head_dim)) * (
+                case.weights.bias_values != "zeros")
+    if a.relative_bias is not None:  # logits O(1), so each bucket moves the softmax
+        extra["relative_bias"] = rng.standard_normal((a.relative_bias.num_buckets,
+                                                      a.num_heads))
     return replace(weights, **extra)
 
 
@@ -204,7 +217,7 @@ def positions(case: Case) -> tuple[np.ndarray, np.ndarray]:
 def _windowed(case: Case, allowed: np.ndarray | None):
     """The mask with mask.window ANDed in, and the rows it leaves empty."""
     b, t, s = case.inputs.batch, case.inputs.query_len, case.inputs.key_len
-    w = case.mask.window
+    w = layer_schedule.resolved(case).mask.window  # a scheduled layer's own window
     if w is not None:
         window = window_allowed(*positions(case), w.left, w.right)
         allowed = combine_masks((allowed, window), (b, t, s))

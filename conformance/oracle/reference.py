@@ -34,8 +34,9 @@ import numpy as np
 
 from conformance.case.loader import Case
 from conformance.case.model import parameter_count
-from conformance.oracle import positional, rope_scaling
+from conformance.oracle import output_gate, positional, relative_bias, rope_scaling
 from conformance.oracle.canonical import CaseData, case_data, positions
+from conformance.oracle import layer_schedule
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ def _softmax(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
 
 def _combine(heads: np.ndarray, data: CaseData) -> np.ndarray:
     w = data.weights
+    heads = output_gate.gated(heads, data)  # each head's output gate, before W_o
     out = np.einsum("bhtd,hde->bte", heads, w.wo)
     return out if w.bo is None else out + w.bo
 
@@ -92,6 +94,7 @@ def scaled_scores(case: Case, data: CaseData | None = None,
 
 
 def _scaled(case: Case, data: CaseData, scale: float | None) -> tuple[np.ndarray, np.ndarray]:
+    case = layer_schedule.resolved(case)  # a scheduled layer: its own rope and window
     w, x = data.weights, data.inputs
     group = case.attention.num_heads // case.attention.num_kv_heads
     q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
@@ -111,7 +114,7 @@ def _attention(case: Case, data: CaseData, scale: float | None) -> Expected:
     w, x = data.weights, data.inputs
     scores, v = _scaled(case, data, scale)
     if case.features:
-        scores = _biased(case, scores)
+        scores = _biased(case, scores, data)
     probs = (_softmax(scores, x.allowed) if w.sinks is None
              else positional.softmax_with_sinks(scores, x.allowed, w.sinks))
     out = _combine(probs @ v, data)
@@ -131,6 +134,10 @@ def _positional_qk(case: Case, data: CaseData, q: np.ndarray, k: np.ndarray):
         n = a.qk_norm
         q = positional.qk_norm(q, n.kind, n.scope, w.q_norm, w.q_norm_bias, n.eps)
         k = positional.qk_norm(k, n.kind, n.scope, w.k_norm, w.k_norm_bias, n.eps)
+    if a.rope is not None and a.rope.multi_axis is not None:  # M-RoPE, 2-D grids
+        from conformance.oracle import multi_axis_rope
+
+        return multi_axis_rope.rotated(case, q, k)
     if a.rope is not None:
         qpos, kpos = positions(case)
         r = a.rope
@@ -150,14 +157,15 @@ def _rotated_times(x: np.ndarray, rope) -> np.ndarray:
     return out
 
 
-def _biased(case: Case, scores: np.ndarray) -> np.ndarray:
-    """Softcap, then the ALiBi bias, on the scaled (B, H, T, S) scores."""
+def _biased(case: Case, scores: np.ndarray, data: CaseData) -> np.ndarray:
+    """Softcap, then the ALiBi bias and T5's relative bias, on the scaled (B, H, T, S)
+    scores."""
     a = case.attention
     if a.softcap is not None:
         scores = positional.softcap(scores, a.softcap)
     if a.alibi:
         scores = scores + positional.alibi_bias(a.num_heads, *positions(case))[None]
-    return scores
+    return relative_bias.added(case, data, scores)
 
 
 def formula_parameters(case: Case) -> int:
