@@ -337,10 +337,18 @@ def feature_parameter_count(a: Attention) -> int:
     """QK-norm scales (and LayerNorm biases) and attention sinks: per head widths d_k for
     `per_head`, every head's d_k values for `all_heads`; one sink logit per head."""
     count = a.num_heads if a.sinks else 0
+    if a.relative_bias is not None:  # T5's bucket table, num_buckets x H
+        count += a.relative_bias.num_buckets * a.num_heads
+    if a.output_gate is not None:  # W_g (H, E_q, d_v) and, with bias, b_g (H, d_v)
+        count += a.num_heads * (a.query_features + a.bias) * a.v_head_dim
     if a.qk_norm is not None:
         per = 2 if a.qk_norm.kind == "layer" else 1
         count += per * (2 * a.qk_head_dim if a.qk_norm.scope == "per_head"
                         else (a.num_heads + a.num_kv_heads) * a.qk_head_dim)
+    if a.mla is not None:  # MLA's latent projections replace the plain q, k, v ones
+        from conformance.case.latent_attention import mla_parameter_count, plain_qkv_count
+
+        count += mla_parameter_count(a) - plain_qkv_count(a)
     return count
 
 
