@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.decoding import DecodingHFRunner, refusals
+from conformance.runners.hf.rope_parameters import RopeParametersScaled
 
 GEMMA2_SOURCE = SOURCE + "gemma2/modeling_gemma2.py"
 
@@ -30,7 +31,7 @@ def pre_attn_scalar(case) -> int | None:
     return round(q) if round(q) >= 1 and abs(q - round(q)) <= 1e-9 * q else None
 
 
-class HFGemma2(DecodingHFRunner):
+class HFGemma2(RopeParametersScaled, DecodingHFRunner):
     name = "hf.gemma2"
     typed_system = "hf.gemma2"
     system = "transformers.models.gemma2.modeling_gemma2.Gemma2Attention"
@@ -39,7 +40,9 @@ class HFGemma2(DecodingHFRunner):
     description = ("`Gemma2Attention` (`attn_logit_softcapping`, `query_pre_attn_scalar`, "
                    "sliding window through the model's mask builder, decoding through "
                    "`DynamicCache`)")
-    features = DecodingHFRunner.features | {"window", "softcap"}
+    features = DecodingHFRunner.features | {"window", "softcap", "rope_scaling"}
+    cos_sin_line = f"{GEMMA2_SOURCE}#L125"  # cos = emb.cos() * self.attention_scaling
+    scaling_text = "query_pre_attn_scalar**-0.5"  # #L221
     # the ledger asks window_width setting by setting (conventions/probes/window_settings.py,
     # RawCall window_setting: MaskBuilt.answer)
     # and softcap (capped.py, through translate/run), softcap_order (softcap.py: a float
@@ -74,7 +77,8 @@ class HFGemma2(DecodingHFRunner):
                 "query_pre_attn_scalar": plan.get("query_pre_attn_scalar") or 256}
 
     def notes(self, case, module):
-        return self.rope_notes(case) + self.decode_notes(case, module) + [
+        return self.rope_notes(case) + self.scaling_notes(case, module) + self.decode_notes(
+            case, module) + [
             f"scaling = query_pre_attn_scalar**-0.5 = {module.scaling:.6g}; "
             f"attn_logit_softcapping = {module.attn_logit_softcapping} (before the mask)"]
 

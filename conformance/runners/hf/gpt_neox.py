@@ -6,13 +6,19 @@ biases both.  The rotation is `rotate_half` over the first
 int(head_size * partial_rotary_factor) dimensions (GPTNeoXConfig(rotary_pct=...)
 sets rope_parameters['partial_rotary_factor'], `rotary_emb_base` its
 rope_theta); cos/sin come from GPTNeoXRotaryEmbedding.  head_size =
-hidden_size // num_attention_heads; scale head_size**-0.5.
+hidden_size // num_attention_heads; scale head_size**-0.5.  A scaled rope
+(attention.rope.scaling) goes in as the config's `rope_parameters` with its type's keys
+beside rope_theta and partial_rotary_factor (rope_parameters.py): GPTNeoXRotaryEmbedding
+computes the scaled table for the rotated dims only (modeling_rope_utils.py: dim =
+head_dim * partial_rotary_factor) and multiplies cos and sin by the type's attention factor
+(#L94), so the factor lands on the rotated dims of q and k; the softmax scale has none.
 """
 from __future__ import annotations
 
 from conformance.convert.hf import to_gpt_neox
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import Refusals
+from conformance.runners.hf.rope_parameters import cos_sin_only, hf_rope
 from conformance.runners.hf.rotary import ROTATE_HALF, RotaryHFRunner, rope_limits, rope_theta
 
 NEOX_SOURCE = SOURCE + "gpt_neox/modeling_gpt_neox.py"
@@ -29,6 +35,7 @@ class HFGptNeox(RotaryHFRunner):
     harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`GPTNeoXAttention` (fused per-head qkv, half-split rotary, `rotary_pct`)"
     needs_rope = True
+    features = RotaryHFRunner.features | {"rope_scaling"}  # rope_parameters' types
     rope_source = f"{NEOX_SOURCE}#L100"
     cache_argument = "layer_past"  # GPTNeoXAttention.forward(..., layer_past=None, ...)
 
@@ -40,7 +47,9 @@ class HFGptNeox(RotaryHFRunner):
 
     def model_limits(self, case):
         return self.rope_model_limits(case) or rope_limits(
-            case, style="half_split", why_style=f"GPTNeoXAttention: {ROTATE_HALF}", partial=True)
+            case, style="half_split", why_style=f"GPTNeoXAttention: {ROTATE_HALF}",
+            partial=True) or cos_sin_only(case, "GPTNeoXAttention", f"{NEOX_SOURCE}#L94",
+                                          "head_size**-0.5")
 
     config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
                      "attention_bias": "bias"}
@@ -51,18 +60,31 @@ class HFGptNeox(RotaryHFRunner):
         r = case.attention.rope
         pct = 1.0 if r is None else r.rotary_dim / case.attention.qk_head_dim
         cfg = {**cfg, "rotary_pct": pct, "rotary_emb_base": rope_theta(case)}
-        return call.replace(")", f", rotary_pct={pct:g}, rotary_emb_base="
-                            f"{cfg['rotary_emb_base']:g})", 1), cfg
+        hf = hf_rope(case)
+        if hf is None:
+            return call.replace(")", f", rotary_pct={pct:g}, rotary_emb_base="
+                                f"{cfg['rotary_emb_base']:g})", 1), cfg
+        params = {**hf.parameters, "partial_rotary_factor": pct}
+        text = hf.text(cfg["rotary_emb_base"])[:-1] + f", 'partial_rotary_factor': {pct:g}}}"
+        length = ("" if hf.max_position_embeddings is None else
+                  f", max_position_embeddings={hf.max_position_embeddings}")
+        return call.replace(")", f"{length}, rope_parameters={text})", 1), {
+            **cfg, "rope_scaling": params, "max_position_embeddings": hf.max_position_embeddings}
 
     def build(self, torch, plan):
         from transformers import GPTNeoXConfig
         from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXAttention
 
+        rope = {"rotary_pct": plan.get("rotary_pct", 1.0),
+                "rotary_emb_base": plan.get("rotary_emb_base", 10000.0)}
+        if plan.get("rope_scaling"):  # a copy: the config standardises the dict it is given
+            rope = {"rope_parameters": {"rope_theta": rope["rotary_emb_base"],
+                                        **dict(plan["rope_scaling"])}}
+            if plan.get("max_position_embeddings"):
+                rope["max_position_embeddings"] = plan["max_position_embeddings"]
         config = GPTNeoXConfig(hidden_size=plan["hidden_size"],
                                num_attention_heads=plan["num_attention_heads"],
-                               attention_bias=plan["attention_bias"],
-                               rotary_pct=plan.get("rotary_pct", 1.0),
-                               rotary_emb_base=plan.get("rotary_emb_base", 10000.0),
+                               attention_bias=plan["attention_bias"], **rope,
                                attention_dropout=plan["dropout"],
                                attn_implementation=plan["attn_implementation"])
         return GPTNeoXAttention(config, layer_idx=0)
@@ -76,8 +98,15 @@ class HFGptNeox(RotaryHFRunner):
         return to_gpt_neox(weights)
 
     def notes(self, case, module):
-        return self.rope_notes(case) + [f"rotary_ndims = {module.rotary_ndims} of head_size "
-                                        f"{module.head_size}"]
+        scaled = []
+        if case.attention.rope.scaling is not None:
+            from conformance.runners.hf.common import import_torch
+
+            rot = self.rotary(import_torch(), module.config)
+            scaled = [f"GPTNeoXRotaryEmbedding: rope_type {rot.rope_type}, attention_scaling "
+                      f"{rot.attention_scaling:.6g} on cos and sin of the rotated dims"]
+        return self.rope_notes(case) + scaled + [
+            f"rotary_ndims = {module.rotary_ndims} of head_size {module.head_size}"]
 
     sizes = SizeFacts("derived_from_width", f"{NEOX_SOURCE}#L173", "query_key_value.weight",
                       "out x in (nn.Linear), rows per head [q_h; k_h; v_h]",

@@ -17,11 +17,12 @@ import numpy as np
 
 from conformance.runners.hf.common import SOURCE, SizeFacts, linear_state
 from conformance.runners.hf.decoding import DecodingHFRunner, refusals
+from conformance.runners.hf.rope_parameters import RopeParametersScaled
 
 GPT_OSS_SOURCE = SOURCE + "gpt_oss/modeling_gpt_oss.py"
 
 
-class HFGptOss(DecodingHFRunner):
+class HFGptOss(RopeParametersScaled, DecodingHFRunner):
     name = "hf.gpt_oss"
     typed_system = "hf.gpt_oss"
     system = "transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention"
@@ -29,7 +30,8 @@ class HFGptOss(DecodingHFRunner):
     backend = "eager"
     description = ("`GptOssAttention` (a sink logit per head, sliding window through the "
                    "model's mask builder, decoding through `DynamicCache`)")
-    features = DecodingHFRunner.features | {"window", "sinks"}
+    features = DecodingHFRunner.features | {"window", "sinks", "rope_scaling"}
+    cos_sin_line = f"{GPT_OSS_SOURCE}#L189"  # cos = emb.cos() * self.attention_scaling
     # the ledger asks the window setting by setting (conventions/probes/window_settings.py,
     # RawCall window_setting: MaskBuilt.answer)
     answers = DecodingHFRunner.answers | {"window_setting"}
@@ -83,7 +85,8 @@ class HFGptOss(DecodingHFRunner):
         sinks = ("sinks: the canonical per-head logits" if case.attention.sinks else
                  "sinks neutralised: -inf per head (exp(-inf) = 0 in the denominator), "
                  f"counted apart ({case.attention.num_heads} parameters); the model learns them")
-        return self.rope_notes(case) + self.decode_notes(case, module) + [sinks]
+        return (self.rope_notes(case) + self.scaling_notes(case, module)
+                + self.decode_notes(case, module) + [sinks])
 
     sizes = SizeFacts("per_head", f"{GPT_OSS_SOURCE}#L272", "q_proj.weight",
                       "out x in (nn.Linear)", "q_proj, k_proj, v_proj, o_proj are "

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.decoding import DecodingHFRunner, refusals
+from conformance.runners.hf.rope_parameters import RopeParametersScaled
 
 MISTRAL_SOURCE = SOURCE + "mistral/modeling_mistral.py"
 
 
-class HFMistral(DecodingHFRunner):
+class HFMistral(RopeParametersScaled, DecodingHFRunner):
     name = "hf.mistral"
     typed_system = "hf.mistral"
     # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
@@ -29,7 +30,8 @@ class HFMistral(DecodingHFRunner):
     backend = "eager"
     description = ("`MistralAttention` (grouped-query, half-split rotary, `sliding_window` "
                    "through the model's mask builder, decoding through `DynamicCache`)")
-    features = DecodingHFRunner.features | {"window"}
+    features = DecodingHFRunner.features | {"window", "rope_scaling"}  # rope_parameters
+    cos_sin_line = f"{MISTRAL_SOURCE}#L303"  # cos = emb.cos() * self.attention_scaling
     # the ledger asks the window setting by setting (conventions/probes/window_settings.py,
     # RawCall window_setting: MaskBuilt.answer)
     answers = DecodingHFRunner.answers | {"window_setting"}
@@ -47,7 +49,8 @@ class HFMistral(DecodingHFRunner):
     call_template = "MistralAttention(MistralConfig({args}), layer_idx=0)"
 
     def notes(self, case, module):
-        return self.rope_notes(case) + self.decode_notes(case, module)
+        return (self.rope_notes(case) + self.scaling_notes(case, module)
+                + self.decode_notes(case, module))
 
     sizes = SizeFacts("per_head", f"{MISTRAL_SOURCE}#L134", "q_proj.weight",
                       "out x in (nn.Linear)", "q_proj, k_proj, v_proj, o_proj are "

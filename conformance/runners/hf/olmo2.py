@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import self_attention_refusals
+from conformance.runners.hf.rope_parameters import RopeParametersScaled
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, QKNormRotaryHFRunner, qk_norm_limits, rope_limits)
 
 OLMO2_SOURCE = SOURCE + "olmo2/modeling_olmo2.py"
 
 
-class HFOlmo2(QKNormRotaryHFRunner):
+class HFOlmo2(RopeParametersScaled, QKNormRotaryHFRunner):
     name = "hf.olmo2"
     system = "transformers.models.olmo2.modeling_olmo2.Olmo2Attention"
     path = "rotary from Olmo2RotaryEmbedding, or neutralised"
@@ -27,7 +28,8 @@ class HFOlmo2(QKNormRotaryHFRunner):
     # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
     harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`Olmo2Attention` (RMS QK-norm over the whole projection, half-split rotary)"
-    features = QKNormRotaryHFRunner.features | {"qk_norm"}
+    features = QKNormRotaryHFRunner.features | {"qk_norm", "rope_scaling"}
+    cos_sin_line = f"{OLMO2_SOURCE}#L111"  # cos = emb.cos() * self.attention_scaling
     rope_source = f"{OLMO2_SOURCE}#L70"
     partial_line = f"{OLMO2_SOURCE}#L100"  # compute_default_rope_parameters: dim = head_dim
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "all_heads"}}
@@ -51,8 +53,9 @@ class HFOlmo2(QKNormRotaryHFRunner):
                    "attention_bias", "attn_implementation")
 
     def notes(self, case, module):
-        return self.rope_notes(case) + ["q_norm, k_norm: RMSNorm over all heads' values of a "
-                                        f"position ({tuple(module.q_norm.weight.shape)})"]
+        return self.rope_notes(case) + self.scaling_notes(case, module) + [
+            "q_norm, k_norm: RMSNorm over all heads' values of a "
+            f"position ({tuple(module.q_norm.weight.shape)})"]
 
     sizes = SizeFacts("derived_from_width", f"{OLMO2_SOURCE}#L200", "q_proj.weight",
                       "out x in (nn.Linear)",

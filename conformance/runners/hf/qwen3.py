@@ -16,13 +16,14 @@ from __future__ import annotations
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import self_attention_refusals
 from conformance.runners.hf.decoding import MaskBuilt
+from conformance.runners.hf.rope_parameters import RopeParametersScaled
 from conformance.runners.hf.rotary import (
     ROTATE_HALF, QKNormRotaryHFRunner, qk_norm_limits, rope_limits)
 
 QWEN3_SOURCE = SOURCE + "qwen3/modeling_qwen3.py"
 
 
-class HFQwen3(MaskBuilt, QKNormRotaryHFRunner):
+class HFQwen3(RopeParametersScaled, MaskBuilt, QKNormRotaryHFRunner):
     name = "hf.qwen3"
     system = "transformers.models.qwen3.modeling_qwen3.Qwen3Attention"
     path = "rotary from Qwen3RotaryEmbedding, or neutralised"
@@ -32,7 +33,8 @@ class HFQwen3(MaskBuilt, QKNormRotaryHFRunner):
     # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
     harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`Qwen3Attention` (RMS QK-norm per head, grouped-query, half-split rotary)"
-    features = QKNormRotaryHFRunner.features | {"qk_norm"}
+    features = QKNormRotaryHFRunner.features | {"qk_norm", "rope_scaling"}
+    cos_sin_line = f"{QWEN3_SOURCE}#L126"  # cos = emb.cos() * self.attention_scaling
     rope_source = f"{QWEN3_SOURCE}#L90"
     partial_line = f"{QWEN3_SOURCE}#L115"  # compute_default_rope_parameters: dim = head_dim
     probe_attention = {"qk_norm": {"kind": "rms", "scope": "per_head"}}
@@ -83,8 +85,9 @@ class HFQwen3(MaskBuilt, QKNormRotaryHFRunner):
                  {"sliding_window": w, "max_window_layers": 28}, True)]
 
     def notes(self, case, module):
-        return self.rope_notes(case) + ["q_norm, k_norm: RMSNorm over each head's head_dim "
-                                        f"values, eps {module.q_norm.variance_epsilon:g}"]
+        return self.rope_notes(case) + self.scaling_notes(case, module) + [
+            "q_norm, k_norm: RMSNorm over each head's head_dim "
+            f"values, eps {module.q_norm.variance_epsilon:g}"]
 
     sizes = SizeFacts("per_head", f"{QWEN3_SOURCE}#L230", "q_proj.weight", "out x in (nn.Linear)",
                       "q_proj, k_proj, v_proj, o_proj are nn.Linear: (out, in)",

@@ -76,14 +76,61 @@ def hf_rope(case) -> HFRope | None:
     return HFRope(params, int(round(s.original_max_positions * s.factor)))
 
 
-def cos_sin_only(case, module: str, source: str) -> str | None:
+def cos_sin_only(case, module: str, source: str, scaling: str = "head_dim**-0.5") -> str | None:
     """Why a module whose rotary embedding carries the attention factor on cos and sin, and
     whose softmax scale has no rope term, cannot put it on the softmax scale; None when the
     case does not ask for that."""
     s = case.attention.rope.scaling if case.attention.rope is not None else None
     if s is None or s.magnitude != "softmax_scale":
         return None
-    return (f"rope.scaling.magnitude=softmax_scale: {module}.scaling = head_dim**-0.5 has no "
+    return (f"rope.scaling.magnitude=softmax_scale: {module}.scaling = {scaling} has no "
             f"rope term and its rotary embedding multiplies cos and sin by the "
             f"attention_factor ({source}: cos = emb.cos() * self.attention_scaling); no "
             "setting moves it onto the softmax scale")
+
+
+def scaled_call(call: str, cfg: dict, case, config: str) -> tuple[str, dict]:
+    """The config call and plan of `case` with its scaling as rope_parameters (replacing the
+    bare `{'rope_theta': ...}` the call holds) and max_position_embeddings after
+    `config` ("<Model>Config("), as a user writes them; unchanged without a scaling."""
+    hf = hf_rope(case)
+    if hf is None:
+        return call, cfg
+    theta = cfg.get("rope_theta", float(case.attention.rope.base))
+    call = call.replace(f"rope_parameters={{'rope_theta': {theta:g}}}",
+                        f"rope_parameters={hf.text(theta)}", 1)
+    if hf.max_position_embeddings is not None:
+        call = call.replace(config, f"{config}max_position_embeddings="
+                            f"{hf.max_position_embeddings}, ", 1)
+    return call, {**cfg, "rope_scaling": hf.parameters,
+                  "max_position_embeddings": hf.max_position_embeddings}
+
+
+class RopeParametersScaled:
+    """A config-built HF attention whose `<Model>RotaryEmbedding` takes the case's scaling
+    from rope_parameters (ROPE_INIT_FUNCTIONS[rope_type], forward under
+    @dynamic_rope_update, cos and sin times attention_scaling: the same code in every
+    modeling file that copies Llama's) and whose softmax scale has no rope term.  Put before
+    the runner's base class; `cos_sin_line` cites the file's `cos = emb.cos() *
+    self.attention_scaling`, `scaling_text` its fixed scale."""
+
+    cos_sin_line = ""
+    scaling_text = "head_dim**-0.5"
+
+    def config_call(self, case):
+        call, cfg = super().config_call(case)
+        return scaled_call(call, cfg, case, f"{self.model}Config(")
+
+    def model_limits(self, case):
+        return super().model_limits(case) or cos_sin_only(
+            case, f"{self.model}Attention", self.cos_sin_line, self.scaling_text)
+
+    def scaling_notes(self, case, module) -> list[str]:
+        """What the model's rotary module computed of the case's scaling (none without)."""
+        if case.attention.rope is None or case.attention.rope.scaling is None:
+            return []
+        from conformance.runners.hf.common import import_torch
+
+        rot = self.rotary(import_torch(), module.config)
+        return [f"{type(rot).__name__}: rope_type {rot.rope_type}, attention_scaling "
+                f"{rot.attention_scaling:.6g} on cos and sin"]
