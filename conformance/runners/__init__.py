@@ -76,6 +76,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.mpt:HFMpt", {}),
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
+    ("conformance.runners.hf.gemma3:HFGemma3", {}),
     # >>> chunk_temperature (insert this feature's entries below this line)
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
