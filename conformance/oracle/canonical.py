@@ -58,9 +58,22 @@ class CanonicalWeights:
     wg: np.ndarray | None = None  # output gate (H, E_q, d_v) (oracle/output_gate.py)
     bg: np.ndarray | None = None  # its bias (H, d_v), with attention.bias
     relative_bias: np.ndarray | None = None  # T5 bucket logits (num_buckets, H)
+    # MLA (oracle/latent_attention.py), only with attention.mla: W_dq (E, r_q), its RMSNorm
+    # scale (r_q,), W_uq (H, r_q, d_qk); W_dkv (E, r_kv), its scale (r_kv,), W_kr (E, d_r),
+    # W_uk (H, r_kv, d_n), W_uv (H, r_kv, d_v); wk and wv are None then (wq too with r_q)
+    mla_q_down: np.ndarray | None = None
+    mla_q_norm: np.ndarray | None = None
+    mla_q_up: np.ndarray | None = None
+    mla_kv_down: np.ndarray | None = None
+    mla_kv_norm: np.ndarray | None = None
+    mla_k_rope: np.ndarray | None = None
+    mla_k_up: np.ndarray | None = None
+    mla_v_up: np.ndarray | None = None
 
     NAMES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "q_norm_bias",
-             "k_norm_bias", "sinks", "wg", "bg", "relative_bias")
+             "k_norm_bias", "sinks", "wg", "bg", "relative_bias",
+             "mla_q_down", "mla_q_norm", "mla_q_up", "mla_kv_down", "mla_kv_norm",
+             "mla_k_rope", "mla_k_up", "mla_v_up")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The named arrays that exist (biases only when the case has them)."""
@@ -195,6 +208,10 @@ def _feature_weights(case: Case, weights: CanonicalWeights,
                                                           for s in shapes)
     if a.sinks:
         extra["sinks"] = rng.standard_normal(a.num_heads)
+    if a.mla is not None:  # its latent projections in place of wk and wv (and wq)
+        from conformance.oracle import latent_attention
+
+        extra.update(latent_attention.draw(a, rng))
     if a.output_gate is not None:  # W_g like W_q (1/sqrt(E_q)), b_g like the biases
         extra["wg"] = rng.standard_normal((a.num_heads, a.query_features, a.v_head_dim)) / np.sqrt(
             a.query_features)
@@ -221,6 +238,11 @@ def _windowed(case: Case, allowed: np.ndarray | None):
     if w is not None:
         window = window_allowed(*positions(case), w.left, w.right)
         allowed = combine_masks((allowed, window), (b, t, s))
+    if case.mask.chunk is not None:  # Llama 4's blocks of absolute positions (chunked.py)
+        from conformance.oracle.chunked import chunk_allowed
+
+        allowed = combine_masks((allowed, chunk_allowed(*positions(case), case.mask.chunk)),
+                                (b, t, s))
     fully = ~allowed.any(-1) if allowed is not None else np.zeros((b, t), dtype=bool)
     return allowed, fully
 

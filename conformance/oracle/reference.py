@@ -37,6 +37,7 @@ from conformance.case.model import parameter_count
 from conformance.oracle import output_gate, positional, relative_bias, rope_scaling
 from conformance.oracle.canonical import CaseData, case_data, positions
 from conformance.oracle import layer_schedule
+from conformance.oracle import latent_attention
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def scaled_scores(case: Case, data: CaseData | None = None,
 
 def _scaled(case: Case, data: CaseData, scale: float | None) -> tuple[np.ndarray, np.ndarray]:
     case = layer_schedule.resolved(case)  # a scheduled layer: its own rope and window
+    if case.attention.mla is not None:  # its latent projections (latent_attention.py)
+        return latent_attention.scaled(case, data, scale)
     w, x = data.weights, data.inputs
     group = case.attention.num_heads // case.attention.num_kv_heads
     q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
@@ -137,8 +140,8 @@ def _positional_qk(case: Case, data: CaseData, q: np.ndarray, k: np.ndarray):
     if a.rope is not None and a.rope.multi_axis is not None:  # M-RoPE, 2-D grids
         from conformance.oracle import multi_axis_rope
 
-        return multi_axis_rope.rotated(case, q, k)
-    if a.rope is not None:
+        q, k = multi_axis_rope.rotated(case, q, k)
+    elif a.rope is not None:
         qpos, kpos = positions(case)
         r = a.rope
         freq = rope_scaling.inv_freq(r, np.concatenate([qpos, kpos]))
@@ -146,6 +149,10 @@ def _positional_qk(case: Case, data: CaseData, q: np.ndarray, k: np.ndarray):
         k = positional.apply_rope(k, kpos, r.style, r.rotary_dim, r.base, freq)
         if rope_scaling.placement(r) == "cos_sin":  # cos and sin times the factor
             q, k = _rotated_times(q, r), _rotated_times(k, r)
+    if a.temperature is not None:  # Llama 4's query temperature (oracle/chunked.py)
+        from conformance.oracle.chunked import tempered
+
+        q = tempered(q, positions(case)[0], a.temperature)
     return q, k
 
 
