@@ -1,17 +1,25 @@
-"""HuggingFace T5: `T5Attention`, the relative position bias off.
+"""HuggingFace T5: `T5Attention`, with its relative position bias where the case asks.
 
 T5Config's `d_kv` is the per-head size, independent of d_model / num_heads
 (q, k, v: nn.Linear(d_model, num_heads * d_kv, bias=False); o: nn.Linear(
 num_heads * d_kv, d_model, bias=False)).  No biases, and NO 1/sqrt(d) scaling
 (`self.scaling = 1.0`: T5 folds it into the initialisation of W_q), so a case
-runs here only with bias false and `attention.scale: 1.0`.  Built with
-has_relative_attention_bias=False (the per-layer learned bias of T5's first
-layer is not part of a multi-head attention layer); with it off the module adds
-a zero position_bias.  Masks: T5's eager path adds the 4-D mask to the scores.
+runs here only with bias false and `attention.scale: 1.0`.  A case without
+attention.relative_bias builds has_relative_attention_bias=False (the module adds a zero
+position_bias); one with it builds has_relative_attention_bias=True from T5Config's
+relative_attention_num_buckets, relative_attention_max_distance and is_decoder (T5's
+decoder buckets are unidirectional: compute_bias passes bidirectional=(not
+self.is_decoder), modeling_t5.py#L274), the canonical table loaded as
+relative_attention_bias.weight (nn.Embedding(num_buckets, n_heads)).  The module computes
+the bias itself from positions 0..T-1 against 0..S-1; where the case's queries start
+D = position_offset - key_position_offset past its keys, the bias is T5's own
+compute_bias(T, S, past_seen_tokens=D) (the query offset its cached decode uses,
+modeling_t5.py#L265) passed as position_bias, as T5Stack passes it to later layers.
+Masks: T5's eager path adds the 4-D mask to the scores.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, SizeFacts
+from conformance.runners.hf.common import SOURCE, SizeFacts, hf_mask
 from conformance.runners.hf.declared import MASK_FILL, Refusals
 from conformance.runners.hf.probed import ProbedHFRunner
 
@@ -45,6 +53,15 @@ class HFT5(ProbedHFRunner):
         False, "T5Attention's q, k, v and o are nn.Linear(..., bias=False); T5 has no "
         "projection biases"))
     linear_names = ("q", "k", "v", "o")
+    features = ProbedHFRunner.features | {"relative_bias", "position_offset"}
+
+    def model_limits(self, case):
+        rb = case.attention.relative_bias
+        if rb is not None and rb.relative_position != "key_minus_query":
+            return (f"relative_bias.relative_position={rb.relative_position}: T5Attention."
+                    "compute_bias buckets memory_position - context_position (key - query, "
+                    f"{T5_SOURCE}#L271) and has no setting for the other sign")
+        return None
 
     def scale_limits(self, case):
         scale = case.attention.scale
@@ -56,22 +73,63 @@ class HFT5(ProbedHFRunner):
     config_fields = {"d_model": "query_features", "num_heads": "num_heads", "d_kv": "qk_head_dim"}
     call_template = "T5Attention(T5Config({args}), has_relative_attention_bias=False)"
 
+    def config_call(self, case):
+        call, plan = super().config_call(case)
+        rb = case.attention.relative_bias
+        if rb is None:
+            return call, plan
+        bucketed = {"relative_attention_num_buckets": rb.num_buckets,
+                    "relative_attention_max_distance": rb.max_distance,
+                    "is_decoder": not rb.bidirectional}
+        args = ", ".join(f"{k}={v}" for k, v in {**plan, **bucketed}.items())
+        return (f"T5Attention(T5Config({args}), has_relative_attention_bias=True)",
+                {**plan, **bucketed})
+
     def build(self, torch, plan):
         from transformers import T5Config
         from transformers.models.t5.modeling_t5 import T5Attention
 
+        bucketed = {k: plan[k] for k in ("relative_attention_num_buckets",
+                                         "relative_attention_max_distance", "is_decoder")
+                    if k in plan}
         config = T5Config(d_model=plan["d_model"], num_heads=plan["num_heads"],
                           d_kv=plan["d_kv"], dropout_rate=plan["dropout"],
-                          attn_implementation=plan["attn_implementation"])
-        return T5Attention(config, has_relative_attention_bias=False)
+                          attn_implementation=plan["attn_implementation"], **bucketed)
+        return T5Attention(config, has_relative_attention_bias=bool(bucketed))
+
+    def state(self, case, weights):
+        state = super().state(case, weights)
+        if case.attention.relative_bias is not None:  # nn.Embedding: (num_buckets, n_heads)
+            state["relative_attention_bias.weight"] = weights.relative_bias
+        return state
+
+    def call(self, torch, case, data, module, x):
+        """The case's query offset past its keys, where the case has one and asks the
+        bias, goes in as T5's own compute_bias(T, S, past_seen_tokens=D) (position_bias)."""
+        shift = case.inputs.position_offset - case.inputs.key_position_offset
+        if case.decode is not None or case.attention.relative_bias is None or not shift:
+            return super().call(torch, case, data, module, x)
+        mask = hf_mask(torch, data.inputs.allowed, x.dtype, self.attn_implementation,
+                       case.mask.fill)
+        bias = module.compute_bias(case.inputs.query_len, case.inputs.key_len,
+                                   past_seen_tokens=shift)
+        return self.forward(module, x, mask, position_bias=bias)
 
     def forward(self, module, x, mask, **kw):
         out, _, weights = module(x, mask=mask, **kw)
         return out, weights
 
     def notes(self, case, module):
-        return ["has_relative_attention_bias=False: no relative position bias (a zero "
-                "position_bias is added); scores are not scaled (scaling = 1.0)"]
+        i = case.inputs
+        shift = i.position_offset - i.key_position_offset
+        if case.attention.relative_bias is None:
+            return ["has_relative_attention_bias=False: no relative position bias (a zero "
+                    "position_bias is added); scores are not scaled (scaling = 1.0)"]
+        return ["has_relative_attention_bias=True: the canonical (num_buckets, H) table as "
+                "relative_attention_bias.weight; scores are not scaled (scaling = 1.0)",
+                "position_bias computed by the module (queries and keys from 0)" if not shift
+                else f"position_bias=module.compute_bias({i.query_len}, {i.key_len}, "
+                f"past_seen_tokens={shift}): queries {shift} positions past the keys"]
 
     sizes = SizeFacts("per_head", f"{T5_SOURCE}#L193", "q.weight",
                       "out x in (nn.Linear, bias=False)",
