@@ -19,7 +19,8 @@ from conformance.conventions.probes import ASKED_PROBES, RAW_PROBES, one_axis, t
 CASE_FEATURES = set(inspect.getsource(Case.features.fget).split("named = ")[1]
                     .split("}")[0].replace('"', " ").split()) & {
     "rope", "rope_scaling", "qk_norm", "alibi", "softcap", "sinks", "position_offset",
-    "window", "fill", "decode"}
+    "window", "fill", "decode"} | {  # and case/model.py POSITIONS_HEADS_FEATURES
+    "chunk", "temperature"}
 
 
 class Scratch(Runner):

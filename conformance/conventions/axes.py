@@ -146,6 +146,20 @@ AXES: tuple[Axis, ...] = (
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
     # >>> chunk_temperature (insert this feature's entries below this line)
+    Axis("chunk_mask", "Chunked attention: which keys a chunk lets a query see",
+         ("block", "block_relative", "window", "other"),
+         "block: causal within blocks of C absolute positions, p // C == s // C (Llama 4: a "
+         "block's first query sees one key); block_relative: the same blocks counted from the "
+         "first query the call is given, not from the positions it is handed (a system that "
+         "counts chunks by its sequence index while it rotates by position ids); window: a "
+         "sliding window of C keys (a chunk read as a window); other: no reading within 1e-3"),
+    Axis("attention_temperature", "Attention temperature: which positions temper the query",
+         ("log_floor", "off_by_one", "log_floor_relative", "other"),
+         "log_floor: q times log1p(floor((p + 1) / floor_scale)) * attn_scale + 1 at absolute "
+         "position p (Llama 4: exactly 1 below p = floor_scale - 1); off_by_one: floor(p / "
+         "floor_scale), one position late; log_floor_relative: Llama 4's formula at the "
+         "call's sequence index, not the positions it is handed; other: no reading within "
+         "1e-3"),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)
@@ -225,6 +239,8 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
                                  "freqs"),
     "rope_scaling_magnitude": ("rope_scaling", "rope_parameters", "rope_type", "attention_factor",
                                "mscale", "mscale_all_dim"),
+    "chunk_mask": ("attention_chunk_size", "chunk_size", "chunked_attention", "chunk"),
+    "attention_temperature": ("attn_temperature_tuning", "floor_scale", "attn_scale"),
 }
 AXIS_IDS = tuple(a.id for a in AXES)
 BY_ID = {a.id: a for a in AXES}

@@ -30,6 +30,7 @@ from conformance.conventions.probes import (
 from conformance.conventions.probes.choices import chosen
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.capped import softcap_cell
+from conformance.conventions.probes.chunked import attention_temperature_cell, chunk_mask_cell
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
 from conformance.conventions.probes.rope_magnitude import rope_scaling_magnitude_cell
@@ -134,6 +135,8 @@ WAYS: dict[str, tuple[Way, ...]] = {
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
     # >>> chunk_temperature (insert this feature's entries below this line)
+    "chunk_mask": (_feature(chunk_mask_cell, "chunk"),),  # chunked.py
+    "attention_temperature": (_feature(attention_temperature_cell, "temperature"),),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)
@@ -154,7 +157,8 @@ WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
                 "alibi_slopes", "cache_causal_alignment", "cache_layout", "window_width",
                 "softcap_order", "sinks", "rope_scaling_frequencies",
-                "rope_scaling_magnitude")  # axes.FEATURE_ARGUMENTS: the signature fallback
+                "rope_scaling_magnitude", "chunk_mask",
+                "attention_temperature")  # axes.FEATURE_ARGUMENTS: the signature fallback
 ROW_AXES = ("fully_masked_row", "returned_weights", "float64_compute", "parameter_formula",
             "weight_layout", "refusals")  # derived.DERIVERS: the matrix rows' fallback
 # axis -> the ApiFact a runner reports of it (API_FACTS): its reading of its own API, which
