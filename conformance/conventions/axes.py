@@ -145,6 +145,13 @@ AXES: tuple[Axis, ...] = (
          "setting picks cos_sin or softmax_scale)"),
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
+    Axis("layer_schedule", "Layer schedules: each layer's own rope and window",
+         ("per_layer", "one_base", "shifted", "other"),
+         "a layer of a model whose layer types differ (Gemma 3: five sliding layers at base "
+         "1e4 to one full layer at 1e6 with linear x8): per_layer (the asked layer's own type: "
+         "its base, scaling and window); one_base (the other type's rope with the layer's own "
+         "window: one rope for every layer); shifted (the layer computed as its neighbour's "
+         "type, rope and window: the pattern off by one); other (none of these)"),
     # >>> chunk_temperature (insert this feature's entries below this line)
     Axis("chunk_mask", "Chunked attention: which keys a chunk lets a query see",
          ("block", "block_relative", "window", "other"),
@@ -162,7 +169,25 @@ AXES: tuple[Axis, ...] = (
          "1e-3"),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
+    Axis("relative_bias_buckets", "T5 relative bias: which bucket rule",
+         ("t5", "sign_flipped", "unidirectional", "bidirectional", "other"),
+         "which bucket each (query, key) pair's learned logit comes from, at T5's 32 buckets "
+         "and max distance 128 over distances -135..135: t5 (the paper's rule on key - query: "
+         "exact buckets below 8, logarithmic bins to 128, one bucket past it; keys after the "
+         "query in the upper half for the encoder, in bucket 0 for the decoder); "
+         "sign_flipped (query - key: the halves crossed); unidirectional (the encoder's "
+         "buckets computed as the decoder's); bidirectional (the decoder's as the "
+         "encoder's); other (no rule within 1e-3)"),
     # >>> output_gate (insert this feature's entries below this line)
+    Axis("gate_packing", "Output gate: how the query projection holds it",
+         ("per_head", "halves", "separate", "after_output", "other"),
+         "which packing of the canonical W_q and gate W_g, loaded through the system's own "
+         "weight names, gives the oracle's gated output (each head's output times sigmoid(x "
+         "W_g[h] + b_g[h]) before the output projection): per_head (q_proj rows [q_h | g_h] "
+         "head by head: Qwen3-Next in transformers and mlx-lm); halves (every query head, then "
+         "every gate head); separate (a gate projection of its own); after_output (a packing "
+         "matches only with the gate applied after the output projection); other (no "
+         "packing within 1e-3)"),
     # caches, windows, softcap order, sinks, mask fills
     Axis("cache_causal_alignment", "Causal alignment of a cached decode step",
          ("lower_right", "upper_left", "full", NA),
@@ -239,6 +264,13 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
                                  "freqs"),
     "rope_scaling_magnitude": ("rope_scaling", "rope_parameters", "rope_type", "attention_factor",
                                "mscale", "mscale_all_dim"),
+    "gate_packing": ("output_gate", "attn_output_gate", "gated_attention",
+                     "use_gated_attention", "headwise_attn_output_gate"),
+    "relative_bias_buckets": ("relative_attention_bias", "has_relative_attention_bias",
+                              "use_relative_attention_bias", "relative_attention_num_buckets",
+                              "relative_attention_max_distance", "num_buckets"),
+    "layer_schedule": ("layer_types", "sliding_window_pattern", "rope_local_base_freq",
+                       "no_rope_layers", "use_sliding_window_attention", "layer_idx"),
     "chunk_mask": ("attention_chunk_size", "chunk_size", "chunked_attention", "chunk"),
     "attention_temperature": ("attn_temperature_tuning", "floor_scale", "attn_scale"),
 }

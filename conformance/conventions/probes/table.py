@@ -33,6 +33,8 @@ from conformance.conventions.probes.capped import softcap_cell
 from conformance.conventions.probes.chunked import attention_temperature_cell, chunk_mask_cell
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
+from conformance.conventions.probes.layer_schedule import layer_schedule_cell
+from conformance.conventions.probes.relative_bias import relative_bias_buckets_cell
 from conformance.conventions.probes.rope_magnitude import rope_scaling_magnitude_cell
 from conformance.conventions.probes.rope_scaling import rope_scaling_frequencies_cell
 from conformance.conventions.probes.window_settings import window_settings_cell
@@ -134,11 +136,13 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "rope_scaling_magnitude": (_feature(rope_scaling_magnitude_cell, "rope_scaling"),),
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
+    "layer_schedule": (_feature(layer_schedule_cell, "layer_schedule"),),
     # >>> chunk_temperature (insert this feature's entries below this line)
     "chunk_mask": (_feature(chunk_mask_cell, "chunk"),),  # chunked.py
     "attention_temperature": (_feature(attention_temperature_cell, "temperature"),),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
+    "relative_bias_buckets": (_feature(relative_bias_buckets_cell, "relative_bias"),),
     # >>> output_gate (insert this feature's entries below this line)
     "kv_head_mapping": (_feature(heads.kv_head_mapping_cell, "grouped"),),
     "qk_norm_scope": (_feature(qk_norm.qk_norm_scope_cell, "qk_norm"),),
@@ -156,9 +160,10 @@ WAYS: dict[str, tuple[Way, ...]] = {
 WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
                 "alibi_slopes", "cache_causal_alignment", "cache_layout", "window_width",
-                "softcap_order", "sinks", "rope_scaling_frequencies",
+                "softcap_order", "sinks", "rope_scaling_frequencies", "layer_schedule",
                 "rope_scaling_magnitude", "chunk_mask",
-                "attention_temperature")  # axes.FEATURE_ARGUMENTS: the signature fallback
+                "attention_temperature",
+                "relative_bias_buckets")  # axes.FEATURE_ARGUMENTS: the signature fallback
 ROW_AXES = ("fully_masked_row", "returned_weights", "float64_compute", "parameter_formula",
             "weight_layout", "refusals")  # derived.DERIVERS: the matrix rows' fallback
 # axis -> the ApiFact a runner reports of it (API_FACTS): its reading of its own API, which
