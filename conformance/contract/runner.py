@@ -170,6 +170,9 @@ RAW_ARGUMENTS = {
                        "training switch on (a fixed seed), no mask, asking for the attention "
                        "weights it returns; `answer` returns an Observation whose "
                        "attention_weights are those weights (None where it returns none)",
+    "packed_gate": "the case's canonical W_q and output gate W_g (and their biases) loaded "
+                   "into the system's own weight names packed as `value` (convert/gate.py: "
+                   "per_head, halves or separate), strictly, on the case as it translates",
 }
 
 

@@ -81,6 +81,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)
+    ("conformance.runners.hf.qwen3_next:HFQwen3Next", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {"decode": True}),
@@ -88,6 +89,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.mlx.mha:MlxMHA", {}),
     ("conformance.runners.mlx.sdpa:MlxSDPA", {}),
     ("conformance.runners.mlx.sdpa_cache:MlxSDPACache", {}),
+    ("conformance.runners.mlx.lm_rope:MlxLmRope", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {"x64": True}),
     ("conformance.runners.flax.nnx:FlaxNnx", {"x64": True}),
     ("conformance.runners.documented.marian:MarianCppModel", {}),

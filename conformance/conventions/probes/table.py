@@ -31,6 +31,7 @@ from conformance.conventions.probes.choices import chosen
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.capped import softcap_cell
 from conformance.conventions.probes.chunked import attention_temperature_cell, chunk_mask_cell
+from conformance.conventions.probes.gate import gate_packing_cell
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
 from conformance.conventions.probes.layer_schedule import layer_schedule_cell
@@ -144,6 +145,7 @@ WAYS: dict[str, tuple[Way, ...]] = {
     # >>> relative_bias (insert this feature's entries below this line)
     "relative_bias_buckets": (_feature(relative_bias_buckets_cell, "relative_bias"),),
     # >>> output_gate (insert this feature's entries below this line)
+    "gate_packing": (_raw("packed_gate", gate_packing_cell),),  # gate.py
     "kv_head_mapping": (_feature(heads.kv_head_mapping_cell, "grouped"),),
     "qk_norm_scope": (_feature(qk_norm.qk_norm_scope_cell, "qk_norm"),),
     "sinks": (_feature(scores.sinks_cell, "sinks"),),
@@ -161,7 +163,7 @@ WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
                 "alibi_slopes", "cache_causal_alignment", "cache_layout", "window_width",
                 "softcap_order", "sinks", "rope_scaling_frequencies", "layer_schedule",
-                "rope_scaling_magnitude", "chunk_mask",
+                "rope_scaling_magnitude", "gate_packing", "chunk_mask",
                 "attention_temperature",
                 "relative_bias_buckets")  # axes.FEATURE_ARGUMENTS: the signature fallback
 ROW_AXES = ("fully_masked_row", "returned_weights", "float64_compute", "parameter_formula",
