@@ -13,9 +13,10 @@ into its rows, and the packing is what a port gets wrong:
 - separate: q_proj holds the queries alone and gate_proj the gate.
 
 `to_qwen3_next` / `from_qwen3_next` are Qwen3NextAttention's state dict: the Llama keys,
-q_proj packed as asked, and RMSNorm q_norm / k_norm (head size,).  transformers' norm
-multiplies by (1 + weight) (Qwen3NextRMSNorm.forward, weight initialised to zeros), MLX's
-nn.RMSNorm by the weight itself (mlx_lm's sanitize adds 1.0 to a checkpoint's norms):
+q_proj packed as asked, and RMSNorm q_norm / k_norm (head size,) where the weights hold
+them.  transformers' norm multiplies by (1 + weight) (Qwen3NextRMSNorm.forward, weight
+initialised to zeros), MLX's nn.RMSNorm by the weight itself (mlx_lm's sanitize adds 1.0
+to a checkpoint's norms):
 `norm="offset"` stores canonical - 1, `norm="scale"` the canonical scale.  For scales in
 [0.5, 2] (the canonical 1 + 0.1 N) the offset and its inverse are exact (Sterbenz), so the
 round trip stays bit-identical.  Pure NumPy.
@@ -30,7 +31,7 @@ import numpy as np
 
 from conformance.oracle.canonical import CanonicalWeights
 from conformance.convert._core import ConversionError, as_numpy, dims_of, expect
-from conformance.convert.hf import from_qk_norm, to_qk_norm
+from conformance.convert.hf import from_llama, from_qk_norm, to_llama, to_qk_norm
 
 GATE_PACKINGS = ("per_head", "halves", "separate")
 NORMS = ("offset", "scale")
@@ -85,7 +86,7 @@ def to_qwen3_next(weights: CanonicalWeights, packing: str = "per_head",
                               "attention.output_gate)")
     if norm not in NORMS:
         raise ConversionError(f"unknown norm {norm!r}; known: {NORMS}")
-    state = to_qk_norm(weights)
+    state = to_qk_norm(weights) if weights.q_norm is not None else to_llama(weights)
     names = ("q_proj.weight", "gate_proj.weight")
     rows = pack(weights.wq.transpose(0, 2, 1), weights.wg.transpose(0, 2, 1), packing)
     state.update(zip(names, rows))
@@ -124,6 +125,6 @@ def from_qwen3_next(state: Mapping[str, Any], num_heads: int, num_kv_heads: int 
         for key in ("q_norm.weight", "k_norm.weight"):
             if key in arrs:
                 arrs[key] = arrs[key] + 1.0
-    w = from_qk_norm(arrs, num_heads, num_kv_heads)
+    w = (from_qk_norm if "q_norm.weight" in arrs else from_llama)(arrs, num_heads, num_kv_heads)
     dims_of(w)
     return replace(w, wg=np.ascontiguousarray(g.transpose(0, 2, 1)), bg=bg)
