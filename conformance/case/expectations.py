@@ -46,6 +46,26 @@ def _alibi_key_after_query(case: Case) -> bool:
     return i.key_position_offset - i.position_offset + reach > 0
 
 
+ROPE_SCALING_TABLES = ("linear", "dynamic", "yarn", "yarn_untruncated", "llama3",
+                       "longrope_short", "longrope_long")
+
+
+def _rope_scaling_table(case: Case) -> str | None:
+    """The table a rope scaling asks at the case's positions: its type, yarn_untruncated
+    where the ramp edges stay fractional, longrope_short or longrope_long by the largest
+    position + 1 against original_max_positions (a case without one never matches)."""
+    s = getattr(case.attention.rope, "scaling", None)
+    if s is None:
+        return None
+    if s.kind == "yarn" and not s.truncate:
+        return "yarn_untruncated"
+    if s.kind != "longrope":
+        return s.kind
+    i = case.inputs
+    length = max(i.position_offset + i.query_len, i.key_position_offset + i.key_len)
+    return "longrope_long" if length > s.original_max_positions else "longrope_short"
+
+
 def _scale_exact_in_float32(case: Case) -> bool:
     """The softmax scale (attention.scale, else 1/sqrt(qk_head_dim)) is a float32 number:
     a system that rounds it through float32 loses nothing (1/sqrt(4) = 0.5 is; 1/sqrt(8)
@@ -127,6 +147,8 @@ CONDITIONS: dict[str, Condition] = {
                               "case without one never matches)", lambda c: getattr(
                                   c.attention.rope, "scaling", None) and
                               c.attention.rope.scaling.kind, ROPE_SCALING_KINDS),
+    "rope_scaling_table": Condition(_rope_scaling_table.__doc__.split(":")[0],
+                                    _rope_scaling_table, ROPE_SCALING_TABLES),
     "head_width_one_length_equals_heads": Condition(
         _head_width_one_length_equals_heads.__doc__.split("(")[0].strip(),
         _head_width_one_length_equals_heads),

@@ -75,13 +75,19 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.bloom:HFBloom", {}),
     ("conformance.runners.hf.mpt:HFMpt", {}),
     # >>> multi_axis_rope (insert this feature's entries below this line)
+    ("conformance.runners.hf.qwen2_vl:HFQwen2VL", {}),
+    ("conformance.runners.hf.qwen3_vl:HFQwen3VL", {}),
+    ("conformance.runners.hf.pixtral:HFPixtral", {}),
     # >>> layer_schedule (insert this feature's entries below this line)
     ("conformance.runners.hf.gemma3:HFGemma3", {}),
+    ("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {}),
     # >>> chunk_temperature (insert this feature's entries below this line)
     # >>> mla (insert this feature's entries below this line)
+    ("conformance.runners.hf.deepseek_v3:HFDeepseekV3", {}),
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)
     ("conformance.runners.hf.qwen3_next:HFQwen3Next", {}),
+    ("conformance.runners.mlx.qwen3_next:MlxLmQwen3Next", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {"decode": True}),

@@ -26,54 +26,13 @@ warn when it disagrees).  Nothing here computes a frequency: the model's rotary 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from conformance.runners._rope_config import OPTIONAL, HFRope, hf_rope
+
+__all__ = ["OPTIONAL", "HFRope", "hf_rope", "cos_sin_only", "scaled_call",
+           "RopeParametersScaled"]
 
 ROPE_UTILS = ("https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/"
               "modeling_rope_utils.py")
-# the optional keys of each type, copied where the case gives them (RopeScaling's names)
-OPTIONAL = {"yarn": ("mscale", "mscale_all_dim", "attention_factor"),
-            "longrope": ("attention_factor",)}
-
-
-@dataclass(frozen=True)
-class HFRope:
-    """What a scaled rope adds to the config: its rope_parameters beyond rope_theta, and the
-    config's max_position_embeddings."""
-
-    parameters: dict  # rope_type, factor and the type's own keys
-    max_position_embeddings: int | None  # None: the type reads no length (linear)
-
-    def text(self, theta: float) -> str:
-        """The rope_parameters a user types, with the base."""
-        items = {"rope_type": self.parameters["rope_type"], "rope_theta": theta,
-                 **{k: v for k, v in self.parameters.items() if k != "rope_type"}}
-        return "{" + ", ".join(f"'{k}': {v!r}" for k, v in items.items()) + "}"
-
-
-def hf_rope(case) -> HFRope | None:
-    """The case's scaling as rope_parameters, or None when it has none."""
-    rope = case.attention.rope
-    s = None if rope is None else rope.scaling
-    if s is None:
-        return None
-    params: dict = {"rope_type": s.kind, "factor": float(s.factor)}
-    if s.kind == "linear":
-        return HFRope(params, None)
-    if s.kind == "dynamic":
-        return HFRope(params, int(s.original_max_positions))
-    params["original_max_position_embeddings"] = int(s.original_max_positions)
-    if s.kind == "yarn":
-        params.update(beta_fast=float(s.beta_fast), beta_slow=float(s.beta_slow),
-                      truncate=bool(s.truncate))
-    elif s.kind == "longrope":
-        params.update(short_factor=list(s.short_factor), long_factor=list(s.long_factor))
-    elif s.kind == "llama3":
-        params.update(low_freq_factor=float(s.low_freq_factor),
-                      high_freq_factor=float(s.high_freq_factor))
-    for key in OPTIONAL.get(s.kind, ()):
-        if getattr(s, key) is not None:
-            params[key] = float(getattr(s, key))
-    return HFRope(params, int(round(s.original_max_positions * s.factor)))
 
 
 def cos_sin_only(case, module: str, source: str, scaling: str = "head_dim**-0.5") -> str | None:
