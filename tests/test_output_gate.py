@@ -202,3 +202,22 @@ def test_two_packings_at_the_oracle_are_a_tie():
 def test_the_ledger_asks_a_runner_passing_packed_gate_and_no_other():
     assert way_for(ToyGate(), "gate_packing").probe is gate_probe.gate_packing_cell
     assert way_for(type("Plain", (Runner,), {"name": "plain"})(), "gate_packing") is None
+
+
+def test_the_headline_groups_the_packings_and_diff_advises_the_repacking():
+    """Two systems that hold the gate differently: the headline names both words, and
+    `diff` between them points at convert/gate.py's unpack and pack."""
+    from conformance.report.findings import ledger_findings
+    from conformance.report.porting import differences
+
+    ledger = {"axes": [{"id": "gate_packing", "title": "Output gate"}],
+              "systems": [{"id": "hf.qwen3_next"}, {"id": "port.halves"}],
+              "cells": [{"system": "hf.qwen3_next", "axis": "gate_packing",
+                         "value": "per_head"},
+                        {"system": "port.halves", "axis": "gate_packing", "value": "halves"}]}
+    found = ledger_findings(ledger)
+    assert [f.key for f in found] == ["gate_packing"]
+    assert "per_head" in found[0].text and "halves" in found[0].text
+    (diff,), same = differences(ledger, "hf.qwen3_next", "port.halves")
+    assert "conformance.convert.gate" in diff.advice and "[q_h | g_h]" in diff.advice
+    assert same == 0

@@ -41,6 +41,8 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)
+    ("gate_packing", "How the query projection holds the output gate (which packing of "
+                     "W_q and W_g gives the gated output)"),
 )
 DRIFT_FILE = "drift.json"  # python -m conformance drift writes it beside the reports
 # ... and its page, which the headline links.  Neither is a result of the run: a report

@@ -87,6 +87,14 @@ ADVICE: dict[str, str] = {
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)
+    "gate_packing": "repack q_proj with conformance.convert.gate (unpack(rows, H, d, "
+                    "'<source>') then pack(q, g, '<target>')): Qwen3-Next's q_proj holds "
+                    "[q_h | g_h] head by head, so chunking the whole projection in halves "
+                    "gives every head other rows for its query and its gate and is wrong at "
+                    "any prompt, while one head hides it (the packings agree at H = 1); "
+                    "the bias packs like the rows, and transformers stores q_norm / k_norm "
+                    "as scale - 1 (Qwen3NextRMSNorm multiplies by 1 + weight) where mlx-lm "
+                    "stores the scale",
 }
 GENERIC = "read both cells' evidence"
 GROUPED = {"keras.gqa": ("keras", {"grouped": True})}  # typed system -> (format, options)
