@@ -41,7 +41,9 @@ class LatentAttention:
     kv_lora_rank: int  # r_kv: the key/value latent's width
     qk_rope_head_dim: int  # d_r: the rotated slice, the LAST d_r dims of q and k
     qk_nope_head_dim: int  # d_n: the unrotated slice, the first d_n dims (0: none)
-    rope_interleave: bool  # pairs (2i, 2i + 1) rotate (True) or (i, i + d_r / 2)
+    # pairs (2i, 2i + 1) rotate (True) or (i, i + d_r / 2): the loader holds it to
+    # attention.rope.style, which the oracle and the runners read
+    rope_interleave: bool
 
 
 def mla_parameter_count(a) -> int:

@@ -148,3 +148,16 @@ def absorbed(case, data, scale: float | None = None) -> np.ndarray:
     heads = np.einsum("bhtr,hrd->bhtd", mixed, w.mla_v_up)
     out = np.einsum("bhtd,hde->bte", heads, w.wo)
     return out if w.bo is None else out + w.bo
+
+
+def projected_heads(case, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The per-head (q, k, v) the ledger's own score simulations start from (masks.py,
+    decode_masks.py, probing.py, cache_probes.py): the plain projections of the canonical
+    weights, or for an MLA case its materialised heads (rotated, every head's key)."""
+    if case.attention.mla is not None:
+        return materialised(case, data)
+    from conformance.oracle.reference import project
+
+    w, x = data.weights, data.inputs
+    return (project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk),
+            project(x.value, w.wv, w.bv))

@@ -29,7 +29,7 @@ from conformance.conventions.axes import IGNORED, Convention
 from conformance.conventions.probes.probing import closest, distances, output_with, probe_case
 from conformance.oracle.canonical import case_data
 from conformance.oracle.positional import window_allowed
-from conformance.oracle.reference import project
+from conformance.oracle.latent_attention import projected_heads
 
 PREFILL = 3
 
@@ -168,9 +168,8 @@ def softcap_order_candidates(case: Case, cap: float, add: np.ndarray) -> dict[st
     """Outputs with softcap `cap` applied before a finite additive mask `add` (B, T, S)
     (softmax(cap * tanh(s / cap) + m)) and after it (softmax(cap * tanh((s + m) / cap)))."""
     data = case_data(case)
-    x, w = data.inputs, data.weights
-    q, k, v = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk), project(x.value, w.wv,
-                                                                                 w.bv)
+    w = data.weights
+    q, k, v = projected_heads(case, data)  # MLA: its materialised heads
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(case.attention.qk_head_dim)
     m = add[:, None]
 

@@ -42,7 +42,8 @@ from conformance.conventions.probes.masks import (
 from conformance.conventions.probes.probing import PROBE_SOURCE, distances
 from conformance.conventions.probes.request import Answer, ask_raw
 from conformance.oracle.canonical import case_data
-from conformance.oracle.reference import attention, project
+from conformance.oracle.latent_attention import projected_heads
+from conformance.oracle.reference import attention
 
 PREFILL, LENGTH = 4, 10
 ARGUMENT = "step_mask"
@@ -112,8 +113,7 @@ def _simulated_steps(case, fill: float, added: bool, zeroed: bool = False) -> np
     its cache: they take no part."""
     data = case_data(case)
     w, x = data.weights, data.inputs
-    q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
-    v = project(x.value, w.wv, w.bv)
+    q, k, v = projected_heads(case, data)  # MLA: its materialised heads
     scale = case.attention.scale or 1 / np.sqrt(case.attention.qk_head_dim)
     s32 = (np.einsum("bhtd,bhsd->bhts", q, k) * scale).astype(np.float32)
     allowed = np.broadcast_to(x.allowed[:, None], s32.shape)

@@ -42,7 +42,8 @@ from conformance.conventions.probes.request import Answer, first_answer
 from conformance.conventions.probes.fill_names import (  # noqa: F401 (shown_word: re-export)
     FILLS32, HUGE, named, shown_word)
 from conformance.oracle.canonical import case_data
-from conformance.oracle.reference import attention, project
+from conformance.oracle.latent_attention import projected_heads
+from conformance.oracle.reference import attention
 from conformance.oracle.stored import as_stored, rounds
 
 # inputs x 1e5: float32 scores of O(1e10), where the fills part; x 1: -1e4 added masks
@@ -113,8 +114,7 @@ def _simulated(case, fill: float, added: bool, zeroed: bool = False,
     program stores its weights in (their rounding is the program's, not its fill's)."""
     data = as_stored(case_data(case), weights_dtype)
     w, x = data.weights, data.inputs
-    q, k = project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk)
-    v = project(x.value, w.wv, w.bv)
+    q, k, v = projected_heads(case, data)  # MLA: its materialised heads
     scale = case.attention.scale or 1 / np.sqrt(case.attention.qk_head_dim)
     s = np.einsum("bhtd,bhsd->bhts", q, k) * scale
     s32 = s.astype(np.float32)

@@ -57,12 +57,11 @@ def output_with(case: Case, allowed: np.ndarray | None, data: CaseData | None = 
 def output_added(case: Case, add: np.ndarray, scale: float | None = None) -> np.ndarray:
     """The oracle's output when `add` ((B, T, S) floats) is added to the scaled scores and
     nothing is masked: how a system reads a mask it adds instead of applying."""
-    from conformance.oracle.reference import project
+    from conformance.oracle.latent_attention import projected_heads
 
     d, a = case_data(case), case.attention
-    w, x = d.weights, d.inputs
-    q, k, v = (project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk),
-               project(x.value, w.wv, w.bv))
+    w = d.weights
+    q, k, v = projected_heads(case, d)  # MLA: its materialised heads
     scale = a.scale if scale is None else scale
     s = q @ k.transpose(0, 1, 3, 2) * (1 / np.sqrt(a.qk_head_dim) if scale is None else scale)
     s = s + np.asarray(add, np.float64)[:, None]
