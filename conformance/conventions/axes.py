@@ -144,6 +144,21 @@ AXES: tuple[Axis, ...] = (
          "both (applied twice); none (the frequencies scaled, no factor); choosable (a "
          "setting picks cos_sin or softmax_scale)"),
     # >>> multi_axis_rope (insert this feature's entries below this line)
+    Axis("mrope_layout", "M-RoPE: which rotated pair takes t, h or w",
+         ("contiguous", "interleaved", "one_axis", "other", "choosable"),
+         "at image-like positions (t, h, w differ): contiguous (the pairs in mrope_section's "
+         "runs, t then h then w: Qwen2-VL); interleaved (h on pairs i % 3 == 1, w on i % 3 == "
+         "2 below 3 x their sections, t elsewhere: Qwen3-VL); one_axis (1-D RoPE at the "
+         "token's sequence position: the positions collapsed, as a model taking no position "
+         "ids computes); other (no reading within 1e-3: sections swapped, say); choosable "
+         "(each asked layout reads itself)"),
+    Axis("vision_rope_layout", "2-D vision RoPE: how row and column frequencies lie in the head",
+         ("shared", "alternating", "one_axis", "other", "choosable"),
+         "over a grid of patches, the first half of the pairs on the row and the second on "
+         "the column: shared (both halves on the ladder of a rope head_dim / 2 wide: "
+         "Qwen2-VL's vision tower); alternating (the row on the even, the column on the odd "
+         "frequencies of the head_dim ladder: Pixtral); one_axis (1-D RoPE at the patch "
+         "index); other (no reading within 1e-3); choosable (each asked layout reads itself)"),
     # >>> layer_schedule (insert this feature's entries below this line)
     Axis("layer_schedule", "Layer schedules: each layer's own rope and window",
          ("per_layer", "one_base", "shifted", "other"),
@@ -264,6 +279,10 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
                                  "freqs"),
     "rope_scaling_magnitude": ("rope_scaling", "rope_parameters", "rope_type", "attention_factor",
                                "mscale", "mscale_all_dim"),
+    "mrope_layout": ("mrope_section", "mrope_interleaved", "rope_deltas", "image_grid_thw",
+                     "video_grid_thw"),
+    "vision_rope_layout": ("image_grid_thw", "grid_thw", "patch_embeds_list",
+                           "max_patches_per_side", "image_sizes"),
     "gate_packing": ("output_gate", "attn_output_gate", "gated_attention",
                      "use_gated_attention", "headwise_attn_output_gate"),
     "relative_bias_buckets": ("relative_attention_bias", "has_relative_attention_bias",

@@ -30,6 +30,7 @@ from conformance.conventions.probes import (
 from conformance.conventions.probes.choices import chosen
 from conformance.conventions.probes.batch import batch_invariance_cell
 from conformance.conventions.probes.capped import softcap_cell
+from conformance.conventions.probes import multi_axis
 from conformance.conventions.probes.chunked import attention_temperature_cell, chunk_mask_cell
 from conformance.conventions.probes.gate import gate_packing_cell
 from conformance.conventions.probes.masks import (
@@ -136,6 +137,8 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "rope_scaling_frequencies": (_feature(rope_scaling_frequencies_cell, "rope_scaling"),),
     "rope_scaling_magnitude": (_feature(rope_scaling_magnitude_cell, "rope_scaling"),),
     # >>> multi_axis_rope (insert this feature's entries below this line)
+    "mrope_layout": (_feature(multi_axis.mrope_layout_cell, "multi_axis_rope"),),
+    "vision_rope_layout": (_feature(multi_axis.vision_rope_layout_cell, "multi_axis_rope"),),
     # >>> layer_schedule (insert this feature's entries below this line)
     "layer_schedule": (_feature(layer_schedule_cell, "layer_schedule"),),
     # >>> chunk_temperature (insert this feature's entries below this line)
@@ -163,7 +166,8 @@ WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
                 "alibi_slopes", "cache_causal_alignment", "cache_layout", "window_width",
                 "softcap_order", "sinks", "rope_scaling_frequencies", "layer_schedule",
-                "rope_scaling_magnitude", "gate_packing", "chunk_mask",
+                "rope_scaling_magnitude", "mrope_layout", "vision_rope_layout",
+                "gate_packing", "chunk_mask",
                 "attention_temperature",
                 "relative_bias_buckets")  # axes.FEATURE_ARGUMENTS: the signature fallback
 ROW_AXES = ("fully_masked_row", "returned_weights", "float64_compute", "parameter_formula",
