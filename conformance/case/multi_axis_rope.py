@@ -120,6 +120,9 @@ def _mrope(r, s: Mapping, inp, pairs: int) -> MultiAxisRope:
     queries = _rows(r, s["positions"], f"{at}.positions", 3, inp.query_len)
     if s.get("key_positions") is not None:
         keys = _rows(r, s["key_positions"], f"{at}.key_positions", 3, inp.key_len)
+        if inp.self_attention and keys != queries:
+            raise r.fail(f"{at}.key_positions", "self-attention has one sequence: its keys "
+                         "are its queries, at the same positions; leave key_positions out")
     elif inp.key_len != inp.query_len or not inp.self_attention:
         raise r.fail(f"{at}.key_positions", f"is required where keys are not the queries "
                      f"(key_len {inp.key_len}, query_len {inp.query_len}): 3 lists of "
