@@ -84,8 +84,6 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     # >>> chunk_temperature (insert this feature's entries below this line)
     ("conformance.runners.hf.llama4:HFLlama4", {}),
     ("conformance.runners.mlx.lm_llama4:MlxLmLlama4", {}),
-    ("conformance.runners.hf.llama4:HFLlama4", {}),
-    ("conformance.runners.mlx.lm_llama4:MlxLmLlama4", {}),
     # >>> mla (insert this feature's entries below this line)
     ("conformance.runners.hf.deepseek_v3:HFDeepseekV3", {}),
     # >>> relative_bias (insert this feature's entries below this line)
