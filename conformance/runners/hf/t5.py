@@ -11,15 +11,15 @@ relative_attention_num_buckets, relative_attention_max_distance and is_decoder (
 decoder buckets are unidirectional: compute_bias passes bidirectional=(not
 self.is_decoder), modeling_t5.py#L274), the canonical table loaded as
 relative_attention_bias.weight (nn.Embedding(num_buckets, n_heads)).  The module computes
-the bias itself from positions 0..T-1 against 0..S-1; where the case's queries start
-D = position_offset - key_position_offset past its keys, the bias is T5's own
-compute_bias(T, S, past_seen_tokens=D) (the query offset its cached decode uses,
-modeling_t5.py#L265) passed as position_bias, as T5Stack passes it to later layers.
+the bias itself from positions 0..T-1 against 0..S-1 (compute_bias, modeling_t5.py#L265):
+the case's positions differ from those by one offset (T5Attention takes self-attention
+only here, and self-attention's keys sit at its queries' positions), and the bias depends
+on their differences alone.
 Masks: T5's eager path adds the 4-D mask to the scores.
 """
 from __future__ import annotations
 
-from conformance.runners.hf.common import SOURCE, SizeFacts, hf_mask
+from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.declared import MASK_FILL, Refusals
 from conformance.runners.hf.probed import ProbedHFRunner
 
@@ -103,33 +103,18 @@ class HFT5(ProbedHFRunner):
             state["relative_attention_bias.weight"] = weights.relative_bias
         return state
 
-    def call(self, torch, case, data, module, x):
-        """The case's query offset past its keys, where the case has one and asks the
-        bias, goes in as T5's own compute_bias(T, S, past_seen_tokens=D) (position_bias)."""
-        shift = case.inputs.position_offset - case.inputs.key_position_offset
-        if case.decode is not None or case.attention.relative_bias is None or not shift:
-            return super().call(torch, case, data, module, x)
-        mask = hf_mask(torch, data.inputs.allowed, x.dtype, self.attn_implementation,
-                       case.mask.fill)
-        bias = module.compute_bias(case.inputs.query_len, case.inputs.key_len,
-                                   past_seen_tokens=shift)
-        return self.forward(module, x, mask, position_bias=bias)
 
     def forward(self, module, x, mask, **kw):
         out, _, weights = module(x, mask=mask, **kw)
         return out, weights
 
     def notes(self, case, module):
-        i = case.inputs
-        shift = i.position_offset - i.key_position_offset
         if case.attention.relative_bias is None:
             return ["has_relative_attention_bias=False: no relative position bias (a zero "
                     "position_bias is added); scores are not scaled (scaling = 1.0)"]
         return ["has_relative_attention_bias=True: the canonical (num_buckets, H) table as "
-                "relative_attention_bias.weight; scores are not scaled (scaling = 1.0)",
-                "position_bias computed by the module (queries and keys from 0)" if not shift
-                else f"position_bias=module.compute_bias({i.query_len}, {i.key_len}, "
-                f"past_seen_tokens={shift}): queries {shift} positions past the keys"]
+                "relative_attention_bias.weight, position_bias computed by the module; "
+                "scores are not scaled (scaling = 1.0)"]
 
     sizes = SizeFacts("per_head", f"{T5_SOURCE}#L193", "q.weight",
                       "out x in (nn.Linear, bias=False)",
