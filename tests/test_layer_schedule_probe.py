@@ -110,3 +110,22 @@ def test_a_shift_to_a_layer_of_the_same_type_is_no_candidate():
     case, _, _ = probe.asked_case(Toy(), 4)
     layers = [c.attention.layer_schedule.layer for c in probe.candidates(case)["shifted"]]
     assert layers == [5]
+
+
+def test_the_headline_and_the_porting_note_name_the_schedule():
+    """The headline groups systems by their layer_schedule word; `diff` between a per_layer
+    system and a one_base port gives Gemma 3's pattern and both bases."""
+    from conformance.report.findings import ledger_findings
+    from conformance.report.porting import differences
+
+    ledger = {"axes": [{"id": "layer_schedule", "title": "Layer schedules"}],
+              "systems": [{"id": "hf.gemma3"}, {"id": "port.one_base"}],
+              "cells": [{"system": "hf.gemma3", "axis": "layer_schedule", "value": "per_layer"},
+                        {"system": "port.one_base", "axis": "layer_schedule",
+                         "value": "one_base"}]}
+    found = ledger_findings(ledger)
+    assert [f.key for f in found] == ["layer_schedule"]
+    assert "per_layer" in found[0].text and "one_base" in found[0].text
+    (diff,), same = differences(ledger, "hf.gemma3", "port.one_base")
+    assert "(i + 1) % 6" in diff.advice and "1e4" in diff.advice and "1e6" in diff.advice
+    assert same == 0

@@ -83,6 +83,14 @@ ADVICE: dict[str, str] = {
                                 "context; compare the evidence's distances per type",
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
+    "layer_schedule": "build each layer from its own type: Gemma 3's layer i is sliding (rope "
+                      "base 1e4, the causal window) unless (i + 1) % 6 == 0, then full (base "
+                      "1e6, linear x8 on the 4B-27B checkpoints); transformers keys "
+                      "rope_parameters by layer type ('sliding_attention', 'full_attention'; "
+                      "the older rope_local_base_freq is the sliding base), keras_hub's "
+                      "Gemma3Backbone fixes both bases and the i % 6 < 5 pattern; a port with "
+                      "one rope_theta, or the pattern off by one, agrees on the layers it does "
+                      "not mix up and is wrong on every other (compare the evidence per layer)",
     # >>> chunk_temperature (insert this feature's entries below this line)
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
