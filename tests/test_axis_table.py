@@ -20,7 +20,8 @@ CASE_FEATURES = set(inspect.getsource(Case.features.fget).split("named = ")[1]
                     .split("}")[0].replace('"', " ").split()) & {
     "rope", "rope_scaling", "qk_norm", "alibi", "softcap", "sinks", "position_offset",
     "window", "fill", "decode"} | {  # and case/model.py POSITIONS_HEADS_FEATURES
-    "chunk", "temperature", "layer_schedule", "relative_bias", "multi_axis_rope"}
+    "chunk", "temperature", "layer_schedule", "relative_bias", "multi_axis_rope", "mla",
+    "output_gate"}
 
 
 class Scratch(Runner):

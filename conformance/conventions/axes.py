@@ -183,6 +183,11 @@ AXES: tuple[Axis, ...] = (
          "call's sequence index, not the positions it is handed; other: no reading within "
          "1e-3"),
     # >>> mla (insert this feature's entries below this line)
+    Axis("mla_rope_slice", "Multi-head latent attention: which dims rotate",
+         ("last", "first", "other"),
+         "last: each head's query and key are [nope | rope] and the rope slice is the last "
+         "qk_rope_head_dim dims, the key's one shared head broadcast (DeepSeek-V2/V3); first: "
+         "the first qk_rope_head_dim dims rotate (a port's slip); other: neither"),
     # >>> relative_bias (insert this feature's entries below this line)
     Axis("relative_bias_buckets", "T5 relative bias: which bucket rule",
          ("t5", "sign_flipped", "unidirectional", "bidirectional", "other"),
@@ -292,6 +297,8 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
                        "no_rope_layers", "use_sliding_window_attention", "layer_idx"),
     "chunk_mask": ("attention_chunk_size", "chunk_size", "chunked_attention", "chunk"),
     "attention_temperature": ("attn_temperature_tuning", "floor_scale", "attn_scale"),
+    "mla_rope_slice": ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                       "latent_dim", "kv_latent_dim"),
 }
 AXIS_IDS = tuple(a.id for a in AXES)
 BY_ID = {a.id: a for a in AXES}

@@ -150,6 +150,19 @@ def absorbed(case, data, scale: float | None = None) -> np.ndarray:
     return out if w.bo is None else out + w.bo
 
 
+def output(case, data, rope_first: bool = False) -> np.ndarray:
+    """(B, T, E_o) of the materialised form, or of the defect that rotates the first d_r
+    dims (`rope_first`, the reading mla_rope_slice names `first`); no softcap, ALiBi or
+    sinks (an MLA case asks none)."""
+    q, k, v = materialised(case, data, rope_first)
+    scores = np.einsum("bhtd,bhsd->bhts", q, k) * scale_of(case)
+    with np.errstate(invalid="ignore"):
+        heads = _softmax(scores, data.inputs.allowed) @ v
+    w = data.weights
+    out = np.einsum("bhtd,hde->bte", heads, w.wo)
+    return out if w.bo is None else out + w.bo
+
+
 def projected_heads(case, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The per-head (q, k, v) the ledger's own score simulations start from (masks.py,
     decode_masks.py, probing.py, cache_probes.py): the plain projections of the canonical

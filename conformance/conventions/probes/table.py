@@ -37,6 +37,7 @@ from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
 from conformance.conventions.probes.layer_schedule import layer_schedule_cell
 from conformance.conventions.probes.relative_bias import relative_bias_buckets_cell
+from conformance.conventions.probes.latent_attention import mla_rope_slice_cell
 from conformance.conventions.probes.rope_magnitude import rope_scaling_magnitude_cell
 from conformance.conventions.probes.rope_scaling import rope_scaling_frequencies_cell
 from conformance.conventions.probes.window_settings import window_settings_cell
@@ -145,6 +146,7 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "chunk_mask": (_feature(chunk_mask_cell, "chunk"),),  # chunked.py
     "attention_temperature": (_feature(attention_temperature_cell, "temperature"),),
     # >>> mla (insert this feature's entries below this line)
+    "mla_rope_slice": (_feature(mla_rope_slice_cell, "mla"),),
     # >>> relative_bias (insert this feature's entries below this line)
     "relative_bias_buckets": (_feature(relative_bias_buckets_cell, "relative_bias"),),
     # >>> output_gate (insert this feature's entries below this line)
@@ -169,7 +171,8 @@ FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_
                 "rope_scaling_magnitude", "mrope_layout", "vision_rope_layout",
                 "gate_packing", "chunk_mask",
                 "attention_temperature",
-                "relative_bias_buckets")  # axes.FEATURE_ARGUMENTS: the signature fallback
+                "relative_bias_buckets",
+                "mla_rope_slice")  # axes.FEATURE_ARGUMENTS: the signature fallback
 ROW_AXES = ("fully_masked_row", "returned_weights", "float64_compute", "parameter_formula",
             "weight_layout", "refusals")  # derived.DERIVERS: the matrix rows' fallback
 # axis -> the ApiFact a runner reports of it (API_FACTS): its reading of its own API, which
