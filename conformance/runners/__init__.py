@@ -78,6 +78,8 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.qwen2_vl:HFQwen2VL", {}),
     ("conformance.runners.hf.qwen3_vl:HFQwen3VL", {}),
     ("conformance.runners.hf.pixtral:HFPixtral", {}),
+    ("conformance.runners.mlx.lm_vl:MlxLmQwen2VL", {}),
+    ("conformance.runners.mlx.lm_vl:MlxLmQwen3VL", {}),
     # >>> layer_schedule (insert this feature's entries below this line)
     ("conformance.runners.hf.gemma3:HFGemma3", {}),
     ("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {}),
@@ -87,6 +89,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     # >>> mla (insert this feature's entries below this line)
     ("conformance.runners.hf.deepseek_v3:HFDeepseekV3", {}),
     # >>> relative_bias (insert this feature's entries below this line)
+    ("conformance.runners.keras.hub_t5:KerasHubT5", {}),
     # >>> output_gate (insert this feature's entries below this line)
     ("conformance.runners.hf.qwen3_next:HFQwen3Next", {}),
     ("conformance.runners.mlx.qwen3_next:MlxLmQwen3Next", {}),
