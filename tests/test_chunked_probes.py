@@ -156,3 +156,26 @@ def test_the_oracle_blocks_are_absolute_and_not_a_window():
     assert allowed[2].tolist() == [False, False, True] + [False] * 5  # position 4
     assert allowed[1].tolist() == [True, True] + [False] * 6  # position 3
     assert allowed[7].tolist() == [False] * 6 + [True, True]  # position 9
+
+
+def test_the_headline_and_the_porting_note_name_both_axes():
+    """The headline groups the systems by reading; `diff` between a block system and a
+    block_relative one, and a log_floor and an off_by_one one, says what parts them."""
+    from conformance.report.findings import ledger_findings
+    from conformance.report.porting import differences
+
+    ledger = {"axes": [{"id": "chunk_mask", "title": "Chunked attention"},
+                       {"id": "attention_temperature", "title": "Attention temperature"}],
+              "systems": [{"id": "a"}, {"id": "b"}],
+              "cells": [{"system": "a", "axis": "chunk_mask", "value": "block"},
+                        {"system": "b", "axis": "chunk_mask", "value": "block_relative"},
+                        {"system": "a", "axis": "attention_temperature", "value": "log_floor"},
+                        {"system": "b", "axis": "attention_temperature",
+                         "value": "off_by_one"}]}
+    found = {f.key: f.text for f in ledger_findings(ledger)}
+    assert "block_relative" in found["chunk_mask"] and "off_by_one" in found[
+        "attention_temperature"]
+    diffs, same = differences(ledger, "a", "b")
+    advice = {d.axis: d.advice for d in diffs}
+    assert "1.0693 from 8191" in advice["attention_temperature"]  # 1 + 0.1 ln 2
+    assert "window of C keys" in advice["chunk_mask"] and same == 0

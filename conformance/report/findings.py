@@ -40,6 +40,10 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     ("layer_schedule", "Per-layer RoPE and windows of a layer schedule (Gemma 3: base 1e4 and a "
                        "window on five layers of six, 1e6 with linear x8 on the sixth)"),
     # >>> chunk_temperature (insert this feature's entries below this line)
+    ("chunk_mask", "Chunked attention (Llama 4: blocks of C absolute positions, a block's "
+                   "first query sees one key, not a window of C)"),
+    ("attention_temperature", "Llama 4's attention temperature (q times log1p(floor((p + 1) / "
+                              "floor_scale)) * attn_scale + 1: exactly 1 below floor_scale - 1)"),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass, field, replace
 
+from conformance.oracle.chunked import temperature
 from conformance.oracle.rope_scaling import yarn_get_mscale
 from conformance.report.base import ledger_word
 from conformance.report.ledger_groups import SILENT, cells_by_key, evidence_link
@@ -92,6 +93,24 @@ ADVICE: dict[str, str] = {
                       "one rope_theta, or the pattern off by one, agrees on the layers it does "
                       "not mix up and is wrong on every other (compare the evidence per layer)",
     # >>> chunk_temperature (insert this feature's entries below this line)
+    "chunk_mask": "build the chunk mask from absolute positions, blocks p // C == s // C ANDed "
+                  "with the causal mask (Llama 4 Scout: C = 8192): a sliding window of C keys "
+                  "agrees only on each block's last query; a system that counts blocks from "
+                  "its own sequence index (transformers' create_chunked_causal_mask: q_idx, "
+                  "kv_idx from the cache length, not position_ids) agrees while positions "
+                  "and indices coincide (generation from position 0) and parts as soon as "
+                  "positions are offset (packed or continued inputs): hand it the positions "
+                  "through its cache, or start its chunks at the offset",
+    "attention_temperature": "temper q at its absolute position p with log1p(floor((p + 1) / "
+                             "floor_scale)) * attn_scale + 1: at Llama 4's 8192 and 0.1 the "
+                             "multiplier is 1 through position 8190 and {t1:.4f} from 8191 "
+                             "({t2:.4f} from 16383); floor(p / floor_scale) keeps 1 at 8191, its "
+                             "{d:.4f} step one position late; transformers' Llama 4 counts p "
+                             "as arange(T) + cache length, not position_ids, so positions "
+                             "handed in without a cache read as 0..T-1".format(
+                                 t1=temperature([8191], 8192, 0.1)[0],
+                                 t2=temperature([16383], 8192, 0.1)[0],
+                                 d=temperature([8191], 8192, 0.1)[0] - 1),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
     # >>> output_gate (insert this feature's entries below this line)
