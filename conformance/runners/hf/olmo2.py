@@ -43,7 +43,8 @@ class HFOlmo2(RopeParametersScaled, QKNormRotaryHFRunner):
             "Olmo2Attention builds q_norm = Olmo2RMSNorm(num_attention_heads * head_dim): "
             "the whole projection at once")) or rope_limits(
             case, style="half_split", why_style=f"Olmo2Attention: {ROTATE_HALF}", partial=False,
-            why_partial="Olmo2RotaryEmbedding's default rope rotates the whole head_dim")
+            why_partial="Olmo2RotaryEmbedding's default rope rotates the whole head_dim"
+        ) or self.scaling_limits(case)
 
     config_fields = {"hidden_size": "query_features", "num_attention_heads": "num_heads",
                      "num_key_value_heads": "num_kv_heads", "attention_bias": "bias"}

@@ -47,7 +47,8 @@ class HFQwen3(RopeParametersScaled, MaskBuilt, QKNormRotaryHFRunner):
             "Qwen3Attention builds q_norm = Qwen3RMSNorm(self.head_dim) (\"unlike olmo, only "
             "on the head dim!\"): each head apart")) or rope_limits(
             case, style="half_split", why_style=f"Qwen3Attention: {ROTATE_HALF}", partial=False,
-            why_partial="Qwen3RotaryEmbedding's default rope rotates the whole head_dim")
+            why_partial="Qwen3RotaryEmbedding's default rope rotates the whole head_dim"
+        ) or self.scaling_limits(case)
 
     call_template = "Qwen3Attention(Qwen3Config({args}), layer_idx=0)"
     module, model = "qwen3", "Qwen3"

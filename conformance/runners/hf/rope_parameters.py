@@ -81,8 +81,13 @@ class RopeParametersScaled:
         return scaled_call(call, cfg, case, f"{self.model}Config(")
 
     def model_limits(self, case):
-        return super().model_limits(case) or cos_sin_only(
-            case, f"{self.model}Attention", self.cos_sin_line, self.scaling_text)
+        return super().model_limits(case) or self.scaling_limits(case)
+
+    def scaling_limits(self, case) -> str | None:
+        """What of the case's scaling the module cannot compute (a class defining its own
+        model_limits calls this)."""
+        return cos_sin_only(case, f"{self.model}Attention", self.cos_sin_line,
+                            self.scaling_text)
 
     def scaling_notes(self, case, module) -> list[str]:
         """What the model's rotary module computed of the case's scaling (none without)."""
