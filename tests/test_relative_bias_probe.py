@@ -123,3 +123,22 @@ def test_the_table_asks_runners_declaring_the_feature():
         name, framework, system = "toy.plain", "toy", "toy"
 
     assert way_for(Plain(), "relative_bias_buckets") is None
+
+
+def test_the_headline_and_the_porting_note_name_the_buckets():
+    """The headline groups the systems by bucket rule; `diff` between a t5 system and a
+    sign-flipped one gives the buckets of the keys one after and one before the query."""
+    from conformance.report.findings import ledger_findings
+    from conformance.report.porting import differences
+
+    axis = "relative_bias_buckets"
+    ledger = {"axes": [{"id": axis, "title": "T5 relative bias"}],
+              "systems": [{"id": "hf.t5"}, {"id": "port.t5"}],
+              "cells": [{"system": "hf.t5", "axis": axis, "value": "t5"},
+                        {"system": "port.t5", "axis": axis, "value": "sign_flipped"}]}
+    found = ledger_findings(ledger)
+    assert [f.key for f in found] == [axis]
+    assert "t5" in found[0].text and "sign_flipped" in found[0].text
+    (diff,), same = differences(ledger, "hf.t5", "port.t5")
+    assert "one after the query is bucket 17, one before it bucket 1" in diff.advice
+    assert "20 before it 10 (encoder) or 17 (decoder)" in diff.advice and same == 0

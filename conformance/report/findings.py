@@ -46,6 +46,8 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
                               "floor_scale)) * attn_scale + 1: exactly 1 below floor_scale - 1)"),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
+    ("relative_bias_buckets", "T5's relative position buckets (key - query; 32 buckets, max "
+                              "distance 128; the decoder's face back)"),
     # >>> output_gate (insert this feature's entries below this line)
     ("gate_packing", "How the query projection holds the output gate (which packing of "
                      "W_q and W_g gives the gated output)"),

@@ -16,6 +16,7 @@ import ast
 from dataclasses import asdict, dataclass, field, replace
 
 from conformance.oracle.chunked import temperature
+from conformance.oracle.relative_bias import bucket as relative_bucket
 from conformance.oracle.rope_scaling import yarn_get_mscale
 from conformance.report.base import ledger_word
 from conformance.report.ledger_groups import SILENT, cells_by_key, evidence_link
@@ -113,6 +114,20 @@ ADVICE: dict[str, str] = {
                                  d=temperature([8191], 8192, 0.1)[0] - 1),
     # >>> mla (insert this feature's entries below this line)
     # >>> relative_bias (insert this feature's entries below this line)
+    "relative_bias_buckets": "bucket key - query (T5's memory_position - context_position) by "
+                             "the rule the checkpoint was trained with: at 32 buckets and max "
+                             "distance 128 the key one after the query is bucket {a}, one "
+                             "before it bucket {b}, 20 before it {c} (encoder) or {d} "
+                             "(decoder); a port with the sign flipped swaps the halves ({a} "
+                             "for {b}), one reading the encoder as the decoder (is_decoder) "
+                             "puts every key after the query in bucket 0 and re-bins the keys "
+                             "before it; keras_hub's T5MultiHeadAttention fixes 32 / 128, "
+                             "transformers' T5Config sets relative_attention_num_buckets and "
+                             "relative_attention_max_distance".format(
+                                 a=relative_bucket(1, 32, 128, True),
+                                 b=relative_bucket(-1, 32, 128, True),
+                                 c=relative_bucket(-20, 32, 128, True),
+                                 d=relative_bucket(-20, 32, 128, False)),
     # >>> output_gate (insert this feature's entries below this line)
     "gate_packing": "repack q_proj with conformance.convert.gate (unpack(rows, H, d, "
                     "'<source>') then pack(q, g, '<target>')): Qwen3-Next's q_proj holds "
