@@ -88,6 +88,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.mlx.lm_llama4:MlxLmLlama4", {}),
     # >>> mla (insert this feature's entries below this line)
     ("conformance.runners.hf.deepseek_v3:HFDeepseekV3", {}),
+    ("conformance.runners.mlx.lm_deepseek_v3:MlxLmDeepseekV3", {}),
     # >>> relative_bias (insert this feature's entries below this line)
     ("conformance.runners.keras.hub_t5:KerasHubT5", {}),
     # >>> output_gate (insert this feature's entries below this line)
