@@ -20,9 +20,11 @@ functions only.
 """
 from __future__ import annotations
 
+from conformance.contract.api_facts import ApiFact
 from conformance.contract.runner import NotExpressible, Observation, Translation
 from conformance.runners.mlx.common import (
-    MlxRunner, core_plan, held_dtype, import_mlx, mask_array, mx_dtype, to_f64, to_mx)
+    MlxAnswers, MlxRunner, core_plan, held_dtype, import_mlx, mask_array, mx_dtype, to_f64,
+    to_mx)
 
 QWEN3_NEXT = ("https://github.com/ml-explore/mlx-lm/blob/v0.32.2/mlx_lm/models/"
               "qwen3_next.py")
@@ -74,7 +76,7 @@ def model_args(case):
                      partial_rotary_factor=a.rope.rotary_dim / a.qk_head_dim, **tiny)
 
 
-class MlxLmQwen3Next(MlxRunner):
+class MlxLmQwen3Next(MlxAnswers, MlxRunner):
     name = "mlx_lm.qwen3_next"
     system = "mlx_lm.models.qwen3_next.Qwen3NextAttention"
     description = ("mlx-lm's `Qwen3NextAttention` (sigmoid output gate packed per head in "
@@ -85,7 +87,10 @@ class MlxLmQwen3Next(MlxRunner):
     probe_needs = {"qk_norm": {"kind": "rms", "scope": "per_head"},
                    "rope": {"style": "half_split"},
                    "output_gate": {"activation": "sigmoid"}}
-    answers = frozenset({"packed_gate"})
+    # the mask raw (MlxAnswers: mask= as mx.fast takes it) and the gate's packing
+    answers = frozenset({"attn_mask", "is_causal", "packed_gate"})
+    probe_head_size = 6  # even: the rotation it always applies pairs dimensions
+    probe_takes = frozenset({"grouped", "rotary_dim"})  # num_key_value_heads; its rope dims
 
     def translate(self, case):
         reason = _limits(case)
@@ -141,7 +146,7 @@ class MlxLmQwen3Next(MlxRunner):
         as `raw.value` (per_head, halves, or a separate gate_proj), load_weights(strict=
         True); the module's own error (a parameter it lacks) propagates."""
         if raw.argument != "packed_gate":
-            raise NotImplementedError(f"{self.name} passes no raw {raw.argument}")
+            return super().answer(case, data, raw)
         t = self.translate(case)
         if isinstance(t, NotExpressible):
             raise NotImplementedError(f"{self.name} cannot build the case: {t.reason}")
@@ -149,6 +154,49 @@ class MlxLmQwen3Next(MlxRunner):
         _, out = self.forward(case, t, data, raw.value)
         return to_f64(mx, out), f"{t.call} after load_weights(<q_proj packed {raw.value}>, " \
             "strict=True)"
+
+    def answer_with(self, mx, case, data, mask):
+        """The module on the case's canonical weights (per head) with `mask` raw as its
+        mask= (what it hands mx.fast.scaled_dot_product_attention)."""
+        t = self.translate(case)
+        if isinstance(t, NotExpressible):
+            raise NotImplementedError(f"{self.name} cannot build the case: {t.reason}")
+        m = self.module(case, data.weights, "per_head")
+        out = m(to_mx(mx, data.inputs.query, case.inputs.dtype), mask=mask)
+        return out, f"{t.call.rsplit('(x, mask=', 1)[0]}(x, {{mask}})"
+
+    def conventions(self):
+        """What the module's API shows on 2 heads of 4 over 8 features (a weight's shape, its
+        call's parameters and return); the ledger asks the rest."""
+        from mlx.utils import tree_flatten
+        from mlx_lm.models.qwen3_next import Qwen3NextAttention
+
+        from conformance.case.loader import parse_case
+        from conformance.runners.mlx.observations import api_cells
+
+        case = parse_case({"id": "mlx-lm-qwen3-next-api", "attention": {
+            "num_heads": 2, "query_features": 8, "qk_head_dim": 4, "bias": False,
+            **self.probe_needs}, "inputs": {"batch": 1, "query_len": 3, "self_attention": True}},
+            "<api>")
+        m = Qwen3NextAttention(model_args(case))
+        held = dict(tree_flatten(m.parameters()))
+        q, count = tuple(held["q_proj.weight"].shape), sum(v.size for v in held.values())
+        return [
+            ApiFact("head_size_from", "per_head", f"{MODULE}(ModelArgs(hidden_size=8, "
+                    f"num_attention_heads=2, head_dim=4)): q_proj.weight {q} = (2 heads x 2 x "
+                    f"4, 8): head_dim is per head ({QWEN3_NEXT}#L82-L86)"),
+            ApiFact("tensor_layout", "batch_first", f"{MODULE}.__call__(x, mask, cache): x "
+                    "(B, L, D), `B, L, D = x.shape`"),
+            ApiFact("inputs_order", "single_input", f"{MODULE}.__call__(x, mask=None, "
+                    "cache=None): one input; keys and values come from it"),
+            ApiFact("weights_returned", "none", f"{MODULE}.__call__ returns self.o_proj(...): "
+                    "the output alone"),
+            ApiFact("weight_names", f"q_proj.weight {q} out x in (nn.Linear), 2 H d rows: "
+                    "[query | gate] per head", "mlx.nn.Linear holds (out, in) weights; "
+                    "q_proj's output is reshaped (B, L, H, 2 d) and split per head"),
+            ApiFact("parameter_count", "(3 H + 2 H_kv) d E + 2 d (+ (2 H + 2 H_kv) d + E "
+                    "biases)", f"probe E=8, H=2, d=4, no bias: {count}"),
+            *api_cells(MODULE)]
 
     def signatures(self):
         from mlx_lm.models.qwen3_next import ModelArgs, Qwen3NextAttention
