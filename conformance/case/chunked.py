@@ -23,15 +23,27 @@ per layer).  `r` is loader._Reader: `r.fail` names file, case and field.
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
-
-from conformance.case.model import short
-from conformance.case.numbers import as_float
 
 FLOOR_SCALE, ATTN_SCALE = 8192, 0.1  # Llama4TextConfig's defaults
 MAX_ATTN_SCALE = 1e3  # a query multiplied by more than a thousand per log step is a typo
 TEMPERATURE_FIELDS = ("floor_scale", "attn_scale")
+
+
+def short(value: Any) -> str:
+    """A bounded repr (this module imports nothing of case/model.py, which names it)."""
+    return reprlib.repr(value)
+
+
+def as_float(value: Any) -> float:
+    """`value` as a float, NaN when it is not a number (case/numbers.py's rule, not
+    imported: that module imports case/model.py)."""
+    try:
+        return math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
 
 
 @dataclass(frozen=True)
