@@ -241,8 +241,9 @@ def distance(evidence: str, word: str) -> float:
 
 
 def test_swapped_sections_and_interleaved_as_contiguous_are_caught_by_distance():
-    """The planted ports lie far past NEAR from the reading they claim: 0.28 (t and h
-    swapped, from contiguous) and 0.26 (contiguous, from interleaved) at the probe's base 100."""
+    """The planted ports lie far past NEAR from the reading they claim (t and h swapped,
+    from contiguous; contiguous, from interleaved) at the probe's base 100, sections
+    [3, 1, 2]."""
     swapped = probe.mrope_layout_cell(Toy(sections_swapped, takes=("contiguous",)))
     assert distance(swapped.evidence, "contiguous") > 0.1, swapped.evidence
     crossed = probe.mrope_layout_cell(Toy(as_layout("contiguous"), takes=("interleaved",)))

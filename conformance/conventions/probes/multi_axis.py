@@ -7,14 +7,17 @@ other; the probes never use those.  Each layout is asked through the runner's ow
 and run (attention.rope.multi_axis, half-split, the whole head rotating) and the output is
 read against the float64 oracle under each reading (oracle/multi_axis_rope.py), every
 candidate a case variant:
-- mrope_layout: 2 heads of 12, base 100, sections [2, 2, 2], causal self-attention over two
+- mrope_layout: 2 heads of 12, base 100, sections [3, 1, 2], causal self-attention over two
   text tokens, a 2 x 2 image (temporal position 2, rows and columns 2..3) and two text
-  tokens at 4 and 5, as Qwen2VLModel.get_rope_index places them: `contiguous` (pairs 0-1
-  t, 2-3 h, 4-5 w: Qwen2-VL), `interleaved` (h at i % 3 == 1, w at i % 3 == 2: Qwen3-VL),
+  tokens at 4 and 5, as Qwen2VLModel.get_rope_index places them: `contiguous` (pairs 0-2
+  t, 3 h, 4-5 w: Qwen2-VL), `interleaved` (h at pair 1, w at 2 and 5: Qwen3-VL),
   `one_axis` (every pair at the token's sequence position 0..7: 1-D RoPE, the per-axis
-  positions collapsed; what a port whose model takes no position ids computes); base 100
+  positions collapsed; what a port whose model takes no position ids computes).  Base 100
   turns the first three pairs 1, 0.46 and 0.22 rad per position, so the layouts' outputs
-  lie 0.24 or more apart (at base 1e6 contiguous and interleaved part by 0.04 only);
+  lie 0.24 or more apart (at base 1e6 contiguous and interleaved part by 0.04 only), and
+  sections of three sizes make a port that reads them in another order (t and h swapped:
+  [1, 3, 2]) land 0.22 from contiguous and 0.08 from interleaved (equal sections would
+  hide it);
 - vision_rope_layout: 2 heads of 16, base 1e4, bidirectional over a 2 x 3 grid of patches
   (rows 0..1, columns 0..2): `shared` (row and column both on the ladder of a rope
   head_dim / 2 wide: Qwen2-VL's vision tower), `alternating` (the row on the even, the
@@ -50,7 +53,7 @@ def mrope_ask(layout: str) -> dict:
                           "v_head_dim": 12, "rope": {"style": "half_split", "base": 100,
                                                      "multi_axis": {
                                                          "kind": "mrope", "layout": layout,
-                                                         "sections": [2, 2, 2],
+                                                         "sections": [3, 1, 2],
                                                          "positions": [list(p) for p in
                                                                        MROPE_POSITIONS]}}},
             "inputs": {"batch": 1, "query_len": 8, "key_len": 8, "self_attention": True},
@@ -115,7 +118,7 @@ def layout_cell(runner, axis: str, layouts: tuple[str, ...], ask, what: str) -> 
 
 def mrope_layout_cell(runner, own: Convention | None = None) -> Convention:
     return layout_cell(runner, "mrope_layout", MROPE_LAYOUTS, mrope_ask,
-                       "probe cases mrope_layout-*: 2 heads of 12, base 100, sections [2, 2, 2], "
+                       "probe cases mrope_layout-*: 2 heads of 12, base 100, sections [3, 1, 2], "
                        "text 0-1, a 2x2 image at t 2 (rows, columns 2-3), text 4-5")
 
 
