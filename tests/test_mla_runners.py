@@ -1,0 +1,135 @@
+"""hf.deepseek_v3 and mlx_lm.deepseek_v3 against the MLA oracle on the real modules: each
+case's output, the softmax scale's mscale^2 under DeepSeek-V3's YaRN (closed form), mlx-lm's
+absorbed single-query steps, and the ledger's cells; planted on the real modules: the
+softmax scale without mscale^2, the absorbed step with another head's W_uv, kv_b_proj
+loaded in halves, each caught."""
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conformance.case.loader import load_file
+from conformance.contract.runner import NotExpressible
+from conformance.oracle.canonical import case_data
+from conformance.oracle.reference import attention
+from conformance.paths import CASES_DIR
+
+CASES = {c.id: c for c in load_file(CASES_DIR / "mla_deepseek.yaml")}
+MSCALE = 0.1 * math.log(40) + 1  # DeepSeek-V3's yarn_get_mscale(40, 1)
+
+
+def needs(*modules: str) -> None:
+    for m in modules:
+        if importlib.util.find_spec(m) is None:
+            pytest.skip(f"{m} not installed")
+
+
+def hf():
+    needs("torch", "transformers")
+    from conformance.runners.hf.deepseek_v3 import HFDeepseekV3
+
+    return HFDeepseekV3()
+
+
+def mlx():
+    needs("mlx", "mlx_lm")
+    from conformance.runners.mlx.lm_deepseek_v3 import MlxLmDeepseekV3
+
+    return MlxLmDeepseekV3()
+
+
+def run(runner, case, data=None):
+    t = runner.translate(case)
+    assert not isinstance(t, NotExpressible), t
+    return runner.run(case, t, data or case_data(case))
+
+
+def error(runner, case, data=None) -> float:
+    data = data or case_data(case)
+    return float(np.abs(run(runner, case, data).output - attention(case, data).output).max())
+
+
+@pytest.mark.parametrize("make", [hf, mlx])
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_each_case_agrees_with_the_oracle(make, case_id):
+    runner, case = make(), CASES[case_id]
+    t = runner.translate(case)
+    if isinstance(t, NotExpressible):
+        assert runner.name == "mlx_lm.deepseek_v3" and "traditional=True" in t.reason
+        assert case.attention.rope.style == "half_split"
+        return
+    assert error(runner, case) < 2e-6
+
+
+def test_hf_softmax_scale_carries_mscale_squared_and_its_absence_is_caught():
+    runner, case = hf(), CASES["mla-deepseek-v3-yarn"]
+    from conformance.runners.hf.common import import_torch
+
+    torch = import_torch()
+    data = case_data(case)
+    module = runner.module_for(torch, case, runner.translate(case).plan, data.weights)
+    assert module.scaling / 8 ** -0.5 == pytest.approx(MSCALE ** 2, rel=1e-12)  # 1.8739
+    assert runner.rotary(torch, module.config).attention_scaling == 1.0  # cos and sin at 1
+
+    class MscaleMissing(type(runner)):
+        def module_for(self, torch, case, plan, weights):
+            m = super().module_for(torch, case, plan, weights)
+            m.scaling = m.qk_head_dim ** -0.5  # the port leaves mscale^2 out
+            return m
+
+    assert error(runner, case, data) < 2e-6
+    assert error(MscaleMissing(), case, data) > 1e-2
+
+
+def test_mlx_scale_carries_mscale_squared():
+    runner, case = mlx(), CASES["mla-deepseek-v3-yarn"]
+    layer = runner.layer(case)
+    assert layer.scale / 8 ** -0.5 == pytest.approx(MSCALE ** 2, rel=1e-6)
+    assert layer.rope.mscale == 1.0
+
+
+def test_mlx_absorbed_steps_with_another_heads_w_uv_are_caught():
+    """The decode case's single-query steps take mlx-lm's absorbed path (unembed_out after
+    the latent mix): with head 0's and head 1's W_uv swapped the steps part from the
+    oracle, the prefill (materialised with the same swap) too."""
+    runner, case = mlx(), CASES["mla-deepseek-v3-decode"]
+    data = case_data(case)
+    assert error(runner, case, data) < 2e-6
+    w = data.weights
+    swapped = replace(data, weights=replace(w, mla_v_up=w.mla_v_up[::-1].copy()))
+    out = run(runner, case, swapped).output
+    assert np.abs(out - attention(case, data).output)[:, 4:].max() > 1e-2
+
+
+def test_hf_kv_b_proj_loaded_in_halves_is_caught():
+    """A port packing kv_b_proj as [every head's k_nope | every head's v] instead of per
+    head [k_nope | v]: DeepseekV3Attention's view per head reads other weights."""
+    runner, case = hf(), CASES["mla-deepseek-v3-shape"]
+
+    class Halves(type(runner)):
+        def state(self, case, weights):
+            s = dict(super().state(case, weights))
+            h, d_n, d_v = 2, 4, 6
+            per = s["kv_b_proj.weight"].reshape(h, d_n + d_v, -1)
+            s["kv_b_proj.weight"] = np.concatenate([per[:, :d_n].reshape(h * d_n, -1),
+                                                    per[:, d_n:].reshape(h * d_v, -1)])
+            return s
+
+    assert error(Halves(), case) > 1e-2
+
+
+@pytest.mark.parametrize("make", [hf, mlx])
+def test_the_ledger_reads_last_and_choosable(make):
+    from conformance.conventions.probes.latent_attention import mla_rope_slice_cell
+    from conformance.conventions.probes.rope_magnitude import rope_scaling_magnitude_cell
+
+    runner = make()
+    slice_cell = mla_rope_slice_cell(runner)
+    assert slice_cell.value == "last", slice_cell.evidence
+    magnitude = rope_scaling_magnitude_cell(runner)
+    assert magnitude.value == "choosable", magnitude.evidence
+    assert "softmax_scale 2." in magnitude.evidence or "softmax_scale 1." in magnitude.evidence
