@@ -1,4 +1,4 @@
-"""layer_schedule (conventions/probes/layer_schedule.py), read against toy systems written
+"""per_layer_rope (conventions/probes/layer_schedule.py), read against toy systems written
 here: each computes the float64 oracle of the case it is asked with one port planted (its
 output rounded to float32, as a float32 system's is), so each planted port must change the
 word: one rope for every layer (either type's), the pattern shifted by one layer (either
@@ -59,7 +59,7 @@ class Toy(Runner):
 
 
 def test_the_table_asks_runners_with_the_feature():
-    assert way_for(Toy(), "layer_schedule") is not None
+    assert way_for(Toy(), "per_layer_rope") is not None
 
 
 @pytest.mark.parametrize("plant, word", [
@@ -113,18 +113,18 @@ def test_a_shift_to_a_layer_of_the_same_type_is_no_candidate():
 
 
 def test_the_headline_and_the_porting_note_name_the_schedule():
-    """The headline groups systems by their layer_schedule word; `diff` between a per_layer
+    """The headline groups systems by their per_layer_rope word; `diff` between a per_layer
     system and a one_base port gives Gemma 3's pattern and both bases."""
     from conformance.report.findings import ledger_findings
     from conformance.report.porting import differences
 
-    ledger = {"axes": [{"id": "layer_schedule", "title": "Layer schedules"}],
+    ledger = {"axes": [{"id": "per_layer_rope", "title": "Layer schedules"}],
               "systems": [{"id": "hf.gemma3"}, {"id": "port.one_base"}],
-              "cells": [{"system": "hf.gemma3", "axis": "layer_schedule", "value": "per_layer"},
-                        {"system": "port.one_base", "axis": "layer_schedule",
+              "cells": [{"system": "hf.gemma3", "axis": "per_layer_rope", "value": "per_layer"},
+                        {"system": "port.one_base", "axis": "per_layer_rope",
                          "value": "one_base"}]}
     found = ledger_findings(ledger)
-    assert [f.key for f in found] == ["layer_schedule"]
+    assert [f.key for f in found] == ["per_layer_rope"]
     assert "per_layer" in found[0].text and "one_base" in found[0].text
     (diff,), same = differences(ledger, "hf.gemma3", "port.one_base")
     assert "(i + 1) % 6" in diff.advice and "1e4" in diff.advice and "1e6" in diff.advice

@@ -160,7 +160,7 @@ AXES: tuple[Axis, ...] = (
          "frequencies of the head_dim ladder: Pixtral); one_axis (1-D RoPE at the patch "
          "index); other (no reading within 1e-3); choosable (each asked layout reads itself)"),
     # >>> layer_schedule (insert this feature's entries below this line)
-    Axis("layer_schedule", "Layer schedules: each layer's own rope and window",
+    Axis("per_layer_rope", "Layer schedules: each layer's own rope and window",
          ("per_layer", "one_base", "shifted", "other"),
          "a layer of a model whose layer types differ (Gemma 3: five sliding layers at base "
          "1e4 to one full layer at 1e6 with linear x8): per_layer (the asked layer's own type: "
@@ -293,7 +293,7 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "relative_bias_buckets": ("relative_attention_bias", "has_relative_attention_bias",
                               "use_relative_attention_bias", "relative_attention_num_buckets",
                               "relative_attention_max_distance", "num_buckets"),
-    "layer_schedule": ("layer_types", "sliding_window_pattern", "rope_local_base_freq",
+    "per_layer_rope": ("layer_types", "sliding_window_pattern", "rope_local_base_freq",
                        "no_rope_layers", "use_sliding_window_attention", "layer_idx"),
     "chunk_mask": ("attention_chunk_size", "chunk_size", "chunked_attention", "chunk"),
     "attention_temperature": ("attn_temperature_tuning", "floor_scale", "attn_scale"),

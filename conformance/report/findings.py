@@ -37,7 +37,7 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     ("rope_scaling_frequencies", "RoPE scaling frequencies, per type"),
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
-    ("layer_schedule", "Per-layer RoPE and windows of a layer schedule (Gemma 3: base 1e4 and a "
+    ("per_layer_rope", "Per-layer RoPE and windows of a layer schedule (Gemma 3: base 1e4 and a "
                        "window on five layers of six, 1e6 with linear x8 on the sixth)"),
     # >>> chunk_temperature (insert this feature's entries below this line)
     ("chunk_mask", "Chunked attention (Llama 4: blocks of C absolute positions, a block's "

@@ -85,7 +85,7 @@ ADVICE: dict[str, str] = {
                                 "context; compare the evidence's distances per type",
     # >>> multi_axis_rope (insert this feature's entries below this line)
     # >>> layer_schedule (insert this feature's entries below this line)
-    "layer_schedule": "build each layer from its own type: Gemma 3's layer i is sliding (rope "
+    "per_layer_rope": "build each layer from its own type: Gemma 3's layer i is sliding (rope "
                       "base 1e4, the causal window) unless (i + 1) % 6 == 0, then full (base "
                       "1e6, linear x8 on the 4B-27B checkpoints); transformers keys "
                       "rope_parameters by layer type ('sliding_attention', 'full_attention'; "

@@ -1,4 +1,4 @@
-"""layer_schedule, owned by the ledger: whether a system computes the asked layer of a
+"""per_layer_rope, owned by the ledger: whether a system computes the asked layer of a
 scheduled model with that layer's own rope base, scaling and window.
 
 The probe asks two layers of a Gemma 3 schedule (attention.layer_schedule: 12 layers,
@@ -29,7 +29,7 @@ from conformance.conventions.probes.positions import native_style
 from conformance.conventions.probes.rope_readings import OTHER, TIE, Reading, read, unanswered
 from conformance.oracle.layer_schedule import at_layer, kind_at, layer_settings, with_kind
 
-AXIS = "layer_schedule"
+AXIS = "per_layer_rope"
 PER_LAYER, ONE_BASE, SHIFTED = "per_layer", "one_base", "shifted"
 HEAD, LENGTH, OFFSET = 8, 8, 1000  # head dim, positions, the first of them
 SCHEDULE = {"num_layers": 12, "pattern": ["sliding"] * 5 + ["full"],

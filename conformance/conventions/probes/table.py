@@ -141,7 +141,7 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "mrope_layout": (_feature(multi_axis.mrope_layout_cell, "multi_axis_rope"),),
     "vision_rope_layout": (_feature(multi_axis.vision_rope_layout_cell, "multi_axis_rope"),),
     # >>> layer_schedule (insert this feature's entries below this line)
-    "layer_schedule": (_feature(layer_schedule_cell, "layer_schedule"),),
+    "per_layer_rope": (_feature(layer_schedule_cell, "layer_schedule"),),
     # >>> chunk_temperature (insert this feature's entries below this line)
     "chunk_mask": (_feature(chunk_mask_cell, "chunk"),),  # chunked.py
     "attention_temperature": (_feature(attention_temperature_cell, "temperature"),),
@@ -167,7 +167,7 @@ WAYS: dict[str, tuple[Way, ...]] = {
 WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
                 "alibi_slopes", "cache_causal_alignment", "cache_layout", "window_width",
-                "softcap_order", "sinks", "rope_scaling_frequencies", "layer_schedule",
+                "softcap_order", "sinks", "rope_scaling_frequencies", "per_layer_rope",
                 "rope_scaling_magnitude", "mrope_layout", "vision_rope_layout",
                 "gate_packing", "chunk_mask",
                 "attention_temperature",
