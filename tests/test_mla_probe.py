@@ -81,3 +81,21 @@ def test_the_axis_is_asked_of_runners_declaring_mla():
         features = frozenset({"rope"})
 
     assert way_for(Plain(), "mla_rope_slice") is None
+
+
+def test_the_headline_names_both_slices_and_diff_advises_the_repacking():
+    """Two systems rotating different slices: the headline names both words, and `diff`
+    between them points at convert/mla.py and DeepSeek's mscale^2."""
+    from conformance.report.findings import ledger_findings
+    from conformance.report.porting import differences
+
+    ledger = {"axes": [{"id": "mla_rope_slice", "title": "MLA rope slice"}],
+              "systems": [{"id": "hf.deepseek_v3"}, {"id": "port.first"}],
+              "cells": [{"system": "hf.deepseek_v3", "axis": "mla_rope_slice", "value": "last"},
+                        {"system": "port.first", "axis": "mla_rope_slice", "value": "first"}]}
+    found = ledger_findings(ledger)
+    assert [f.key for f in found] == ["mla_rope_slice"]
+    assert "last" in found[0].text and "first" in found[0].text
+    (diff,), same = differences(ledger, "hf.deepseek_v3", "port.first")
+    assert "conformance.convert.mla" in diff.advice and "1.8739" in diff.advice
+    assert same == 0

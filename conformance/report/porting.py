@@ -18,8 +18,17 @@ from dataclasses import asdict, dataclass, field, replace
 from conformance.oracle.chunked import temperature
 from conformance.oracle.relative_bias import bucket as relative_bucket
 from conformance.oracle.rope_scaling import yarn_get_mscale
+from conformance.case.multi_axis_rope import interleaved_axes
 from conformance.report.base import ledger_word
 from conformance.report.ledger_groups import SILENT, cells_by_key, evidence_link
+
+
+
+def _pairs(axis: int) -> str:
+    """The pairs of Qwen3-VL's interleaved [24, 20, 20] over 64 pairs that take `axis`."""
+    got = [i for i, a in enumerate(interleaved_axes((24, 20, 20), 64)) if a == axis]
+    return f"{got[0]}, {got[1]}, ..., {got[-1]}"
+
 
 ADVICE: dict[str, str] = {
     "attn_mask_polarity": "invert the boolean attention mask (mask = ~mask) when moving it "
@@ -84,6 +93,21 @@ ADVICE: dict[str, str] = {
                                 "LongRoPE's switch to the long factors past the original "
                                 "context; compare the evidence's distances per type",
     # >>> multi_axis_rope (insert this feature's entries below this line)
+    "mrope_layout": "hand the model (3, B, T) position ids and lay mrope_section the target's "
+                    "way: Qwen2-VL-7B's [16, 24, 24] contiguous puts t on pairs 0-15, h on "
+                    "16-39, w on 40-63; Qwen3-VL's [24, 20, 20] interleaved puts h on pairs "
+                    "{h} and w on {w} (every third), t on the rest; a port that takes no "
+                    "position ids (mlx-lm's Qwen2-VL and Qwen3-VL text models: nn.RoPE at "
+                    "cache.offset + t) or swaps the sections agrees on text-only prompts (t = h "
+                    "= w) and is wrong on every image token".format(
+                        h=_pairs(1), w=_pairs(2)),
+    "vision_rope_layout": "lay the row and column frequencies the target's way: Pixtral's row "
+                          "takes the even, its column the odd frequencies of the head_dim "
+                          "ladder; Qwen2-VL's vision tower gives both the ladder of a rope "
+                          "head_dim / 2 wide; the row halves agree and the column half turns "
+                          "base^(-2/d) = {r:.3f} times as fast in Pixtral (head_dim 64, base "
+                          "1e4): recompute the cos / sin table, the weights need no "
+                          "permutation".format(r=1e4 ** (-2 / 64)),
     # >>> layer_schedule (insert this feature's entries below this line)
     "per_layer_rope": "build each layer from its own type: Gemma 3's layer i is sliding (rope "
                       "base 1e4, the causal window) unless (i + 1) % 6 == 0, then full (base "
@@ -113,6 +137,16 @@ ADVICE: dict[str, str] = {
                                  t2=temperature([16383], 8192, 0.1)[0],
                                  d=temperature([8191], 8192, 0.1)[0] - 1),
     # >>> mla (insert this feature's entries below this line)
+    "mla_rope_slice": "split each query head as [nope | rope] and rotate the LAST "
+                      "qk_rope_head_dim dims, with the key's rope slice one head (x W_kr, the "
+                      "rows after the latent in kv_a_proj_with_mqa) broadcast to every head; "
+                      "repack with conformance.convert.mla (from_deepseek_v3 then "
+                      "to_deepseek_v3(w, 'materialised') for transformers' kv_b_proj, per "
+                      "head [k_nope | v], or 'absorbed' for mlx-lm's embed_q / unembed_out); "
+                      "DeepSeek-V3's YaRN puts (0.1 ln 40 + 1)^2 = {m2:.4f} on the softmax "
+                      "scale with cos and sin at 1; the materialised and absorbed forms agree "
+                      "to rounding, so a difference between them is a packing, not the "
+                      "form".format(m2=yarn_get_mscale(40) ** 2),
     # >>> relative_bias (insert this feature's entries below this line)
     "relative_bias_buckets": "bucket key - query (T5's memory_position - context_position) by "
                              "the rule the checkpoint was trained with: at 32 buckets and max "
