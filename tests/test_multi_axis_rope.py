@@ -260,3 +260,29 @@ def test_swapped_sections_and_interleaved_as_contiguous_are_caught_by_distance()
 def test_vision_rope_layout_reads_each_planted_port(toy, word):
     cell = probe.vision_rope_layout_cell(toy)
     assert cell.value == word, cell.evidence
+
+
+def test_the_headline_and_the_porting_notes_name_the_layouts():
+    """The headline groups the systems by layout; `diff` between a contiguous and an
+    interleaved system names the pairs each axis takes, between Pixtral and Qwen2-VL's
+    vision tower the column half's frequency ratio."""
+    from conformance.report.findings import ledger_findings
+    from conformance.report.porting import differences
+
+    cells = [("hf.qwen2_vl", "mrope_layout", "contiguous"),
+             ("hf.qwen3_vl", "mrope_layout", "interleaved"),
+             ("mlx_lm.qwen2_vl", "mrope_layout", "one_axis"),
+             ("hf.qwen2_vl", "vision_rope_layout", "shared"),
+             ("hf.qwen3_vl", "vision_rope_layout", "alternating")]
+    ledger = {"axes": [{"id": "mrope_layout", "title": "M-RoPE"},
+                       {"id": "vision_rope_layout", "title": "2-D"}],
+              "systems": [{"id": s} for s in ("hf.qwen2_vl", "hf.qwen3_vl", "mlx_lm.qwen2_vl")],
+              "cells": [{"system": s, "axis": a, "value": v} for s, a, v in cells]}
+    found = {f.key: f.text for f in ledger_findings(ledger)}
+    assert all(w in found["mrope_layout"] for w in ("contiguous", "interleaved", "one_axis"))
+    assert "alternating" in found["vision_rope_layout"]
+    diffs, _ = differences(ledger, "hf.qwen2_vl", "hf.qwen3_vl")
+    advice = {d.axis: d.advice for d in diffs}
+    assert "h on pairs 1, 4, ..., 58 and w on 2, 5, ..., 59" in advice["mrope_layout"]
+    assert "t on pairs 0-15, h on 16-39, w on 40-63" in advice["mrope_layout"]
+    assert f"{1e4 ** (-2 / 64):.3f} times as fast" in advice["vision_rope_layout"]
