@@ -118,11 +118,45 @@ class KerasHubT5(Runner):
         return "T5MultiHeadAttention", (T5MultiHeadAttention.__init__, T5MultiHeadAttention.call)
 
     def conventions(self) -> list[ApiFact]:
-        """Its call's position_bias is T5's learned relative bias, not ALiBi."""
-        return [ApiFact("alibi_argument", NA, "T5MultiHeadAttention.call's position_bias is "
-                        "T5's learned relative bias (compute_bias looks a (32, num_heads) "
-                        f"table up by bucketed distance, {T5_SRC}#L197), reused by later "
-                        "layers; there are no slopes")]
+        """What the layer shows of its API (layer_facts): its call's position_bias is T5's
+        learned relative bias, not ALiBi."""
+        return layer_facts() + [ApiFact(
+            "alibi_argument", NA, "T5MultiHeadAttention.call's position_bias is T5's learned "
+            "relative bias (compute_bias looks a (32, num_heads) table up by bucketed "
+            f"distance, {T5_SRC}#L197), reused by later layers; there are no slopes")]
+
+
+def layer_facts() -> list[ApiFact]:
+    """One layer (hidden_dim 8, key_value_dim 3, 2 heads) called on a (2, 5, 8) input: its
+    query kernel's shape, its output's, and what its call takes and returns (inspect)."""
+    import inspect
+
+    import keras
+    from keras_hub.src.models.t5.t5_multi_head_attention import T5MultiHeadAttention
+
+    layer = T5MultiHeadAttention(is_decoder=False, hidden_dim=8, key_value_dim=3, num_heads=2,
+                                 dropout=0.0, name="t5_attention")
+    returned = layer(np.zeros((2, 5, 8), "float32"))
+    kernel = tuple(int(d) for d in layer.query_projector.kernel.shape)
+    out = tuple(int(d) for d in returned[0].shape)
+    params = ", ".join(p for p in inspect.signature(T5MultiHeadAttention.call).parameters
+                       if p != "self")
+    call = f"T5MultiHeadAttention.call({params})"
+    return [ApiFact("head_size_from", "per_head", "T5MultiHeadAttention(hidden_dim=8, "
+                    f"key_value_dim=3, num_heads=2): query_projector kernel {kernel}: "
+                    f"key_value_dim is per head ({T5_SRC}#L83)"),
+            ApiFact("tensor_layout", "batch_first", f"a (2, 5, 8) input gives output {out}: "
+                    "(batch, length, dim)"),
+            ApiFact("inputs_order", "single_input", f"{call}: one input; keys and values "
+                    "come from it or from one key_value_states tensor"),
+            ApiFact("weights_returned", "none", f"{call} returns (attention_output, "
+                    f"position_bias, cache): {len(returned)} items, no attention weights"),
+            ApiFact("padding_argument", NA, f"{call} has no key-padding argument: padding "
+                    "goes into mask (B, T, S)"),
+            ApiFact("causal_argument", NA, f"{call} has no causal switch: the caller builds "
+                    "the mask"),
+            ApiFact("mask_on_tensor", "none", f"{call} reads its mask argument only "
+                    f"(keras {keras.__version__})")]
 
 
 def built(keras, case, plan: dict, weights, query: np.ndarray):
