@@ -3,8 +3,8 @@ transformers' rotary modules at published configurations (Qwen2-VL-7B's mrope_se
 [16, 24, 24], Qwen3-VL's [24, 20, 20] interleaved, Pixtral-12B's and Qwen2-VL's vision
 heads) with no forward pass, each with the other layout planted and caught; the ledger's
 cells of the registered runners (hf.qwen2_vl contiguous, hf.qwen3_vl interleaved, hf.pixtral
-alternating, mlx-lm's one_axis), a real module given swapped sections read as other, and
-the matrix rows of the multi-axis cases."""
+alternating, hf.qwen2_vl_vision shared, mlx-lm's one_axis), a real module given swapped
+sections read as other, and the matrix rows of the multi-axis cases."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -126,6 +126,7 @@ def runner(name):
     module, cls = {"hf.qwen2_vl": ("hf.qwen2_vl", "HFQwen2VL"),
                    "hf.qwen3_vl": ("hf.qwen3_vl", "HFQwen3VL"),
                    "hf.pixtral": ("hf.pixtral", "HFPixtral"),
+                   "hf.qwen2_vl_vision": ("hf.qwen2_vl_vision", "HFQwen2VLVision"),
                    "mlx_lm.qwen2_vl": ("mlx.lm_vl", "MlxLmQwen2VL"),
                    "mlx_lm.qwen3_vl": ("mlx.lm_vl", "MlxLmQwen3VL")}[name]
     return getattr(importlib.import_module(f"conformance.runners.{module}"), cls)()
@@ -135,6 +136,7 @@ def runner(name):
     ("hf.qwen2_vl", "mrope_layout", "contiguous"),
     ("hf.qwen3_vl", "mrope_layout", "interleaved"),
     ("hf.pixtral", "vision_rope_layout", "alternating"),
+    ("hf.qwen2_vl_vision", "vision_rope_layout", "shared"),
 ])
 def test_the_ledger_reads_each_hf_module(name, axis, word):
     cell = getattr(probe, f"{axis}_cell")(runner(name))
@@ -168,6 +170,7 @@ def test_mlx_lm_rotates_at_the_sequence_positions(name):
     ("hf.qwen2_vl", {"multi-axis-rope-mrope-contiguous", "multi-axis-rope-mrope-far"}),
     ("hf.qwen3_vl", {"multi-axis-rope-mrope-interleaved"}),
     ("hf.pixtral", {"multi-axis-rope-grid-alternating"}),
+    ("hf.qwen2_vl_vision", {"multi-axis-rope-grid-shared"}),
 ])
 def test_the_multi_axis_cases_pass_where_the_layout_is_the_systems(name, passing):
     from conformance.run.evaluate import evaluate

@@ -78,11 +78,13 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.qwen2_vl:HFQwen2VL", {}),
     ("conformance.runners.hf.qwen3_vl:HFQwen3VL", {}),
     ("conformance.runners.hf.pixtral:HFPixtral", {}),
+    ("conformance.runners.hf.qwen2_vl_vision:HFQwen2VLVision", {}),
     ("conformance.runners.mlx.lm_vl:MlxLmQwen2VL", {}),
     ("conformance.runners.mlx.lm_vl:MlxLmQwen3VL", {}),
     # >>> layer_schedule (insert this feature's entries below this line)
     ("conformance.runners.hf.gemma3:HFGemma3", {}),
     ("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {}),
+    ("conformance.runners.mlx.lm_gemma3:MlxLmGemma3", {}),
     # >>> chunk_temperature (insert this feature's entries below this line)
     ("conformance.runners.hf.llama4:HFLlama4", {}),
     ("conformance.runners.mlx.lm_llama4:MlxLmLlama4", {}),
