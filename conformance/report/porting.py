@@ -91,7 +91,9 @@ ADVICE: dict[str, str] = {
                                 "at construction, or every frequency divided alike part past "
                                 "original_max_positions; YaRN's ramp edges rounded or not; "
                                 "LongRoPE's switch to the long factors past the original "
-                                "context; compare the evidence's distances per type",
+                                "context (mlx-lm's YarnRoPE reads no truncate and rounds "
+                                "always; its SuScaledRoPE takes the long factors at every "
+                                "length); compare the evidence's distances per type",
     # >>> multi_axis_rope (insert this feature's entries below this line)
     "mrope_layout": "hand the model (3, B, T) position ids and lay mrope_section the target's "
                     "way: Qwen2-VL-7B's [16, 24, 24] contiguous puts t on pairs 0-15, h on "
