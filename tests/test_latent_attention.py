@@ -126,3 +126,19 @@ def test_yarn_softmax_scale_carries_mscale_squared():
     ref = reference.attention(case, data).output
     missing = reference.attention(case, data, scale=8 ** -0.5 / (m * m)).output
     assert np.abs(missing - ref).max() > 1e-2
+
+
+def test_a_rope_key_per_head_is_flagged_by_its_parameter_count():
+    """Planted: a port giving each head its own rope key (W_kr (H, E, d_r) in place of one
+    shared (E, d_r)) holds E d_r (H - 1) more parameters: the matrix's count check names it.
+    Loaded with DeepSeek's weights every head's copy is the same, so no output parts it."""
+    from conformance.compare.verdict import FailureKind, parameter_failures
+    from conformance.contract.runner import Observation
+
+    case = mla_case()
+    formula = parameter_count(case.attention)
+    shared = Observation(output=np.zeros((2, 5, 16)), parameters=formula)
+    assert parameter_failures(case, shared, formula, None, "port.shared") == []
+    per_head = Observation(output=np.zeros((2, 5, 16)), parameters=formula + 16 * 4 * (2 - 1))
+    (fail,) = parameter_failures(case, per_head, formula, None, "port.per_head")
+    assert fail.kind == FailureKind.PARAMETERS and f"counts {formula + 64}" in fail.message
