@@ -78,3 +78,29 @@ def test_keras_hub_gemma3_says_what_the_backbone_fixes(change, words):
         "num_heads": 2, "query_features": 16, "bias": False, "rope": {"style": "half_split"},
         "layer_schedule": sched}, "inputs": {"batch": 1, "query_len": 8, "self_attention": True},
         "mask": {"causal": "upper_left"}}, "<test>")), NotExpressible)
+
+
+def mlx_row(case, **args):
+    """mlx_lm.gemma3_text's row, its ModelArgs changed by `args` (a port's config)."""
+    from conformance.runners.mlx.lm_gemma3 import MlxLmGemma3
+
+    runner = MlxLmGemma3()
+    t = runner.translate(case)
+    t = type(t)(t.call, {**t.plan, **args})
+    return runner.run(case, t, case_data(case)).output
+
+
+@pytest.mark.parametrize("case_id", ["layer-schedule-gemma3-full",
+                                     "layer-schedule-gemma3-sliding"])
+def test_mlx_lm_gemma3_rows_agree_and_a_pattern_off_by_one_does_not(case_id):
+    """sliding_window_pattern 5 for Gemma 3's 6 moves layers 4 and 5 to the other type; one
+    base for both types moves the asked layer's rope."""
+    needs("mlx", "mlx_lm")
+    c = CASES[case_id]
+    want = attention(c).output
+    assert np.max(np.abs(mlx_row(c) - want)) < AGREE
+    assert np.max(np.abs(mlx_row(c, sliding_window_pattern=5) - want)) > DIFFER
+    s = c.attention.layer_schedule
+    one_base = ({"rope_theta": 1e4, "rope_scaling": None} if s.kind_of(s.layer) == "full"
+                else {"rope_local_base_freq": 1e6})  # one rope for both types
+    assert np.max(np.abs(mlx_row(c, **one_base) - want)) > DIFFER

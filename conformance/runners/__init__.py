@@ -95,6 +95,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.keras.hub_t5:KerasHubT5", {}),
     # >>> output_gate (insert this feature's entries below this line)
     ("conformance.runners.hf.qwen3_next:HFQwen3Next", {}),
+    ("conformance.runners.hf.afmoe:HFAfmoe", {}),
     ("conformance.runners.mlx.qwen3_next:MlxLmQwen3Next", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
