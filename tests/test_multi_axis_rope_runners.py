@@ -164,6 +164,8 @@ def test_mlx_lm_rotates_at_the_sequence_positions(name):
     cell = probe.mrope_layout_cell(runner(name))
     assert cell.value == "one_axis", cell.evidence
     assert "rope_utils.py#L366-L371" in cell.evidence
+    grid_cell = probe.vision_rope_layout_cell(runner(name))  # a text model: said, not raised
+    assert grid_cell.value == "not_probed" and "vision tower" in grid_cell.evidence
 
 
 @pytest.mark.parametrize("name, passing", [

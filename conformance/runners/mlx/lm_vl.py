@@ -1,12 +1,12 @@
 """mlx-lm's Qwen2-VL and Qwen3-VL text attentions: layer 0's `self_attn` of
 `mlx_lm.models.qwen2_vl.Model` / `qwen3_vl.Model` built from a text_config, as mlx-lm loads
-a Qwen-VL checkpoint (its vision tower dropped: `sanitize` pops "visual", qwen2_vl.py#L44).
+a Qwen-VL checkpoint (its vision tower dropped: `sanitize` pops "visual", qwen2_vl.py#L45).
 
 What the sources say, mlx-lm 0.32.2:
 - qwen2_vl.Model wraps qwen2.Model and takes (inputs, cache, input_embeddings): no position
   ids (qwen2_vl.py#L33-L42); qwen3_vl.Model wraps qwen3.Model alike (qwen3_vl.py#L33-L42).
 - the attention rotates q and k with `self.rope(x, offset=cache.offset)` (qwen2.py#L73-L79,
-  qwen3.py): positions are the cache offset + t, one axis.
+  qwen3.py#L89-L94): positions are the cache offset + t, one axis.
 - the rope is `initialize_rope(head_dim, rope_theta, ..., scaling_config=rope_scaling)`;
   Qwen2-VL's config says {"type": "mrope", "mrope_section": [...]}, whose branch checks
   three sections and returns `nn.RoPE(dims, traditional, base)` (rope_utils.py#L366-L371);
@@ -65,6 +65,10 @@ class MlxLmVl(MlxRunner):
         if r.style != "half_split" or r.rotary_dim != a.qk_head_dim or r.scaling is not None:
             return ("a rope other than half-split over the whole head, unscaled: the config's "
                     "nn.RoPE(head_dim, traditional=False)")
+        if r.multi_axis is not None and r.multi_axis.kind != "mrope":
+            return (f"rope.multi_axis.kind={r.multi_axis.kind}: mlx-lm's Qwen-VL models are "
+                    f"their text models only (sanitize drops the vision tower, {MLX_LM}"
+                    "qwen2_vl.py#L45-L46); a 2-D patch grid is the vision tower's")
         if not i.self_attention or i.position_offset:
             return ("cross-attention or a position offset: the attention takes one tensor "
                     "and rotates from cache.offset (a fresh cache starts at 0)")
@@ -167,7 +171,7 @@ class MlxLmQwen2VL(MlxLmVl):
     def shape_limits(self, case):
         a = case.attention
         if a.qk_head_dim * a.num_heads != a.query_features or a.v_head_dim != a.qk_head_dim:
-            return "head_dim = hidden_size // num_attention_heads (qwen2.py#L41)"
+            return "head_dim = hidden_size // num_attention_heads (qwen2.py#L42)"
         return None
 
     def text_config(self, case) -> dict:
