@@ -133,3 +133,33 @@ def test_the_ledger_reads_last_and_choosable(make):
     magnitude = rope_scaling_magnitude_cell(runner)
     assert magnitude.value == "choosable", magnitude.evidence
     assert "softmax_scale 2." in magnitude.evidence or "softmax_scale 1." in magnitude.evidence
+
+
+def test_mlx_yarn_table_and_scale_at_deepseek_v3s_published_config():
+    """DeepSeek-V3's config (qk_rope_head_dim 64 of qk_head_dim 192, rope_theta 10000, YaRN
+    factor 40 over 4096, beta 32 / 1, mscale = mscale_all_dim = 1): mlx-lm's YarnRoPE
+    periods are 1 / the oracle's inverse frequencies (float32-bound), nothing on the rotated
+    dims, and the attention's scale is 192**-0.5 x 1.8739; with mscale_all_dim left out the
+    scale loses mscale^2 and the rotated dims carry m = 1.3689 instead (the other place)."""
+    needs("mlx", "mlx_lm")
+    from mlx_lm.models import deepseek_v3
+
+    from conformance.case.model import RopeScaling
+    from conformance.oracle.rope_scaling import yarn_inv_freq
+
+    yarn = {"type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
+            "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+    args = dict(hidden_size=64, num_attention_heads=1, q_lora_rank=None, kv_lora_rank=8,
+                qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                max_position_embeddings=163840, rope_theta=10000.0)
+    layer = deepseek_v3.DeepseekV3Attention(deepseek_v3.ModelArgs(**args, rope_scaling=yarn))
+    s = RopeScaling("yarn", 40.0, 4096, 32.0, 1.0, True, 1.0, 1.0)
+    want = yarn_inv_freq(64, 10000.0, s)
+    got = 1 / np.array(layer.rope._freqs, dtype=np.float64)
+    assert np.abs(got / want - 1).max() < 1e-6
+    assert layer.scale == pytest.approx(192 ** -0.5 * MSCALE ** 2, rel=1e-6)
+    assert layer.rope.mscale == 1.0
+    plain = {k: v for k, v in yarn.items() if k != "mscale_all_dim"}
+    other = deepseek_v3.DeepseekV3Attention(deepseek_v3.ModelArgs(**args, rope_scaling=plain))
+    assert other.scale == pytest.approx(192 ** -0.5, rel=1e-12)
+    assert other.rope.mscale == pytest.approx(MSCALE, rel=1e-12)
