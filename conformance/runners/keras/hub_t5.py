@@ -61,6 +61,9 @@ class KerasHubT5(Runner):
                    "relative bias where the case asks)")
     path = "use_relative_attention_bias where the case asks"
     backend = "tensorflow"
+    # T5's three numbers (T5Config's d_model, num_heads, d_kv are the layer's hidden_dim,
+    # num_heads, key_value_dim: it is adapted from transformers' TF T5, #L64)
+    typed_system = "hf.t5"
     requires = ("keras", "tensorflow", "keras_hub")
     features = frozenset({"fill", "relative_bias", "position_offset"})
     sets_scale = True  # by having none: expressible exactly when the case asks for 1.0
