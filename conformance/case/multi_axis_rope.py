@@ -34,10 +34,9 @@ written in the lists); frequency scaling is not combined with multiple axes here
 """
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
-
-from conformance.case.model import short
 
 KINDS = ("mrope", "grid_2d")
 MROPE_LAYOUTS = ("contiguous", "interleaved")  # Qwen2-VL, Qwen3-VL
@@ -46,6 +45,11 @@ AXIS_NAMES = {"mrope": ("t", "h", "w"), "grid_2d": ("row", "col")}
 MAX_POSITION = 2**31 - 1  # positions fit an int32 in every framework
 FIELDS = {"mrope": {"kind", "sections", "layout", "positions", "key_positions"},
           "grid_2d": {"kind", "grid", "layout"}}
+
+
+def short(value: Any) -> str:
+    """A bounded repr (this module imports nothing of case/model.py, which names it)."""
+    return reprlib.repr(value)
 
 
 @dataclass(frozen=True)
