@@ -157,7 +157,8 @@ class ToyGate(Runner):
         if self.place == "ignored":
             return plain
         x = data.inputs.query
-        pre = np.einsum("bte,hed->bthd", x, weights.wg) + weights.bg[None, None]
+        pre = np.einsum("bte,hed->bthd", x, weights.wg)
+        pre = pre if weights.bg is None else pre + weights.bg[None, None]
         return plain * sigmoid(pre.reshape(*x.shape[:2], -1))
 
     def answer(self, case, data, raw):
@@ -168,8 +169,8 @@ class ToyGate(Runner):
         h, d = case.attention.num_heads, case.attention.qk_head_dim
         q, g = unpack(tuple(state[k] for k in ("q_proj.weight", "gate_proj.weight")
                             if k in state), h, d, self.reads)
-        bias = unpack(tuple(state[k] for k in ("q_proj.bias", "gate_proj.bias") if k in state),
-                      h, d, self.reads)
+        biases = tuple(state[k] for k in ("q_proj.bias", "gate_proj.bias") if k in state)
+        bias = unpack(biases, h, d, self.reads) if biases else (None, None)
         read = replace(data.weights, wq=q.transpose(0, 2, 1), wg=g.transpose(0, 2, 1),
                        bq=bias[0], bg=bias[1])
         return self.compute(case, read, data), f"toy.load({raw.value})"

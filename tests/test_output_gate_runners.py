@@ -1,6 +1,7 @@
-"""The output gate's two witnesses, transformers' and mlx-lm's Qwen3NextAttention, against the
-float64 oracle (oracle/output_gate.py): each built at tiny widths, the canonical W_q and W_g
-packed per head into q_proj; the same weights split in halves (the port gate_packing exists
+"""The output gate's witnesses against the float64 oracle (oracle/output_gate.py):
+transformers' and mlx-lm's Qwen3NextAttention, each built at tiny widths with the canonical
+W_q and W_g packed per head into q_proj, and transformers' AfmoeAttention with its own
+gate_proj; the same weights split in halves (the port gate_packing exists
 to catch) land far from the oracle on the real module; the module's own state converts
 back bit for bit; the ledger reads per_head from both; and what each cannot say is refused
 in its own words."""
@@ -34,6 +35,13 @@ def hf():
     from conformance.runners.hf.qwen3_next import HFQwen3Next
 
     return HFQwen3Next()
+
+
+def afmoe():
+    needs("torch", "transformers")
+    from conformance.runners.hf.afmoe import HFAfmoe
+
+    return HFAfmoe()
 
 
 def mlx():
@@ -86,14 +94,29 @@ def test_the_ledger_reads_per_head_from_both_witnesses(make):
     assert "refused separate" in cell.evidence  # no gate_proj: the module's own error
 
 
+def test_afmoe_holds_the_gate_in_its_own_projection():
+    """AfmoeAttention's gate_proj: the canonical weights loaded apart agree, packed into
+    q_proj they do not fit (its own error), and the ledger reads separate."""
+    runner = afmoe()
+    case = next(c for c in load_file(ROOT / "cases" / "output_gate_afmoe.yaml"))
+    assert packed_distance(runner, case, "separate") < AGREE
+    with pytest.raises(RuntimeError, match="gate_proj"):
+        packed_distance(runner, case, "per_head")
+    cell = gate_packing_cell(runner)
+    assert cell.value == "separate", cell.evidence
+    biased = replace(case, attention=replace(case.attention, bias=True))
+    assert "bias=False" in runner.translate(biased).reason
+
+
 def test_what_each_cannot_say_is_refused_in_its_words():
     plain = parse_case({"id": "no-gate", "attention": {
         "num_heads": 2, "query_features": 8, "qk_norm": {"kind": "rms", "scope": "per_head"},
         "rope": {"style": "half_split"}}, "inputs": {"batch": 1, "query_len": 3,
                                                       "self_attention": True}}, "<test>")
-    for runner in (hf(), mlx()):
+    for runner in (hf(), mlx(), afmoe()):
         t = runner.translate(plain)
-        assert isinstance(t, NotExpressible) and "sigmoid(gate)" in t.reason
+        assert isinstance(t, NotExpressible) and "no attention.output_gate" in t.reason
+        assert "sigmoid(gate" in t.reason
     interleaved = replace(CASES[0], attention=replace(CASES[0].attention, rope=replace(
         CASES[0].attention.rope, style="interleaved")))
     assert "traditional=False" in mlx().translate(interleaved).reason

@@ -167,6 +167,13 @@ AXES: tuple[Axis, ...] = (
          "its base, scaling and window); one_base (the other type's rope with the layer's own "
          "window: one rope for every layer); shifted (the layer computed as its neighbour's "
          "type, rope and window: the pattern off by one); other (none of these)"),
+    Axis("nope_placement", "NoPE layers: which layers of a schedule rotate",
+         ("per_layer", "rotated_everywhere", "unrotated_everywhere", "inverted", "other"),
+         "a NoPE layer (SmolLM3's every fourth, Llama 4's) and a roped layer of one schedule: "
+         "per_layer (the NoPE layer unrotated, the other rotated); rotated_everywhere (the "
+         "NoPE layers ignored); unrotated_everywhere; inverted (the NoPE layer rotated and "
+         "the other not: transformers' no_rope_layers flags, 1 = RoPE, read as the list of "
+         "layers without it); other (neither reading)"),
     # >>> chunk_temperature (insert this feature's entries below this line)
     Axis("chunk_mask", "Chunked attention: which keys a chunk lets a query see",
          ("block", "block_relative", "window", "other"),
@@ -205,7 +212,8 @@ AXES: tuple[Axis, ...] = (
          "weight names, gives the oracle's gated output (each head's output times sigmoid(x "
          "W_g[h] + b_g[h]) before the output projection): per_head (q_proj rows [q_h | g_h] "
          "head by head: Qwen3-Next in transformers and mlx-lm); halves (every query head, then "
-         "every gate head); separate (a gate projection of its own); after_output (a packing "
+         "every gate head); separate (a gate projection of its own: transformers' AFMoE); "
+         "after_output (a packing "
          "matches only with the gate applied after the output projection); other (no "
          "packing within 1e-3)"),
     # caches, windows, softcap order, sinks, mask fills
@@ -295,6 +303,8 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
                               "relative_attention_max_distance", "num_buckets"),
     "per_layer_rope": ("layer_types", "sliding_window_pattern", "rope_local_base_freq",
                        "no_rope_layers", "use_sliding_window_attention", "layer_idx"),
+    "nope_placement": ("no_rope_layers", "no_rope_layer_interval", "use_rope", "nope_layers",
+                       "rope_layers"),
     "chunk_mask": ("attention_chunk_size", "chunk_size", "chunked_attention", "chunk"),
     "attention_temperature": ("attn_temperature_tuning", "floor_scale", "attn_scale"),
     "mla_rope_slice": ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",

@@ -167,7 +167,8 @@ ADVICE: dict[str, str] = {
     # >>> output_gate (insert this feature's entries below this line)
     "gate_packing": "repack q_proj with conformance.convert.gate (unpack(rows, H, d, "
                     "'<source>') then pack(q, g, '<target>')): Qwen3-Next's q_proj holds "
-                    "[q_h | g_h] head by head, so chunking the whole projection in halves "
+                    "[q_h | g_h] head by head (AFMoE keeps the gate in a gate_proj of its "
+                    "own), so chunking the whole projection in halves "
                     "gives every head other rows for its query and its gate and is wrong at "
                     "any prompt, while one head hides it (the packings agree at H = 1); "
                     "the bias packs like the rows, and transformers stores q_norm / k_norm "

@@ -85,11 +85,13 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.gemma3:HFGemma3", {}),
     ("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {}),
     ("conformance.runners.mlx.lm_gemma3:MlxLmGemma3", {}),
+    ("conformance.runners.hf.smollm3:HFSmolLM3", {}),
     # >>> chunk_temperature (insert this feature's entries below this line)
     ("conformance.runners.hf.llama4:HFLlama4", {}),
     ("conformance.runners.mlx.lm_llama4:MlxLmLlama4", {}),
     # >>> mla (insert this feature's entries below this line)
     ("conformance.runners.hf.deepseek_v3:HFDeepseekV3", {}),
+    ("conformance.runners.hf.deepseek_v2:HFDeepseekV2", {}),
     ("conformance.runners.mlx.lm_deepseek_v3:MlxLmDeepseekV3", {}),
     # >>> relative_bias (insert this feature's entries below this line)
     ("conformance.runners.keras.hub_t5:KerasHubT5", {}),

@@ -2,10 +2,10 @@
 query projection holds, found by loading each packing and seeing which gives the oracle.
 
 For a runner whose `answers` lists "packed_gate" (RAW_ARGUMENTS): a gated self-attention
-probe case (2 heads of 4 over 8 features, with biases, in the first form the runner takes
-with what its system applies on every call, e.g. Qwen3-Next's QK-norm and rotation) is
-asked three times, the canonical W_q and W_g (with b_q, b_g) loaded through the system's own
-weight names packed (convert/gate.py):
+probe case (2 heads of 4 over 8 features, no biases: AFMoE's gate_proj has none), in the
+first form the runner takes with what its system applies on every call (Qwen3-Next's
+QK-norm and rotation), is asked three times, the canonical W_q and W_g loaded through the
+system's own weight names packed (convert/gate.py):
 - per_head: q_proj rows [q_0 | g_0 | q_1 | g_1];
 - halves: [q_0 | q_1 | g_0 | g_1] (at one head the two are the same rows: two heads part them);
 - separate: q_proj the queries alone and a gate_proj of its own (a module without one
@@ -37,7 +37,7 @@ from conformance.oracle.reference import attention
 AXIS = "gate_packing"
 PACKINGS = ("per_head", "halves", "separate")
 AFTER, OTHER = "after_output", "other"
-GATE = {"num_heads": 2, "query_features": 8, "bias": True,
+GATE = {"num_heads": 2, "query_features": 8, "bias": False,
         "output_gate": {"activation": "sigmoid"}}
 
 
@@ -75,7 +75,7 @@ def word_of(found: dict[str, dict[str, float]]) -> tuple[str, str]:
 def gate_packing_cell(runner) -> Convention:
     """The packing whose load gives the oracle (the module's docstring)."""
     case, plain, note = first_taken(runner, probe_cases(runner))
-    what = ("probe case gate-packing, 2 heads of 4, biases; W_q and "
+    what = ("probe case gate-packing, 2 heads of 4, no biases; W_q and "
             f"W_g loaded per_head, in halves and separate{note}")
     if case is None or not plain.answered:
         return unmeasured(AXIS, runner, f"{what}: the case as it translates", plain)

@@ -39,10 +39,12 @@ def _limits(case) -> str | None:
     if a.qk_norm is None or (a.qk_norm.kind, a.qk_norm.scope) != ("rms", "per_head"):
         return (f"attention.qk_norm must be rms per_head: {MODULE} applies nn.RMSNorm"
                 f"(head_dim) to each head's q and k on every call ({QWEN3_NEXT}#L103-L104)")
-    if a.rope is None or a.rope.style != "half_split":
-        return (f"attention.rope must be half_split: {MODULE} rotates q and k with "
-                f"initialize_rope(..., traditional=False) on every call ({QWEN3_NEXT}"
-                "#L106-L112)")
+    if a.rope is None:
+        return (f"no attention.rope: {MODULE} rotates q and k with initialize_rope(...) on "
+                f"every call ({QWEN3_NEXT}#L106-L112, #L137-L144); the case asks for none")
+    if a.rope.style != "half_split":
+        return (f"rope.style={a.rope.style}: {MODULE} builds initialize_rope(..., "
+                f"traditional=False) ({QWEN3_NEXT}#L106-L112): half-split pairs only")
     d = a.qk_head_dim
     if int(d * (a.rope.rotary_dim / d)) != a.rope.rotary_dim:
         return (f"rope.rotary_dim={a.rope.rotary_dim}: the module rotates int(head_dim * "
