@@ -43,6 +43,8 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     # >>> layer_schedule (insert this feature's entries below this line)
     ("per_layer_rope", "Per-layer RoPE and windows of a layer schedule (Gemma 3: base 1e4 and a "
                        "window on five layers of six, 1e6 with linear x8 on the sixth)"),
+    ("nope_placement", "NoPE layers of a schedule (SmolLM3's every fourth layer without RoPE; "
+                       "no_rope_layers flags, 1 = RoPE)"),
     # >>> chunk_temperature (insert this feature's entries below this line)
     ("chunk_mask", "Chunked attention (Llama 4: blocks of C absolute positions, a block's "
                    "first query sees one key, not a window of C)"),

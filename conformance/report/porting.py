@@ -119,6 +119,12 @@ ADVICE: dict[str, str] = {
                       "Gemma3Backbone fixes both bases and the i % 6 < 5 pattern; a port with "
                       "one rope_theta, or the pattern off by one, agrees on the layers it does "
                       "not mix up and is wrong on every other (compare the evidence per layer)",
+    "nope_placement": "rotate exactly the layers the target rotates: transformers' and "
+                      "mlx-lm's SmolLM3 (and Llama 4) hold no_rope_layers as one flag per "
+                      "layer, 1 where the layer uses RoPE and 0 where it does not (SmolLM3's "
+                      "default [1, 1, 1, 0, ...]: every fourth layer NoPE), so a port reading "
+                      "the list as the NoPE layers rotates the wrong three layers of four; one "
+                      "rotating every layer is wrong on the fourth",
     # >>> chunk_temperature (insert this feature's entries below this line)
     "chunk_mask": "build the chunk mask from absolute positions, blocks p // C == s // C ANDed "
                   "with the causal mask (Llama 4 Scout: C = 8192): a sliding window of C keys "

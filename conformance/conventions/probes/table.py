@@ -36,6 +36,7 @@ from conformance.conventions.probes.gate import gate_packing_cell
 from conformance.conventions.probes.masks import (
     MASKED_AXES, mask_fill_cell, masked_nonfinite_cells)
 from conformance.conventions.probes.layer_schedule import layer_schedule_cell
+from conformance.conventions.probes.nope_layers import nope_placement_cell
 from conformance.conventions.probes.relative_bias import relative_bias_buckets_cell
 from conformance.conventions.probes.latent_attention import mla_rope_slice_cell
 from conformance.conventions.probes.rope_magnitude import rope_scaling_magnitude_cell
@@ -142,6 +143,7 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "vision_rope_layout": (_feature(multi_axis.vision_rope_layout_cell, "multi_axis_rope"),),
     # >>> layer_schedule (insert this feature's entries below this line)
     "per_layer_rope": (_feature(layer_schedule_cell, "layer_schedule"),),
+    "nope_placement": (_feature(nope_placement_cell, "layer_schedule"),),
     # >>> chunk_temperature (insert this feature's entries below this line)
     "chunk_mask": (_feature(chunk_mask_cell, "chunk"),),  # chunked.py
     "attention_temperature": (_feature(attention_temperature_cell, "temperature"),),
@@ -168,6 +170,7 @@ WAYS.update({a: (w,) for a, w in RAW_WAYS.items() if a not in WAYS})
 FEATURE_AXES = ("softcap", "rope_style", "rope_partial", "kv_head_mapping", "qk_norm_scope",
                 "alibi_slopes", "cache_causal_alignment", "cache_layout", "window_width",
                 "softcap_order", "sinks", "rope_scaling_frequencies", "per_layer_rope",
+                "nope_placement",
                 "rope_scaling_magnitude", "mrope_layout", "vision_rope_layout",
                 "gate_packing", "chunk_mask",
                 "attention_temperature",
