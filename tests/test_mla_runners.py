@@ -35,6 +35,13 @@ def hf():
     return HFDeepseekV3()
 
 
+def hf_v2():
+    needs("torch", "transformers")
+    from conformance.runners.hf.deepseek_v2 import HFDeepseekV2
+
+    return HFDeepseekV2()
+
+
 def mlx():
     needs("mlx", "mlx_lm")
     from conformance.runners.mlx.lm_deepseek_v3 import MlxLmDeepseekV3
@@ -53,14 +60,16 @@ def error(runner, case, data=None) -> float:
     return float(np.abs(run(runner, case, data).output - attention(case, data).output).max())
 
 
-@pytest.mark.parametrize("make", [hf, mlx])
+@pytest.mark.parametrize("make", [hf, hf_v2, mlx])
 @pytest.mark.parametrize("case_id", sorted(CASES))
 def test_each_case_agrees_with_the_oracle(make, case_id):
+    """Every MLA case, the half-split one refused in each interleaved-only system's words
+    (mlx-lm: traditional=True; DeepSeek-V2: complex pairs)."""
     runner, case = make(), CASES[case_id]
     t = runner.translate(case)
     if isinstance(t, NotExpressible):
-        assert runner.name == "mlx_lm.deepseek_v3" and "traditional=True" in t.reason
-        assert case.attention.rope.style == "half_split"
+        words = {"mlx_lm.deepseek_v3": "traditional=True", "hf.deepseek_v2": "complex pairs"}
+        assert words[runner.name] in t.reason and case.attention.rope.style == "half_split"
         return
     assert error(runner, case) < 2e-6
 
@@ -122,7 +131,7 @@ def test_hf_kv_b_proj_loaded_in_halves_is_caught():
     assert error(Halves(), case) > 1e-2
 
 
-@pytest.mark.parametrize("make", [hf, mlx])
+@pytest.mark.parametrize("make", [hf, hf_v2, mlx])
 def test_the_ledger_reads_last_and_choosable(make):
     from conformance.conventions.probes.latent_attention import mla_rope_slice_cell
     from conformance.conventions.probes.rope_magnitude import rope_scaling_magnitude_cell

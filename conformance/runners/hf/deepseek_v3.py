@@ -102,16 +102,22 @@ class HFDeepseekV3(DecodingHFRunner):
         if case.decode is not None and case.has_non_causal_mask:
             return ("a decode with a mask beside the causal one: the runner decodes as "
                     "generate does, each call's mask from the model's builder alone")
-        return (cross_reason(case, self.refusals.cross_how) or scaling_limits(case)
+        return (cross_reason(case, self.refusals.cross_how) or self.style_limits(case)
+                or scaling_limits(case)
                 or (None if default_scale(case) else self.refusals.scale_why))
+
+    def style_limits(self, case) -> str | None:
+        """DeepseekV3Config.rope_interleave picks either pairing."""
+        return None
 
     def config_call(self, case):
         a, m = case.attention, case.attention.mla
         cfg = {"hidden_size": a.query_features, "num_attention_heads": a.num_heads,
                "num_key_value_heads": a.num_kv_heads, "v_head_dim": a.v_head_dim,
-               **{k: getattr(m, k) for k in MLA_KEYS[:-1]},
-               # the pairing from the case's rope (a probe's variant changes rope.style alone)
-               "rope_interleave": a.rope.style == "interleaved"}
+               **{k: getattr(m, k) for k in MLA_KEYS[:-1]}}
+        if "rope_interleave" in self.config_keys:  # the pairing from the case's rope (a
+            # probe's variant changes rope.style alone)
+            cfg["rope_interleave"] = a.rope.style == "interleaved"
         theta = rope_theta(case)
         params, length = deepseek_rope(case)
         rope = {"rope_type": params.get("rope_type", "default"), "rope_theta": theta,
@@ -131,15 +137,16 @@ class HFDeepseekV3(DecodingHFRunner):
         from conformance.runners.hf.common import import_torch
 
         rot = self.rotary(import_torch(), module.config)
+        pairing = getattr(module.config, "rope_interleave", "no setting (interleaved)")
         return self.rope_notes(case) + self.decode_notes(case, module) + [
             f"softmax scale {module.scaling:.6g} = qk_head_dim**-0.5 x "
             f"{module.scaling * module.qk_head_dim ** 0.5:.6g} (yarn_apply_mscale); "
-            f"DeepseekV3RotaryEmbedding attention_scaling {rot.attention_scaling:.6g} on cos "
-            f"and sin; rope_interleave={module.config.rope_interleave}; the rotated slice is "
-            f"the last {module.qk_rope_head_dim} of {module.qk_head_dim} dims"]
+            f"{self.model}RotaryEmbedding attention_scaling {rot.attention_scaling:.6g} on "
+            f"cos and sin; rope_interleave={pairing}; the rotated slice is the last "
+            f"{module.qk_rope_head_dim} of {module.qk_head_dim} dims"]
 
     def size_evidence(self, case, module, shape):
-        return (f"DeepseekV3Config(hidden_size=8, num_attention_heads=2, qk_nope_head_dim="
+        return (f"{self.model}Config(hidden_size=8, num_attention_heads=2, qk_nope_head_dim="
                 f"{module.qk_nope_head_dim}, qk_rope_head_dim={module.qk_rope_head_dim}, "
                 f"v_head_dim={module.v_head_dim}): q_proj.weight {shape}; per-head widths")
 
