@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.contract.runner import harness_limit
+from conformance.contract.runner import NotExpressible, harness_limit
 from conformance.runners.hf.common import SOURCE, SizeFacts, linear_state
 from conformance.runners.hf.declared import self_attention_refusals
 from conformance.runners.hf.multi_axis import (
@@ -106,13 +106,22 @@ class HFQwen2VL(MRoPEHFRunner):
     call_template = "Qwen2VLAttention(Config({args}), layer_idx=0)"
     module, model = "qwen2_vl", "Qwen2VL"
 
-    def model_limits(self, case):
+    def translate(self, case):
+        """The matrix's M-RoPE cases only: their expect.parameters name its own count (the
+        module always holds q, k and v biases, zeros here), every other case's pin would be
+        another's.  The ledger's probe cases judge no count: probe_translate takes them."""
         r = case.attention.rope
-        if r is None or r.multi_axis is None:  # its zero q, k, v biases: a count of its own
-            return harness_limit(
+        if r is None or r.multi_axis is None:
+            return NotExpressible(harness_limit(
                 "hf.qwen2_vl is asked M-RoPE cases only (attention.rope.multi_axis), whose "
                 "expect.parameters name its own count: the module always holds q, k and v "
-                "biases (zeros here), so every other case's parameter pin would be another's")
+                "biases (zeros here), so every other case's parameter pin would be another's"))
+        return super().translate(case)
+
+    def probe_translate(self, case):
+        return super().translate(case)
+
+    def model_limits(self, case):
         return rope_limits(case, style="half_split", why_style=f"Qwen2VLAttention: {ROTATE_HALF}",
                            partial=False, why_partial="Qwen2VLRotaryEmbedding's default rope "
                            "rotates the whole head_dim") or self.mrope_limits(case)
