@@ -2,7 +2,7 @@
 module, which is imported only when a case names its field:
 
     attention.rope.multi_axis    multi_axis_rope.py   M-RoPE sections (t, h, w), 2-D grids
-    attention.layer_schedule     layer_schedule.py    per-layer rope bases, windows, NoPE
+    attention.layer_schedule     layer_schedule_read.py  per-layer rope bases, windows, NoPE
     attention.temperature        chunked.py           Llama 4's attention temperature
     mask.chunk                   chunked.py           block-diagonal chunks of keys
     attention.mla                latent_attention.py  multi-head latent attention (MLA)
@@ -20,7 +20,7 @@ from typing import Mapping
 # (section, key, module under conformance.case): the order fields are read in
 READERS = (
     ("rope", "multi_axis", "multi_axis_rope"),
-    ("attention", "layer_schedule", "layer_schedule"),
+    ("attention", "layer_schedule", "layer_schedule_read"),
     ("attention", "temperature", "chunked"),
     ("mask", "chunk", "chunked"),
     ("attention", "mla", "latent_attention"),

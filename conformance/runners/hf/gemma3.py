@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from conformance.case.layer_schedule import HF_LAYER_TYPES as HF_TYPES
 from conformance.runners.hf.common import SOURCE, SizeFacts
 from conformance.runners.hf.decoding import DecodingHFRunner, refusals
 from conformance.runners.hf.gemma2 import pre_attn_scalar
@@ -31,7 +32,6 @@ from conformance.runners.hf.rotary import (
 
 GEMMA3_SOURCE = SOURCE + "gemma3/modeling_gemma3.py"
 GEMMA3_CONFIG = SOURCE + "gemma3/configuration_gemma3.py"
-HF_TYPES = {"sliding": "sliding_attention", "full": "full_attention"}
 
 
 def type_rope(case, kind):
