@@ -54,6 +54,7 @@ class MlxLmVl(MlxRunner):
     requires = ("mlx", "mlx_lm")
     features = MlxRunner.features | {"rope", "multi_axis_rope"}
     probe_needs = {"rope": {"style": "half_split"}, "bias": False}  # always rotates
+    probe_head_size = 6  # even: the probes' written head size 3 cannot carry the rotation
     model_module = ""  # mlx_lm.models.<module>
     qkv_bias = False  # q, k, v always biased (Qwen2), zeros on a bias-free case
     qk_norm = False  # RMSNorm q_norm / k_norm per head (Qwen3)
