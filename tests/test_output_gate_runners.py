@@ -121,3 +121,27 @@ def test_what_each_cannot_say_is_refused_in_its_words():
         CASES[0].attention.rope, style="interleaved")))
     assert "traditional=False" in mlx().translate(interleaved).reason
     assert "rotate_half" in hf().translate(interleaved).reason
+
+
+def keras_readings() -> dict:
+    """In the Keras JAX worker: the gate_packing cell of keras_hub's Qwen3_5Attention and,
+    on the Qwen3-Next case, its distance from the oracle per head and in halves."""
+    from conformance.runners.keras.hub_qwen3_5 import KerasHubQwen35
+
+    runner = KerasHubQwen35()
+    cell = gate_packing_cell(runner)
+    return {"word": cell.value, "evidence": cell.evidence,
+            **{p: packed_distance(runner, CASES[0], p) for p in ("per_head", "halves")}}
+
+
+def test_keras_hub_packs_the_gate_per_head_in_its_query_kernel():
+    """keras_hub's query kernel (E, H, 2 d) holds [q_h | g_h] head by head: the ledger reads
+    per_head, and the same weights in halves are far from the oracle (planted)."""
+    needs("keras", "jax", "keras_hub")
+    from conformance.run.workers import call_in_worker
+    from conformance.runners import load
+
+    runner = load("conformance.runners.keras.hub_qwen3_5:KerasHubQwen35")
+    found = call_in_worker(runner, "tests.test_output_gate_runners:keras_readings")
+    assert found["word"] == "per_head", found["evidence"]
+    assert found["per_head"] < AGREE and found["halves"] > DIFFER

@@ -86,6 +86,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {}),
     ("conformance.runners.mlx.lm_gemma3:MlxLmGemma3", {}),
     ("conformance.runners.hf.smollm3:HFSmolLM3", {}),
+    ("conformance.runners.mlx.lm_smollm3:MlxLmSmolLM3", {}),
     # >>> chunk_temperature (insert this feature's entries below this line)
     ("conformance.runners.hf.llama4:HFLlama4", {}),
     ("conformance.runners.mlx.lm_llama4:MlxLmLlama4", {}),
@@ -99,6 +100,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.qwen3_next:HFQwen3Next", {}),
     ("conformance.runners.hf.afmoe:HFAfmoe", {}),
     ("conformance.runners.mlx.qwen3_next:MlxLmQwen3Next", {}),
+    ("conformance.runners.keras.hub_qwen3_5:KerasHubQwen35", {}),
     ("conformance.runners.flax.linen:FlaxLinen", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {}),
     ("conformance.runners.flax.nnx:FlaxNnx", {"decode": True}),
