@@ -29,6 +29,9 @@ class HFDeepseekV2(HFDeepseekV3):
                    "rope slice rotated as complex pairs in float32; decoding through "
                    "`DynamicCache`)")
     module, model = "deepseek_v2", "DeepseekV2"
+    # its attention function and mask are DeepSeek-V3's (eager_attention_forward, the same
+    # builders): hf.deepseek_v3 measures the eager / sdpa choice, this one its rotation
+    harness_choices: dict = {}
     rope_source = f"{DEEPSEEK_V2}#L259"
     refusals = refusals("DeepseekV2", "yarn_apply_mscale(rope_parameters, qk_head_dim**-0.5)")
     config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "v_head_dim",

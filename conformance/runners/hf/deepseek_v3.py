@@ -74,6 +74,9 @@ class HFDeepseekV3(DecodingHFRunner):
     description = ("`DeepseekV3Attention` (multi-head latent attention: low-rank q and kv, "
                    "the last qk_rope_head_dim dims rotated, one shared rope key; YaRN's "
                    "mscale^2 on the softmax scale; decoding through `DynamicCache`)")
+    # the runner builds "eager"; a model built from its config gets "sdpa", which reads a
+    # causal switch eager ignores: the ledger measures both (conventions/probes/choices.py)
+    harness_choices = {"attn_implementation": ("eager", "sdpa")}
     features = DecodingHFRunner.features | {"rope_scaling", "mla"}
     needs_rope = True
     native_style = "interleaved"  # rope_interleave defaults to True
