@@ -60,7 +60,7 @@ def shape_limits(case) -> str | None:
         return "cross-attention: Attention.__call__(x, mask, cache) projects one input"
     if a.qk_head_dim != a.v_head_dim or a.output_features != a.query_features:
         return ("one head_dim for q, k and v, and o_proj back to hidden_size "
-                f"({LLAMA4}#L70-L73)")
+                f"({LLAMA4}#L72-L75)")
     if case.has_non_causal_mask or case.mask.causal == "none":
         return ("a mask other than the causal one: LlamaModel builds each layer's mask itself "
                 f"(causal, or causal within chunks; {LLAMA4}#L237-L249)")
