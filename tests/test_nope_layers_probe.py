@@ -102,3 +102,22 @@ def test_the_headline_and_the_porting_note_name_the_flags():
     assert "per_layer" in found[0].text and "inverted" in found[0].text
     (diff,), same = differences(ledger, "hf.smollm3", "port.inverted")
     assert "1 where the layer uses RoPE" in diff.advice and same == 0
+
+
+def test_mlx_lm_smollm3_reads_per_layer_and_its_flags_inverted_read_inverted():
+    """The real mlx-lm module given the flags the other way round (a port's config) is
+    caught: 1 - no_rope_layers makes layers 0-2 NoPE and layer 3 roped."""
+    for m in ("mlx", "mlx_lm"):
+        if importlib.util.find_spec(m) is None:
+            pytest.skip(f"{m} not installed")
+    from conformance.runners.mlx.lm_smollm3 import MlxLmSmolLM3
+
+    class Inverted(MlxLmSmolLM3):
+        def translate(self, case):
+            t = super().translate(case)
+            flags = [1 - f for f in t.plan["no_rope_layers"]]
+            return type(t)(t.call, {**t.plan, "no_rope_layers": flags})
+
+    assert probe.nope_placement_cell(MlxLmSmolLM3()).value == "per_layer"
+    cell = probe.nope_placement_cell(Inverted())
+    assert cell.value == "inverted", cell.evidence
