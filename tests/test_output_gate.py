@@ -139,9 +139,10 @@ class ToyGate(Runner):
     features = frozenset({"output_gate"})
     answers = frozenset({"packed_gate"})
 
-    def __init__(self, reads="per_head", place="before", refuse_all=False):
+    def __init__(self, reads="per_head", place="before", refuse_all=False, cannot=()):
         super().__init__()
         self.reads, self.place, self.refuse_all = reads, place, refuse_all
+        self.cannot = cannot  # packings the runner cannot load at all (not the system's)
 
     def translate(self, case):
         return Translation("toy(gate)")
@@ -162,6 +163,8 @@ class ToyGate(Runner):
         return plain * sigmoid(pre.reshape(*x.shape[:2], -1))
 
     def answer(self, case, data, raw):
+        if raw.value in self.cannot:
+            raise NotImplementedError(f"toy: no way to load {raw.value}")
         state = to_qwen3_next(data.weights, raw.value, norm="scale")
         has_gate_proj = self.reads == "separate"
         if self.refuse_all or ("gate_proj.weight" in state) != has_gate_proj:
@@ -183,6 +186,8 @@ class ToyGate(Runner):
     (ToyGate(place="after"), "after_output"),  # planted: the gate after o_proj
     (ToyGate(place="ignored"), "ignored"),
     (ToyGate(refuse_all=True), "refused"),
+    (ToyGate(cannot=("separate",)), "per_head"),  # a packing not asked is left out
+    (ToyGate(cannot=GATE_PACKINGS), "not_probed"),
 ])
 def test_each_planted_packing_changes_the_word(toy, word):
     cell = gate_probe.gate_packing_cell(toy)

@@ -14,7 +14,8 @@ Each output is read against the float64 oracle (each head's output times sigmoid
 b_g[h]), then W_o); the word is the one packing within NEAR.  Where none is: a packing
 within NEAR of the gate applied after the output projection (H d_v = E_o = 8 here, so the
 gate's 8 values per token multiply the projected output) reads `after_output`; one within
-NEAR of the ungated oracle `ignored`; else `other`.  Every packing refused: `refused`, quoted.
+NEAR of the ungated oracle `ignored`; else `other`.  Every packing refused: `refused`, quoted;
+a packing the suite cannot ask is left out with its reason (none asked: `not_probed`).
 Two packings within NEAR is a tie the probe cannot part: `not_probed`, with the distances.
 """
 from __future__ import annotations
@@ -80,21 +81,22 @@ def gate_packing_cell(runner) -> Convention:
     if case is None or not plain.answered:
         return unmeasured(AXIS, runner, f"{what}: the case as it translates", plain)
     wanted = readings(case)
-    found, figures, refusals = {}, [], []
+    found, figures, refusals, unasked = {}, [], [], []
     for packing in PACKINGS:
         got = ask_raw(runner, case, RawCall("packed_gate", packing))
+        if got.raised:
+            refusals.append(f"refused {packing}: {got.raised}")
+        elif not got.answered:  # the suite could not ask it: no reading of the system
+            unasked.append(f"{packing} not asked: {got.unasked or got.inexpressible}")
         if not got.answered:
-            refusals.append(f"{packing}: {got.raised or got.unasked or got.inexpressible}")
-            if not got.raised:  # the suite could not ask it: no reading of the system
-                return unmeasured(AXIS, runner, f"{what}: {packing}", got)
             continue
         found[packing] = d = distances(got.output, wanted)
         figures.append(f"{packing}: {d['gated']:.1e} from the oracle, {d[AFTER]:.1e} gated "
                        f"after the output projection, {d[IGNORED]:.1e} ungated")
-    evidence = f"{runner.name}, {what}: " + "; ".join(figures + [
-        f"refused {r}" for r in refusals])
+    evidence = f"{runner.name}, {what}: " + "; ".join(figures + refusals + unasked)
     if not found:
-        return Convention(AXIS, REFUSED, evidence, **documented(runner, AXIS))
+        return (Convention(AXIS, REFUSED, evidence, **documented(runner, AXIS)) if refusals
+                else Convention(AXIS, NOT_PROBED, evidence))
     word, why = word_of(found)
     evidence += f" -> {why}"
     return Convention(AXIS, word, evidence,
