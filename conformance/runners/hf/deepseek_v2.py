@@ -33,6 +33,7 @@ class HFDeepseekV2(HFDeepseekV3):
     # builders): hf.deepseek_v3 measures the eager / sdpa choice, this one its rotation
     harness_choices: dict = {}
     rope_source = f"{DEEPSEEK_V2}#L259"
+    mla_lines = f"{DEEPSEEK_V2}#L311-L344"  # its projections
     refusals = refusals("DeepseekV2", "yarn_apply_mscale(rope_parameters, qk_head_dim**-0.5)")
     config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "v_head_dim",
                    *MLA_KEYS[:-1], "attn_implementation")

@@ -19,7 +19,6 @@ through DynamicCache (decoding.py), which caches the latent and k_pe (#L459-L460
 """
 from __future__ import annotations
 
-from conformance.contract.runner import harness_limit
 from conformance.runners.hf.common import SOURCE, SizeFacts, cross_reason, default_scale
 from conformance.runners.hf.decoding import DecodingHFRunner, refusals
 from conformance.runners.hf.rope_parameters import hf_rope
@@ -90,6 +89,7 @@ class HFDeepseekV3(DecodingHFRunner):
                        "mla": {"kv_lora_rank": 4}}
     module, model = "deepseek_v3", "DeepseekV3"
     rope_source = f"{DEEPSEEK_SOURCE}#L310"
+    mla_lines = f"{DEEPSEEK_SOURCE}#L370-L397"  # its projections
     refusals = refusals("DeepseekV3", "yarn_apply_mscale(rope_parameters, qk_head_dim**-0.5)")
     config_keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "v_head_dim",
                    *MLA_KEYS, "attn_implementation")
@@ -98,10 +98,9 @@ class HFDeepseekV3(DecodingHFRunner):
     def limits(self, case):
         a = case.attention
         if a.mla is None:
-            return harness_limit(
-                "no attention.mla: DeepseekV3Attention is multi-head latent attention on every "
-                "call (q_a_proj, kv_a_proj_with_mqa, kv_b_proj; no plain q, k, v projections); "
-                f"the case asks for plain attention ({DEEPSEEK_SOURCE}#L370-L397)")
+            return (f"no attention.mla: {self.model}Attention is multi-head latent attention on "
+                    "every call (q_a_proj, kv_a_proj_with_mqa, kv_b_proj; no plain q, k, v "
+                    f"projections); the case asks for plain attention ({self.mla_lines})")
         if case.decode is not None and case.has_non_causal_mask:
             return ("a decode with a mask beside the causal one: the runner decodes as "
                     "generate does, each call's mask from the model's builder alone")
