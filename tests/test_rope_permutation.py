@@ -37,10 +37,11 @@ DECODE = {"mask": {"causal": "upper_left"}, "decode": {"prefill": 3, "steps": 2}
 def rope_case(style: str, decode: bool = False, **att):
     """The case; with `decode`, causal and run as a prefill of 3 and 2 steps (a runner that
     only decodes takes it so)."""
+    att = dict(att)  # a variant's rope fields (a 2-D grid) join the pairing asked
     return parse_case({"id": f"rope-permutation-{style}", "attention": {
         "num_heads": 4, "num_kv_heads": 2, "query_features": 64,
-        "rope": {"style": style}, **att}, "inputs": {"batch": 1, "query_len": 5,
-                                                    "self_attention": True, "seed": 3},
+        "rope": {"style": style, **att.pop("rope", {})}, **att},
+        "inputs": {"batch": 1, "query_len": 5, "self_attention": True, "seed": 3},
         **(DECODE if decode else {})}, "<test>")
 
 
@@ -49,7 +50,13 @@ def variants(runner) -> list[dict]:
     (a runner's `probe_attention`: no biases for GPT-J, QK-norm for Qwen3); then without
     grouped heads (GPT-J, GPT-NeoX have none: the wrong key head count cannot show)."""
     own = dict(getattr(runner, "probe_attention", {}))
-    return [{}, own, {**own, "num_kv_heads": 4}]
+    # a system whose rotation needs its own settings on every call (probe_needs), or only
+    # turns a patch grid (2-D vision rope: the permutation is the same per pair)
+    needs = {k: v for k, v in dict(runner.probe_needs).items() if k != "rope"}
+    grids = [{"rope": {"multi_axis": {"kind": "grid_2d", "layout": layout, "grid": [1, 5]}},
+              "num_kv_heads": 4, **b} for layout in ("alternating", "shared")
+             for b in ({"bias": False}, {})] if "multi_axis_rope" in runner.features else []
+    return [{}, own, {**own, "num_kv_heads": 4}, needs, {**needs, "num_kv_heads": 4}, *grids]
 
 
 def _rows(w3):  # canonical (heads, E, d) -> (heads*d, E): the (out, in) rows a converter sees
@@ -89,6 +96,8 @@ def permutation_distances(target: str, params: dict) -> dict:
     for style, att, dec in tries:
         case = rope_case(style, dec, **att)
         translation = runner.translate(case)
+        if isinstance(translation, NotExpressible) and runner.probe_translate:
+            translation = runner.probe_translate(case)  # the matrix's own limit only
         if not isinstance(translation, NotExpressible):
             break
     else:
