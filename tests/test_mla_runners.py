@@ -172,3 +172,26 @@ def test_mlx_yarn_table_and_scale_at_deepseek_v3s_published_config():
     other = deepseek_v3.DeepseekV3Attention(deepseek_v3.ModelArgs(**args, rope_scaling=plain))
     assert other.scale == pytest.approx(192 ** -0.5, rel=1e-12)
     assert other.rope.mscale == pytest.approx(MSCALE, rel=1e-12)
+
+
+def test_a_half_split_checkpoint_runs_in_mlx_lm_once_its_rope_rows_are_permuted():
+    """mlx-lm rotates interleaved pairs only: the half-split case's weights, their rope rows
+    permuted by convert/mla.rope_rows, give the half-split oracle in mlx-lm's module
+    (planted: loaded unpermuted they do not), and the permutation round-trips exactly."""
+    runner, case = mlx(), CASES["mla-half-split"]
+    from conformance.contract.runner import Translation
+    from conformance.convert.mla import LatentDims, from_deepseek_v3, rope_rows, to_deepseek_v3
+
+    dims = LatentDims(2, 4, 4, 4)
+    data = case_data(case)
+    state = to_deepseek_v3(data.weights, "absorbed")
+    moved = rope_rows(state, dims, "interleaved")
+    back = rope_rows(moved, dims, "half_split")
+    assert all(np.array_equal(back[k], state[k]) for k in state)
+    assert not np.array_equal(moved["q_b_proj.weight"], state["q_b_proj.weight"])
+    permuted = replace(data, weights=from_deepseek_v3(moved, dims))
+    want = attention(case, data).output
+    out = runner.run(case, Translation("", {}), permuted).output
+    assert np.abs(out - want).max() < 2e-6
+    unpermuted = runner.run(case, Translation("", {}), data).output
+    assert np.abs(unpermuted - want).max() > 1e-2

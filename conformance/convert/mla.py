@@ -19,7 +19,13 @@ W_o (H, d_v, E_o).  The modules pack them, and the packing is what a port gets w
 
 `to_deepseek_v3(weights, form)` gives the state dict of transformers' DeepseekV3Attention
 (`materialised`) or mlx-lm's (`absorbed`); `from_deepseek_v3(state, dims)` the canonical
-factors back.  Pure NumPy, exact (only reshapes and transposes).
+factors back.  `rope_rows(state, dims, to)` moves a checkpoint between the two pairings
+of the rope slice: a rope_interleave=False (rotate_half) checkpoint runs in a system that
+rotates interleaved pairs only (mlx-lm's traditional=True, DeepSeek-V2's complex pairs)
+once the last qk_rope_head_dim rows of every query head and of the rope key are permuted
+as convert/rope.py permutes a Llama head (half-split row i <- interleaved row 2i, row
+i + d/2 <- 2i + 1), the nope rows untouched.  Pure NumPy, exact (only reshapes, transposes
+and row permutations).
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from conformance.convert._core import ConversionError, as_numpy, expect
+from conformance.convert.rope import head_permutation
 from conformance.oracle.canonical import CanonicalWeights
 
 FORMS = ("materialised", "absorbed")  # transformers' kv_b_proj; mlx-lm's embed_q / unembed_out
@@ -119,3 +126,23 @@ def from_deepseek_v3(state: Mapping[str, Any], dims: LatentDims) -> CanonicalWei
     return replace(w, **extra, mla_kv_down=_c(kv_a[:r_kv].T), mla_k_rope=_c(kv_a[r_kv:].T),
                    mla_kv_norm=_c(as_numpy(state["kv_a_layernorm.weight"])),
                    mla_k_up=k_up, mla_v_up=v_up)
+
+
+def rope_rows(state: Mapping[str, Any], dims: LatentDims, to: str) -> dict[str, np.ndarray]:
+    """`state` with the rope rows of q_proj / q_b_proj (per head) and of
+    kv_a_proj_with_mqa (its one rope head) permuted into the pairing `to` ("interleaved"
+    from half-split, "half_split" from interleaved)."""
+    if to not in ("interleaved", "half_split"):
+        raise ConversionError(f"unknown pairing {to!r}; known: interleaved, half_split")
+    d_n, d_r = dims.qk_nope_head_dim, dims.qk_rope_head_dim
+    p = head_permutation(d_r)  # half-split row j <- interleaved row p[j]
+    order = np.argsort(p) if to == "interleaved" else p
+    out = {k: as_numpy(v) for k, v in state.items()}
+    q_name = "q_proj.weight" if "q_proj.weight" in out else "q_b_proj.weight"
+    q = out[q_name].reshape(dims.num_heads, d_n + d_r, -1)
+    out[q_name] = _c(np.concatenate([q[:, :d_n], q[:, d_n:][:, order]], axis=1).reshape(
+        dims.num_heads * (d_n + d_r), -1))
+    kv_a = out["kv_a_proj_with_mqa.weight"]
+    r_kv = kv_a.shape[0] - d_r
+    out["kv_a_proj_with_mqa.weight"] = _c(np.concatenate([kv_a[:r_kv], kv_a[r_kv:][order]]))
+    return out
