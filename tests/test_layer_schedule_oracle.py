@@ -146,3 +146,72 @@ def test_transformers_gemma3_tables_are_the_oracles_per_layer():
         "layer_types": types}, 0, head_dim=256)
     assert mismatched_layers(shifted, config.layer_types, tables) == [
         i for i in range(34) if s.kind_of(i) != s.kind_of((i + 1) % 34)]
+
+
+def test_transformers_gemma3_cos_sin_per_layer_type_at_far_positions():
+    """Gemma3RotaryEmbedding's cos and sin of each layer type at positions 4096..4103 are
+    the oracle's angles (float32 angles: within 2e-3 at |angle| ~ 4e3 rad rounding), while
+    the other type's table is far from them."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers not installed")
+    import torch
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
+
+    config = gemma3_4b_config()
+    rot = Gemma3RotaryEmbedding(config)
+    pos = np.arange(4096, 4104)
+    c = case(GEMMA3_4B, 0, head_dim=256)
+    for layer, other in ((4, 5), (5, 4)):
+        rope = resolved(at_layer(c, layer)).attention.rope
+        angle = pos[:, None] * np.tile(inv_freq(rope, pos), 2)[None]
+        cos, sin = (t[0].double().numpy() for t in rot(
+            torch.zeros(1, 8, 512), torch.tensor(pos)[None], config.layer_types[layer]))
+        assert np.abs(cos - np.cos(angle)).max() < 2e-3
+        assert np.abs(sin - np.sin(angle)).max() < 2e-3
+        wrong, _ = (t[0].double().numpy() for t in rot(
+            torch.zeros(1, 8, 512), torch.tensor(pos)[None], config.layer_types[other]))
+        assert np.abs(wrong - np.cos(angle)).max() > 0.5
+
+
+def keras_backbone_layers(num_layers: int, window: int, local: float, glob: float) -> list:
+    """(sliding, rope_wavelength, rope_scaling_factor, sliding_window_size) of each layer
+    keras_hub's Gemma3Backbone builds (run in the Keras worker)."""
+    from keras_hub.src.models.gemma3.gemma3_backbone import Gemma3Backbone
+
+    bb = Gemma3Backbone(vocabulary_size=4, image_size=None, num_layers=num_layers,
+                        num_query_heads=1, num_key_value_heads=1, hidden_dim=8,
+                        intermediate_dim=2, head_dim=8, use_sliding_window_attention=True,
+                        sliding_window_size=window, local_rope_scaling_factor=local,
+                        global_rope_scaling_factor=glob, vision_encoder=None)
+    return [(a.use_sliding_window_attention, a.rope_wavelength, a.rope_scaling_factor,
+             a.sliding_window_size) for a in (t.attention for t in bb.transformer_layers)]
+
+
+def test_keras_hub_gemma3_backbone_gives_each_layer_the_oracles_settings():
+    """Gemma3Backbone at 12 layers of Gemma 3 4B's schedule gives every layer the oracle's
+    type, base, linear factor and window; the schedule shifted by one is caught on the 4
+    layers it moves."""
+    for m in ("keras", "keras_hub", "jax"):
+        if importlib.util.find_spec(m) is None:
+            pytest.skip(f"{m} not installed")
+    from conformance.run.workers import call_in_worker
+    from conformance.runners import load
+
+    runner = load("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {})
+    got = call_in_worker(runner, "tests.test_layer_schedule_oracle:keras_backbone_layers",
+                         12, 1024, 1.0, 8.0)
+
+    def settings(c, i):
+        r = resolved(at_layer(c, i))
+        s = r.attention.rope.scaling
+        return (r.mask.window is not None, r.attention.rope.base,
+                1.0 if s is None else s.factor)
+
+    sched = {**GEMMA3_4B, "num_layers": 12}
+    c = case(sched, 0, head_dim=256)
+    assert [settings(c, i) for i in range(12)] == [g[:3] for g in got]
+    assert all(g[3] == 1024 for g in got if g[0])
+    s = c.attention.layer_schedule
+    shifted = case({k: v for k, v in sched.items() if k != "pattern"} | {
+        "layer_types": [s.kind_of((i + 1) % 12) for i in range(12)]}, 0, head_dim=256)
+    assert [i for i in range(12) if settings(shifted, i) != got[i][:3]] == [4, 5, 10, 11]
