@@ -303,7 +303,7 @@ FEATURE_ARGUMENTS: dict[str, tuple[str, ...]] = {
                               "use_relative_attention_bias", "relative_attention_num_buckets",
                               "relative_attention_max_distance", "num_buckets"),
     "per_layer_rope": ("layer_types", "sliding_window_pattern", "rope_local_base_freq",
-                       "no_rope_layers", "use_sliding_window_attention", "layer_idx"),
+                       "no_rope_layers", "use_sliding_window_attention"),
     "nope_placement": ("no_rope_layers", "no_rope_layer_interval", "use_rope", "nope_layers",
                        "rope_layers"),
     "chunk_mask": ("attention_chunk_size", "chunk_size", "chunked_attention", "chunk"),
