@@ -3,8 +3,10 @@ case/layer_schedule.py): every field by its dotted name, each layer type's rope_
 through case/features.py's own reader, the case's rope and mask checked against it."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
+from conformance.case.features import _keys, _positive, rope_scaling
 from conformance.case.layer_schedule import LAYER_KINDS, LayerKind, LayerSchedule
 from conformance.case.model import short
 
@@ -56,8 +58,6 @@ def _types(r, s: Mapping, num_layers: int) -> tuple[str, ...]:
 
 
 def _kind(r, s: Mapping, kind: str, rotary_dim: int) -> LayerKind:
-    from conformance.case.features import _keys, _positive, rope_scaling
-
     at = f"{AT}.{kind}"
     k = _keys(r, s[kind], at, {"rope_base", "rope_scaling", "window"}, {"rope_base"} | (
         {"window"} if kind == "sliding" else set()))
@@ -104,8 +104,6 @@ def _case_limits(r, att, mask) -> None:
 
 def read(r, att, inp, mask):
     """`att` with its LayerSchedule, validated against the case's rope and mask."""
-    from dataclasses import replace
-
     s = r.section("attention")["layer_schedule"]
     if not isinstance(s, Mapping):
         raise r.fail(AT, f"must be a mapping with layer, num_layers, pattern and a section "
