@@ -104,3 +104,14 @@ def test_mlx_lm_gemma3_rows_agree_and_a_pattern_off_by_one_does_not(case_id):
     one_base = ({"rope_theta": 1e4, "rope_scaling": None} if s.kind_of(s.layer) == "full"
                 else {"rope_local_base_freq": 1e6})  # one rope for both types
     assert np.max(np.abs(mlx_row(c, **one_base) - want)) > DIFFER
+
+
+def test_keras_hub_gemma3_leaves_far_positions_to_the_others():
+    """Its positions come from a cache of position_offset + T slots whose sliding mask is
+    their square: past 4096 slots a harness limit, not the system's refusal."""
+    from conformance.runners.keras.hub_gemma3 import KerasHubGemma3
+
+    t = KerasHubGemma3().translate(CASES["layer-schedule-gemma3-sliding-far"])
+    assert isinstance(t, NotExpressible) and "a far position costs its square" in t.reason
+    assert not isinstance(KerasHubGemma3().translate(CASES["layer-schedule-gemma3-sliding"]),
+                          NotExpressible)

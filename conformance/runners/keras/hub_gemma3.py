@@ -82,8 +82,16 @@ def schedule_limits(case) -> str | dict:
     return kw
 
 
+MAX_SLOTS = 4096  # the sliding mask is (slots, slots): 16M booleans here
+
+
 def layer_limits(case) -> str | None:
     a, i, n = case.attention, case.inputs, case.attention.qk_norm
+    if i.position_offset + i.query_len > MAX_SLOTS:
+        return harness_limit(
+            f"positions past {MAX_SLOTS}: the layer rotates from cache_update_index over a "
+            "cache of position_offset + T slots, and _mask_sliding_window builds a (slots, "
+            f"slots) matrix ({ATTENTION_SRC}): a far position costs its square")
     if not i.self_attention or case.has_non_causal_mask or case.mask.causal == "none":
         return ("CachedGemma3Attention is causal self-attention here (one x; the mask the "
                 "decoder block builds is causal): a cross-attention, non-causal or masked case "
