@@ -120,16 +120,20 @@ def test_pixtral_and_qwen2_vl_vision_tables_part_where_the_oracle_says():
         assert np.abs(cos - table(grid(other, 4, 5), d, 1e4)[0]).max() > 0.1, layout
 
 
-def runner(name):
-    import importlib
+TARGETS = {"hf.qwen2_vl": "hf.qwen2_vl:HFQwen2VL", "hf.qwen3_vl": "hf.qwen3_vl:HFQwen3VL",
+           "hf.pixtral": "hf.pixtral:HFPixtral",
+           "hf.qwen2_vl_vision": "hf.qwen2_vl_vision:HFQwen2VLVision",
+           "mlx_lm.qwen2_vl": "mlx.lm_vl:MlxLmQwen2VL", "mlx_lm.qwen3_vl": "mlx.lm_vl:MlxLmQwen3VL",
+           "keras_hub.qwen3_5.mrope": "keras.hub_qwen3_5_mrope:KerasHubQwen35MRoPE"}
 
-    module, cls = {"hf.qwen2_vl": ("hf.qwen2_vl", "HFQwen2VL"),
-                   "hf.qwen3_vl": ("hf.qwen3_vl", "HFQwen3VL"),
-                   "hf.pixtral": ("hf.pixtral", "HFPixtral"),
-                   "hf.qwen2_vl_vision": ("hf.qwen2_vl_vision", "HFQwen2VLVision"),
-                   "mlx_lm.qwen2_vl": ("mlx.lm_vl", "MlxLmQwen2VL"),
-                   "mlx_lm.qwen3_vl": ("mlx.lm_vl", "MlxLmQwen3VL")}[name]
-    return getattr(importlib.import_module(f"conformance.runners.{module}"), cls)()
+
+def runner(name):
+    """The registered runner, loaded with its target (a worker runner runs in its worker)."""
+    from conformance.runners import load, registry
+
+    target = f"conformance.runners.{TARGETS[name]}"
+    assert (target, {}) in registry(), target
+    return load(target, {})
 
 
 @pytest.mark.parametrize("name, axis, word", [
@@ -156,6 +160,19 @@ def test_a_real_module_given_swapped_sections_reads_other():
 
     cell = probe.mrope_layout_cell(Swapped())
     assert cell.value == "other", cell.evidence
+
+
+def test_keras_hub_qwen3_5_interleaves_its_sections():
+    """keras_hub's Qwen3_5Attention given mrope_section and (B, 4, T) ids: interleaved, as
+    transformers' Qwen3-VL; its case (gate, QK-norm, 8 of 16 dims rotating) passes."""
+    require("keras", "keras_hub", "jax")
+    from conformance.run.evaluate import evaluate
+
+    r = runner("keras_hub.qwen3_5.mrope")
+    cell = probe.mrope_layout_cell(r)
+    assert cell.value == "interleaved", cell.evidence
+    case = load_file(CASES_DIR / "multi_axis_rope_qwen3_5.yaml")[0]
+    assert evaluate(case, r).outcome.value == "pass"
 
 
 @pytest.mark.parametrize("name", ["mlx_lm.qwen2_vl", "mlx_lm.qwen3_vl"])

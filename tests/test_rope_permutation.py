@@ -53,10 +53,20 @@ def variants(runner) -> list[dict]:
     # a system whose rotation needs its own settings on every call (probe_needs), or only
     # turns a patch grid (2-D vision rope: the permutation is the same per pair)
     needs = {k: v for k, v in dict(runner.probe_needs).items() if k != "rope"}
-    grids = [{"rope": {"multi_axis": {"kind": "grid_2d", "layout": layout, "grid": [1, 5]}},
-              "num_kv_heads": 4, **b} for layout in ("alternating", "shared")
-             for b in ({"bias": False}, {})] if "multi_axis_rope" in runner.features else []
-    return [{}, own, {**own, "num_kv_heads": 4}, needs, {**needs, "num_kv_heads": 4}, *grids]
+    return [{}, own, {**own, "num_kv_heads": 4}, needs, {**needs, "num_kv_heads": 4},
+            *(multi_axis(needs) if "multi_axis_rope" in runner.features else [])]
+
+
+def multi_axis(needs: dict) -> list[dict]:
+    """M-RoPE at image-like positions (each layout) and 2-D grids (each layout), for a
+    system that turns no 1-D positions: the pairing's permutation is the same per pair."""
+    mrope = [{"rope": {"multi_axis": {"kind": "mrope", "layout": layout, "sections": [4, 2, 2],
+                                      "positions": [[0, 1, 1, 1, 3], [0, 1, 1, 2, 3],
+                                                    [0, 1, 2, 1, 3]]}}, **needs}
+             for layout in ("contiguous", "interleaved")]
+    return mrope + [{"rope": {"multi_axis": {"kind": "grid_2d", "layout": layout,
+                                             "grid": [1, 5]}}, "num_kv_heads": 4, **b}
+                    for layout in ("alternating", "shared") for b in ({"bias": False}, {})]
 
 
 def _rows(w3):  # canonical (heads, E, d) -> (heads*d, E): the (out, in) rows a converter sees
