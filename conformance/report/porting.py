@@ -97,8 +97,9 @@ ADVICE: dict[str, str] = {
     # >>> multi_axis_rope (insert this feature's entries below this line)
     "mrope_layout": "hand the model (3, B, T) position ids and lay mrope_section the target's "
                     "way: Qwen2-VL-7B's [16, 24, 24] contiguous puts t on pairs 0-15, h on "
-                    "16-39, w on 40-63; Qwen3-VL's [24, 20, 20] interleaved puts h on pairs "
-                    "{h} and w on {w} (every third), t on the rest; a port that takes no "
+                    "16-39, w on 40-63; Qwen3-VL's [24, 20, 20] interleaved (keras_hub's Qwen3.5 "
+                    "alike) puts h on pairs {h} and w on {w} (every third), t on the rest; "
+                    "a port that takes no "
                     "position ids (mlx-lm's Qwen2-VL and Qwen3-VL text models: nn.RoPE at "
                     "cache.offset + t) or swaps the sections agrees on text-only prompts (t = h "
                     "= w) and is wrong on every image token".format(
