@@ -175,6 +175,29 @@ def test_keras_hub_qwen3_5_interleaves_its_sections():
     assert evaluate(case, r).outcome.value == "pass"
 
 
+def test_qwen3_vl_rotated_by_qwen2_vl_tables_reads_contiguous():
+    """Qwen3VLTextAttention handed Qwen2VLRotaryEmbedding's (contiguous) cos / sin: the
+    interleaved ask reads contiguous, not interleaved (a port reading the sections the
+    other family's way is caught)."""
+    from transformers import Qwen2VLTextConfig
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
+
+    from conformance.runners.hf.qwen3_vl import HFQwen3VL
+
+    class ContiguousPort(HFQwen3VL):
+        name = "hf.qwen3_vl.contiguous_port"
+
+        def rotary(self, torch, config):
+            c = config
+            return Qwen2VLRotaryEmbedding(Qwen2VLTextConfig(
+                hidden_size=c.num_attention_heads * c.head_dim,
+                num_attention_heads=c.num_attention_heads,
+                rope_parameters=dict(c.rope_parameters)))
+
+    cell = probe.mrope_layout_cell(ContiguousPort())
+    assert cell.value == "contiguous", cell.evidence
+
+
 @pytest.mark.parametrize("name", ["mlx_lm.qwen2_vl", "mlx_lm.qwen3_vl"])
 def test_mlx_lm_rotates_at_the_sequence_positions(name):
     require("mlx", "mlx_lm")
