@@ -23,18 +23,15 @@ per layer).  `r` is loader._Reader: `r.fail` names file, case and field.
 from __future__ import annotations
 
 import math
-import reprlib
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
+
+from conformance.case.bounded import short
 
 FLOOR_SCALE, ATTN_SCALE = 8192, 0.1  # Llama4TextConfig's defaults
 MAX_ATTN_SCALE = 1e3  # a query multiplied by more than a thousand per log step is a typo
 TEMPERATURE_FIELDS = ("floor_scale", "attn_scale")
 
-
-def short(value: Any) -> str:
-    """A bounded repr (this module imports nothing of case/model.py, which names it)."""
-    return reprlib.repr(value)
 
 
 def as_float(value: Any) -> float:

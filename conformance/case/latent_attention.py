@@ -21,9 +21,10 @@ DeepseekV3RMSNorm default neither transformers nor mlx-lm overrides for them).
 """
 from __future__ import annotations
 
-import reprlib
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Mapping
+
+from conformance.case.bounded import short
 
 NORM_EPS = 1e-6  # q_a_layernorm and kv_a_layernorm (DeepseekV3RMSNorm's default)
 FIELDS = {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
@@ -44,10 +45,6 @@ class LatentAttention:
     # attention.rope.style, which the oracle and the runners read
     rope_interleave: bool
 
-
-def short(value: Any) -> str:
-    """A bounded repr (case/model.py imports this module: it cannot import model's)."""
-    return reprlib.repr(value)
 
 
 def mla_parameter_count(a) -> int:

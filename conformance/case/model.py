@@ -8,11 +8,11 @@ every public name.
 from __future__ import annotations
 
 import hashlib
-import reprlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from conformance.case.bounded import cut, short  # noqa: F401 (re-exported)
 from conformance.case.limits import (  # noqa: F401 (re-exported: the case's budgets)
     ACTIVATION_ENV, DEFAULT_MAX_ACTIVATION_ELEMENTS, DEFAULT_MAX_WEIGHT_ELEMENTS, LOAD_ENV,
     LOAD_LIMIT_ELEMENTS, WEIGHT_ENV, Budget, load_budget, load_limit)
@@ -65,25 +65,6 @@ _SECTIONS = {
     "expect": {"parameters", "tolerance", "behaviours", "known_mismatch"},
     "weights": {"bias_values"},
 }
-
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 80, 80
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
-
-
-def cut(text: str, limit: int = 200) -> str:
-    """`text` shortened to at most `limit` characters, with an ellipsis."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def short(value: Any, limit: int = 200) -> str:
-    """A bounded repr: never expands more than a few levels and items of `value`."""
-    try:
-        text = _REPR.repr(value)
-    except Exception:  # a repr that fails must not hide the real error
-        text = f"<{type(value).__name__}>"
-    return cut(text, limit)
-
 
 class CaseError(ValueError):
     """A case file that cannot be used, with where and how to fix it.

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from conformance.case.model import short
+from conformance.case.bounded import short
 
 # the gate's activation: Qwen3-Next's sigmoid (the one every system with the feature uses)
 GATE_ACTIVATIONS = ("sigmoid",)

@@ -20,19 +20,16 @@ a case reaches distances past max_distance with a few tokens.
 """
 from __future__ import annotations
 
-import reprlib
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Mapping
+
+from conformance.case.bounded import short
 
 RELATIVE_POSITIONS = ("key_minus_query", "query_minus_key")
 FIELDS = ("num_buckets", "max_distance", "bidirectional", "relative_position")
 MAX_BUCKETS = 1024  # the exact bucket rule compares powers of n up to num_buckets / 2
 MAX_DISTANCE = 2**31 - 1  # positions fit an int32 in every framework
 
-
-def short(value: Any) -> str:
-    """A bounded repr (this module imports nothing of case/model.py, which names it)."""
-    return reprlib.repr(value)
 
 
 @dataclass(frozen=True)

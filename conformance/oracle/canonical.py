@@ -209,9 +209,9 @@ def _feature_weights(case: Case, weights: CanonicalWeights,
     if a.sinks:
         extra["sinks"] = rng.standard_normal(a.num_heads)
     if a.mla is not None:  # its latent projections in place of wk and wv (and wq)
-        from conformance.oracle import latent_attention
+        from conformance.oracle import latent_weights
 
-        extra.update(latent_attention.draw(a, rng))
+        extra.update(latent_weights.draw(a, rng))
     if a.output_gate is not None:  # W_g like W_q (1/sqrt(E_q)), b_g like the biases
         extra["wg"] = rng.standard_normal((a.num_heads, a.query_features, a.v_head_dim)) / np.sqrt(
             a.query_features)

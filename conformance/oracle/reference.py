@@ -58,6 +58,17 @@ def project(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     return y if b is None else y + b[None, :, None, :]
 
 
+def projected_heads(case: Case, data: CaseData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The per-head (q, k, v) the ledger's own score simulations start from (masks.py,
+    decode_masks.py, probing.py, cache_probes.py): the plain projections of the canonical
+    weights, or for an MLA case its materialised heads (rotated, every head's key)."""
+    if case.attention.mla is not None:
+        return latent_attention.materialised(case, data)
+    w, x = data.weights, data.inputs
+    return (project(x.query, w.wq, w.bq), project(x.key, w.wk, w.bk),
+            project(x.value, w.wv, w.bv))
+
+
 def _softmax(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     if allowed is not None:
         scores = np.where(allowed[:, None], scores, -np.inf)

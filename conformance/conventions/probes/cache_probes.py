@@ -29,7 +29,7 @@ from conformance.conventions.axes import IGNORED, Convention
 from conformance.conventions.probes.probing import closest, distances, output_with, probe_case
 from conformance.oracle.canonical import case_data
 from conformance.oracle.positional import window_allowed
-from conformance.oracle.latent_attention import projected_heads
+from conformance.oracle.reference import projected_heads
 
 PREFILL = 3
 

@@ -42,7 +42,7 @@ from conformance.conventions.probes.masks import (
 from conformance.conventions.probes.probing import PROBE_SOURCE, distances
 from conformance.conventions.probes.request import Answer, ask_raw
 from conformance.oracle.canonical import case_data
-from conformance.oracle.latent_attention import projected_heads
+from conformance.oracle.reference import projected_heads
 from conformance.oracle.reference import attention
 
 PREFILL, LENGTH = 4, 10

@@ -42,7 +42,7 @@ from conformance.conventions.probes.request import Answer, first_answer
 from conformance.conventions.probes.fill_names import (  # noqa: F401 (shown_word: re-export)
     FILLS32, HUGE, named, shown_word)
 from conformance.oracle.canonical import case_data
-from conformance.oracle.latent_attention import projected_heads
+from conformance.oracle.reference import projected_heads
 from conformance.oracle.reference import attention
 from conformance.oracle.stored import as_stored, rounds
 

@@ -57,7 +57,7 @@ def output_with(case: Case, allowed: np.ndarray | None, data: CaseData | None = 
 def output_added(case: Case, add: np.ndarray, scale: float | None = None) -> np.ndarray:
     """The oracle's output when `add` ((B, T, S) floats) is added to the scaled scores and
     nothing is masked: how a system reads a mask it adds instead of applying."""
-    from conformance.oracle.latent_attention import projected_heads
+    from conformance.oracle.reference import projected_heads
 
     d, a = case_data(case), case.attention
     w = d.weights
