@@ -124,7 +124,8 @@ TARGETS = {"hf.qwen2_vl": "hf.qwen2_vl:HFQwen2VL", "hf.qwen3_vl": "hf.qwen3_vl:H
            "hf.pixtral": "hf.pixtral:HFPixtral",
            "hf.qwen2_vl_vision": "hf.qwen2_vl_vision:HFQwen2VLVision",
            "mlx_lm.qwen2_vl": "mlx.lm_vl:MlxLmQwen2VL", "mlx_lm.qwen3_vl": "mlx.lm_vl:MlxLmQwen3VL",
-           "keras_hub.qwen3_5.mrope": "keras.hub_qwen3_5_mrope:KerasHubQwen35MRoPE"}
+           "keras_hub.qwen3_5.mrope": "keras.hub_qwen3_5_mrope:KerasHubQwen35MRoPE",
+           "keras_hub.qwen3_5_vision": "keras.hub_qwen3_5_vision:KerasHubQwen35Vision"}
 
 
 def runner(name):
@@ -173,6 +174,19 @@ def test_keras_hub_qwen3_5_interleaves_its_sections():
     assert cell.value == "interleaved", cell.evidence
     case = load_file(CASES_DIR / "multi_axis_rope_qwen3_5.yaml")[0]
     assert evaluate(case, r).outcome.value == "pass"
+
+
+def test_keras_hub_qwen3_5_vision_shares_one_ladder():
+    """keras_hub's Qwen3.5 vision attention with its encoder's _rot_pos_emb: shared, as
+    Qwen2-VL's vision tower in transformers (a second framework on vision_rope_layout)."""
+    require("keras", "keras_hub", "jax")
+    from conformance.run.evaluate import evaluate
+
+    r = runner("keras_hub.qwen3_5_vision")
+    cell = probe.vision_rope_layout_cell(r)
+    assert cell.value == "shared", cell.evidence
+    grid = {c.id: c for c in load_file(CASES_DIR / "multi_axis_rope_grid.yaml")}
+    assert evaluate(grid["multi-axis-rope-grid-shared"], r).outcome.value == "pass"
 
 
 def test_qwen3_vl_rotated_by_qwen2_vl_tables_reads_contiguous():

@@ -82,6 +82,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.mlx.lm_vl:MlxLmQwen2VL", {}),
     ("conformance.runners.mlx.lm_vl:MlxLmQwen3VL", {}),
     ("conformance.runners.keras.hub_qwen3_5_mrope:KerasHubQwen35MRoPE", {}),
+    ("conformance.runners.keras.hub_qwen3_5_vision:KerasHubQwen35Vision", {}),
     # >>> layer_schedule (insert this feature's entries below this line)
     ("conformance.runners.hf.gemma3:HFGemma3", {}),
     ("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {}),
