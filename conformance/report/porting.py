@@ -106,8 +106,9 @@ ADVICE: dict[str, str] = {
                         h=_pairs(1), w=_pairs(2)),
     "vision_rope_layout": "lay the row and column frequencies the target's way: Pixtral's row "
                           "takes the even, its column the odd frequencies of the head_dim "
-                          "ladder; Qwen2-VL's vision tower gives both the ladder of a rope "
-                          "head_dim / 2 wide; the row halves agree and the column half turns "
+                          "ladder; Qwen2-VL's vision tower (and keras_hub's Qwen3.5 "
+                          "encoder) gives both the ladder of a rope head_dim / 2 wide; the "
+                          "row halves agree and the column half turns "
                           "base^(-2/d) = {r:.3f} times as fast in Pixtral (head_dim 64, base "
                           "1e4): recompute the cos / sin table, the weights need no "
                           "permutation".format(r=1e4 ** (-2 / 64)),
