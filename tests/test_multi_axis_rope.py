@@ -151,6 +151,51 @@ def test_image_positions_part_the_layouts():
                 ("interleaved", "one_axis"))) > 1e-2
 
 
+def per_item(items, batch=None):
+    return make_case(attention={"num_heads": 2, "query_features": 24, "bias": False, "rope": {
+        "style": "half_split", "base": 100, "multi_axis": {
+            "kind": "mrope", "sections": [3, 1, 2], "positions": items}}},
+        inputs={"batch": batch or len(items), "query_len": 8, "self_attention": True},
+        mask={"causal": "upper_left"})
+
+
+def test_each_batch_item_turns_by_its_own_positions():
+    """Item b of a (B, 3, T) case is the oracle of item b alone (its inputs, its rows); the
+    port that broadcasts item 0's rows to the batch agrees on item 0 only."""
+    from conformance.oracle.canonical import case_data
+
+    text = [list(range(8))] * 3
+    case = per_item([text, POSITIONS])
+    data = case_data(case)
+    out = attention(case, data).output
+    assert case.attention.rope.multi_axis.items[1] == tuple(map(tuple, POSITIONS))
+    for b, rows in enumerate((text, POSITIONS)):
+        alone = make_case(attention={"num_heads": 2, "query_features": 24, "bias": False,
+                                     "rope": {"style": "half_split", "base": 100, "multi_axis": {
+                                         "kind": "mrope", "sections": [3, 1, 2],
+                                         "positions": rows}}},
+                          inputs={"batch": 1, "query_len": 8, "self_attention": True},
+                          mask={"causal": "upper_left"})
+        inputs = replace(data.inputs, **{n: getattr(data.inputs, n)[b:b + 1] for n in (
+            "query", "key", "value", "allowed", "fully_masked") if getattr(
+                data.inputs, n) is not None})
+        want = attention(alone, replace(data, inputs=inputs)).output
+        np.testing.assert_allclose(out[b:b + 1], want, atol=1e-13)
+    m = case.attention.rope.multi_axis
+    broadcast = attention(replace(case, attention=replace(case.attention, rope=replace(
+        case.attention.rope, multi_axis=replace(m, items=(m.items[0], m.items[0]))))),
+        data).output
+    assert np.abs(broadcast[0] - out[0]).max() < 1e-13
+    assert np.abs(broadcast[1] - out[1]).max() > 1e-2
+
+
+def test_per_item_positions_are_checked():
+    with pytest.raises(CaseError, match="one block of 3 lists per batch item \\(3\\), got 2"):
+        per_item([POSITIONS, POSITIONS], batch=3)
+    with pytest.raises(CaseError, match=r"positions\[1\]"):
+        per_item([POSITIONS, POSITIONS[:2]])
+
+
 def test_a_far_image_costs_what_a_near_one_costs():
     far = [[p + 30000 for p in row] for row in POSITIONS]
     a, b = attention(mrope(positions=far)), attention(mrope())

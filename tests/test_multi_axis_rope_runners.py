@@ -223,7 +223,8 @@ def test_mlx_lm_rotates_at_the_sequence_positions(name):
 
 
 @pytest.mark.parametrize("name, passing", [
-    ("hf.qwen2_vl", {"multi-axis-rope-mrope-contiguous", "multi-axis-rope-mrope-far"}),
+    ("hf.qwen2_vl", {"multi-axis-rope-mrope-contiguous", "multi-axis-rope-mrope-far",
+                     "multi-axis-rope-mrope-batch"}),
     ("hf.qwen3_vl", {"multi-axis-rope-mrope-interleaved"}),
     ("hf.pixtral", {"multi-axis-rope-grid-alternating"}),
     ("hf.qwen2_vl_vision", {"multi-axis-rope-grid-shared"}),

@@ -13,7 +13,8 @@ convention the families differ on:
                     layout: interleaved   pair i takes h where i % 3 == 1 and i < 3 h, w
                                           where i % 3 == 2 and i < 3 w, t otherwise
                                           (qwen3_vl/modeling_qwen3_vl.py, stride 3)
-                    positions: [[t...], [h...], [w...]]      per query token (3, T)
+                    positions: [[t...], [h...], [w...]]      per query token (3, T),
+                                          or one such block per batch item (B, 3, T)
                     key_positions: [[t...], [h...], [w...]]  per key (3, S); default the
                                           query positions (self-attention)
     kind: grid_2d   grid: [rows, cols]    patches in row-major order (T = S = rows x cols),
@@ -56,7 +57,9 @@ def short(value: Any) -> str:
 class MultiAxisRope:
     """Per-axis positions and which axis each rotated pair takes (the module's docstring).
     `positions` is (axes, T), `key_positions` (axes, S); `sections` is M-RoPE's pairs per
-    axis (None for a grid), `grid` a grid's (rows, cols) (None for M-RoPE)."""
+    axis (None for a grid), `grid` a grid's (rows, cols) (None for M-RoPE); `items`, where
+    each batch item has its own positions (Qwen2-VL's (3, B, T) ids: a batch of prompts whose
+    images sit at other places), is (B, axes, T) and `positions` is item 0's."""
 
     kind: str  # one of KINDS
     layout: str  # one of MROPE_LAYOUTS (mrope) or GRID_LAYOUTS (grid_2d)
@@ -64,6 +67,7 @@ class MultiAxisRope:
     key_positions: tuple[tuple[int, ...], ...]
     sections: tuple[int, ...] | None = None
     grid: tuple[int, int] | None = None
+    items: tuple[tuple[tuple[int, ...], ...], ...] | None = None
 
 
 def interleaved_axes(sections: tuple[int, ...], pairs: int) -> tuple[int, ...]:
@@ -114,6 +118,22 @@ def _sections(r, s: Mapping, layout: str, pairs: int) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _items(r, value: Any, inp) -> tuple | None:
+    """(B, 3, T) positions where the file gives one (3, T) block per batch item, else None."""
+    at = "attention.rope.multi_axis.positions"
+    per_item = (isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple))
+                and value[0] and isinstance(value[0][0], (list, tuple)))
+    if not per_item:
+        return None
+    if len(value) != inp.batch:
+        raise r.fail(at, f"per-item positions must give one block of 3 lists per batch item "
+                     f"({inp.batch}), got {len(value)}")
+    if not inp.self_attention:
+        raise r.fail(at, "per-item positions are self-attention's (keys at the queries' "
+                     "positions); give one block of 3 lists for every item and key_positions")
+    return tuple(_rows(r, v, f"{at}[{b}]", 3, inp.query_len) for b, v in enumerate(value))
+
+
 def _mrope(r, s: Mapping, inp, pairs: int) -> MultiAxisRope:
     at = "attention.rope.multi_axis"
     layout = r.choice(s, "layout", f"{at}.layout", "contiguous", MROPE_LAYOUTS)
@@ -121,6 +141,10 @@ def _mrope(r, s: Mapping, inp, pairs: int) -> MultiAxisRope:
     if "positions" not in s:
         raise r.fail(f"{at}.positions", "is required: 3 lists (t, h, w) of query_len "
                      "positions; text tokens have t = h = w, image patches differ")
+    items = _items(r, s["positions"], inp)
+    if items is not None:
+        return MultiAxisRope("mrope", layout, items[0], items[0], sections=sections,
+                             items=items)
     queries = _rows(r, s["positions"], f"{at}.positions", 3, inp.query_len)
     if s.get("key_positions") is not None:
         keys = _rows(r, s["key_positions"], f"{at}.key_positions", 3, inp.key_len)

@@ -60,7 +60,8 @@ def angles(multi: MultiAxisRope, positions, rotary_dim: int, base: float) -> np.
 
 
 def rotate(x: np.ndarray, theta: np.ndarray, style: str, rotary_dim: int) -> np.ndarray:
-    """(..., L, d) rotated pair by pair by (L, rotary_dim / 2) angles; the rest passes."""
+    """(..., L, d) rotated pair by pair by (L, rotary_dim / 2) angles (or angles that
+    broadcast to (..., L, rotary_dim / 2)); the rest passes."""
     a, b = rope_pairs(style, rotary_dim)
     cos, sin = np.cos(theta), np.sin(theta)
     out = np.array(x, dtype=np.float64, copy=True)
@@ -74,6 +75,10 @@ def rotated(case, q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """(B, H, T, d) queries and (B, H_kv, S, d) keys rotated at their per-axis positions."""
     r = case.attention.rope
     m = r.multi_axis
+    if m.items is not None:  # (B, 1, L, pairs): each item at its own positions, keys alike
+        theta = np.stack([angles(m, p, r.rotary_dim, float(r.base)) for p in m.items])[:, None]
+        return (rotate(q, theta, r.style, r.rotary_dim), rotate(k, theta, r.style,
+                                                                r.rotary_dim))
     q = rotate(q, angles(m, m.positions, r.rotary_dim, float(r.base)), r.style, r.rotary_dim)
     k = rotate(k, angles(m, m.key_positions, r.rotary_dim, float(r.base)), r.style,
                r.rotary_dim)

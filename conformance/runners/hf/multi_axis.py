@@ -41,12 +41,15 @@ def mrope_section(case) -> list[int]:
 
 
 def mrope_position_ids(torch, case, batch: int, length: int, start: int = 0):
-    """(3, B, L) position ids of the L tokens after `start`: the case's t, h, w rows, or
-    the 1-D positions (position_offset + t) on all three, as the text model expands them."""
+    """(3, B, L) position ids of the L tokens after `start`: the case's t, h, w rows (each
+    item's own where it gives them), or the 1-D positions (position_offset + t) on all three,
+    as the text model expands them."""
     m = case.attention.rope.multi_axis
     if m is None:
         p0 = case.inputs.position_offset + start
         return torch.arange(p0, p0 + length).view(1, 1, -1).expand(3, batch, -1)
+    if m.items is not None:  # each item its own rows: (B, 3, T) -> (3, B, T)
+        return torch.tensor(m.items).permute(1, 0, 2)[:, :, start:start + length]
     rows = torch.tensor(m.positions)[:, start:start + length]
     return rows[:, None, :].expand(3, batch, -1)
 

@@ -56,8 +56,9 @@ class KerasHubQwen35MRoPE(KerasHubQwen35):
     def call(layer, case, data):
         m = case.attention.rope.multi_axis
         b, t = case.inputs.batch, case.inputs.query_len
-        ids = np.concatenate([np.arange(t)[None], np.asarray(m.positions)])  # (4, T)
-        ids = np.broadcast_to(ids[None], (b, 4, t)).astype("int32")
+        rows = np.asarray(m.items if m.items is not None else [m.positions] * b)  # (B, 3, T)
+        seq = np.broadcast_to(np.arange(t), (b, 1, t))
+        ids = np.concatenate([seq, rows], axis=1).astype("int32")  # (B, 4, T)
         out = layer(np.asarray(data.inputs.query, case.inputs.dtype),
                     attention_mask=data.inputs.allowed, position_ids=ids)
         import keras
