@@ -45,10 +45,14 @@ REFERENCE = re.compile(
 UPSTREAM_PREFIXES = ("torch/nn/", "transformers/", "flax/nnx/", "flax/linen/", "jax/_src/",
                      "onnx/backend/", "mlx_lm/", "keras/src/", "torch/onnx/",
                      "onnx/external_data_helper.py", "onnx/reference/", "openvino/",
-                     "keras_hub/")
+                     "keras_hub/", "models/", "gguf-py/")
 UPSTREAM_NAMES = re.compile(r"(modeling|configuration)_\w+\.py|masking_utils\.py|"
                             r"sdpa_attention\.py|functions\.py|rotary_embedding\.py|"
-                            r"(cached_)?multi_head_attention\.py|litert\.py")
+                            r"(cached_)?multi_head_attention\.py|litert\.py|"
+                            # keras-hub's model files, mlx-lm's, llama.cpp's converter
+                            r"\w+_(backbone|attention|layers|decoder|vision_encoder)\.py|"
+                            r"rope_utils\.py|gemma3_text\.py|qwen2\.py|bailing_moe_v3\.py|"
+                            r"convert_hf_to_gguf\.py")
 # (file, reference) -> the fix, for files another change is editing now; may only shrink
 PENDING: dict[tuple[str, str], str] = {}
 LINK = re.compile(r"\]\(([^)#\s]+)")  # a Markdown link's target
@@ -130,7 +134,8 @@ def resolves(ref: str, root: Path = ROOT) -> bool:
     names, folders = _tree(root)
     if "/" not in path:
         return UPSTREAM_NAMES.fullmatch(path) is not None or path in names
-    return path.startswith(UPSTREAM_PREFIXES) or any((f / path).exists() for f in folders)
+    return (path.startswith(UPSTREAM_PREFIXES) or any((f / path).exists() for f in folders)
+            or UPSTREAM_NAMES.fullmatch(path.rsplit("/", 1)[1]) is not None)
 
 
 def stale(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:

@@ -38,11 +38,13 @@ def rope_case(style: str, decode: bool = False, **att):
     """The case; with `decode`, causal and run as a prefill of 3 and 2 steps (a runner that
     only decodes takes it so)."""
     att = dict(att)  # a variant's rope fields (a 2-D grid) join the pairing asked
+    mask = att.pop("_mask", {})  # the mask a system always builds (probe_mask_needs)
+    extra = DECODE if decode else ({"mask": mask} if mask else {})
     return parse_case({"id": f"rope-permutation-{style}", "attention": {
         "num_heads": 4, "num_kv_heads": 2, "query_features": 64,
         "rope": {"style": style, **att.pop("rope", {})}, **att},
         "inputs": {"batch": 1, "query_len": 5, "self_attention": True, "seed": 3},
-        **(DECODE if decode else {})}, "<test>")
+        **extra}, "<test>")
 
 
 def variants(runner) -> list[dict]:
@@ -53,8 +55,17 @@ def variants(runner) -> list[dict]:
     # a system whose rotation needs its own settings on every call (probe_needs), or only
     # turns a patch grid (2-D vision rope: the permutation is the same per pair)
     needs = {k: v for k, v in dict(runner.probe_needs).items() if k != "rope"}
+    if runner.probe_mask_needs:
+        needs["_mask"] = dict(runner.probe_mask_needs)
+    if "layer_schedule" in runner.features:  # a system that runs layer i of a schedule
+        needs = {**needs, "layer_schedule": ROTATING_LAYER, "_mask": {"causal": "upper_left"}}
     return [{}, own, {**own, "num_kv_heads": 4}, needs, {**needs, "num_kv_heads": 4},
             *(multi_axis(needs) if "multi_axis_rope" in runner.features else [])]
+
+
+# layer 0 of a schedule of two full (rotating, unwindowed) layers
+ROTATING_LAYER = {"layer": 0, "num_layers": 2, "pattern": ["full", "full"],
+                  "full": {"rope_base": 1000000}}  # keras_hub fixes 1e6 for full layers
 
 
 def multi_axis(needs: dict) -> list[dict]:
@@ -122,10 +133,12 @@ def permutation_distances(target: str, params: dict) -> dict:
 
 
 def rope_runners() -> list:
+    """Every runner with RoPE but MLA's: its rotary slice has its own permutation
+    (convert/mla.rope_rows, proved in tests/test_mla_runners.py)."""
     found = []
     for target, params in registry():
         runner = load(target, params)
-        if "rope" in runner.features:
+        if "rope" in runner.features and "mla" not in dict(runner.probe_needs):
             found.append(pytest.param(target, params, id=runner.name))
     return found
 
