@@ -143,7 +143,7 @@ AXES: tuple[Axis, ...] = (
          "softmax scale times its square, cos and sin at 1: transformers' DeepSeek V3); "
          "both (applied twice); none (the frequencies scaled, no factor); choosable (a "
          "setting picks cos_sin or softmax_scale)"),
-    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # M-RoPE and 2-D RoPE
     Axis("mrope_layout", "M-RoPE: which rotated pair takes t, h or w",
          ("contiguous", "interleaved", "one_axis", "other", "choosable"),
          "at image-like positions (t, h, w differ): contiguous (the pairs in mrope_section's "
@@ -159,7 +159,7 @@ AXES: tuple[Axis, ...] = (
          "Qwen2-VL's vision tower); alternating (the row on the even, the column on the odd "
          "frequencies of the head_dim ladder: Pixtral); one_axis (1-D RoPE at the patch "
          "index); other (no reading within 1e-3); choosable (each asked layout reads itself)"),
-    # >>> layer_schedule (insert this feature's entries below this line)
+    # per-layer schedules
     Axis("per_layer_rope", "Layer schedules: each layer's own rope and window",
          ("per_layer", "one_base", "shifted", "other"),
          "a layer of a model whose layer types differ (Gemma 3: five sliding layers at base "
@@ -174,7 +174,7 @@ AXES: tuple[Axis, ...] = (
          "NoPE layers ignored); unrotated_everywhere; inverted (the NoPE layer rotated and "
          "the other not: transformers' no_rope_layers flags, 1 = RoPE, read as the list of "
          "layers without it); other (neither reading)"),
-    # >>> chunk_temperature (insert this feature's entries below this line)
+    # chunked attention and temperature
     Axis("chunk_mask", "Chunked attention: which keys a chunk lets a query see",
          ("block", "block_relative", "window", "other"),
          "block: causal within blocks of C absolute positions, p // C == s // C (Llama 4: a "
@@ -189,13 +189,13 @@ AXES: tuple[Axis, ...] = (
          "floor_scale), one position late; log_floor_relative: Llama 4's formula at the "
          "call's sequence index, not the positions it is handed; other: no reading within "
          "1e-3"),
-    # >>> mla (insert this feature's entries below this line)
+    # multi-head latent attention
     Axis("mla_rope_slice", "Multi-head latent attention: which dims rotate",
          ("last", "first", "other"),
          "last: each head's query and key are [nope | rope] and the rope slice is the last "
          "qk_rope_head_dim dims, the key's one shared head broadcast (DeepSeek-V2/V3); first: "
          "the first qk_rope_head_dim dims rotate (a port's slip); other: neither"),
-    # >>> relative_bias (insert this feature's entries below this line)
+    # T5's relative bias
     Axis("relative_bias_buckets", "T5 relative bias: which bucket rule",
          ("t5", "sign_flipped", "unidirectional", "bidirectional", "other"),
          "which bucket each (query, key) pair's learned logit comes from, at T5's 32 buckets "
@@ -205,7 +205,7 @@ AXES: tuple[Axis, ...] = (
          "sign_flipped (query - key: the halves crossed); unidirectional (the encoder's "
          "buckets computed as the decoder's); bidirectional (the decoder's as the "
          "encoder's); other (no rule within 1e-3)"),
-    # >>> output_gate (insert this feature's entries below this line)
+    # gated head outputs
     Axis("gate_packing", "Output gate: how the query projection holds it",
          ("per_head", "halves", "separate", "after_output", "other"),
          "which packing of the canonical W_q and gate W_g, loaded through the system's own "

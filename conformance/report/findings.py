@@ -35,28 +35,28 @@ LEDGER_SENTENCES: tuple[tuple[str, str], ...] = (
     ("rope_scaling_magnitude", "Where RoPE scaling's attention factor lands (YaRN's "
                                "0.1 ln(factor) + 1)"),
     ("rope_scaling_frequencies", "RoPE scaling frequencies, per type"),
-    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # M-RoPE and 2-D RoPE
     ("mrope_layout", "M-RoPE at image positions (which rotated pair takes t, h or w; with "
                      "text-only positions every layout is 1-D RoPE)"),
     ("vision_rope_layout", "2-D vision RoPE (which frequencies the patch row and column take "
                            "in the head)"),
-    # >>> layer_schedule (insert this feature's entries below this line)
+    # per-layer schedules
     ("per_layer_rope", "Per-layer RoPE and windows of a layer schedule (Gemma 3: base 1e4 and a "
                        "window on five layers of six, 1e6 with linear x8 on the sixth)"),
     ("nope_placement", "NoPE layers of a schedule (SmolLM3's every fourth layer without RoPE; "
                        "no_rope_layers flags, 1 = RoPE)"),
-    # >>> chunk_temperature (insert this feature's entries below this line)
+    # chunked attention and temperature
     ("chunk_mask", "Chunked attention (Llama 4: blocks of C absolute positions, a block's "
                    "first query sees one key, not a window of C)"),
     ("attention_temperature", "Llama 4's attention temperature (q times log1p(floor((p + 1) / "
                               "floor_scale)) * attn_scale + 1: exactly 1 below floor_scale - 1)"),
-    # >>> mla (insert this feature's entries below this line)
+    # multi-head latent attention
     ("mla_rope_slice", "Which dims multi-head latent attention rotates (DeepSeek: the last "
                        "qk_rope_head_dim of each head, the key's one shared rope head)"),
-    # >>> relative_bias (insert this feature's entries below this line)
+    # T5's relative bias
     ("relative_bias_buckets", "T5's relative position buckets (key - query; 32 buckets, max "
                               "distance 128; the decoder's face back)"),
-    # >>> output_gate (insert this feature's entries below this line)
+    # gated head outputs
     ("gate_packing", "How the query projection holds the output gate (which packing of "
                      "W_q and W_g gives the gated output)"),
 )

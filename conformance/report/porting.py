@@ -94,7 +94,7 @@ ADVICE: dict[str, str] = {
                                 "context (mlx-lm's YarnRoPE reads no truncate and rounds "
                                 "always; its SuScaledRoPE takes the long factors at every "
                                 "length); compare the evidence's distances per type",
-    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # M-RoPE and 2-D RoPE
     "mrope_layout": "hand the model (3, B, T) position ids and lay mrope_section the target's "
                     "way: Qwen2-VL-7B's [16, 24, 24] contiguous puts t on pairs 0-15, h on "
                     "16-39, w on 40-63; Qwen3-VL's [24, 20, 20] interleaved (keras_hub's Qwen3.5 "
@@ -112,7 +112,7 @@ ADVICE: dict[str, str] = {
                           "base^(-2/d) = {r:.3f} times as fast in Pixtral (head_dim 64, base "
                           "1e4): recompute the cos / sin table, the weights need no "
                           "permutation".format(r=1e4 ** (-2 / 64)),
-    # >>> layer_schedule (insert this feature's entries below this line)
+    # per-layer schedules
     "per_layer_rope": "build each layer from its own type: Gemma 3's layer i is sliding (rope "
                       "base 1e4, the causal window) unless (i + 1) % 6 == 0, then full (base "
                       "1e6, linear x8 on the 4B-27B checkpoints); transformers keys "
@@ -127,7 +127,7 @@ ADVICE: dict[str, str] = {
                       "default [1, 1, 1, 0, ...]: every fourth layer NoPE), so a port reading "
                       "the list as the NoPE layers rotates the wrong three layers of four; one "
                       "rotating every layer is wrong on the fourth",
-    # >>> chunk_temperature (insert this feature's entries below this line)
+    # chunked attention and temperature
     "chunk_mask": "build the chunk mask from absolute positions, blocks p // C == s // C ANDed "
                   "with the causal mask (Llama 4 Scout: C = 8192): a sliding window of C keys "
                   "agrees only on each block's last query; a system that counts blocks from "
@@ -146,7 +146,7 @@ ADVICE: dict[str, str] = {
                                  t1=temperature([8191], 8192, 0.1)[0],
                                  t2=temperature([16383], 8192, 0.1)[0],
                                  d=temperature([8191], 8192, 0.1)[0] - 1),
-    # >>> mla (insert this feature's entries below this line)
+    # multi-head latent attention
     "mla_rope_slice": "split each query head as [nope | rope] and rotate the LAST "
                       "qk_rope_head_dim dims, with the key's rope slice one head (x W_kr, the "
                       "rows after the latent in kv_a_proj_with_mqa) broadcast to every head; "
@@ -159,7 +159,7 @@ ADVICE: dict[str, str] = {
                       "scale with cos and sin at 1; the materialised and absorbed forms agree "
                       "to rounding, so a difference between them is a packing, not the "
                       "form".format(m2=yarn_get_mscale(40) ** 2),
-    # >>> relative_bias (insert this feature's entries below this line)
+    # T5's relative bias
     "relative_bias_buckets": "bucket key - query (T5's memory_position - context_position) by "
                              "the rule the checkpoint was trained with: at 32 buckets and max "
                              "distance 128 the key one after the query is bucket {a}, one "
@@ -174,7 +174,7 @@ ADVICE: dict[str, str] = {
                                  b=relative_bucket(-1, 32, 128, True),
                                  c=relative_bucket(-20, 32, 128, True),
                                  d=relative_bucket(-20, 32, 128, False)),
-    # >>> output_gate (insert this feature's entries below this line)
+    # gated head outputs
     "gate_packing": "repack q_proj with conformance.convert.gate (unpack(rows, H, d, "
                     "'<source>') then pack(q, g, '<target>')): Qwen3-Next's q_proj holds "
                     "[q_h | g_h] head by head (AFMoE keeps the gate in a gate_proj of its "

@@ -74,7 +74,7 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.hf.olmo2:HFOlmo2", {}),
     ("conformance.runners.hf.bloom:HFBloom", {}),
     ("conformance.runners.hf.mpt:HFMpt", {}),
-    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # M-RoPE and 2-D RoPE
     ("conformance.runners.hf.qwen2_vl:HFQwen2VL", {}),
     ("conformance.runners.hf.qwen3_vl:HFQwen3VL", {}),
     ("conformance.runners.hf.pixtral:HFPixtral", {}),
@@ -83,22 +83,22 @@ REGISTRY: tuple[tuple[str, dict[str, Any]], ...] = (
     ("conformance.runners.mlx.lm_vl:MlxLmQwen3VL", {}),
     ("conformance.runners.keras.hub_qwen3_5_mrope:KerasHubQwen35MRoPE", {}),
     ("conformance.runners.keras.hub_qwen3_5_vision:KerasHubQwen35Vision", {}),
-    # >>> layer_schedule (insert this feature's entries below this line)
+    # per-layer schedules
     ("conformance.runners.hf.gemma3:HFGemma3", {}),
     ("conformance.runners.keras.hub_gemma3:KerasHubGemma3", {}),
     ("conformance.runners.mlx.lm_gemma3:MlxLmGemma3", {}),
     ("conformance.runners.hf.smollm3:HFSmolLM3", {}),
     ("conformance.runners.mlx.lm_smollm3:MlxLmSmolLM3", {}),
-    # >>> chunk_temperature (insert this feature's entries below this line)
+    # chunked attention and temperature
     ("conformance.runners.hf.llama4:HFLlama4", {}),
     ("conformance.runners.mlx.lm_llama4:MlxLmLlama4", {}),
-    # >>> mla (insert this feature's entries below this line)
+    # multi-head latent attention
     ("conformance.runners.hf.deepseek_v3:HFDeepseekV3", {}),
     ("conformance.runners.hf.deepseek_v2:HFDeepseekV2", {}),
     ("conformance.runners.mlx.lm_deepseek_v3:MlxLmDeepseekV3", {}),
-    # >>> relative_bias (insert this feature's entries below this line)
+    # T5's relative bias
     ("conformance.runners.keras.hub_t5:KerasHubT5", {}),
-    # >>> output_gate (insert this feature's entries below this line)
+    # gated head outputs
     ("conformance.runners.hf.qwen3_next:HFQwen3Next", {}),
     ("conformance.runners.hf.afmoe:HFAfmoe", {}),
     ("conformance.runners.mlx.qwen3_next:MlxLmQwen3Next", {}),

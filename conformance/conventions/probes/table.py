@@ -138,20 +138,20 @@ WAYS: dict[str, tuple[Way, ...]] = {
     "alibi_slopes": (_feature(positions.alibi_slopes_cell, "alibi"),),
     "rope_scaling_frequencies": (_feature(rope_scaling_frequencies_cell, "rope_scaling"),),
     "rope_scaling_magnitude": (_feature(rope_scaling_magnitude_cell, "rope_scaling"),),
-    # >>> multi_axis_rope (insert this feature's entries below this line)
+    # M-RoPE and 2-D RoPE
     "mrope_layout": (_feature(multi_axis.mrope_layout_cell, "multi_axis_rope"),),
     "vision_rope_layout": (_feature(multi_axis.vision_rope_layout_cell, "multi_axis_rope"),),
-    # >>> layer_schedule (insert this feature's entries below this line)
+    # per-layer schedules
     "per_layer_rope": (_feature(layer_schedule_cell, "layer_schedule"),),
     "nope_placement": (_feature(nope_placement_cell, "layer_schedule"),),
-    # >>> chunk_temperature (insert this feature's entries below this line)
+    # chunked attention and temperature
     "chunk_mask": (_feature(chunk_mask_cell, "chunk"),),  # chunked.py
     "attention_temperature": (_feature(attention_temperature_cell, "temperature"),),
-    # >>> mla (insert this feature's entries below this line)
+    # multi-head latent attention
     "mla_rope_slice": (_feature(mla_rope_slice_cell, "mla"),),
-    # >>> relative_bias (insert this feature's entries below this line)
+    # T5's relative bias
     "relative_bias_buckets": (_feature(relative_bias_buckets_cell, "relative_bias"),),
-    # >>> output_gate (insert this feature's entries below this line)
+    # gated head outputs
     "gate_packing": (_raw("packed_gate", gate_packing_cell),),  # gate.py
     "kv_head_mapping": (_feature(heads.kv_head_mapping_cell, "grouped"),),
     "qk_norm_scope": (_feature(qk_norm.qk_norm_scope_cell, "qk_norm"),),
