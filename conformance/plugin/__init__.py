@@ -16,6 +16,8 @@ subset run (-k, -m, --runner, --case) writes nothing there unless given
 """
 from __future__ import annotations
 
+from conformance.plugin import plain_imports  # first: the suite's imports are not rewritten
+
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     """One marker per runner framework (so `-m torch` works under --strict-markers)."""
+    plain_imports.unmark()  # an in-process run's own hook marked the package again
     _attention_target(config)  # before any registry read: it is one of the runners
     for framework in sorted({r.framework for r in all_runners()}):
         config.addinivalue_line("markers", f"{framework}: matrix items of {framework} runners")
