@@ -19,8 +19,13 @@ system's defaults here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
+
+from conformance.case.typed_vocabularies import MORE_VOCABULARIES
+from conformance.case.vocabulary import LLAMA_WORDS as _LLAMA_WORDS
+from conformance.case.vocabulary import Vocabulary, Word
+from conformance.case.vocabulary import word as _w
 
 WIDTHS = ("qk_head", "qk_total")
 
@@ -33,40 +38,9 @@ class TypedError(ValueError):
         self.field_name, self.problem = field_name, problem
 
 
-@dataclass(frozen=True)
-class Word:
-    name: str  # the system's own word
-    sets: tuple[str, ...]  # canonical quantities it sets
-    required: bool = False
-    arg: bool = True  # a constructor argument (False: the input's size, inferred by the layer)
-
-
-def _w(name: str, *sets: str, req: bool = False, arg: bool = True) -> Word:
-    return Word(name, sets, req, arg)
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    key: str  # the `system` value in a case, e.g. "matlab"
-    ctor: str  # the constructor as its user writes it
-    words: tuple[Word, ...]
-    positional: int = 0  # leading words written positionally (MATLAB)
-    fixed: Mapping[str, Any] = field(default_factory=dict)  # canonical facts, e.g. bias
-    source: str = ""  # where its words are documented
-    cli: bool = False  # command-line options (--dim-emb 512) rather than a call
-
-    def word(self, sets: str) -> Word | None:
-        return next((w for w in self.words if sets in w.sets), None)
-
-
 _MATLAB = "https://www.mathworks.com/help/deeplearning/ref/nnet.cnn.layer.selfattentionlayer.html"
 _MLX = ("https://ml-explore.github.io/mlx/build/html/python/nn/_autosummary/"
         "mlx.nn.MultiHeadAttention.html")
-# the Llama family's config words (Qwen3Config takes Llama's names for the same numbers)
-_LLAMA_WORDS = (
-    _w("hidden_size", "query_features", req=True),
-    _w("num_attention_heads", "num_heads", req=True), _w("head_dim", "qk_head", "v_head"),
-    _w("num_key_value_heads", "num_kv_heads"), _w("attention_bias", "bias"))
 VOCABULARIES: tuple[Vocabulary, ...] = (
     Vocabulary("matlab", "selfAttentionLayer", (
         _w("num_heads", "num_heads", req=True), _w("num_key_channels", "qk_total", req=True),
@@ -136,7 +110,7 @@ VOCABULARIES: tuple[Vocabulary, ...] = (
     Vocabulary("marian", "marian --type transformer", (
         _w("dim_emb", "query_features", req=True), _w("transformer_heads", "num_heads", req=True)),
         fixed={"bias": True}, cli=True),
-)
+) + MORE_VOCABULARIES  # the systems of typed_vocabularies.py, after these
 BY_KEY = {v.key: v for v in VOCABULARIES}
 # Which runners speak a vocabulary is declared on the runner class (`typed_system`), as is
 # the row label of a system that holds no parameters (`no_parameters_label`).
@@ -198,6 +172,8 @@ def derive(typed: Mapping[str, Any]) -> dict[str, Any]:
     """The canonical `attention` mapping (all nine fields) that `typed` (with a
     `system`) means; raises TypedError naming the typed field."""
     vocab, q, src = _read(typed)
+    if vocab.refusal:
+        raise TypedError("typed.system", vocab.refusal)
     h, eq = q["num_heads"], q["query_features"]
     hkv = q.get("num_kv_heads", h)
     if h % hkv:
@@ -284,18 +260,19 @@ def _same_layer(vocab: Vocabulary, c: Mapping[str, Any]) -> str:
 def _reading(vocab: Vocabulary, c: Mapping[str, Any], width: int | None) -> Meaning:
     has_width = any(set(w.sets) & set(WIDTHS) for w in vocab.words)
     spelled = _spelled(vocab, c, width)
-    note = ""
+    note = vocab.note
     if width is not None and not has_width:
         note = (f"{vocab.ctor} has no head-size argument: the per-head width is "
                 f"{c['query_features']} / {c['num_heads']}, so {width} cannot be typed; "
-                "nearest shown")
+                "nearest shown") + (f"; {note}" if note else "")
     same = _same_layer(vocab, c)
     try:
         got = derive(spelled)
     except TypedError as exc:
         return Meaning(vocab.key, call_text(spelled), None, None, None, exc.problem, same)
+    count = vocab.count(got) if vocab.count else parameters_of(got)
     return Meaning(vocab.key, call_text(spelled), got["qk_head_dim"],
-                   got["qk_head_dim"] * got["num_heads"], parameters_of(got), note, same)
+                   got["qk_head_dim"] * got["num_heads"], count, note, same)
 
 
 def typed_width(typed: Mapping[str, Any]) -> int | None:

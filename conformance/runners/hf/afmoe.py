@@ -31,7 +31,7 @@ class HFAfmoe(QKNormRotaryHFRunner):
     system = "transformers.models.afmoe.modeling_afmoe.AfmoeAttention"
     path = "gated output from its own gate_proj; a full-attention layer (no rotation)"
     backend = "eager"
-    typed_system = "hf.afmoe"
+    typed_system = "hf.afmoe"  # AfmoeConfig: Llama's words, gated
     harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = ("`AfmoeAttention` (sigmoid output gate from its own `gate_proj`, RMS "
                    "QK-norm per head, grouped-query; a full-attention layer: no rotation)")

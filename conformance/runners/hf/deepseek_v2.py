@@ -24,7 +24,7 @@ class HFDeepseekV2(HFDeepseekV3):
     name = "hf.deepseek_v2"
     system = "transformers.models.deepseek_v2.modeling_deepseek_v2.DeepseekV2Attention"
     path = "MLA materialised (kv_b_proj), complex rotation from DeepseekV2RotaryEmbedding"
-    typed_system = "hf.deepseek_v2"
+    typed_system = "hf.deepseek_v3"  # DeepseekV2Config takes V3's words
     description = ("`DeepseekV2Attention` (multi-head latent attention as DeepSeek-V3's, the "
                    "rope slice rotated as complex pairs in float32; decoding through "
                    "`DynamicCache`)")

@@ -69,7 +69,7 @@ class HFDeepseekV3(DecodingHFRunner):
     system = "transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3Attention"
     path = "MLA materialised (kv_b_proj), rotary from DeepseekV3RotaryEmbedding"
     backend = "eager"
-    typed_system = "hf.deepseek_v3"
+    typed_system = "hf.deepseek_v3"  # DeepseekV3Config's MLA words
     description = ("`DeepseekV3Attention` (multi-head latent attention: low-rank q and kv, "
                    "the last qk_rope_head_dim dims rotated, one shared rope key; YaRN's "
                    "mscale^2 on the softmax scale; decoding through `DynamicCache`)")

@@ -71,7 +71,7 @@ def schedule_plan(case) -> dict:
 
 class HFGemma3(DecodingHFRunner):
     name = "hf.gemma3"
-    typed_system = "hf.gemma3"
+    typed_system = "hf.gemma2"  # Gemma3TextConfig takes Gemma2Config's words
     system = "transformers.models.gemma3.modeling_gemma3.Gemma3Attention"
     path = "layer <layer_idx> of Gemma3TextConfig(layer_types), rotary per layer type"
     backend = "eager"

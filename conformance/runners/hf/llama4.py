@@ -39,6 +39,7 @@ COMPLEX = ("apply_rotary_emb views (2i, 2i+1) as one complex number (torch.view_
 
 class HFLlama4(ConfigRotaryHFRunner):
     name = "hf.llama4"
+    typed_system = "hf.llama"  # Llama4TextConfig takes LlamaConfig's words
     system = "transformers.models.llama4.modeling_llama4.Llama4TextAttention"
     path = "chunk mask from create_chunked_causal_mask, temperature on a layer without RoPE"
     description = ("`Llama4TextAttention` (grouped-query, interleaved rotary or none, "

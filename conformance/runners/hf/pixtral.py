@@ -31,7 +31,7 @@ class HFPixtral(RotaryHFRunner):
     system = "transformers.models.pixtral.modeling_pixtral.PixtralAttention"
     path = "rotary from PixtralVisionRotaryEmbedding at (N, 2) patch ids, or neutralised"
     backend = "eager"
-    typed_system = "hf.pixtral"
+    typed_system = "hf.pixtral"  # PixtralVisionConfig's own words
     harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = "`PixtralAttention` (2-D rope over patches: rows even, columns odd frequencies)"
     features = RotaryHFRunner.features - {"position_offset"} | {"multi_axis_rope"}

@@ -83,7 +83,7 @@ class HFQwen2VL(MRoPEHFRunner):
     name = "hf.qwen2_vl"
     system = "transformers.models.qwen2_vl.modeling_qwen2_vl.Qwen2VLAttention"
     path = "rotary from Qwen2VLRotaryEmbedding at (3, B, T) position ids, or neutralised"
-    typed_system = "hf.qwen2_vl"
+    typed_system = "hf.qwen2_vl"  # Qwen2VLTextConfig's own words
     description = ("`Qwen2VLAttention` (M-RoPE, contiguous mrope_section, grouped-query, "
                    "half-split)")
     rope_source = f"{QWEN2_VL_SOURCE}#L147"

@@ -36,7 +36,7 @@ class HFQwen2VLVision(RotaryHFRunner):
     system = "transformers.models.qwen2_vl.modeling_qwen2_vl.VisionAttention"
     path = "rotary from Qwen2VLVisionRotaryEmbedding at (N, 2) patch ids, items as cu_seqlens"
     backend = "eager"
-    typed_system = "hf.qwen2_vl_vision"
+    typed_system = "torch"  # Qwen2VLVisionConfig(embed_dim, num_heads): nn.MultiheadAttention's
     description = ("Qwen2-VL's `VisionAttention` (fused qkv, 2-D rope: rows and columns on "
                    "one ladder, images packed by cu_seqlens)")
     features = RotaryHFRunner.features - {"position_offset"} | {"multi_axis_rope"}

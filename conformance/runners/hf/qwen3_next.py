@@ -36,7 +36,7 @@ class HFQwen3Next(QKNormRotaryHFRunner):
     system = "transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextAttention"
     path = "gated output; rotary from Qwen3NextRotaryEmbedding, or neutralised"
     backend = "eager"
-    typed_system = "hf.qwen3_next"
+    typed_system = "hf.qwen3_next"  # Qwen3NextConfig: Llama's words, gated
     harness_choices = {"attn_implementation": ("eager", "sdpa")}
     description = ("`Qwen3NextAttention` (sigmoid output gate packed per head in q_proj, RMS "
                    "QK-norm per head, partial half-split rotary, grouped-query)")

@@ -27,7 +27,7 @@ class HFQwen3VL(MRoPEHFRunner):
     name = "hf.qwen3_vl"
     system = "transformers.models.qwen3_vl.modeling_qwen3_vl.Qwen3VLTextAttention"
     path = "rotary from Qwen3VLTextRotaryEmbedding at (3, B, T) position ids, or neutralised"
-    typed_system = "hf.qwen3_vl"
+    typed_system = "hf.qwen3"  # Qwen3VLTextConfig takes Qwen3Config's words
     description = ("`Qwen3VLTextAttention` (M-RoPE interleaved at stride 3, RMS QK-norm per "
                    "head, grouped-query, half-split)")
     features = MRoPEHFRunner.features | {"qk_norm"}

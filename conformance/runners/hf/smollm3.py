@@ -37,7 +37,7 @@ def rope_flags(case) -> list[int]:
 
 class HFSmolLM3(DecodingHFRunner):
     name = "hf.smollm3"
-    typed_system = "hf.smollm3"
+    typed_system = "hf.llama"  # SmolLM3Config reads LlamaConfig's words (head_dim: getattr, #L173)
     system = "transformers.models.smollm3.modeling_smollm3.SmolLM3Attention"
     path = "layer <layer_idx> of SmolLM3Config(no_rope_layers), rotary from SmolLM3RotaryEmbedding"
     backend = "eager"

@@ -84,7 +84,7 @@ class KerasHubQwen35(Runner):
     name = "keras_hub.qwen3_5"
     framework = "keras"
     system = "keras_hub.src.models.qwen3_5.qwen3_5_attention.Qwen3_5Attention"
-    typed_system = "keras_hub.qwen3_5"
+    typed_system = "keras_hub.qwen3_5"  # Qwen3_5Attention's own words
     description = ("keras_hub's `Qwen3_5Attention` (sigmoid output gate packed per head in "
                    "the query kernel (E, H, 2 d), (1 + scale) RMS QK-norm, partial rotary)")
     path = "Qwen3_5Attention(...) called with a cache at the case's first position"

@@ -62,7 +62,7 @@ class KerasHubQwen35Vision(Runner):
     name = "keras_hub.qwen3_5_vision"
     framework = "keras"
     system = "keras_hub.src.models.qwen3_5.qwen3_5_vision_encoder.Qwen3_5VisionAttention"
-    typed_system = "keras_hub.qwen3_5_vision"
+    typed_system = "keras_hub.qwen3_5_vision"  # Qwen3_5VisionAttention's words
     description = ("keras_hub's `Qwen3_5VisionAttention` (fused qkv, 2-D rope from the "
                    "encoder's `_rot_pos_emb`: rows and columns on one ladder)")
     path = "Qwen3_5VisionAttention(hidden, heads)(x, (cos, sin), cu_seqlens)"

@@ -113,6 +113,7 @@ def model_args(case) -> dict:
 
 class MlxLmDeepseekV3(MlxRunner):
     name = "mlx_lm.deepseek_v3"
+    typed_system = "hf.deepseek_v3"  # ModelArgs reads DeepseekV3Config's words
     system = SYSTEM
     path = "absorbed at single-query steps (embed_q / unembed_out), materialised otherwise"
     requires = ("mlx", "mlx_lm")

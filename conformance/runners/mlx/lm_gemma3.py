@@ -116,6 +116,7 @@ class _Seen:
 
 class MlxLmGemma3(MlxRunner):
     name = "mlx_lm.gemma3_text"
+    typed_system = "hf.mistral"  # ModelArgs: MistralConfig's words (no attention_bias)
     system = "mlx_lm.models.gemma3_text.Attention"
     path = "one layer of mlx_lm.models.gemma3_text.Gemma3Model, its mask from the model"
     requires = ("mlx", "mlx_lm")

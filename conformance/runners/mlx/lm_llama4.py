@@ -100,6 +100,7 @@ def linear_weights(case, weights) -> dict[str, np.ndarray]:
 
 class MlxLmLlama4(MlxRunner):
     name = "mlx_lm.llama4"
+    typed_system = "hf.llama"  # TextArgs: LlamaConfig's words
     system = SYSTEM
     path = "one layer of mlx_lm.models.llama4.LlamaModel, its mask from the model"
     requires = ("mlx", "mlx_lm")

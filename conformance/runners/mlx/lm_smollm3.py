@@ -59,6 +59,7 @@ def model_args(case) -> dict | str:
 
 class MlxLmSmolLM3(MlxRunner):
     name = "mlx_lm.smollm3"
+    typed_system = "hf.llama"  # llama.ModelArgs: LlamaConfig's words
     system = "mlx_lm.models.smollm3.Model"
     path = "model.layers[i].self_attn of mlx_lm.models.smollm3.Model, its mask from LlamaModel"
     requires = ("mlx", "mlx_lm")

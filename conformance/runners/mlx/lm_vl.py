@@ -162,6 +162,7 @@ def _sections(case) -> list[int]:
 
 class MlxLmQwen2VL(MlxLmVl):
     name = "mlx_lm.qwen2_vl"
+    typed_system = "hf.qwen2_vl"  # qwen2.ModelArgs reads Qwen2VLTextConfig's words
     system = "mlx_lm.models.qwen2_vl.Model (qwen2.Attention)"
     path = "layer 0's self_attn of mlx-lm's Qwen2-VL text model"
     description = ("mlx-lm's Qwen2-VL text attention (qwen2.Attention, `initialize_rope` of "
@@ -186,6 +187,7 @@ class MlxLmQwen2VL(MlxLmVl):
 
 class MlxLmQwen3VL(MlxLmVl):
     name = "mlx_lm.qwen3_vl"
+    typed_system = "hf.mistral"  # qwen3.ModelArgs: MistralConfig's words (no attention_bias)
     system = "mlx_lm.models.qwen3_vl.Model (qwen3.Attention)"
     path = "layer 0's self_attn of mlx-lm's Qwen3-VL text model"
     description = ("mlx-lm's Qwen3-VL text attention (qwen3.Attention, RMS QK-norm per head, "

@@ -84,7 +84,7 @@ class MlxLmQwen3Next(MlxAnswers, MlxRunner):
     description = ("mlx-lm's `Qwen3NextAttention` (sigmoid output gate packed per head in "
                    "q_proj, nn.RMSNorm QK-norm, partial half-split rotary)")
     requires = ("mlx", "mlx_lm")
-    typed_system = "mlx_lm.qwen3_next"
+    typed_system = "hf.qwen3_next"  # ModelArgs reads config.json: Qwen3NextConfig's words
     features = MlxRunner.features | {"rope", "qk_norm", "output_gate"}
     probe_needs = {"qk_norm": {"kind": "rms", "scope": "per_head"},
                    "rope": {"style": "half_split"},
