@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.paths import CACHE_ENV, CACHE_KEY_ENV, cache_key_path, cache_root
 from conformance.settings import FIGURES_ENV
 
 # the tests .ci/run runs on the base install (tests/import_scan.py says which)
@@ -62,9 +63,21 @@ def subprocess_pytest_without_unused_plugins(request):
         yield
 
 
+# The session's cache folder and key, before any test moves HOME (pytester does)
+SESSION_CACHE = (cache_root(), cache_key_path())
+
+
 @pytest.fixture
 def pytester(pytester, monkeypatch, request):
     """pytester clears PYTEST_ADDOPTS to isolate its runs; set it again, to the plugins
-    its subprocesses leave out, so that they too skip them."""
+    its subprocesses leave out, so that they too skip them.  It also points HOME at its
+    own folder, where the suite's cache and its key live unless named: its runs would
+    convert every artefact again in an empty cache (the ONNX specification's vectors alone
+    are four engine processes, ~25 s), or, where CONFORMANCE_CACHE_DIR names the shared
+    folder, sign entries there with a new key that the next run evicts.  They use the
+    session's cache and key, as its subprocess runs do (a test names its own to differ)."""
     monkeypatch.setenv("PYTEST_ADDOPTS", plugins_off(request.config))
+    folder, key_file = SESSION_CACHE
+    monkeypatch.setenv(CACHE_ENV, os.environ.get(CACHE_ENV) or str(folder))
+    monkeypatch.setenv(CACHE_KEY_ENV, os.environ.get(CACHE_KEY_ENV) or str(key_file))
     return pytester
