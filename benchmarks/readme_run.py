@@ -79,6 +79,19 @@ def worker_cpu(profile: Path) -> float:
     return total
 
 
+def worker_cpu_by_op(profile: Path) -> dict[str, float]:
+    """CPU seconds of the worker requests per operation (3rd column: run, conventions,
+    count): how much of the floor the matrix's rows take and how much the ledger's probes."""
+    total: dict[str, float] = {}
+    for line in profile.read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split("\t")
+        try:
+            total[fields[2]] = total.get(fields[2], 0.0) + float(fields[5])
+        except (IndexError, ValueError):
+            continue
+    return total
+
+
 def runs(tmp: Path, durations: int) -> dict[str, list[str]]:
     """The pytest arguments of each measured run."""
     cases = tmp / "new-cases"
@@ -120,6 +133,10 @@ def main() -> int:
                   f"(wall / floor {t.wall / floor if floor else float('inf'):.2f}) | "
                   f"CPU {t.cpu:.0f} s, {t.cpu / t.wall:.2f} cores busy | exit {t.code}")
             print(f"          {t.summary}")
+            ops = worker_cpu_by_op(tmp / f"{name}.profile.tsv")
+            print("          worker CPU by operation: " + ", ".join(
+                f"{op} {seconds:.0f} s" for op, seconds in sorted(ops.items(),
+                                                                  key=lambda kv: -kv[1])))
             if opts.durations and "slowest" in t.output:
                 block = t.output.split("slowest")[-1].splitlines()[1:opts.durations + 1]
                 print("\n".join("          " + line for line in block))
