@@ -90,6 +90,24 @@ def test_matrix_filters_and_no_script_from_a_case(tmp_path):
     assert "pwned" not in dom.replace("dataset.pwned", "")  # the planted script never ran
     assert "&lt;script&gt;document.body.dataset.pwned" in dom  # shown as text in the view
     assert result["scripts"] == 2
+    # the script draws both views of a cell and a refusal's bare coloured cell
+    assert re.search(r'<td class="o-pass"><span class="v-err">[^<]+</span>'
+                     r'<span class="v-par">[^<]*</span></td>', dom)
+    assert '<td class="o-not_expressible"></td>' in dom
+
+
+def test_a_cell_missing_from_the_data_is_seen_by_the_self_test(tmp_path, monkeypatch):
+    """Planted: the data's first matrix row loses its last cell; the page draws what the
+    data holds, and the self-test's count of cells per row says so."""
+    real = page_html.matrix_rows
+    monkeypatch.setattr(page_html, "matrix_rows", lambda *a: [
+        row[:-1] if n == 0 else row for n, row in enumerate(real(*a))])
+    path, cases, runners = planted_page(tmp_path)
+    dom = run_browser(tmp_path, path.as_uri() + "#selftest", "--dump-dom")
+    result = json.loads(html.unescape(
+        re.search(r'<pre id="selftest-result">([^<]*)</pre>', dom)[1]))
+    assert result["cells_per_row"][0] == len(runners) - 1
+    assert result["cells_per_row"][1:] == [len(runners)] * (len(cases) - 1)
 
 
 def test_screenshot_of_the_matrix(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from conformance.paths import CACHE_ENV, ROOT
 from conformance.report import html as page_html
 from conformance.report.base import results_frame
+from conformance.report.html_matrix import expand_matrix_cell
 from conformance.compare.verdict import Failure, FailureKind, Outcome
 from conformance.report.results_files import read_results
 
@@ -94,10 +95,6 @@ def elements(text: str) -> list:
     return parser.tags
 
 
-def matrix_rows(text: str) -> list[str]:
-    return re.findall(r'<tr data-case="([^"]*)"', text)
-
-
 def test_self_contained_no_network():
     frame, cases, runners = real_data()
     text = page_html.page(frame, cases, runners, [], {"time": "t"}, "full",
@@ -150,26 +147,65 @@ def test_sections_and_metadata_escaped_through_write_reports(tmp_path):
     assert not [a for _, attrs in tags for a, _ in attrs if a.startswith("on")]
 
 
+def page_data(text: str) -> dict:
+    return json.loads(text.split('id="report-data">')[1].split("</script>")[0])
+
+
+def matrix_problems(text: str, frame, names: list[str]) -> list[str]:
+    """What the page's matrix data gets wrong against the rows: a case missing or out of
+    order, a row with a cell too many or too few, a cell whose outcome word is not its
+    row's, or a cell drawn where the case has no row."""
+    data = page_data(text)
+    ids = [c["id"] for c in data["cases"]]
+    by_cell = {(r["case"], r["runner"]): r for r in frame.to_dict(orient="records")}
+    problems = [] if len(data["matrix"]) == len(ids) else ["matrix rows != cases"]
+    for cid, cells in zip(ids, data["matrix"]):
+        if len(cells) != len(names):
+            problems.append(f"{cid}: {len(cells)} cells for {len(names)} runners")
+        for name, cell in zip(names, cells):
+            shown, row = expand_matrix_cell(cell, data["strings"]), by_cell.get((cid, name))
+            if (shown is None) != (row is None) or (
+                    row is not None and shown["word"] != page_html.label(row)):
+                problems.append(f"{cid}[{name}]: {shown} for {row and row['outcome']}")
+    return problems
+
+
 def test_one_matrix_row_per_case_and_one_cell_per_runner():
+    """The matrix is drawn by report.js from the page's data (test_browser.py runs it): the
+    data holds one row per case, in case-file order, one cell per runner column, each with
+    its row's outcome word; a dropped cell and a swapped word are caught."""
     frame, cases, runners = real_data()
     text = page_html.page(frame, cases, runners, [], {}, "full")
     ids = list(dict.fromkeys(frame["case"]))
-    assert sorted(matrix_rows(text)) == sorted(ids)
-    assert matrix_rows(text) == [c.id for c in cases if c.id in set(ids)]  # file order
-    body = text.split("<tbody>")[1].split("</tbody>")[0]
-    for row in body.split("</tr>")[:-1]:
-        assert row.count("<td") == len(runners)
+    names = [r.name for r in runners]
+    assert [c["id"] for c in page_data(text)["cases"]] == [c.id for c in cases if c.id in
+                                                           set(ids)]  # file order
+    assert sorted(c["id"] for c in page_data(text)["cases"]) == sorted(ids)
+    assert matrix_problems(text, frame, names) == []
     assert text.count('class="runner"') == len(runners)
+    data = page_data(text)
+    data["matrix"][0] = data["matrix"][0][:-1]  # planted: a cell dropped
+    dropped = text.replace(text.split('id="report-data">')[1].split("</script>")[0],
+                           page_html.script_json(data))
+    assert matrix_problems(dropped, frame, names) == [
+        f"{ids[0]}: {len(names) - 1} cells for {len(names)} runners"]
+    swapped = frame.copy()  # planted: the rows say another outcome than the page
+    swapped.loc[0, "outcome"] = "error" if swapped.loc[0, "outcome"] != "error" else "pass"
+    assert len(matrix_problems(text, swapped, names)) == 1
 
 
 def test_cells_coloured_by_outcome_with_both_views():
     text = render(planted_rows(), PLANTED_CASES, [FAKE, OTHER])
-    assert 'class="o-known-mismatch"' in text  # a declared failure
-    assert 'class="o-error"' in text and 'class="o-not_expressible"' in text
+    data = page_data(text)
+    cells = [[expand_matrix_cell(c, data["strings"]) for c in row] for row in data["matrix"]]
+    assert cells[0][0]["word"] == "known mismatch"  # a declared failure
+    assert cells[0][1] == {"word": "error", "err": "error", "params": "error"}
     # a refused cell carries only its outcome (its words come from the CSS; the reason is
     # in the case view's data)
-    assert '<td class="o-not_expressible"></td>' in text
-    assert '<span class="v-err">1.00e-07</span><span class="v-par">77</span>' in text
+    assert data["matrix"][1][0] == data["strings"].index("not_expressible")
+    assert cells[1][1] == {"word": "pass", "err": "1.00e-07", "params": "77"}
+    assert "<tbody></tbody>" in text and "<td" not in text.split("<tbody>")[1].split(
+        "</tbody>")[0]  # the body is the script's: no static cell is shipped
     for name in page_html.FILTERS:
         assert f'id="filter-{name}"' in text
     assert '<option value="planted">planted</option>' in text

@@ -38,6 +38,7 @@ from conformance.report import plots
 from conformance.report.answers_html import diff_axes, diff_block, headline_block
 from conformance.report.base import fmt
 from conformance.report.escaping import html_text, shown
+from conformance.report.html_matrix import STABLE_REASONS, matrix_cell, matrix_rows, matrix_table
 
 FIGURES_START = "<!-- figures: start (PNG bytes differ across machines) -->"
 FIGURES_END = "<!-- figures: end -->"
@@ -171,42 +172,6 @@ def controls(frameworks, names, tags, outcomes) -> str:
             + f'<span class="legend">{legend}</span></div>')
 
 
-TITLE_LIMIT = 80  # characters of a cell's hover text (the case view has the whole reason)
-
-
-def _td(r, name: str, framework: str) -> str:
-    """One matrix cell: coloured by outcome, both views' figures, the reason (cut) on
-    hover; its runner and framework are its column's (the header cell's attributes), its
-    outcome its `o-` class (the filter reads it there: no per-cell attribute, a matrix of
-    3,000 cells is the largest part of the page)."""
-    if r is None:
-        return '<td></td>'
-    word = label(r)
-    err, params = cell_texts(r)
-    reason = str(r["reason"] or "")
-    reason = reason if len(reason) <= TITLE_LIMIT else reason[:TITLE_LIMIT - 1] + "…"
-    if word in STABLE_REASONS:  # its words come from CSS (::after); the reason is in the view
-        return f'<td class="o-{e(word)}"></td>'
-    title = f' title="{e(reason)}"' if reason else ""
-    return (f'<td class="o-{e(word.replace(" ", "-"))}"{title}>'
-            f'<span class="v-err">{e(err)}</span><span class="v-par">{e(params)}</span></td>')
-
-
-def matrix(by_cell, case_ids, names, framework_of, tags_of) -> str:
-    """The case x runner table: one <tr data-case> per case, one <td> per runner."""
-    head = "".join(f'<th class="runner" data-runner="{e(n)}" data-framework='
-                   f'"{e(framework_of[n])}">{e(n)}</th>' for n in names)
-    body = []
-    for cid in case_ids:
-        tds = "".join(_td(by_cell.get((cid, n)), n, framework_of[n]) for n in names)
-        tags = json.dumps(list(tags_of.get(cid, ())))
-        body.append(f'<tr data-case="{e(cid)}" data-tags="{e(tags)}"><th><a class="case-link" '
-                    f'href="#case={e(quote(cid, safe=""))}">{e(cid)}</a></th>{tds}</tr>')
-    return (f'<table id="matrix"><thead><tr><th>case</th>{head}</tr></thead>'
-            "<tbody>\n" + "\n".join(body) + "\n</tbody></table>"  # a line per case
-            '<p id="matrix-count"></p><section id="case-view" hidden></section>')
-
-
 SILENT_CELLS = ("not_applicable", "not_probed")  # left out of the page (conventions.md has them)
 EVIDENCE_LIMIT = 40  # characters of a cell's evidence in the page (its axis page: all)
 NOTE_LIMIT = 90  # characters of a row's note in the page (the case's page, cases/<id>.md: all)
@@ -260,8 +225,6 @@ class Strings:
 
 
 INTERNED = 2  # the first CELL_FIELDS (runner, label) are indices into the string table
-# labels whose reason is the system's refusal or a missing framework: interned as {"s": i}
-STABLE_REASONS = ("not_expressible", "skipped")
 # a figure CPU kernels move (1.23e-07): a text holding one stays in its cell, never interned
 CPU_FIGURE = re.compile(r"\d\.\d+e[-+]\d+")
 
@@ -367,7 +330,10 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
             "cell_fields": list(CELL_FIELDS), "interned": INTERNED,
             "ledger_fields": list(LEDGER_FIELDS),
             "ledger": ledger_data(ledger, names), "axes": diff_axes(ledger)}
-    data["strings"] = strings.table
+    data["matrix"] = matrix_rows(case_ids, names, lambda cid, n: None if (
+        r := by_cell.get((cid, n))) is None else matrix_cell(strings(label(r)), label(r),
+                                                                cell_texts(r)))
+    data["strings"] = strings.table  # after the matrix: its words are the cells' labels
     systems = [d["system"] for d in data["ledger"]]
     script = _asset("report.js")
     body = [f"<h1>{_TITLE}</h1><p>Selection: {e(selection)}. Click a case for its "
@@ -377,7 +343,7 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
             diff_block(systems),
             controls(list(dict.fromkeys(framework_of[n] for n in names)), names,
                      sorted({tag for tags in tags_of.values() for tag in tags}), outcomes),
-            matrix(by_cell, case_ids, names, framework_of, tags_of),
+            matrix_table(names, framework_of),
             figures_block(figures or {}), sections_block(sections), metadata_block(meta),
             f'<script type="application/json" id="report-data">{script_json(data)}</script>',
             f"<script>{script}</script>"]

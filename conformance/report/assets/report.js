@@ -29,7 +29,6 @@
     });
   });
   var table = document.getElementById("matrix");
-  var rows = Array.prototype.slice.call(table.tBodies[0].rows);
   var filters = { framework: "", runner: "", tag: "", outcome: "" };
 
   function el(tag, text, cls) {
@@ -38,6 +37,42 @@
     if (cls) { e.className = cls; }
     return e;
   }
+  var TITLE_LIMIT = 80;  /* html_matrix.py: a cell's hover text, the reason cut */
+  /* one matrix cell from the data (html_matrix.matrix_cell): a word's index alone (its
+     text comes from the CSS), or [word, error view(, parameter view)]; null: no row */
+  function matrixCell(cell, reason) {
+    if (cell === null) { return el("td"); }
+    var one = typeof cell === "number", word = data.strings[one ? cell : cell[0]];
+    var td = el("td", null, "o-" + word.replace(/ /g, "-"));
+    if (one) { return td; }
+    if (reason) {
+      td.title = reason.length <= TITLE_LIMIT ? reason :
+        reason.slice(0, TITLE_LIMIT - 1) + "\u2026";
+    }
+    td.appendChild(el("span", cell[1], "v-err"));
+    td.appendChild(el("span", cell.length > 2 ? cell[2] : cell[1], "v-par"));
+    return td;
+  }
+  /* the matrix body: one row per case (data.cases order), one cell per runner column */
+  function buildMatrix() {
+    var heads = table.tHead.rows[0].cells, body = table.tBodies[0];
+    data.cases.forEach(function (c, i) {
+      var tr = el("tr"), th = el("th"), a = el("a", c.id, "case-link"), reasons = {};
+      c.cells.forEach(function (x) { reasons[x.runner] = x.reason; });
+      tr.setAttribute("data-case", c.id);
+      tr.setAttribute("data-tags", JSON.stringify(c.tags));
+      a.setAttribute("href", "#case=" + encodeURIComponent(c.id));
+      th.appendChild(a);
+      tr.appendChild(th);
+      (data.matrix[i] || []).forEach(function (cell, n) {
+        var runner = heads[n + 1] ? heads[n + 1].getAttribute("data-runner") : "";
+        tr.appendChild(matrixCell(cell, reasons[runner]));
+      });
+      body.appendChild(tr);
+    });
+    return Array.prototype.slice.call(body.rows);
+  }
+  var rows = buildMatrix();
   function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } }
   function find(list, key, value) {
     for (var i = 0; i < list.length; i++) { if (list[i][key] === value) { return list[i]; } }
