@@ -374,22 +374,71 @@ def test_mask_polarity_reads_distances_as_data_and_names_neither():
     assert other.value == "not_probed" and "neither reading matches" in other.evidence
 
 
-def test_conventions_json_bounds_a_long_evidence_and_keeps_both_ends():
-    """conventions.json stays under 1 MB: a long evidence keeps its head and its end and
-    says how long it is (conventions.md has every word); a short one is whole."""
-    from conformance.report.ledger import JSON_EVIDENCE, json_evidence
-    text = "probe[x]: " + "d" * 2000 + " reads grouped 5.6e-07"
+def test_conventions_json_bounds_a_long_evidence_to_its_head():
+    """conventions.json stays under 1 MB: a long evidence keeps its head and a pointer to its
+    axis page (which has every word); a short one is whole."""
+    from conformance.report.ledger import CUT, JSON_EVIDENCE, json_evidence
+    text = "probe[x]: " + "d " * 2000 + " reads grouped 5.6e-07"
     cut = json_evidence(text)
-    assert len(cut) <= JSON_EVIDENCE and cut.startswith("probe[x]: ")
-    assert cut.endswith("reads grouped 5.6e-07") and "[cut: " in cut
-    assert json_evidence("short") == "short"
-    # the cuts fall between words: a figure is whole or gone, never its tail alone (its
+    assert len(cut) <= JSON_EVIDENCE and cut.startswith("probe[x]: d d") and cut.endswith(CUT)
+    assert json_evidence("short") == "short" and json_evidence(cut) == cut
+    # the cut falls between words: a figure is whole or gone, never its head alone (its
     # digits before the cut would be a CPU figure check-reports could not mask)
     words = "probe[x]: " + " ".join(f"{n % 10}.5e-08" for n in range(400))
-    cut = json_evidence(words)
-    head, tail = cut.split(" ... [")[0], cut.split("has all] ... ")[1]
-    assert len(cut) <= JSON_EVIDENCE and tail.split(" ")[0][1:] == ".5e-08"
+    head = json_evidence(words).removesuffix(CUT)
     assert head.split(" ")[-1][1:] == ".5e-08"
+    one_word = "probe[x]:" + "y" * 400  # no space: cut at the limit
+    assert len(json_evidence(one_word)) == JSON_EVIDENCE
+
+
+def test_conventions_json_cells_leave_the_page_only_words_out():
+    """A not_applicable cell keeps only its evidence's head, documented_source is left to
+    the axis page, the documented word and the contradiction stay; cutting a file read
+    back changes nothing (the committed file can be re-rendered)."""
+    from conformance.report.ledger import (CUT, JSON_EVIDENCE, SILENT_EVIDENCE, json_cell,
+                                           render_json_data)
+    long = "probe[x]: XAttention: no argument among ['softcap', 'soft_cap', 'logit_cap'] in 9"
+    silent = json_cell({"system": "x", "axis": "softcap", "value": "not_applicable",
+                        "evidence": long, "documented": None, "documented_source": ""})
+    assert silent == {"system": "x", "axis": "softcap", "value": "not_applicable",
+                      "evidence": "probe[x]: XAttention: no argument [...]"}
+    assert len(silent["evidence"]) <= SILENT_EVIDENCE
+    said = json_cell({"system": "x", "axis": "softcap", "value": "tanh", "evidence": long,
+                      "documented": "none", "documented_source": "https://example.org/doc",
+                      "contradicts_documentation": True})
+    assert said["evidence"].startswith("probe[x]: XAttention: no argument among [")
+    assert said["evidence"].endswith(CUT) and len(said["evidence"]) <= JSON_EVIDENCE
+    assert "documented_source" not in said
+    assert (said["documented"], said["contradicts_documentation"]) == ("none", True)
+    text = render_json_data({"axes": [], "cells": [silent, said]})
+    assert render_json_data(json.loads(text)) == text
+
+
+def test_conventions_json_of_110_systems_stays_well_under_1_mb(monkeypatch):
+    """110 systems x 37 axes (4,070 cells), every evidence long, a third not_applicable, a
+    fifth documented and one in twenty with a second witness (the committed ledger's
+    shares): the file stays under 800 KB; planted: with the former 360-character evidence
+    and the documentation's source kept, the same cells pass 1 MB."""
+    from conformance.report import ledger as module
+
+    def cell(n: int) -> dict:
+        system = f"family{n % 7}.system{n // 37}"
+        out = {"system": system, "axis": f"axis_number_{n % 37}",
+               "value": "not_applicable" if n % 3 == 0 else "true_attends_here",
+               "evidence": f"probe[{system}]: " + "word " * 150}
+        if n % 5 == 0:
+            out.update(documented="true_attends_here",
+                       documented_source="https://example.org/docs/generated/attention.html")
+        if n % 20 == 0:
+            out.update(witnesses=2, second_witness="rows: " + "word " * 150)
+        return out
+
+    data = {"axes": [], "systems": [], "cells": [cell(n) for n in range(110 * 37)]}
+    assert len(module.render_json_data(data).encode()) < 800_000
+    monkeypatch.setattr(module, "JSON_EVIDENCE", 360)
+    monkeypatch.setattr(module, "SILENT_EVIDENCE", 360)
+    monkeypatch.setattr(module, "PAGE_ONLY", ())
+    assert len(module.render_json_data(data).encode()) > 1_000_000
 
 
 def test_float64_below_quotes_the_first_case_not_the_worst():

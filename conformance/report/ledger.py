@@ -109,44 +109,74 @@ def render_markdown(ledger: Ledger) -> str:
 
 
 KEPT = ("system", "axis", "value", "evidence")  # every cell has them, even when empty
-JSON_EVIDENCE = 360  # characters of a cell's evidence in conventions.json (its page: all)
+# a cell's fields the axis page holds whole and conventions.json leaves out (it keeps the
+# documented word and the contradiction, which drift and check-reports compare)
+PAGE_ONLY = ("documented_source",)
+JSON_EVIDENCE = 72  # characters of a cell's evidence in conventions.json (its page: all)
+# characters of a not_applicable cell's evidence: its head, which names the witness (most
+# are a signature read: "no argument among [...]")
+SILENT_EVIDENCE = 40
+CUT = " [...]"  # where an evidence was cut: its axis page, conventions/<axis>.md, has all
 
 
-def json_evidence(text: str, axis: str = "") -> str:
-    """A cell's evidence for conventions.json: whole up to JSON_EVIDENCE characters, else
-    its head and its end (where a probe's reading and a system's words are) and where the
-    rest is: the file stays under 1 MB as systems are added; the axis's page holds every
-    word.  No length is said: a quoted message a CPU lengthens (a kernel's name) would move
-    it.
-    Both cuts fall between words, so no figure is cut in two (a figure's last digits alone,
-    ".5e-08" of 4.5e-08, are no figure the CPU mask of check-reports can read)."""
-    if len(text) <= JSON_EVIDENCE:
+def json_evidence(text: str, axis: str = "", limit: int | None = None) -> str:
+    """A cell's evidence for conventions.json: a head and a pointer to its axis page
+    (conventions/<axis>.md, every word): whole up to `limit` characters, else its head
+    cut between words, then CUT.  The file stays well under 1 MB as systems are added.
+    Only a head: the end of a long evidence is often a framework's message quoted up to a
+    fixed length, whose words move with the CPU (a kernel's name a few characters longer);
+    the head names the witness and what it ran, the same on every machine.
+    The cut falls between words, so no figure is cut in two (a figure's first digits alone
+    are no figure the CPU mask of check-reports can read)."""
+    limit = JSON_EVIDENCE if limit is None else limit
+    if len(text) <= limit:
         return text
-    mark = f" ... [cut: {axis_page(axis) if axis else 'its axis page'} has all] ... "
-    head = (JSON_EVIDENCE - len(mark)) * 3 // 5
-    start = len(text) - (JSON_EVIDENCE - len(mark) - head)
-    space = text.rfind(" ", head // 2, head)
-    head = space if space > 0 else head
-    space = text.find(" ", start, start + 60)
-    start = space + 1 if space >= 0 else start
-    return text[:head] + mark + text[start:]
+    space = text.rfind(" ", limit // 2, limit - len(CUT) + 1)
+    return text[:space if space > 0 else limit - len(CUT)] + CUT
+
+
+def silent_evidence(text: str) -> str:
+    """A not_applicable cell's evidence: its head only (json_evidence, SILENT_EVIDENCE)."""
+    return json_evidence(text, limit=SILENT_EVIDENCE)
+
+
+def json_cell(cell: dict) -> dict:
+    """One cell as conventions.json holds it: the KEPT fields, the optional ones only where
+    they say something (no documented word, no contradiction, no second witness, one
+    witness: left out), PAGE_ONLY left out, the texts cut (json_evidence; a
+    not_applicable cell's evidence: silent_evidence).  Deterministic: the same cell gives
+    the same line."""
+    out = {}
+    for k, v in cell.items():
+        if k in PAGE_ONLY or k not in KEPT and (
+                v == "" or v is None or v is False or (k == "witnesses" and v == 1)):
+            continue
+        if k == "evidence" and cell.get("value") == "not_applicable":
+            v = silent_evidence(v)
+        elif k in ("evidence", "second_witness"):
+            v = json_evidence(v, cell["axis"])
+        out[k] = v
+    return out
 
 
 def render_json(ledger: Ledger) -> str:
-    """One axis, system or cell per line (a diff names the cell that changed), and a cell's
-    optional fields only where they say something (no documented word, no contradiction,
-    no second witness, one witness): the file stays under 1 MB as systems are added.
-    Readers take the missing fields as empty (`.get`; witnesses: 1)."""
+    """One axis, system or cell per line (a diff names the cell that changed), each cell as
+    json_cell gives it: the file stays well under 1 MB as systems are added.  Readers take
+    the missing fields as empty (`.get`; witnesses: 1); the axis pages hold every word."""
+    return render_json_data(ledger.as_dict())
+
+
+def render_json_data(data: dict) -> str:
+    """render_json of a ledger's as_dict() (or of a conventions.json read back: cutting
+    again changes nothing)."""
     def item(x) -> str:
         if isinstance(x, dict) and "axis" in x and "system" in x:
-            x = {k: json_evidence(v, x["axis"]) if k == "evidence" else v
-                 for k, v in x.items() if k in KEPT or not (
-                     v == "" or v is None or v is False or (k == "witnesses" and v == 1))}
+            x = json_cell(x)
         return json.dumps(x, ensure_ascii=False, separators=(",", ":"))
 
     parts = [json.dumps(k) + ": " + ("[\n" + ",\n".join(item(x) for x in v) + "\n]"
                                      if isinstance(v, list) else json.dumps(v))
-             for k, v in ledger.as_dict().items()]
+             for k, v in data.items()]
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
