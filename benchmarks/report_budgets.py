@@ -1,6 +1,6 @@
 """The report budgets of #21: sizes of the answers, and how fast index.html opens.
 
-    .venv/bin/python benchmarks/report_budgets.py [REPORT_DIR] [--runs 5]
+    .venv/bin/python benchmarks/report_budgets.py [REPORT_DIR] [--from DIR] [--runs 5]
 
 Sizes (bytes; deterministic, also checked in tests/test_answers.py on the committed
 results): index.md <= 60 KB, index.html < 1 MB, and every other report file for
@@ -9,11 +9,13 @@ Chromium loads index.html from disk with a page script that records
 performance.now() at the load event (the page's own report.js runs, the data is parsed,
 the matrix filtered); the median of --runs loads is printed, against the 1 s budget.
 Without a REPORT_DIR, the reports are re-rendered from the committed results.json and
-conventions.json into a temporary folder (reports/ is never touched).
+conventions.json (or those of --from DIR) into a temporary folder (reports/ is never
+touched).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -29,14 +31,22 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          "--disable-background-networking", "--disable-extensions", "--dump-dom")
 
 
-def rendered(folder: Path | None) -> Path:
+def rendered(folder: Path | None, source: Path | None = None) -> Path:
+    """`folder` as it is; else the reports of `source` (default: the committed reports/)
+    re-rendered into a temporary folder: conventions.json re-written by the current
+    report/ledger.py (render_json_data: a file read back re-renders unchanged), then every
+    other report by `conformance report`."""
     if folder is not None:
         return folder
+    from conformance.report.ledger import render_json_data
+
+    source = source or ROOT / "reports"
     out = Path(tempfile.mkdtemp(prefix="budgets-"))
-    for name in ("results.json", "conventions.json"):
-        shutil.copy(ROOT / "reports" / name, out / name)
-    if (ROOT / "reports" / "results").is_dir():  # row files (an older results.json: inline)
-        shutil.copytree(ROOT / "reports" / "results", out / "results")
+    shutil.copy(source / "results.json", out / "results.json")
+    ledger = json.loads((source / "conventions.json").read_text(encoding="utf-8"))
+    (out / "conventions.json").write_text(render_json_data(ledger), encoding="utf-8")
+    if (source / "results").is_dir():  # row files (an older results.json: inline)
+        shutil.copytree(source / "results", out / "results")
     subprocess.run([sys.executable, "-m", "conformance", "report", "--results",
                     str(out / "results.json")], cwd=ROOT, check=True, capture_output=True)
     return out
@@ -79,10 +89,14 @@ def open_times(folder: Path, runs: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", type=Path)
+    parser.add_argument("folder", nargs="?", type=Path,
+                        help="a report folder, measured as it is")
+    parser.add_argument("--from", dest="source", type=Path,
+                        help="re-render this report folder's results.json and "
+                             "conventions.json (default: the committed reports/)")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    folder = rendered(args.folder)
+    folder = rendered(args.folder, args.source)
     print(f"reports in {folder}")
     sizes(folder)
     times = open_times(folder, args.runs)

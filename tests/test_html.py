@@ -265,5 +265,7 @@ def test_case_configuration_and_ledger_in_the_case_view():
     assert all(c["runner"] and c["label"] for c in cells)
     assert [s["system"] for s in data["ledger"]] == [runners[0].name]
     # the page names the system and the source: the probe[...] label is not said again
-    assert data["ledger"][0]["cells"][0] == ["a", "v", "probe", "e"]
+    axis, value, source, evidence = data["ledger"][0]["cells"][0]  # interned but evidence
+    assert [data["strings"][axis], data["strings"][value], data["strings"][source],
+            evidence] == ["a", "v", "probe", "e"]
     assert "/" not in first["file"]  # no machine path in the page

@@ -180,12 +180,13 @@ NOTE_LIMIT = 90  # characters of a row's note in the page (the case's page, case
 LEDGER_FIELDS = ("axis", "value", "source", "evidence")  # a cell of the page's ledger
 
 
-def ledger_data(ledger, names) -> list[dict]:
+def ledger_data(ledger, names, strings: "Strings | None" = None) -> list[dict]:
     """[{system, cells: [[axis, value, source, evidence]]}] (LEDGER_FIELDS: lists, not
     mappings, the keys once in the page) of the ledger (a Ledger or
     its as_dict()), for the runners shown; [] when no ledger is passed.  Cells that say
     nothing (SILENT_CELLS) are left out and evidence is cut at EVIDENCE_LIMIT, so the
-    page stays small as axes are added."""
+    page stays small as axes are added.  With `strings`, the axis, the source and a value
+    without a CPU figure are indices into its table (each repeats over systems)."""
     if ledger is None:
         return []
     cells = ledger["cells"] if isinstance(ledger, Mapping) else [c.as_dict() for c in ledger.cells]
@@ -197,6 +198,10 @@ def ledger_data(ledger, names) -> list[dict]:
         cell["evidence"] = unlabelled(str(c.get("system")), cell["evidence"])  # named beside
         if len(cell["evidence"]) > EVIDENCE_LIMIT:
             cell["evidence"] = cell["evidence"][:EVIDENCE_LIMIT - 1] + "…"
+        if strings is not None:
+            cell.update(axis=strings(cell["axis"]), source=strings(cell["source"]))
+            if not CPU_FIGURE.search(cell["value"]):
+                cell["value"] = strings(cell["value"])
         by_system.setdefault(str(c.get("system")), []).append(
             [cell[k] for k in LEDGER_FIELDS])
     return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
@@ -234,10 +239,10 @@ def _row_data(r, s: Strings) -> list:
     table, then figures, reason and notes (a list) as texts."""
     reason = str(r["reason"] or "")
     if label(r) in STABLE_REASONS and reason:  # a refusal's words: no CPU figure in them
-        reason = {"s": s(reason)}
+        reason = s(reason)
     notes = [n if len(n) <= NOTE_LIMIT else n[:NOTE_LIMIT - 1] + "…"
              for n in (str(n) for n in r["notes"] or ())]
-    notes = [n if CPU_FIGURE.search(n) else {"s": s(n)} for n in notes]  # stable: interned
+    notes = [n if CPU_FIGURE.search(n) else s(n) for n in notes]  # stable: interned
     cell = [s(r["runner"]), s(label(r)), figures_text(r), reason, notes]
     while len(cell) > INTERNED and cell[-1] in ("", []):  # empty trailing fields left out
         cell.pop()
@@ -247,7 +252,7 @@ def _row_data(r, s: Strings) -> list:
 def expand_cell(cell: list, strings: list[str]) -> dict:
     """A compact cell as a mapping (what report.js rebuilds; for tests and tools)."""
     def one(v):
-        return strings[v["s"]] if isinstance(v, dict) and "s" in v else v
+        return strings[v] if isinstance(v, int) else v
 
     def text(n, v):
         if n < INTERNED:
@@ -329,7 +334,7 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
                       for cid in case_ids],
             "cell_fields": list(CELL_FIELDS), "interned": INTERNED,
             "ledger_fields": list(LEDGER_FIELDS),
-            "ledger": ledger_data(ledger, names), "axes": diff_axes(ledger)}
+            "ledger": ledger_data(ledger, names, strings), "axes": diff_axes(ledger)}
     data["matrix"] = matrix_rows(case_ids, names, lambda cid, n: None if (
         r := by_cell.get((cid, n))) is None else matrix_cell(strings(label(r)), label(r),
                                                                 cell_texts(r)))

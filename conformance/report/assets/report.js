@@ -6,13 +6,13 @@
   var data = JSON.parse(document.getElementById("report-data").textContent);
   /* a cell's first fields are indices into one table of texts (html.py: Strings) */
   function shared(v) {
-    return v !== null && typeof v === "object" && "s" in v ? data.strings[v.s] : v;
+    return typeof v === "number" ? data.strings[v] : v;
   }
   data.cases.forEach(function (c) {
     c.cells = c.cells.map(function (a) {
       var o = {};
       data.cell_fields.forEach(function (f, i) {
-        /* {"s": i}: a stable text interned too (a reason, a note); empty trailing
+        /* a number: a stable text interned too (a reason, a note); empty trailing
            fields are left out (html.py _row_data) */
         var v = i < a.length ? a[i] : (f === "notes" ? [] : "");
         o[f] = i < data.interned ? data.strings[v] :
@@ -23,8 +23,8 @@
   });
   data.ledger.forEach(function (s) {  /* a ledger cell is a list of data.ledger_fields */
     s.cells = s.cells.map(function (a) {
-      var o = {};
-      data.ledger_fields.forEach(function (f, i) { o[f] = a[i]; });
+      var o = {};  /* a number: an interned text (axis, source, value: html.py ledger_data) */
+      data.ledger_fields.forEach(function (f, i) { o[f] = shared(a[i]); });
       return o;
     });
   });
