@@ -126,7 +126,7 @@ def test_every_free_text_field_is_escaped():
     parsed = json.loads(data)
     case = parsed["cases"][0]
     assert case["description"] == PAYLOAD and case["title"] == PAYLOAD
-    cell = page_html.expand_cell(case["cells"][0], parsed["strings"])
+    cell = page_html.expand_cells(parsed, 0)[0]
     assert cell["reason"] == PAYLOAD  # notes are cut at NOTE_LIMIT in the page
     assert any(PAYLOAD.startswith(n.rstrip("…")) for n in cell["notes"])
     assert case["config"]["typed"] == {PAYLOAD: 1}
@@ -261,8 +261,11 @@ def test_case_configuration_and_ledger_in_the_case_view():
     data = json.loads(text.split('id="report-data">')[1].split("</script>")[0])
     first = data["cases"][0]
     assert first["config"]["attention"]["num_heads"] >= 1 and first["file"].endswith(".yaml")
-    cells = [page_html.expand_cell(c, data["strings"]) for c in first["cells"]]
-    assert all(c["runner"] and c["label"] for c in cells)
+    cells = page_html.expand_cells(data, 0)
+    rows = frame[frame["case"] == first["id"]]
+    assert [(c["runner"], c["label"]) for c in cells] == [  # column order, each its own
+        (r["runner"], page_html.label(r)) for r in sorted(
+            rows.to_dict(orient="records"), key=lambda r: data["runners"].index(r["runner"]))]
     assert [s["system"] for s in data["ledger"]] == [runners[0].name]
     # the page names the system and the source: the probe[...] label is not said again
     axis, value, source, evidence = data["ledger"][0]["cells"][0]  # interned but evidence

@@ -38,7 +38,8 @@ from conformance.report import plots
 from conformance.report.answers_html import diff_axes, diff_block, headline_block
 from conformance.report.base import fmt
 from conformance.report.escaping import html_text, shown
-from conformance.report.html_matrix import STABLE_REASONS, matrix_cell, matrix_rows, matrix_table
+from conformance.report.html_matrix import (STABLE_REASONS, expand_matrix_cell, matrix_cell,
+                                            matrix_rows, matrix_table)
 
 FIGURES_START = "<!-- figures: start (PNG bytes differ across machines) -->"
 FIGURES_END = "<!-- figures: end -->"
@@ -229,38 +230,45 @@ class Strings:
         return list(self.index)
 
 
-INTERNED = 2  # the first CELL_FIELDS (runner, label) are indices into the string table
+FROM_MATRIX = 2  # the first CELL_FIELDS (runner, label): the matrix's column and word
+STORED = CELL_FIELDS[FROM_MATRIX:]  # what a case-view cell of the data holds
 # a figure CPU kernels move (1.23e-07): a text holding one stays in its cell, never interned
 CPU_FIGURE = re.compile(r"\d\.\d+e[-+]\d+")
 
 
 def _row_data(r, s: Strings) -> list:
-    """One case-view cell, as CELL_FIELDS: the first INTERNED as indices into the string
-    table, then figures, reason and notes (a list) as texts."""
+    """One case-view cell, as STORED: figures, reason and notes (a list), a stable reason or
+    note as an index into the string table.  Its runner and outcome word are its matrix
+    cell's (the k-th cell of a case is its k-th non-empty matrix cell), so not repeated."""
     reason = str(r["reason"] or "")
     if label(r) in STABLE_REASONS and reason:  # a refusal's words: no CPU figure in them
         reason = s(reason)
     notes = [n if len(n) <= NOTE_LIMIT else n[:NOTE_LIMIT - 1] + "…"
              for n in (str(n) for n in r["notes"] or ())]
     notes = [n if CPU_FIGURE.search(n) else s(n) for n in notes]  # stable: interned
-    cell = [s(r["runner"]), s(label(r)), figures_text(r), reason, notes]
-    while len(cell) > INTERNED and cell[-1] in ("", []):  # empty trailing fields left out
+    cell = [figures_text(r), reason, notes]
+    while cell and cell[-1] in ("", []):  # empty trailing fields left out
         cell.pop()
     return cell
 
 
-def expand_cell(cell: list, strings: list[str]) -> dict:
-    """A compact cell as a mapping (what report.js rebuilds; for tests and tools)."""
+def expand_cells(data: dict, index: int) -> list[dict]:
+    """The case-view cells of data["cases"][index] as mappings of CELL_FIELDS, the runner
+    and outcome word taken from its matrix row (what report.js rebuilds; for tests and
+    tools)."""
     def one(v):
-        return strings[v] if isinstance(v, int) else v
+        return data["strings"][v] if isinstance(v, int) else v
 
-    def text(n, v):
-        if n < INTERNED:
-            return strings[v]
-        return [one(x) for x in v] if isinstance(v, list) else one(v)
-
-    full = [*cell, *([] if f == "notes" else "" for f in CELL_FIELDS[len(cell):])]
-    return {f: text(n, v) for n, (f, v) in enumerate(zip(CELL_FIELDS, full))}
+    stored, out = iter(data["cases"][index]["cells"]), []
+    for runner, drawn in zip(data["runners"], data["matrix"][index]):
+        if drawn is None:
+            continue
+        cell = next(stored)
+        full = [*cell, *([] if f == "notes" else "" for f in STORED[len(cell):])]
+        out.append({"runner": runner, "label": expand_matrix_cell(drawn, data["strings"])[
+            "word"], **{f: [one(x) for x in v] if isinstance(v, list) else one(v)
+                        for f, v in zip(STORED, full)}})
+    return out
 
 
 def case_data(case, cid: str, rows: list, strings: Strings | None = None) -> dict:
@@ -332,7 +340,7 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
     data = {"cases": [case_data(case_of.get(cid), cid, [by_cell[(cid, n)] for n in names
                                                          if (cid, n) in by_cell], strings)
                       for cid in case_ids],
-            "cell_fields": list(CELL_FIELDS), "interned": INTERNED,
+            "cell_fields": list(STORED), "runners": names,
             "ledger_fields": list(LEDGER_FIELDS),
             "ledger": ledger_data(ledger, names, strings), "axes": diff_axes(ledger)}
     data["matrix"] = matrix_rows(case_ids, names, lambda cid, n: None if (

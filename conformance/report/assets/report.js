@@ -4,22 +4,26 @@
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
-  /* a cell's first fields are indices into one table of texts (html.py: Strings) */
+  /* a number: an index into one table of stable texts (html.py: Strings) */
   function shared(v) {
     return typeof v === "number" ? data.strings[v] : v;
   }
-  data.cases.forEach(function (c) {
-    c.cells = c.cells.map(function (a) {
-      var o = {};
+  /* a matrix cell's outcome word (html_matrix.matrix_cell: an index, or a list) */
+  function wordOf(m) { return data.strings[typeof m === "number" ? m : m[0]]; }
+  /* a case's k-th cell is its k-th non-empty matrix cell's: runner and word from there,
+     then data.cell_fields (figures, reason, notes; empty trailing fields left out) */
+  data.cases.forEach(function (c, ci) {
+    var k = 0, out = [];
+    (data.matrix[ci] || []).forEach(function (m, n) {
+      if (m === null) { return; }
+      var a = c.cells[k++] || [], o = { runner: data.runners[n], label: wordOf(m) };
       data.cell_fields.forEach(function (f, i) {
-        /* a number: a stable text interned too (a reason, a note); empty trailing
-           fields are left out (html.py _row_data) */
         var v = i < a.length ? a[i] : (f === "notes" ? [] : "");
-        o[f] = i < data.interned ? data.strings[v] :
-          (Array.isArray(v) ? v.map(shared) : shared(v));
+        o[f] = Array.isArray(v) ? v.map(shared) : shared(v);
       });
-      return o;
+      out.push(o);
     });
+    c.cells = out;
   });
   data.ledger.forEach(function (s) {  /* a ledger cell is a list of data.ledger_fields */
     s.cells = s.cells.map(function (a) {
@@ -42,7 +46,7 @@
      text comes from the CSS), or [word, error view(, parameter view)]; null: no row */
   function matrixCell(cell, reason) {
     if (cell === null) { return el("td"); }
-    var one = typeof cell === "number", word = data.strings[one ? cell : cell[0]];
+    var one = typeof cell === "number", word = wordOf(cell);
     var td = el("td", null, "o-" + word.replace(/ /g, "-"));
     if (one) { return td; }
     if (reason) {
@@ -55,7 +59,7 @@
   }
   /* the matrix body: one row per case (data.cases order), one cell per runner column */
   function buildMatrix() {
-    var heads = table.tHead.rows[0].cells, body = table.tBodies[0];
+    var body = table.tBodies[0];
     data.cases.forEach(function (c, i) {
       var tr = el("tr"), th = el("th"), a = el("a", c.id, "case-link"), reasons = {};
       c.cells.forEach(function (x) { reasons[x.runner] = x.reason; });
@@ -65,8 +69,7 @@
       th.appendChild(a);
       tr.appendChild(th);
       (data.matrix[i] || []).forEach(function (cell, n) {
-        var runner = heads[n + 1] ? heads[n + 1].getAttribute("data-runner") : "";
-        tr.appendChild(matrixCell(cell, reasons[runner]));
+        tr.appendChild(matrixCell(cell, reasons[data.runners[n]]));
       });
       body.appendChild(tr);
     });
