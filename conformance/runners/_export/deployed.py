@@ -44,10 +44,12 @@ class RuntimeProbe(ExportProbe):
     `exporter` has the `name` that keys the cached artifacts and `_export(torch, module,
     args, names)`; `execute(blob, feed)` runs one in the runtime; `native(blob, feed)`
     (default `execute`) runs one as the runtime's defaults do, for the native calls of
-    torch_native_calls.py; `versions` join the cache key."""
+    torch_native_calls.py; `versions` join the cache key; `cache` holds the artifacts (the
+    runtime's own namespace; default the ONNX exports', for an ONNX exporter)."""
 
-    def __init__(self, exporter, execute, wrap, what: str, versions=(), native=None):
-        super().__init__(exporter, wrap)
+    def __init__(self, exporter, execute, wrap, what: str, versions=(), native=None,
+                 cache=None):
+        super().__init__(exporter, wrap, cache)
         self.what, self.execute, self.native = what, execute, native or execute
         if versions:  # the runtime's own versions key its cached probe artifacts too
             self.versions = (*self.versions, *versions)

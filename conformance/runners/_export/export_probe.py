@@ -22,22 +22,26 @@ class ExportProbe:
     """Exports a probe module with the runner's exporter (cached), runs it in onnxruntime;
     where ORT fails inside the graph, runs it in onnx.reference and keeps ORT's message."""
 
-    def __init__(self, runner, wrap):
+    def __init__(self, runner, wrap, cache=None):
         import onnx
 
+        from conformance.runners._export.onnx_runtime import CACHE
         from conformance.runners._export.torch_mha import import_torch
 
         self.runner, self.wrap, self.torch = runner, wrap, import_torch()
         self.versions = (self.torch.__version__, onnx.__version__)
         self.what = f"{runner.name} probe graph"
         self.ort_errors: dict[str, str] = {}
+        # where its artefacts live: the ONNX exports' namespace checks that an entry is an
+        # ONNX model, so another runtime's artefact (a .pte, an IR) keeps its own namespace
+        self.cache = CACHE if cache is None else cache
 
     def graph(self, label: str, case, masks: dict, kwargs: dict, **ctor) -> bytes:
         import logging
         import warnings
 
         from conformance.cache import key
-        from conformance.runners._export.onnx_runtime import CACHE, FORMAT
+        from conformance.runners._export.onnx_runtime import FORMAT
         from conformance.runners._export.same_graph import SameGraph
         from conformance.runners._export.torch_mha import probe_mha
 
@@ -57,9 +61,9 @@ class ExportProbe:
         k = key(self.runner.name, "probe", label, case.fingerprint(), sorted(kwargs.items()),
                 sorted(ctor.items()), self.versions, FORMAT, PROBE_FORMAT)
         inputs = args + tuple(masks.values())  # probes of equal programs share one artifact
-        return SameGraph(CACHE).get_or_make(k, torch, module, inputs, make, self.runner.name,
-                                            names + tuple(masks), self.versions, FORMAT,
-                                            PROBE_FORMAT)[0]
+        return SameGraph(self.cache).get_or_make(k, torch, module, inputs, make,
+                                                 self.runner.name, names + tuple(masks),
+                                                 self.versions, FORMAT, PROBE_FORMAT)[0]
 
     def run(self, label: str, blob: bytes, feed: dict, index: int = 0,
             strict: bool = False) -> np.ndarray:

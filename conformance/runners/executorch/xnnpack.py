@@ -75,7 +75,7 @@ class ExecuTorchXnnpack(Runner):
     def probe(self):
         return RuntimeProbe(self, functools.partial(etc.execute, native=True), wrap_module,
                             f"{self.name} probe program (ExecuTorch, XNNPACK)",
-                            versions=_versions())
+                            versions=_versions(), cache=PTE_CACHE)
 
     def answer(self, case, data, raw):
         return answer(self.probe(), case, data, raw)

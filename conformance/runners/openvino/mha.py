@@ -120,7 +120,8 @@ class OpenVINOMHA(Runner):
         return RuntimeProbe(exporter, self.execute, wrap_module,
                             f"{self.name} probe model (OpenVINO CPU, {self.precision})",
                             versions=() if self.source == "onnx" else (ov.__version__,),
-                            native=lambda blob, feed: self.execute(blob, feed, False))
+                            native=lambda blob, feed: self.execute(blob, feed, False),
+                            cache=None if self.source == "onnx" else IR_CACHE)
 
     def answer(self, case, data, raw):
         return answer(self.probe(), case, data, raw)
