@@ -11,13 +11,16 @@ shape, bytes), each argument's shape and dtype, and what the caller adds (varian
 names, versions) -- and converted only when no equal program was converted before.  The
 case's key then names the digest (a small entry of its own), so a warm run reads the
 artifact in two lookups and never exports.  An artifact is a function of the program it
-is converted from, so sharing one changes no result (tests/test_same_graph.py).  torch is
+is converted from, so sharing one changes no result (tests/test_same_graph.py).  The digest
+holds every weight byte, so the artifacts under it leave out the cache's `covers` (the
+source of the weights' generator): an edit there that leaves a program as it was costs
+that case one `torch.export`, not a conversion; the case keys' names keep them.  torch is
 the caller's; nothing here imports a framework.
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from conformance.cache import BytesCache, key
@@ -54,6 +57,11 @@ class SameGraph:
     cache: BytesCache
 
     @property
+    def artifacts(self) -> BytesCache:
+        """Where the artifacts under a program digest live: `cache` without its covers."""
+        return replace(self.cache, covers=())
+
+    @property
     def names(self) -> BytesCache:
         return BytesCache(f"{self.cache.namespace}-same", ".key", self.cache.covers,
                           counts=False)
@@ -67,12 +75,12 @@ class SameGraph:
             return data, True
         named = self.names.get(k)
         if named is not None:
-            data = self.cache.get(named.decode("ascii", "replace"))
+            data = self.artifacts.get(named.decode("ascii", "replace"))
             if data is not None:
                 return data, True
         digest = program_digest(torch, module, args, *parts)
         if digest is None:
             return self.cache.get_or_make(k, make)
-        data, hit = self.cache.get_or_make(digest, make)
+        data, hit = self.artifacts.get_or_make(digest, make)
         self.names.put(k, digest.encode("ascii"))
         return data, hit
