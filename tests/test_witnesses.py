@@ -53,6 +53,17 @@ def test_agreeing_witnesses_keep_the_probe_and_quote_the_rows():
     assert "and the rows agree: zeros: masked[fake.w]" in page
 
 
+def test_a_probe_that_settled_nothing_leaves_the_rows_cell():
+    """A probe not asked (a system that takes no mask, say) is no witness against the rows:
+    the rows' word stands, the probe's reason beside it, and no conflict."""
+    ledger = ledger_with(Convention("fully_masked_row", "not_probed", "not asked: no mask"))
+    cell = ledger.cell("fake.w", "fully_masked_row")
+    assert (cell.value, cell.witnesses) == ("zeros", 1) and not conflicts(ledger)
+    assert "not asked: no mask" in cell.second
+    planted = ledger_with(Convention("fully_masked_row", "nan", "probe-masked: NaN"))
+    assert planted.cell("fake.w", "fully_masked_row").value == CONFLICT  # a word still counts
+
+
 def test_free_text_axes_keep_both_texts_without_judging_them():
     probe = Convention("weight_layout", "in_proj_weight (3E, E) out x in", "probe-layout")
     cell = ledger_with(probe).cell("fake.w", "weight_layout")

@@ -44,9 +44,12 @@ def _absent(runner: str, probes: Mapping[str, Any]) -> str:
 def witnessed(probe: LedgerCell, row: LedgerCell) -> LedgerCell:
     """One cell from two witnesses of one axis, a probe and this run's rows.  Agreeing (or
     a free-text axis, whose texts are not words to compare): the probe's cell, with two
-    witnesses and the rows' reading beside it.  Different words: a `conflict` cell naming
-    both pieces of evidence (tests/test_witnesses.py fails on any)."""
+    witnesses and the rows' reading beside it.  A probe that settled nothing (not_probed:
+    not asked, or a tie) leaves the rows' cell, its reason beside.  Different words: a
+    `conflict` cell naming both pieces of evidence (tests/test_witnesses.py fails on any)."""
     second = f"{row.value}: {row.evidence}"
+    if probe.value == NOT_PROBED != row.value:  # the probe settled nothing: the rows do,
+        return replace(row, second=f"(the probe settled nothing) {probe.evidence}")
     if BY_ID[probe.axis].vocabulary is None or probe.value == row.value:
         return replace(probe, witnesses=2, second=second)
     if row.value == DEPENDS and probe.value in row.words:  # the probe reads one condition
