@@ -213,7 +213,7 @@ def test_answers_come_first_and_no_table_is_wider_than_eight_data_columns(tmp_pa
     assert "**torch**" in numbers and "**keras (1 of 2)**" in numbers
     assert "**others (1 of 2)**" in numbers and "**onnx**" in numbers
     assert "| typed | num_heads=4, key_dim=784 | 10 |" in section(
-        md, "Typed numbers in other systems' words")
+        md, "Typed numbers in other cases")
 
 
 def test_not_expressible_reasons_are_grouped(tmp_path):

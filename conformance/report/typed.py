@@ -93,28 +93,43 @@ def _free_table(free):
     return table
 
 
+def _first_matlab(frame) -> str | None:
+    """The first case typed in MATLAB's words (the question that started the project)."""
+    typed = frame.drop_duplicates("case")
+    found = [c for c, t in zip(typed["case"], typed["typed"])
+             if t and t.get("system") == "matlab"]
+    return found[0] if found else None
+
+
 def section_typed_numbers(frame, cases, runners):
-    """index.md's answer: the cases typed in MATLAB's words (the question that started the
-    project) and their networks; every other typed case is in details.md."""
-    return _typed_section(frame, runners, lambda system: system == "matlab",
+    """index.md's answer: the first case typed in MATLAB's words and its network (a table
+    of every system's reading: one is what the front page holds as systems are added);
+    every other typed case is in details.md."""
+    first = _first_matlab(frame)
+    return _typed_section(frame, runners, lambda case_id, system: case_id == first,
                           "Typed numbers", free=False)
 
 
 def section_typed_numbers_more(frame, cases, runners):
-    """details.md: the typed cases in every other system's words, and free typed numbers."""
-    return _typed_section(frame, runners, lambda system: system != "matlab",
-                          "Typed numbers in other systems' words", free=True)
+    """details.md: every other typed case (MATLAB's others, other systems' words) and free
+    typed numbers."""
+    first = _first_matlab(frame)
+    return _typed_section(frame, runners, lambda case_id, system: case_id != first,
+                          "Typed numbers in other cases", free=True)
 
 
 def _typed_section(frame, runners, chosen, title: str, free: bool):
-    """One table per case typed in a chosen system's words (and its network), then (with
-    `free`) the cases with free typed numbers; None when there is nothing to show."""
+    """One table per chosen typed case (`chosen(case_id, system)`; and its network), then
+    (with `free`) the cases with free typed numbers; None when there is nothing to show."""
+    import pandas as pd
+
     first = frame.drop_duplicates("case")
     first = first[first["typed"].map(bool)]
     if first.empty:
         return None
     with_system = first["typed"].map(lambda t: t.get("system") in BY_KEY)
-    mine = first[with_system & first["typed"].map(lambda t: chosen(t.get("system")))]
+    picked = [chosen(c, t.get("system")) for c, t in zip(first["case"], first["typed"])]
+    mine = first[with_system & pd.Series(picked, index=first.index, dtype=bool)]
     parts = []
     for case_id, typed in zip(mine["case"], mine["typed"]):
         parts.append((f"{case_id}: {call_text(typed)}", meaning_table(typed, runners)))
