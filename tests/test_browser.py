@@ -94,6 +94,14 @@ def test_matrix_filters_and_no_script_from_a_case(tmp_path):
     assert re.search(r'<td class="o-pass"><span class="v-err">[^<]+</span>'
                      r'<span class="v-par">[^<]*</span></td>', dom)
     assert '<td class="o-not_expressible"></td>' in dom
+    # the case view left open (the planted case, the last) writes each row's figures in
+    # the words of html.py's figures_text
+    frame, _, _ = real_data()
+    shown = html.unescape(dom.split('id="case-view"')[1])
+    rows = frame[frame["case"] == frame["case"].iloc[0]].to_dict(orient="records")
+    texts = [page_html.figures_text(page_html.figures_data(r)) for r in rows]
+    assert any("parameters " in t for t in texts)
+    assert all(t in shown for t in texts if t), [t for t in texts if t not in shown][:3]
 
 
 def test_a_cell_missing_from_the_data_is_seen_by_the_self_test(tmp_path, monkeypatch):

@@ -204,6 +204,9 @@ def test_cells_coloured_by_outcome_with_both_views():
     # in the case view's data)
     assert data["matrix"][1][0] == data["strings"].index("not_expressible")
     assert cells[1][1] == {"word": "pass", "err": "1.00e-07", "params": "77"}
+    view = page_html.expand_cells(data, 1)  # the case view's words around the figures
+    assert view[1]["figures"] == ("max abs 1.00e-07, rel 1.00e-06\nparameters 77 (formula "
+                                  "10)\nfully masked row: nan") and view[0]["figures"] == ""
     assert "<tbody></tbody>" in text and "<td" not in text.split("<tbody>")[1].split(
         "</tbody>")[0]  # the body is the script's: no static cell is shipped
     for name in page_html.FILTERS:

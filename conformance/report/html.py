@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import re
 from collections.abc import Mapping
 from importlib import resources
@@ -135,19 +136,34 @@ def cell_texts(r) -> tuple[str, str]:
     return err + model, f"{params}{model}"
 
 
-def figures_text(r) -> str:
-    """A row's figures in the case view (its tolerance and dtype: the case's, shown once)."""
-    parts = []
-    if _number(r["max_abs_error"]):
-        parts.append(f"max abs {fmt(r['max_abs_error'])}, rel {fmt(r['max_rel_error'])}")
-    if _number(r["weights_max_abs_error"]):
-        parts.append(f"weights max abs {fmt(r['weights_max_abs_error'])}")
-    if _number(r["parameters"]):
-        n, f = r["parameters"], r["parameters_formula"]
-        parts.append(f"parameters {n} ({'= formula' if n == f else f'formula {f}'})")
-    if r["fully_masked_row"]:
-        parts.append(f"fully masked row: {r['fully_masked_row']}")
-    return "\n".join(parts)
+def figures_data(r) -> list:
+    """A row's figures in the case view as data: [max abs, rel, weights max abs, parameters,
+    formula, fully masked row] (each "" where the row has none; empty trailing ones left
+    out); report.js writes them as figures_text does (its tolerance and dtype: the case's,
+    shown once).  The words around the figures are the script's, not repeated per cell."""
+    def count(v):  # a JSON number as the text shows it (an int, else a float or its word)
+        return int(v) if isinstance(v, numbers.Integral) else (
+            float(v) if _number(v) else str(v))
+
+    error, counted = _number(r["max_abs_error"]), _number(r["parameters"])
+    out = [fmt(r["max_abs_error"]) if error else "", fmt(r["max_rel_error"]) if error else "",
+           fmt(r["weights_max_abs_error"]) if _number(r["weights_max_abs_error"]) else "",
+           count(r["parameters"]) if counted else "",
+           count(r["parameters_formula"]) if counted else "",
+           str(r["fully_masked_row"] or "")]
+    while out and out[-1] == "":
+        out.pop()
+    return out
+
+
+def figures_text(figures: list) -> str:
+    """figures_data as the case view shows it (report.js: figuresText, the same words)."""
+    mae, rel, weights, n, formula, masked = [*figures, *[""] * (6 - len(figures))]
+    parts = [f"max abs {mae}, rel {rel}"] if mae != "" else []
+    parts += [f"weights max abs {weights}"] if weights != "" else []
+    if n != "":
+        parts.append(f"parameters {n} ({'= formula' if n == formula else f'formula {formula}'})")
+    return "\n".join(parts + ([f"fully masked row: {masked}"] if masked != "" else []))
 
 
 def order(frame, cases, runners) -> tuple[list[str], list[str]]:
@@ -246,7 +262,7 @@ def _row_data(r, s: Strings) -> list:
     notes = [n if len(n) <= NOTE_LIMIT else n[:NOTE_LIMIT - 1] + "…"
              for n in (str(n) for n in r["notes"] or ())]
     notes = [n if CPU_FIGURE.search(n) else s(n) for n in notes]  # stable: interned
-    cell = [figures_text(r), reason, notes]
+    cell = [figures_data(r), reason, notes]
     while cell and cell[-1] in ("", []):  # empty trailing fields left out
         cell.pop()
     return cell
@@ -264,7 +280,8 @@ def expand_cells(data: dict, index: int) -> list[dict]:
         if drawn is None:
             continue
         cell = next(stored)
-        full = [*cell, *([] if f == "notes" else "" for f in STORED[len(cell):])]
+        full = [*cell, *([] if f in ("figures", "notes") else "" for f in STORED[len(cell):])]
+        full[0] = figures_text(full[0])
         out.append({"runner": runner, "label": expand_matrix_cell(drawn, data["strings"])[
             "word"], **{f: [one(x) for x in v] if isinstance(v, list) else one(v)
                         for f, v in zip(STORED, full)}})

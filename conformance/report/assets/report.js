@@ -10,6 +10,19 @@
   }
   /* a matrix cell's outcome word (html_matrix.matrix_cell: an index, or a list) */
   function wordOf(m) { return data.strings[typeof m === "number" ? m : m[0]]; }
+  /* a cell's figures (html.py figures_data: max abs, rel, weights max abs, parameters,
+     formula, fully masked row; "" where none, empty trailing ones left out) in words */
+  function figuresText(f) {
+    var v = function (i) { return i < f.length ? f[i] : ""; }, parts = [];
+    if (v(0) !== "") { parts.push("max abs " + v(0) + ", rel " + v(1)); }
+    if (v(2) !== "") { parts.push("weights max abs " + v(2)); }
+    if (v(3) !== "") {
+      parts.push("parameters " + v(3) + " (" + (v(3) === v(4) ? "= formula" :
+        "formula " + v(4)) + ")");
+    }
+    if (v(5) !== "") { parts.push("fully masked row: " + v(5)); }
+    return parts.join("\n");
+  }
   /* a case's k-th cell is its k-th non-empty matrix cell's: runner and word from there,
      then data.cell_fields (figures, reason, notes; empty trailing fields left out) */
   data.cases.forEach(function (c, ci) {
@@ -18,8 +31,9 @@
       if (m === null) { return; }
       var a = c.cells[k++] || [], o = { runner: data.runners[n], label: wordOf(m) };
       data.cell_fields.forEach(function (f, i) {
-        var v = i < a.length ? a[i] : (f === "notes" ? [] : "");
-        o[f] = Array.isArray(v) ? v.map(shared) : shared(v);
+        var v = i < a.length ? a[i] : (f === "notes" || f === "figures" ? [] : "");
+        o[f] = f === "figures" ? figuresText(v) :
+          (Array.isArray(v) ? v.map(shared) : shared(v));
       });
       out.push(o);
     });
