@@ -94,6 +94,15 @@ def test_matrix_filters_and_no_script_from_a_case(tmp_path):
     assert re.search(r'<td class="o-pass"><span class="v-err">[^<]+</span>'
                      r'<span class="v-par">[^<]*</span></td>', dom)
     assert '<td class="o-not_expressible"></td>' in dom
+    # every drawn cell's two views are html.py's cell_texts of its row
+    drawn = re.findall(r'<td class="o-[^"]*"(?: title="[^"]*")?><span class="v-err">([^<]*)'
+                       r'</span><span class="v-par">([^<]*)</span></td>', dom)
+    frame = real_data()[0]
+    first = frame[frame["case"] == frame["case"].iloc[0]]
+    records = frame.to_dict(orient="records") + first.to_dict(orient="records")  # + planted
+    assert sorted((html.unescape(a), html.unescape(b)) for a, b in drawn) == sorted(
+        page_html.cell_texts(r) for r in records
+        if page_html.label(r) not in ("not_expressible", "skipped"))
     # the case view left open (the planted case, the last) writes each row's figures in
     # the words of html.py's figures_text
     frame, _, _ = real_data()

@@ -12,6 +12,7 @@ import pytest
 from conformance.paths import CACHE_ENV, ROOT
 from conformance.report import html as page_html
 from conformance.report.base import results_frame
+from conformance.report.html_matrix import STABLE_REASONS as STABLE
 from conformance.report.html_matrix import expand_matrix_cell
 from conformance.compare.verdict import Failure, FailureKind, Outcome
 from conformance.report.results_files import read_results
@@ -156,16 +157,19 @@ def matrix_problems(text: str, frame, names: list[str]) -> list[str]:
     order, a row with a cell too many or too few, a cell whose outcome word is not its
     row's, or a cell drawn where the case has no row."""
     data = page_data(text)
-    ids = [c["id"] for c in data["cases"]]
     by_cell = {(r["case"], r["runner"]): r for r in frame.to_dict(orient="records")}
-    problems = [] if len(data["matrix"]) == len(ids) else ["matrix rows != cases"]
-    for cid, cells in zip(ids, data["matrix"]):
+    problems = [] if len(data["matrix"]) == len(data["cases"]) else ["matrix rows != cases"]
+    for case, cells in zip(data["cases"], data["matrix"]):
+        cid, stored = case["id"], iter(case["cells"])  # the page's own figures, in order
         if len(cells) != len(names):
             problems.append(f"{cid}: {len(cells)} cells for {len(names)} runners")
         for name, cell in zip(names, cells):
-            shown, row = expand_matrix_cell(cell, data["strings"]), by_cell.get((cid, name))
-            if (shown is None) != (row is None) or (
-                    row is not None and shown["word"] != page_html.label(row)):
+            row = by_cell.get((cid, name))
+            figures = (next(stored, None) or [[]])[0] if cell is not None else None
+            shown = expand_matrix_cell(cell, data["strings"], figures)
+            if (shown is None) != (row is None) or (row is not None and (
+                    shown["word"] != page_html.label(row) or shown["word"] not in
+                    STABLE and (shown["err"], shown["params"]) != page_html.cell_texts(row))):
                 problems.append(f"{cid}[{name}]: {shown} for {row and row['outcome']}")
     return problems
 
@@ -189,6 +193,11 @@ def test_one_matrix_row_per_case_and_one_cell_per_runner():
                            page_html.script_json(data))
     assert matrix_problems(dropped, frame, names) == [
         f"{ids[0]}: {len(names) - 1} cells for {len(names)} runners"]
+    moved = frame.copy()  # planted: the rows say another figure than the page
+    moved.loc[moved["outcome"] == "pass", "max_abs_error"] = 0.5
+    changed = sum(page_html.cell_texts(a) != page_html.cell_texts(b) for a, b in zip(
+        frame.to_dict(orient="records"), moved.to_dict(orient="records")))
+    assert len(matrix_problems(text, moved, names)) == changed > 100
     swapped = frame.copy()  # planted: the rows say another outcome than the page
     swapped.loc[0, "outcome"] = "error" if swapped.loc[0, "outcome"] != "error" else "pass"
     assert len(matrix_problems(text, swapped, names)) == 1
@@ -197,7 +206,12 @@ def test_one_matrix_row_per_case_and_one_cell_per_runner():
 def test_cells_coloured_by_outcome_with_both_views():
     text = render(planted_rows(), PLANTED_CASES, [FAKE, OTHER])
     data = page_data(text)
-    cells = [[expand_matrix_cell(c, data["strings"]) for c in row] for row in data["matrix"]]
+    by = {(r["case"], r["runner"]): r
+          for r in results_frame(planted_rows()).to_dict(orient="records")}
+    cells = [[expand_matrix_cell(c, data["strings"], page_html.figures_data(by[(cid, n)]))
+              for c, n in zip(row, ("fake.one", "other.two"))]
+             for cid, row in zip("ab", data["matrix"])]
+    assert len(data["matrix"][1][1]) == 1  # the usual cell: its word, views from its figures
     assert cells[0][0]["word"] == "known mismatch"  # a declared failure
     assert cells[0][1] == {"word": "error", "err": "error", "params": "error"}
     # a refused cell carries only its outcome (its words come from the CSS; the reason is
@@ -271,7 +285,7 @@ def test_case_configuration_and_ledger_in_the_case_view():
             rows.to_dict(orient="records"), key=lambda r: data["runners"].index(r["runner"]))]
     assert [s["system"] for s in data["ledger"]] == [runners[0].name]
     # the page names the system and the source: the probe[...] label is not said again
-    axis, value, source, evidence = data["ledger"][0]["cells"][0]  # interned but evidence
-    assert [data["strings"][axis], data["strings"][value], data["strings"][source],
-            evidence] == ["a", "v", "probe", "e"]
+    # interned (an evidence with no digit too: the same head over systems)
+    assert [data["strings"][n] for n in data["ledger"][0]["cells"][0]] == [
+        "a", "v", "probe", "e"]
     assert "/" not in first["file"]  # no machine path in the page

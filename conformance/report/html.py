@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import numbers
 import re
 from collections.abc import Mapping
 from importlib import resources
@@ -39,6 +38,7 @@ from conformance.report import plots
 from conformance.report.answers_html import diff_axes, diff_block, headline_block
 from conformance.report.base import fmt
 from conformance.report.escaping import html_text, shown
+from conformance.report.html_figures import figures_data, figures_text  # noqa: F401
 from conformance.report.html_matrix import (STABLE_REASONS, expand_matrix_cell, matrix_cell,
                                             matrix_rows, matrix_table)
 
@@ -136,36 +136,6 @@ def cell_texts(r) -> tuple[str, str]:
     return err + model, f"{params}{model}"
 
 
-def figures_data(r) -> list:
-    """A row's figures in the case view as data: [max abs, rel, weights max abs, parameters,
-    formula, fully masked row] (each "" where the row has none; empty trailing ones left
-    out); report.js writes them as figures_text does (its tolerance and dtype: the case's,
-    shown once).  The words around the figures are the script's, not repeated per cell."""
-    def count(v):  # a JSON number as the text shows it (an int, else a float or its word)
-        return int(v) if isinstance(v, numbers.Integral) else (
-            float(v) if _number(v) else str(v))
-
-    error, counted = _number(r["max_abs_error"]), _number(r["parameters"])
-    out = [fmt(r["max_abs_error"]) if error else "", fmt(r["max_rel_error"]) if error else "",
-           fmt(r["weights_max_abs_error"]) if _number(r["weights_max_abs_error"]) else "",
-           count(r["parameters"]) if counted else "",
-           count(r["parameters_formula"]) if counted else "",
-           str(r["fully_masked_row"] or "")]
-    while out and out[-1] == "":
-        out.pop()
-    return out
-
-
-def figures_text(figures: list) -> str:
-    """figures_data as the case view shows it (report.js: figuresText, the same words)."""
-    mae, rel, weights, n, formula, masked = [*figures, *[""] * (6 - len(figures))]
-    parts = [f"max abs {mae}, rel {rel}"] if mae != "" else []
-    parts += [f"weights max abs {weights}"] if weights != "" else []
-    if n != "":
-        parts.append(f"parameters {n} ({'= formula' if n == formula else f'formula {formula}'})")
-    return "\n".join(parts + ([f"fully masked row: {masked}"] if masked != "" else []))
-
-
 def order(frame, cases, runners) -> tuple[list[str], list[str]]:
     """Case ids and runner names of the frame, in case-file and column order."""
     ids = list(dict.fromkeys([c.id for c in cases] + list(frame["case"])))
@@ -219,6 +189,8 @@ def ledger_data(ledger, names, strings: "Strings | None" = None) -> list[dict]:
             cell.update(axis=strings(cell["axis"]), source=strings(cell["source"]))
             if not CPU_FIGURE.search(cell["value"]):
                 cell["value"] = strings(cell["value"])
+            if not DIGIT.search(cell["evidence"]):  # the same head over systems: once
+                cell["evidence"] = strings(cell["evidence"])
         by_system.setdefault(str(c.get("system")), []).append(
             [cell[k] for k in LEDGER_FIELDS])
     return [{"system": n, "cells": by_system[n]} for n in names if n in by_system]
@@ -250,6 +222,9 @@ FROM_MATRIX = 2  # the first CELL_FIELDS (runner, label): the matrix's column an
 STORED = CELL_FIELDS[FROM_MATRIX:]  # what a case-view cell of the data holds
 # a figure CPU kernels move (1.23e-07): a text holding one stays in its cell, never interned
 CPU_FIGURE = re.compile(r"\d\.\d+e[-+]\d+")
+# a row's reason is interned only without any digit: a count of values beyond tolerance
+# ("2954 of 3072 values differ") may move with the CPU too
+DIGIT = re.compile(r"\d")
 
 
 def _row_data(r, s: Strings) -> list:
@@ -257,8 +232,8 @@ def _row_data(r, s: Strings) -> list:
     note as an index into the string table.  Its runner and outcome word are its matrix
     cell's (the k-th cell of a case is its k-th non-empty matrix cell), so not repeated."""
     reason = str(r["reason"] or "")
-    if label(r) in STABLE_REASONS and reason:  # a refusal's words: no CPU figure in them
-        reason = s(reason)
+    if reason and (label(r) in STABLE_REASONS or not DIGIT.search(reason)):
+        reason = s(reason)  # a refusal's words, or a reason with no figure at all: stable
     notes = [n if len(n) <= NOTE_LIMIT else n[:NOTE_LIMIT - 1] + "…"
              for n in (str(n) for n in r["notes"] or ())]
     notes = [n if CPU_FIGURE.search(n) else s(n) for n in notes]  # stable: interned
@@ -362,7 +337,7 @@ def page(frame, cases, runners, sections, meta: dict, selection: str = "",
             "ledger": ledger_data(ledger, names, strings), "axes": diff_axes(ledger)}
     data["matrix"] = matrix_rows(case_ids, names, lambda cid, n: None if (
         r := by_cell.get((cid, n))) is None else matrix_cell(strings(label(r)), label(r),
-                                                                cell_texts(r)))
+                                                                cell_texts(r), figures_data(r)))
     data["strings"] = strings.table  # after the matrix: its words are the cells' labels
     systems = [d["system"] for d in data["ledger"]]
     script = _asset("report.js")

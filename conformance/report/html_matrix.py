@@ -20,13 +20,27 @@ def e(value) -> str:
     return html_text(value)
 
 
-def matrix_cell(word_index: int, word: str, texts: tuple[str, str]) -> int | list:
+def figures_views(figures: list) -> tuple[str, str]:
+    """The two views a cell shows when they are its case-view figures' own (html.py
+    figures_data: max abs first, the parameter count fourth): the usual cell, which then
+    holds only its word."""
+    count = figures[3] if len(figures) > 3 else ""
+    return (figures[0] if figures else "",
+            str(count) if isinstance(count, int) and not isinstance(count, bool) else
+            ("" if count == "" else "\0"))  # a float count: its text is Python's, kept
+
+
+def matrix_cell(word_index: int, word: str, texts: tuple[str, str],
+                figures: list | None = None) -> int | list:
     """One matrix cell as the data holds it: the outcome word's index into the string
-    table alone (a refusal or a skip: the CSS says its word), else [index, error view] or
-    [index, error view, parameter view] when the two views differ."""
+    table alone (a refusal or a skip: the CSS says its word), [index] when both views
+    are its case-view figures' (figures_views), else [index, error view] or [index, error
+    view, parameter view] when the two views differ."""
     if word in STABLE_REASONS:
         return word_index
     err, params = texts
+    if figures is not None and err != "" and figures_views(figures) == texts:
+        return [word_index]
     return [word_index, err] if params == err else [word_index, err, params]
 
 
@@ -37,13 +51,17 @@ def matrix_rows(case_ids, names, cell_of) -> list[list]:
     return [[cell_of(cid, n) for n in names] for cid in case_ids]
 
 
-def expand_matrix_cell(cell, strings: list[str]) -> dict | None:
+def expand_matrix_cell(cell, strings: list[str], figures: list | None = None) -> dict | None:
     """A data cell as what the page draws: {"word", "err", "params"} (for tests and tools;
-    report.js does the same), None for an empty cell."""
+    report.js does the same; `figures`: its case-view cell's figures_data, for [index]),
+    None for an empty cell."""
     if cell is None:
         return None
     if isinstance(cell, int):
         return {"word": strings[cell], "err": "", "params": ""}
+    if len(cell) == 1:
+        err, params = figures_views(figures or [])
+        return {"word": strings[cell[0]], "err": err, "params": params}
     word, err, *rest = cell
     return {"word": strings[word], "err": err, "params": rest[0] if rest else err}
 

@@ -34,6 +34,7 @@
         var v = i < a.length ? a[i] : (f === "notes" || f === "figures" ? [] : "");
         o[f] = f === "figures" ? figuresText(v) :
           (Array.isArray(v) ? v.map(shared) : shared(v));
+        if (f === "figures") { o.figs = v; }
       });
       out.push(o);
     });
@@ -57,15 +58,21 @@
   }
   var TITLE_LIMIT = 80;  /* html_matrix.py: a cell's hover text, the reason cut */
   /* one matrix cell from the data (html_matrix.matrix_cell): a word's index alone (its
-     text comes from the CSS), or [word, error view(, parameter view)]; null: no row */
-  function matrixCell(cell, reason) {
+     text comes from the CSS), [word] (its views are its figures'), or [word, error
+     view(, parameter view)]; null: no row.  x: its case-view cell (reason, figures) */
+  function matrixCell(cell, x) {
     if (cell === null) { return el("td"); }
+    var reason = x ? x.reason : "", figs = x ? x.figs : [];
     var one = typeof cell === "number", word = wordOf(cell);
     var td = el("td", null, "o-" + word.replace(/ /g, "-"));
     if (one) { return td; }
     if (reason) {
       td.title = reason.length <= TITLE_LIMIT ? reason :
         reason.slice(0, TITLE_LIMIT - 1) + "\u2026";
+    }
+    if (cell.length === 1) {  /* both views are its figures' (html_matrix.figures_views) */
+      var count = figs.length > 3 ? figs[3] : "";
+      cell = [cell[0], figs.length ? figs[0] : "", typeof count === "number" ? String(count) : ""];
     }
     td.appendChild(el("span", cell[1], "v-err"));
     td.appendChild(el("span", cell.length > 2 ? cell[2] : cell[1], "v-par"));
@@ -75,15 +82,15 @@
   function buildMatrix() {
     var body = table.tBodies[0];
     data.cases.forEach(function (c, i) {
-      var tr = el("tr"), th = el("th"), a = el("a", c.id, "case-link"), reasons = {};
-      c.cells.forEach(function (x) { reasons[x.runner] = x.reason; });
+      var tr = el("tr"), th = el("th"), a = el("a", c.id, "case-link"), byRunner = {};
+      c.cells.forEach(function (x) { byRunner[x.runner] = x; });
       tr.setAttribute("data-case", c.id);
       tr.setAttribute("data-tags", JSON.stringify(c.tags));
       a.setAttribute("href", "#case=" + encodeURIComponent(c.id));
       th.appendChild(a);
       tr.appendChild(th);
       (data.matrix[i] || []).forEach(function (cell, n) {
-        tr.appendChild(matrixCell(cell, reasons[data.runners[n]]));
+        tr.appendChild(matrixCell(cell, byRunner[data.runners[n]]));
       });
       body.appendChild(tr);
     });
