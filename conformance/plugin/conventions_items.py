@@ -17,6 +17,7 @@ import pytest
 from _pytest.runner import collect_one_node
 
 from conformance.conventions import pinning
+from conformance.conventions.axes import Convention
 from conformance.conventions.probes import LEDGER_CELLS, ledger_cells
 from conformance.conventions.ledger import (
     AGGREGATE_AXES, CONFLICT, PROBE, cell_problem, derive, merge)
@@ -57,9 +58,17 @@ class ConventionsFailure(Exception):
 
 
 def probe_cells(state, runner):
-    """The runner's probe Conventions, run once per session (an exception is kept)."""
+    """The runner's probe Conventions, run once per session (an exception is kept), read
+    from the cache when an earlier run probed the same code, data and libraries
+    (run/probe_cache.py); a probe that answered is stored there."""
+    from conformance.run import probe_cache
+
     probes = state.probes
     if runner.name not in probes:
+        cached = probe_cache.read(runner, LEDGER_CELLS, Convention)
+        if cached is not None:
+            probes[runner.name] = cached
+            return cached
         try:
             if runner.worker:
                 from conformance.run.workers import conventions_in_worker
@@ -69,6 +78,8 @@ def probe_cells(state, runner):
                 probes[runner.name] = list(ledger_cells(runner))
         except Exception as exc:  # a failure of this item, never of the session
             probes[runner.name] = exc
+        else:
+            probe_cache.write(runner, LEDGER_CELLS, probes[runner.name], Convention)
     return probes[runner.name]
 
 

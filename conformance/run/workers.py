@@ -46,6 +46,7 @@ from typing import IO, Any
 
 from conformance import progress
 from conformance.contract.runner import NotExpressibleError, WorkerSpec
+from conformance.run import probe_cache
 from conformance.run.isolation import item_timeout
 from conformance.paths import ROOT
 
@@ -357,11 +358,11 @@ def call_in_worker(runner, function: str, *args) -> Any:
 
 
 def prefetch_conventions(runner, function: str | None = None) -> None:
-    """Queue the runner's convention probes now, behind the matrix runs queued before
-    them: the workers probe in parallel while the matrix items are judged.  `function`
-    ("package.module:name", called with the runner in the worker) gives the cells; None:
-    the runner's own `conventions()`."""
-    _queue(("conventions", runner.name, function), runner, None, function, "conventions")
+    """Queue the runner's convention probes (not where probe_cache.py holds their cells)
+    behind the matrix runs queued before them: the workers probe while the matrix items are
+    judged.  `function` ("module:name", called with the runner there) gives the cells."""
+    if function is None or not probe_cache.holds(runner, function):
+        _queue(("conventions", runner.name, function), runner, None, function, "conventions")
 
 
 _PROBED: dict[tuple, list] = {}  # (op, runner name, function) -> its cells, once answered
