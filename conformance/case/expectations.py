@@ -149,6 +149,13 @@ CONDITIONS: dict[str, Condition] = {
                               c.attention.rope.scaling.kind, ROPE_SCALING_KINDS),
     "rope_scaling_table": Condition(_rope_scaling_table.__doc__.split(":")[0],
                                     _rope_scaling_table, ROPE_SCALING_TABLES),
+    "position_offset": Condition("positions start past 0 (inputs.position_offset or "
+                                 "key_position_offset)",
+                                 lambda c: bool(c.inputs.position_offset
+                                                or c.inputs.key_position_offset)),
+    "chunk": Condition("chunked attention (mask.chunk)", lambda c: c.mask.chunk is not None),
+    "temperature": Condition("an attention temperature (attention.temperature)",
+                             lambda c: c.attention.temperature is not None),
     "head_width_one_length_equals_heads": Condition(
         _head_width_one_length_equals_heads.__doc__.split("(")[0].strip(),
         _head_width_one_length_equals_heads),
