@@ -209,9 +209,36 @@ def test_every_cell_is_observed():
     # evidence names its rows, case[runner], and says why); never the ledger's own gap
     # (ledger._absent, which names no row)
     missing = [(c["system"], c["axis"]) for c in data["cells"] if c["value"] == NOT_PROBED
-               and not c["evidence"].startswith(f"probe[{c['system']}]")
-               and not re.search(rf"[\w.-]+\[{re.escape(c['system'])}\]", c["evidence"])]
-    assert not missing, f"{len(missing)} cells not probed: {missing}"
+               and not _explained(c["system"], c["evidence"])
+               and not _explained(c["system"], _page_evidence(c["system"], c["axis"]))]
+    pending = {(s, a) for s, a in missing if s in UNOBSERVED}
+    assert not set(missing) - pending, f"{len(missing)} cells not probed: {missing}"
+    cured = sorted(set(UNOBSERVED) - {s for s, _ in pending})
+    assert not cured, f"every cell of {cured} is observed now: take them out of UNOBSERVED"
+
+
+# Runners the ledger cannot reach on some axes yet, each with why; may only shrink.  They
+# take only their own feature's cases and report no ApiFacts of their API (unbatched
+# calls, dtype mixing, mask arguments), so the universal probes and the rows leave gaps
+UNOBSERVED = {
+    r: "takes only its model's own feature cases and reports no ApiFacts yet"
+    for r in ("mlx_lm.qwen2_vl", "mlx_lm.qwen3_vl", "mlx_lm.smollm3", "mlx_lm.llama4",
+              "mlx_lm.gemma3_text", "mlx_lm.deepseek_v3", "mlx_lm.qwen3_next", "mlx_lm.rope",
+              "keras_hub.qwen3_5.mrope", "keras_hub.qwen3_5", "keras_hub.qwen3_5_vision",
+              "keras_hub.gemma3", "keras_hub.t5", "hf.qwen2_vl_vision")}
+
+
+def _page_evidence(system: str, axis: str) -> str:
+    """A cell's whole evidence, from its axis page (conventions.json holds its head)."""
+    page = (REPORTS_DIR / "conventions" / f"{axis}.md").read_text(encoding="utf-8")
+    found = re.search(rf"^- \*\*{re.escape(system)}\*\*: [^\n]*", page, re.M)
+    return found.group(0) if found else ""
+
+
+def _explained(system: str, evidence: str) -> bool:
+    """A probe's not_probed, or the rows' naming the row, case[runner], that shows why."""
+    return (f"probe[{system}]" in evidence
+            or re.search(rf"[\w.-]+\[{re.escape(system)}\]", evidence) is not None)
 
 
 # ---- pinning, through the plugin (pytester) --------------------------------------
