@@ -37,12 +37,14 @@ MAX_TEXT = 200_000  # characters in one field of a cell (evidence is a few hundr
 # Environment variables that change what a probe measures: the suite's own settings (the
 # user's attention spec, limits, extra runners) and the frameworks' kernel and backend
 # choices.  Those that name a place or a run (cache and progress folders, a profile file)
-# move no cell and would make every run a miss.
+# or set how much a framework logs (benchmarks/readme_run.py quiets TensorFlow) move no
+# cell and would make every run a miss.
 SETTING_PREFIXES = ("CONFORMANCE_", "ONEDNN_", "DNNL_", "KERAS_", "JAX_", "XLA_", "TF_",
                     "TORCH_", "PYTORCH_", "OMP_", "MKL_", "OPENBLAS_", "MLX_", "ORT_")
 PLACE_SETTINGS = frozenset({"CONFORMANCE_CACHE_DIR", "CONFORMANCE_CACHE_KEY_FILE",
                             "CONFORMANCE_CACHE_LIMIT", "CONFORMANCE_PROGRESS_DIR",
-                            "CONFORMANCE_WORKER_PROFILE", "CONFORMANCE_TEST_SWAP_PAUSE"})
+                            "CONFORMANCE_WORKER_PROFILE", "CONFORMANCE_TEST_SWAP_PAUSE",
+                            "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"})
 SOURCE_DIRS = ("conformance", "cases", "expectations")  # under the repository root
 
 
