@@ -49,6 +49,8 @@ def probe(monkeypatch, cache_dir):
         return list(calls.answer)
 
     monkeypatch.setattr(conventions_items, "ledger_cells", fake)
+    # the stand-in lives in tests/, which the key does not hash: taken as the suite's own
+    monkeypatch.setattr(probe_cache, "cacheable", lambda runner: True)
     return calls
 
 
@@ -146,3 +148,17 @@ def test_prefetch_queues_no_probe_whose_cells_are_cached(probe, monkeypatch):
     session_cells(StandIn())
     workers.prefetch_conventions(StandIn(), LEDGER_CELLS)
     assert queued == [("conventions", StandIn.name, LEDGER_CELLS)]
+
+
+def test_only_the_suites_own_runners_are_cached():
+    """A runner whose code the key does not hash (a test's fake, an out-of-tree runner, the
+    user's attention behind runners/target/) is probed every time: an edit of it would
+    otherwise read the cells of its old code."""
+    from conformance.runners import load
+
+    assert probe_cache.cacheable(load("conformance.runners.torch.mha:TorchMHA", {}))
+    assert not probe_cache.cacheable(StandIn())  # defined in tests/
+    from conformance.runners.target.sdpa import TargetSDPA
+
+    assert not probe_cache.cacheable(TargetSDPA.__new__(TargetSDPA))
+

@@ -152,13 +152,30 @@ def decode(data: bytes, cell_type) -> list:
     return cells
 
 
+def cacheable(runner) -> bool:
+    """Only the suite's own runners: their source is in the key.  A runner defined outside
+    the package (CONFORMANCE_EXTRA_RUNNERS, a test's fake) or one wrapping the user's code
+    (runners/target/: `probe TARGET`) is probed every time, its code being no part of it."""
+    import inspect
+
+    try:
+        path = Path(inspect.getsourcefile(type(runner)) or "").resolve()
+    except TypeError:  # a class without a source file
+        return False
+    package = ROOT / "conformance"
+    return path.is_relative_to(package) and not path.is_relative_to(
+        package / "runners" / "target")
+
+
 def holds(runner, function: str) -> bool:
     """Whether the cache has an entry for the runner's probe cells (so none is queued)."""
-    return CACHE.get(entry_key(runner, function)) is not None
+    return cacheable(runner) and CACHE.get(entry_key(runner, function)) is not None
 
 
 def read(runner, function: str, cell_type) -> list | None:
     """The runner's cached probe cells, or None (a miss: never stored, stale, or evicted)."""
+    if not cacheable(runner):
+        return None
     k = entry_key(runner, function)
     data = CACHE.get(k)
     if data is None:
@@ -172,6 +189,6 @@ def read(runner, function: str, cell_type) -> list | None:
 
 def write(runner, function: str, cells, cell_type) -> None:
     """Store the cells of a probe that answered (a probe that raised has none to store)."""
-    data = encode(cells, cell_type)
+    data = encode(cells, cell_type) if cacheable(runner) else None
     if data is not None:
         CACHE.put(entry_key(runner, function), data)
