@@ -125,7 +125,7 @@ class KerasHubQwen35(Runner):
 
         keras.config.disable_flash_attention()
         dt = case.inputs.dtype
-        layer = Qwen3_5Attention(**plan, dtype=dt)
+        layer = Qwen3_5Attention(**plan, dtype=dt, name="qwen3_5_attention")  # no counter
         layer.build((None, None, case.attention.query_features))
         want = kernels(weights, packing)
         for var in layer.weights:  # Keras's own assign refuses a value of another shape

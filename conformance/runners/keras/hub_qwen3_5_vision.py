@@ -107,7 +107,8 @@ class KerasHubQwen35Vision(Runner):
 
         plan, w, dt = translation.plan, data.weights, case.inputs.dtype
         b, n, e = data.inputs.query.shape
-        layer = Qwen3_5VisionAttention(plan["hidden_size"], plan["num_heads"], dtype=dt)
+        layer = Qwen3_5VisionAttention(plan["hidden_size"], plan["num_heads"], dtype=dt,
+                                       name="qwen3_5_vision_attention")  # no counter
         layer.build((None, e))
         rows = lambda m: m.transpose(1, 0, 2).reshape(e, -1)  # noqa: E731 (E, H*d)
         layer.qkv.kernel.assign(np.concatenate([rows(w.wq), rows(w.wk), rows(w.wv)], 1)
